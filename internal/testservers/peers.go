@@ -1,0 +1,128 @@
+package testservers
+
+import (
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// ModuleRoot returns the directory holding toolmux's go.mod.
+func ModuleRoot(tb testing.TB) string {
+	tb.Helper()
+	dir, err := os.Getwd()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return dir
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			tb.Fatal("go.mod not found above the test's directory")
+		}
+		dir = parent
+	}
+}
+
+// NodeBin returns the path of an executable installed by `make peers` from
+// testdata/npm, skipping the test when the peers are not installed.
+func NodeBin(tb testing.TB, name string) string {
+	tb.Helper()
+	p := filepath.Join(ModuleRoot(tb), "testdata", "npm", "node_modules", ".bin", name)
+	if _, err := os.Stat(p); err != nil {
+		if os.Getenv("TOOLMUX_REQUIRE_PEERS") != "" {
+			tb.Fatalf("%s is not installed (run `make peers`): %v", name, err)
+		}
+		tb.Skipf("%s is not installed; run `make peers` (or `make test`, which does)", name)
+	}
+	if _, err := exec.LookPath("node"); err != nil {
+		tb.Skip("node is not on PATH")
+	}
+	return p
+}
+
+// FreePort returns a TCP port that was free a moment ago on 127.0.0.1.
+func FreePort(tb testing.TB) int {
+	tb.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// StartEverything runs @modelcontextprotocol/server-everything over "sse" or
+// "streamableHttp" on a free port and returns its endpoint URL. The server is
+// stopped when the test ends.
+func StartEverything(tb testing.TB, transport string) string {
+	tb.Helper()
+	bin := NodeBin(tb, "mcp-server-everything")
+	port := FreePort(tb)
+	cmd := exec.Command(bin, transport)
+	cmd.Env = append(os.Environ(), fmt.Sprintf("PORT=%d", port))
+	var out strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &out
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() {
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		_ = cmd.Wait()
+	})
+	addr := fmt.Sprintf("127.0.0.1:%d", port)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		c, err := net.DialTimeout("tcp", addr, time.Second)
+		if err == nil {
+			c.Close()
+			break
+		}
+		if time.Now().After(deadline) {
+			tb.Fatalf("server-everything %s did not listen on %s: %s", transport, addr, out.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	path := "/mcp"
+	if transport == "sse" {
+		path = "/sse"
+	}
+	return "http://" + addr + path
+}
+
+// ProcessGone reports whether pid no longer runs: it does not exist, or it
+// is a zombie waiting for a parent that is not toolmux to reap it.
+func ProcessGone(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return syscall.Kill(pid, 0) != nil
+	}
+	// The state follows the parenthesised command name.
+	s := string(b)
+	if i := strings.LastIndexByte(s, ')'); i >= 0 && i+2 < len(s) {
+		return s[i+2] == 'Z' || s[i+2] == 'X'
+	}
+	return false
+}
+
+// Eventually polls cond every 20ms until it holds or timeout passes.
+func Eventually(timeout time.Duration, cond func() bool) bool {
+	deadline := time.Now().Add(timeout)
+	for {
+		if cond() {
+			return true
+		}
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}

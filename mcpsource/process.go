@@ -1,0 +1,136 @@
+package mcpsource
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"syscall"
+	"time"
+
+	"github.com/toolmux/toolmux/internal/ringbuf"
+)
+
+// process is one stdio server process and its process group.
+type process struct {
+	cmd    *exec.Cmd
+	pid    int
+	stderr *os.File // read end of the stderr pipe
+	// exited is closed once the process has been reaped; state and waitErr
+	// are valid after that.
+	exited     chan struct{}
+	state      *os.ProcessState
+	waitErr    error
+	stderrDone chan struct{}
+}
+
+// startProcess starts cmd in its own process group with pipes for stdin and
+// stdout, copying stderr into ring. It returns the parent's ends of stdin and
+// stdout.
+func startProcess(cmd *exec.Cmd, ring *ringbuf.Buffer) (*process, io.WriteCloser, io.ReadCloser, error) {
+	inR, inW, err := os.Pipe()
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		inR.Close()
+		inW.Close()
+		return nil, nil, nil, err
+	}
+	errR, errW, err := os.Pipe()
+	if err != nil {
+		inR.Close()
+		inW.Close()
+		outR.Close()
+		outW.Close()
+		return nil, nil, nil, err
+	}
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = inR, outW, errW
+	setProcessGroup(cmd)
+	err = cmd.Start()
+	// The child holds its own copies now; the parent keeps only its ends, so
+	// that EOF arrives when the child (and every process it started) is gone.
+	inR.Close()
+	outW.Close()
+	errW.Close()
+	if err != nil {
+		inW.Close()
+		outR.Close()
+		errR.Close()
+		return nil, nil, nil, err
+	}
+	p := &process{
+		cmd:        cmd,
+		pid:        cmd.Process.Pid,
+		stderr:     errR,
+		exited:     make(chan struct{}),
+		stderrDone: make(chan struct{}),
+	}
+	go func() {
+		defer close(p.stderrDone)
+		_, _ = io.Copy(ring, errR)
+	}()
+	go func() {
+		p.waitErr = cmd.Wait()
+		p.state = cmd.ProcessState
+		close(p.exited)
+		// The leader is gone: whatever it started is orphaned. Killing the
+		// group makes them release the pipes, so the session sees EOF.
+		killGroup(p.pid)
+	}()
+	return p, inW, outR, nil
+}
+
+// stop ends the process politely, then less so: the caller has already closed
+// stdin, which well-behaved servers take as the signal to exit; after grace
+// the group gets SIGTERM, after another grace SIGKILL. It returns once the
+// process has been reaped and its stderr drained.
+func (p *process) stop(grace time.Duration) {
+	select {
+	case <-p.exited:
+	case <-time.After(grace):
+		signalGroup(p.pid, syscall.SIGTERM)
+		select {
+		case <-p.exited:
+		case <-time.After(grace):
+			killGroup(p.pid)
+			<-p.exited
+		}
+	}
+	killGroup(p.pid)
+	// A process outside the group may still hold stderr (a daemonised
+	// grandchild); give the copier a moment to take the last words, then cut.
+	select {
+	case <-p.stderrDone:
+	case <-time.After(500 * time.Millisecond):
+		p.stderr.Close()
+		<-p.stderrDone
+	}
+	p.stderr.Close()
+}
+
+// exitDescription says how the process ended, for error messages. It must
+// only be called after exited is closed.
+func (p *process) exitDescription() string {
+	if p.state == nil {
+		if p.waitErr != nil {
+			return p.waitErr.Error()
+		}
+		return "exited"
+	}
+	if ws, ok := p.state.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		return fmt.Sprintf("killed by signal %s", ws.Signal())
+	}
+	return fmt.Sprintf("exited with status %d", p.state.ExitCode())
+}
+
+// alive reports whether the process has not been reaped yet.
+func (p *process) alive() bool {
+	select {
+	case <-p.exited:
+		return false
+	default:
+		return true
+	}
+}

@@ -1,0 +1,627 @@
+// Package mcpsource is a toolmux source backed by one MCP server, over stdio,
+// SSE or streamable HTTP, through the official go-sdk.
+//
+// A Source keeps one long-lived session that every concurrent call shares
+// (JSON-RPC multiplexes them). It connects on first use, notices when the
+// server crashes or the connection drops, and reconnects (restarting the
+// process) on the next use, with exponential backoff between attempts. The
+// stderr of a stdio server is kept in a bounded ring buffer and quoted in
+// connection errors. Close ends the process group and every goroutine.
+package mcpsource
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"net/http"
+	"os"
+	"os/exec"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/toolmux/toolmux/internal/ringbuf"
+	"github.com/toolmux/toolmux/tool"
+)
+
+// Transport names.
+const (
+	Stdio          = "stdio"
+	SSE            = "sse"
+	StreamableHTTP = "http"
+)
+
+// Defaults.
+const (
+	DefaultConnectTimeout  = 15 * time.Second
+	DefaultMaxMessageBytes = 64 << 20
+	DefaultStderrBytes     = 64 << 10
+	DefaultMinBackoff      = 250 * time.Millisecond
+	DefaultMaxBackoff      = 30 * time.Second
+	// stderrTailLines is how much of a server's stderr an error quotes.
+	stderrTailLines = 20
+)
+
+// Config describes one MCP server.
+type Config struct {
+	// Name is the server's name in toolmux (the "server" of server__tool).
+	Name string
+	// Transport is Stdio, SSE or StreamableHTTP.
+	Transport string
+
+	// Command, Args, Env and Dir start a stdio server. Env adds to (and
+	// overrides) toolmux's own environment.
+	Command string
+	Args    []string
+	Env     map[string]string
+	Dir     string
+
+	// URL is the endpoint of an SSE or streamable HTTP server.
+	URL string
+	// Headers are sent with every HTTP request.
+	Headers map[string]string
+	// BearerToken, when set, is sent as "Authorization: Bearer TOKEN".
+	BearerToken string
+	// HTTPClient overrides the HTTP client (its Transport is wrapped to add
+	// the headers).
+	HTTPClient *http.Client
+
+	// ConnectTimeout bounds starting the server and the MCP handshake.
+	ConnectTimeout time.Duration
+	// MaxMessageBytes bounds one message from a stdio server.
+	MaxMessageBytes int
+	// StderrBytes is how much of a stdio server's stderr is kept.
+	StderrBytes int
+	// MinBackoff and MaxBackoff bound the wait between reconnection attempts.
+	MinBackoff, MaxBackoff time.Duration
+	// StopGrace is how long Close waits after closing stdin before SIGTERM,
+	// and after SIGTERM before SIGKILL.
+	StopGrace time.Duration
+	// KeepAlive, when positive, pings the server at that interval so a dead
+	// connection is noticed between calls.
+	KeepAlive time.Duration
+
+	// Logger receives diagnostics; nil discards them.
+	Logger *slog.Logger
+}
+
+// Source is a toolmux source backed by one MCP server.
+type Source struct {
+	cfg    Config
+	log    *slog.Logger
+	client *mcp.Client
+	stderr *ringbuf.Buffer
+	http   *http.Client
+	own    *http.Transport // closed on Close, when we created it
+
+	mu         sync.Mutex
+	cur        *conn
+	connecting chan struct{} // closed when the connect in progress ends
+	failures   int           // consecutive failed connects or crashes
+	retryAt    time.Time     // no new connect before this
+	lastErr    *tool.Error
+	lastErrAt  time.Time
+	connects   int
+	closed     bool
+	onChange   func()
+
+	progress  sync.Map // token string -> tool.ProgressFunc
+	nextToken atomic.Uint64
+	wg        sync.WaitGroup
+}
+
+// conn is one session (and, for stdio, one process).
+type conn struct {
+	cs     *mcp.ClientSession
+	proc   *process
+	cancel context.CancelFunc // ends the session's lifetime context
+	ended  chan struct{}      // closed when the session is over
+	why    *tool.Error        // set before ended is closed
+	healthy bool              // a call or listing succeeded on it
+}
+
+// New returns a source for cfg. It does not connect: the first call, or the
+// first listing, does.
+func New(cfg Config) (*Source, error) {
+	if cfg.Name == "" {
+		return nil, errors.New("mcpsource: a server needs a name")
+	}
+	switch cfg.Transport {
+	case Stdio:
+		if cfg.Command == "" {
+			return nil, fmt.Errorf("mcpsource: server %q: stdio transport needs a command", cfg.Name)
+		}
+	case SSE, StreamableHTTP:
+		if cfg.URL == "" {
+			return nil, fmt.Errorf("mcpsource: server %q: %s transport needs a url", cfg.Name, cfg.Transport)
+		}
+	default:
+		return nil, fmt.Errorf("mcpsource: server %q: unknown transport %q (want stdio, sse or http)", cfg.Name, cfg.Transport)
+	}
+	if cfg.ConnectTimeout <= 0 {
+		cfg.ConnectTimeout = DefaultConnectTimeout
+	}
+	if cfg.MaxMessageBytes <= 0 {
+		cfg.MaxMessageBytes = DefaultMaxMessageBytes
+	}
+	if cfg.StderrBytes <= 0 {
+		cfg.StderrBytes = DefaultStderrBytes
+	}
+	if cfg.MinBackoff <= 0 {
+		cfg.MinBackoff = DefaultMinBackoff
+	}
+	if cfg.MaxBackoff <= 0 {
+		cfg.MaxBackoff = DefaultMaxBackoff
+	}
+	if cfg.StopGrace <= 0 {
+		cfg.StopGrace = 2 * time.Second
+	}
+	s := &Source{cfg: cfg, log: cfg.Logger, stderr: ringbuf.New(cfg.StderrBytes)}
+	if s.log == nil {
+		s.log = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Transport != Stdio {
+		s.http, s.own = newHTTPClient(cfg)
+	}
+	s.client = mcp.NewClient(&mcp.Implementation{Name: "toolmux", Version: Version}, &mcp.ClientOptions{
+		Logger:                      s.log,
+		Capabilities:                &mcp.ClientCapabilities{},
+		KeepAlive:                   cfg.KeepAlive,
+		ToolListChangedHandler:      func(context.Context, *mcp.ToolListChangedRequest) { s.toolsChanged() },
+		ProgressNotificationHandler: s.handleProgress,
+	})
+	return s, nil
+}
+
+// Version is the client version toolmux announces to servers.
+var Version = "dev"
+
+// Name returns the server's name.
+func (s *Source) Name() string { return s.cfg.Name }
+
+// Transport returns the transport name.
+func (s *Source) Transport() string { return s.cfg.Transport }
+
+// OnToolsChanged registers fn to be called (from any goroutine) when the
+// server's tool list may have changed: it sent notifications/tools/list_changed,
+// or it was restarted.
+func (s *Source) OnToolsChanged(fn func()) {
+	s.mu.Lock()
+	s.onChange = fn
+	s.mu.Unlock()
+}
+
+func (s *Source) toolsChanged() {
+	s.mu.Lock()
+	fn := s.onChange
+	s.mu.Unlock()
+	if fn != nil {
+		fn()
+	}
+}
+
+// Tools lists the server's tools, connecting first if needed.
+func (s *Source) Tools(ctx context.Context) ([]tool.Tool, error) {
+	c, err := s.session(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var out []tool.Tool
+	for t, err := range c.cs.Tools(ctx, nil) {
+		if err != nil {
+			return nil, s.callError(ctx, c, err, "listing tools")
+		}
+		out = append(out, convertTool(s.cfg.Name, t))
+	}
+	s.markHealthy(c)
+	return out, nil
+}
+
+// Call calls one tool. A tool that reports an error (isError) returns a
+// result, not an error; errors are for calls that did not complete.
+func (s *Source) Call(ctx context.Context, name string, args map[string]any) (*tool.Result, error) {
+	c, err := s.session(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if args == nil {
+		args = map[string]any{}
+	}
+	params := &mcp.CallToolParams{Name: name, Arguments: args}
+	if fn := tool.ProgressFrom(ctx); fn != nil {
+		token := "toolmux-" + strconv.FormatUint(s.nextToken.Add(1), 10)
+		s.progress.Store(token, fn)
+		defer s.progress.Delete(token)
+		params.SetProgressToken(token)
+	}
+	res, err := c.cs.CallTool(ctx, params)
+	if err != nil {
+		return nil, s.callError(ctx, c, err, "calling "+name)
+	}
+	s.markHealthy(c)
+	return convertResult(res), nil
+}
+
+func (s *Source) handleProgress(_ context.Context, req *mcp.ProgressNotificationClientRequest) {
+	token, ok := req.Params.ProgressToken.(string)
+	if !ok {
+		return
+	}
+	if fn, ok := s.progress.Load(token); ok {
+		fn.(tool.ProgressFunc)(tool.Progress{Progress: req.Params.Progress, Total: req.Params.Total, Message: req.Params.Message})
+	}
+}
+
+// callError classifies an error from the session. An error response from
+// the server is the server's answer; anything else means the connection is
+// no longer trustworthy, so it is dropped and the next use reconnects.
+func (s *Source) callError(ctx context.Context, c *conn, err error, doing string) error {
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	var wire *jsonrpc.Error
+	if errors.As(err, &wire) {
+		kind := tool.KindExecutionFailed
+		if wire.Code == jsonrpc.CodeInvalidParams {
+			kind = tool.KindInvalidParams
+		}
+		return &tool.Error{Kind: kind, Server: s.cfg.Name, Message: fmt.Sprintf("server %s answered %s with error %d: %s", s.cfg.Name, doing, wire.Code, wire.Message), Err: err}
+	}
+	why := s.drop(c, fmt.Errorf("%s: %w", doing, err))
+	return why
+}
+
+// drop ends c because it failed, and returns the error that describes why,
+// with the process's exit status and stderr tail when there is one.
+func (s *Source) drop(c *conn, cause error) *tool.Error {
+	if c.proc != nil {
+		// The process usually dies a moment before its pipe reports EOF;
+		// waiting briefly lets the error say how it died.
+		select {
+		case <-c.proc.exited:
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+	msg := fmt.Sprintf("server %s: connection lost while %v", s.cfg.Name, cause)
+	if c.proc != nil && !c.proc.alive() {
+		msg = fmt.Sprintf("server %s %s (%v)", s.cfg.Name, c.proc.exitDescription(), cause)
+	}
+	e := s.unavailable(msg, cause)
+	s.end(c, e)
+	return e
+}
+
+// unavailable builds a server_unavailable error quoting the stderr tail.
+func (s *Source) unavailable(msg string, cause error) *tool.Error {
+	e := &tool.Error{Kind: tool.KindServerUnavailable, Server: s.cfg.Name, Message: msg, Err: cause}
+	if tail := s.stderr.Tail(stderrTailLines); tail != "" {
+		e.Detail = "stderr of " + s.cfg.Name + ":\n" + tail
+	}
+	return e
+}
+
+// end retires c (once): later uses reconnect, after a backoff.
+func (s *Source) end(c *conn, why *tool.Error) {
+	s.mu.Lock()
+	if c.why == nil {
+		c.why = why
+		if s.cur == c {
+			s.cur = nil
+		}
+		if !s.closed {
+			s.failed(why)
+		}
+	}
+	s.mu.Unlock()
+}
+
+// failed records a failure and schedules the next connection attempt.
+// Callers hold s.mu.
+func (s *Source) failed(why *tool.Error) {
+	s.lastErr, s.lastErrAt = why, time.Now()
+	s.failures++
+	d := s.cfg.MinBackoff << min(s.failures-1, 16)
+	if d > s.cfg.MaxBackoff || d <= 0 {
+		d = s.cfg.MaxBackoff
+	}
+	// Full jitter on the upper half keeps restarts of many servers apart.
+	d = d/2 + rand.N(d/2+1)
+	s.retryAt = time.Now().Add(d)
+}
+
+func (s *Source) markHealthy(c *conn) {
+	s.mu.Lock()
+	if !c.healthy && s.cur == c {
+		c.healthy = true
+		s.failures = 0
+	}
+	s.mu.Unlock()
+}
+
+// session returns the live session, connecting (or waiting for a connect in
+// progress) when there is none.
+func (s *Source) session(ctx context.Context) (*conn, error) {
+	s.mu.Lock()
+	for {
+		if s.closed {
+			s.mu.Unlock()
+			return nil, &tool.Error{Kind: tool.KindServerUnavailable, Server: s.cfg.Name, Message: "server " + s.cfg.Name + " is closed"}
+		}
+		if s.cur != nil {
+			c := s.cur
+			s.mu.Unlock()
+			return c, nil
+		}
+		if ch := s.connecting; ch != nil {
+			s.mu.Unlock()
+			select {
+			case <-ch:
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+			s.mu.Lock()
+			continue
+		}
+		break
+	}
+	ch := make(chan struct{})
+	s.connecting = ch
+	wait := time.Until(s.retryAt)
+	s.mu.Unlock()
+
+	c, err := s.connectAfter(ctx, wait)
+
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.connecting = nil
+	close(ch)
+	if err != nil {
+		if ctx.Err() == nil || errors.As(err, new(*tool.Error)) {
+			te := tool.AsError(err)
+			if !s.closed {
+				s.failed(te)
+			}
+			return nil, te
+		}
+		return nil, err
+	}
+	if s.closed {
+		go s.shutdown(c)
+		return nil, &tool.Error{Kind: tool.KindServerUnavailable, Server: s.cfg.Name, Message: "server " + s.cfg.Name + " is closed"}
+	}
+	s.cur = c
+	s.connects++
+	restarted := s.connects > 1
+	s.wg.Add(1)
+	go s.watch(c)
+	if restarted {
+		go s.toolsChanged()
+	}
+	return c, nil
+}
+
+func (s *Source) connectAfter(ctx context.Context, wait time.Duration) (*conn, error) {
+	if wait > 0 {
+		t := time.NewTimer(wait)
+		defer t.Stop()
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	return s.connect(ctx)
+}
+
+// connect starts the server (for stdio) and performs the MCP handshake
+// within ConnectTimeout.
+func (s *Source) connect(ctx context.Context) (*conn, error) {
+	// The session outlives this call (an SSE stream is bound to the context
+	// it was opened with), so it gets its own lifetime context; the timeout
+	// and the caller's cancellation only cut the handshake short.
+	life, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	deadline, stopDeadline := context.WithTimeout(ctx, s.cfg.ConnectTimeout)
+	defer stopDeadline()
+	stop := context.AfterFunc(deadline, cancel)
+
+	c := &conn{cancel: cancel, ended: make(chan struct{})}
+	var transport mcp.Transport
+	switch s.cfg.Transport {
+	case Stdio:
+		cmd := exec.Command(s.cfg.Command, s.cfg.Args...)
+		cmd.Dir = s.cfg.Dir
+		cmd.Env = mergeEnv(os.Environ(), s.cfg.Env)
+		// A new process, a fresh stderr: earlier output would blame the
+		// wrong run.
+		s.stderr.Reset()
+		proc, stdin, stdout, err := startProcess(cmd, s.stderr)
+		if err != nil {
+			stop()
+			cancel()
+			return nil, &tool.Error{Kind: tool.KindServerUnavailable, Server: s.cfg.Name,
+				Message: fmt.Sprintf("server %s: cannot start %q: %v", s.cfg.Name, s.cfg.Command, err), Err: err}
+		}
+		c.proc = proc
+		transport = &mcp.IOTransport{Reader: stdout, Writer: stdin, MaxLineLength: s.cfg.MaxMessageBytes}
+	case SSE:
+		transport = &mcp.SSEClientTransport{Endpoint: s.cfg.URL, HTTPClient: s.http, MaxEventSize: s.cfg.MaxMessageBytes}
+	case StreamableHTTP:
+		transport = &mcp.StreamableClientTransport{Endpoint: s.cfg.URL, HTTPClient: s.http, MaxEventSize: s.cfg.MaxMessageBytes}
+	}
+
+	cs, err := s.client.Connect(life, transport, nil)
+	if stop() && err == nil {
+		c.cs = cs
+		return c, nil
+	}
+	// Failed, timed out, or cancelled (possibly just after succeeding).
+	if cs != nil {
+		_ = cs.Close()
+	}
+	cancel()
+	if err == nil {
+		err = context.Cause(deadline)
+	}
+	var msg string
+	switch {
+	case ctx.Err() != nil:
+		s.cleanupAsync(c)
+		return nil, ctx.Err()
+	case deadline.Err() != nil:
+		msg = fmt.Sprintf("server %s did not complete the MCP handshake within %s", s.cfg.Name, s.cfg.ConnectTimeout)
+	default:
+		msg = fmt.Sprintf("server %s: connecting: %v", s.cfg.Name, err)
+	}
+	if c.proc != nil {
+		select {
+		case <-c.proc.exited:
+			msg = fmt.Sprintf("server %s %s before completing the MCP handshake (%v)", s.cfg.Name, c.proc.exitDescription(), err)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	// Stopping a hung process can take two grace periods; the caller (and
+	// the other servers' discovery) should not wait for that.
+	e := s.unavailable(msg, err)
+	s.cleanupAsync(c)
+	return nil, e
+}
+
+func (s *Source) cleanupAsync(c *conn) {
+	if c.proc == nil {
+		return
+	}
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		c.proc.stop(s.cfg.StopGrace)
+	}()
+}
+
+// watch waits for the session to end, however it ends, then releases its
+// process.
+func (s *Source) watch(c *conn) {
+	defer s.wg.Done()
+	done := make(chan struct{})
+	go func() {
+		_ = c.cs.Wait()
+		close(done)
+	}()
+	var exited <-chan struct{}
+	if c.proc != nil {
+		exited = c.proc.exited
+	}
+	select {
+	case <-done:
+	case <-exited:
+	}
+	s.mu.Lock()
+	unexpected := !s.closed && c.why == nil
+	s.mu.Unlock()
+	if unexpected {
+		s.log.Warn("mcp server session ended", "server", s.cfg.Name)
+		s.drop(c, errors.New("the session ended"))
+	}
+	s.shutdown(c)
+	<-done
+	close(c.ended)
+}
+
+// shutdown closes the session and stops its process.
+func (s *Source) shutdown(c *conn) {
+	_ = c.cs.Close()
+	c.cancel()
+	if c.proc != nil {
+		c.proc.stop(s.cfg.StopGrace)
+	}
+}
+
+// Close ends the session, stops the server's process group and waits for
+// every goroutine the source started.
+func (s *Source) Close() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed = true
+	c := s.cur
+	s.cur = nil
+	s.mu.Unlock()
+	if c != nil {
+		s.shutdown(c)
+	}
+	s.wg.Wait()
+	if s.own != nil {
+		s.own.CloseIdleConnections()
+	}
+	return nil
+}
+
+// Health describes the source's connection.
+type Health struct {
+	State     tool.State
+	LastError *tool.Error
+	ErrorAt   time.Time
+	Restarts  int
+	// PID is the stdio server's process id while it runs.
+	PID int
+}
+
+// Health returns the current state of the connection.
+func (s *Source) Health() Health {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	h := Health{LastError: s.lastErr, ErrorAt: s.lastErrAt, Restarts: max(s.connects-1, 0)}
+	switch {
+	case s.connecting != nil:
+		h.State = tool.StateConnecting
+	case s.cur != nil && (s.cur.healthy || s.lastErr == nil):
+		h.State = tool.StateReady
+	case s.cur != nil:
+		// Restarted after a failure and not yet proven by a successful call.
+		h.State = tool.StateDegraded
+	case s.lastErr != nil && s.connects > 0:
+		// It ran before: it will be restarted on the next use.
+		h.State = tool.StateDegraded
+	case s.lastErr != nil:
+		h.State = tool.StateFailed
+	default:
+		h.State = tool.StateConnecting
+	}
+	if s.cur != nil && s.cur.proc != nil {
+		h.PID = s.cur.proc.pid
+	}
+	return h
+}
+
+// StderrTail returns the last lines a stdio server wrote to stderr.
+func (s *Source) StderrTail(lines int) string { return s.stderr.Tail(lines) }
+
+func mergeEnv(base []string, extra map[string]string) []string {
+	if len(extra) == 0 {
+		return base
+	}
+	out := make([]string, 0, len(base)+len(extra))
+	for _, kv := range base {
+		k := kv
+		for i := 0; i < len(kv); i++ {
+			if kv[i] == '=' {
+				k = kv[:i]
+				break
+			}
+		}
+		if _, ok := extra[k]; !ok {
+			out = append(out, kv)
+		}
+	}
+	for k, v := range extra {
+		out = append(out, k+"="+v)
+	}
+	return out
+}

@@ -1,0 +1,132 @@
+package tool
+
+import (
+	"context"
+	"errors"
+	"strings"
+)
+
+// Kind classifies a failed call. Callers branch on kinds with [KindOf] or
+// errors.As, never on error text.
+type Kind string
+
+// The error kinds. The string values are stable: they appear in JSON output,
+// task logs and messages to models.
+const (
+	// KindToolNotRegistered: no tool of that name; the error suggests the closest one.
+	KindToolNotRegistered Kind = "tool_not_registered"
+	// KindServerNotFound: no server of that name is configured.
+	KindServerNotFound Kind = "server_not_found"
+	// KindServerUnavailable: the server could not be reached, crashed, or its
+	// circuit breaker is open. The only kind retried automatically.
+	KindServerUnavailable Kind = "server_unavailable"
+	// KindInvalidParams: the arguments do not fit the tool's schema.
+	KindInvalidParams Kind = "invalid_tool_params"
+	// KindPolicyViolation: an allow/deny list or policy rule refused the call.
+	KindPolicyViolation Kind = "policy_violation"
+	// KindApprovalDenied: a person (or a non-interactive run) refused the call.
+	KindApprovalDenied Kind = "approval_denied"
+	// KindTimeout: the call ran past its time limit and was cancelled.
+	KindTimeout Kind = "timeout"
+	// KindCancelled: the caller cancelled the call.
+	KindCancelled Kind = "cancelled"
+	// KindToolError: the tool ran and reported an error itself (isError).
+	KindToolError Kind = "tool_error"
+	// KindExecutionFailed: the call failed for another reason (a protocol
+	// error from the server, a panic in a tool, ...).
+	KindExecutionFailed Kind = "execution_failed"
+	// KindDuplicateQuery: the same query was already made in this task.
+	KindDuplicateQuery Kind = "duplicate_query"
+	// KindPathNotInWorkspace: a file tool was given a path outside its workspace.
+	KindPathNotInWorkspace Kind = "path_not_in_workspace"
+	// KindFileNotFound: a file tool was given a path that does not exist.
+	KindFileNotFound Kind = "file_not_found"
+	// KindPermissionDenied: the operating system refused access to a path.
+	KindPermissionDenied Kind = "permission_denied"
+	// KindOutputTruncated: informational; the output was cut for the model.
+	KindOutputTruncated Kind = "output_truncated"
+	// KindFallbackFailed: the call failed and so did every fallback.
+	KindFallbackFailed Kind = "fallback_failed"
+)
+
+// Error is the error every failed call carries.
+type Error struct {
+	// Kind says what went wrong, in a form programs can branch on.
+	Kind Kind `json:"kind"`
+	// Message says what went wrong in words a model or a person can act on.
+	Message string `json:"message"`
+	// Server and Tool name the call, when known.
+	Server string `json:"server,omitempty"`
+	Tool   string `json:"tool,omitempty"`
+	// Suggestion is a "did you mean" name for unknown tools and servers.
+	Suggestion string `json:"suggestion,omitempty"`
+	// Detail is diagnostic text, such as the tail of a server's stderr.
+	Detail string `json:"detail,omitempty"`
+	// Err is the underlying cause, if any.
+	Err error `json:"-"`
+}
+
+// NewError returns an error of the given kind.
+func NewError(kind Kind, message string) *Error {
+	return &Error{Kind: kind, Message: message}
+}
+
+// Error implements the error interface.
+func (e *Error) Error() string {
+	var b strings.Builder
+	b.WriteString(string(e.Kind))
+	b.WriteString(": ")
+	b.WriteString(e.Message)
+	if e.Suggestion != "" {
+		b.WriteString(" (did you mean ")
+		b.WriteString(e.Suggestion)
+		b.WriteString("?)")
+	}
+	if e.Detail != "" {
+		b.WriteString("\n")
+		b.WriteString(e.Detail)
+	}
+	return b.String()
+}
+
+// Unwrap returns the cause.
+func (e *Error) Unwrap() error { return e.Err }
+
+// Is makes errors.Is(err, &Error{Kind: k}) match any error of kind k.
+func (e *Error) Is(target error) bool {
+	t, ok := target.(*Error)
+	return ok && t.Kind == e.Kind && t.Message == "" && t.Err == nil
+}
+
+// KindOf returns the kind of err: the Kind of the first *Error in its chain,
+// KindCancelled or KindTimeout for context errors, and KindExecutionFailed for
+// anything else. It returns "" for a nil error.
+func KindOf(err error) Kind {
+	if err == nil {
+		return ""
+	}
+	var te *Error
+	if errors.As(err, &te) {
+		return te.Kind
+	}
+	switch {
+	case errors.Is(err, context.DeadlineExceeded):
+		return KindTimeout
+	case errors.Is(err, context.Canceled):
+		return KindCancelled
+	}
+	return KindExecutionFailed
+}
+
+// AsError returns err as an *Error, wrapping errors of other types with the
+// kind [KindOf] gives them.
+func AsError(err error) *Error {
+	if err == nil {
+		return nil
+	}
+	var te *Error
+	if errors.As(err, &te) {
+		return te
+	}
+	return &Error{Kind: KindOf(err), Message: err.Error(), Err: err}
+}

@@ -1,0 +1,105 @@
+package tool
+
+import (
+	"crypto/rand"
+	"encoding/base32"
+	"encoding/binary"
+	"encoding/json"
+	"time"
+)
+
+// Call is a request to run one tool.
+type Call struct {
+	// ID identifies the call across processes; [NewID] fills it when empty.
+	ID string `json:"id,omitempty"`
+	// Server and Tool are the tool's identity (not its exposed name).
+	Server string `json:"server"`
+	Tool   string `json:"tool"`
+	// Arguments is the JSON object of arguments.
+	Arguments map[string]any `json:"arguments"`
+}
+
+// Record is the uniform account of one call: what was asked, what came back,
+// how long it took and how many attempts it needed. A failed call is a Record
+// with Error set, never a panic.
+type Record struct {
+	ID     string `json:"id"`
+	Server string `json:"server"`
+	Tool   string `json:"tool"`
+	// Name is the tool's exposed name, when the call went through a catalog.
+	Name string `json:"name,omitempty"`
+	// Arguments are the arguments as sent to the tool.
+	Arguments map[string]any `json:"arguments"`
+	// Result is what the tool returned; it is set for tool errors too, so the
+	// tool's own explanation is kept.
+	Result *Result `json:"result,omitempty"`
+	// Error is set when the call failed.
+	Error *Error `json:"error,omitempty"`
+	// Started and Ended bound the call; Duration is their difference.
+	Started  time.Time     `json:"started_at"`
+	Ended    time.Time     `json:"ended_at"`
+	Duration time.Duration `json:"-"`
+	// Attempts counts how many times the tool was invoked (retries included).
+	Attempts int `json:"attempts"`
+	// Notes is what each layer the call went through did to it, in order.
+	Notes []Note `json:"notes,omitempty"`
+}
+
+// Note is one thing a layer did to a call, for the record.
+type Note struct {
+	// Layer names who wrote the note ("manager", "repair", ...).
+	Layer string `json:"layer"`
+	// Message describes what was done.
+	Message string `json:"message"`
+	// Data holds machine-readable details.
+	Data map[string]any `json:"data,omitempty"`
+}
+
+// Err returns the call's error, or nil when it succeeded. The result is a
+// real nil interface when there is no error.
+func (r *Record) Err() error {
+	if r == nil || r.Error == nil {
+		return nil
+	}
+	return r.Error
+}
+
+// Note appends a note to the record.
+func (r *Record) Note(layer, message string, data map[string]any) {
+	r.Notes = append(r.Notes, Note{Layer: layer, Message: message, Data: data})
+}
+
+// MarshalJSON adds duration_ms to the JSON form.
+func (r *Record) MarshalJSON() ([]byte, error) {
+	type plain Record
+	return json.Marshal(struct {
+		*plain
+		DurationMS float64 `json:"duration_ms"`
+	}{(*plain)(r), float64(r.Duration.Microseconds()) / 1000})
+}
+
+// UnmarshalJSON reads the form MarshalJSON writes.
+func (r *Record) UnmarshalJSON(b []byte) error {
+	type plain Record
+	var v struct {
+		*plain
+		DurationMS float64 `json:"duration_ms"`
+	}
+	v.plain = (*plain)(r)
+	if err := json.Unmarshal(b, &v); err != nil {
+		return err
+	}
+	r.Duration = time.Duration(v.DurationMS * float64(time.Millisecond))
+	return nil
+}
+
+var idEncoding = base32.NewEncoding("0123456789abcdefghjkmnpqrstvwxyz").WithPadding(base32.NoPadding)
+
+// NewID returns an identifier that sorts by creation time and stays unique
+// across processes: 48 bits of milliseconds followed by 80 random bits.
+func NewID() string {
+	var b [16]byte
+	binary.BigEndian.PutUint64(b[:8], uint64(time.Now().UnixMilli())<<16)
+	_, _ = rand.Read(b[6:])
+	return idEncoding.EncodeToString(b[:])
+}
