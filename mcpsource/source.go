@@ -44,6 +44,9 @@ const (
 	DefaultStderrBytes     = 64 << 10
 	DefaultMinBackoff      = 250 * time.Millisecond
 	DefaultMaxBackoff      = 30 * time.Second
+	// progressGrace is how long progress reports are still delivered after
+	// the call's result.
+	progressGrace = time.Second
 	// stderrTailLines is how much of a server's stderr an error quotes.
 	stderrTailLines = 20
 )
@@ -103,6 +106,7 @@ type Source struct {
 	mu         sync.Mutex
 	cur        *conn
 	connecting chan struct{} // closed when the connect in progress ends
+	connErr    *tool.Error   // how the last connect attempt failed
 	failures   int           // consecutive failed connects or crashes
 	retryAt    time.Time     // no new connect before this
 	lastErr    *tool.Error
@@ -111,6 +115,11 @@ type Source struct {
 	closed     bool
 	onChange   func()
 
+	// closing is cancelled by Close. Every call is bound to it, because the
+	// go-sdk's ClientSession.Close waits for in-flight calls: a hung tool
+	// would otherwise hold Close forever.
+	closing   context.Context
+	stopAll   context.CancelFunc
 	progress  sync.Map // token string -> tool.ProgressFunc
 	nextToken atomic.Uint64
 	wg        sync.WaitGroup
@@ -118,12 +127,12 @@ type Source struct {
 
 // conn is one session (and, for stdio, one process).
 type conn struct {
-	cs     *mcp.ClientSession
-	proc   *process
-	cancel context.CancelFunc // ends the session's lifetime context
-	ended  chan struct{}      // closed when the session is over
-	why    *tool.Error        // set before ended is closed
-	healthy bool              // a call or listing succeeded on it
+	cs      *mcp.ClientSession
+	proc    *process
+	cancel  context.CancelFunc // ends the session's lifetime context
+	ended   chan struct{}      // closed when the session is over
+	why     *tool.Error        // set before ended is closed
+	healthy bool               // a call or listing succeeded on it
 }
 
 // New returns a source for cfg. It does not connect: the first call, or the
@@ -163,6 +172,7 @@ func New(cfg Config) (*Source, error) {
 		cfg.StopGrace = 2 * time.Second
 	}
 	s := &Source{cfg: cfg, log: cfg.Logger, stderr: ringbuf.New(cfg.StderrBytes)}
+	s.closing, s.stopAll = context.WithCancel(context.Background())
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
@@ -208,14 +218,17 @@ func (s *Source) toolsChanged() {
 
 // Tools lists the server's tools, connecting first if needed.
 func (s *Source) Tools(ctx context.Context) ([]tool.Tool, error) {
+	parent := ctx
+	ctx, done := s.bind(ctx)
+	defer done()
 	c, err := s.session(ctx)
 	if err != nil {
-		return nil, err
+		return nil, s.closedError(parent, err)
 	}
 	var out []tool.Tool
 	for t, err := range c.cs.Tools(ctx, nil) {
 		if err != nil {
-			return nil, s.callError(ctx, c, err, "listing tools")
+			return nil, s.callError(parent, ctx, c, err, "listing tools")
 		}
 		out = append(out, convertTool(s.cfg.Name, t))
 	}
@@ -226,9 +239,12 @@ func (s *Source) Tools(ctx context.Context) ([]tool.Tool, error) {
 // Call calls one tool. A tool that reports an error (isError) returns a
 // result, not an error; errors are for calls that did not complete.
 func (s *Source) Call(ctx context.Context, name string, args map[string]any) (*tool.Result, error) {
+	parent := ctx
+	ctx, done := s.bind(ctx)
+	defer done()
 	c, err := s.session(ctx)
 	if err != nil {
-		return nil, err
+		return nil, s.closedError(parent, err)
 	}
 	if args == nil {
 		args = map[string]any{}
@@ -237,12 +253,16 @@ func (s *Source) Call(ctx context.Context, name string, args map[string]any) (*t
 	if fn := tool.ProgressFrom(ctx); fn != nil {
 		token := "toolmux-" + strconv.FormatUint(s.nextToken.Add(1), 10)
 		s.progress.Store(token, fn)
-		defer s.progress.Delete(token)
+		// The go-sdk queues notifications for a handler goroutine but hands
+		// responses straight to the caller, so a report sent just before the
+		// result can be handled just after it. Keep the token a moment so
+		// the last report (often "100%") is not lost.
+		defer time.AfterFunc(progressGrace, func() { s.progress.Delete(token) })
 		params.SetProgressToken(token)
 	}
 	res, err := c.cs.CallTool(ctx, params)
 	if err != nil {
-		return nil, s.callError(ctx, c, err, "calling "+name)
+		return nil, s.callError(parent, ctx, c, err, "calling "+name)
 	}
 	s.markHealthy(c)
 	return convertResult(res), nil
@@ -258,23 +278,53 @@ func (s *Source) handleProgress(_ context.Context, req *mcp.ProgressNotification
 	}
 }
 
+// bind returns ctx, also cancelled when the source closes.
+func (s *Source) bind(ctx context.Context) (context.Context, func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	stop := context.AfterFunc(s.closing, cancel)
+	return ctx, func() { stop(); cancel() }
+}
+
+// closedError turns the cancellation Close caused into server_unavailable:
+// the caller did not cancel, the server went away under it.
+func (s *Source) closedError(parent context.Context, err error) error {
+	if parent.Err() == nil && s.closing.Err() != nil && errors.Is(err, context.Canceled) {
+		return &tool.Error{Kind: tool.KindServerUnavailable, Server: s.cfg.Name, Message: "server " + s.cfg.Name + " was closed during the call"}
+	}
+	return err
+}
+
 // callError classifies an error from the session. An error response from
 // the server is the server's answer; anything else means the connection is
 // no longer trustworthy, so it is dropped and the next use reconnects.
-func (s *Source) callError(ctx context.Context, c *conn, err error, doing string) error {
+func (s *Source) callError(parent, ctx context.Context, c *conn, err error, doing string) error {
 	if ctx.Err() != nil {
-		return ctx.Err()
+		return s.closedError(parent, ctx.Err())
 	}
 	var wire *jsonrpc.Error
-	if errors.As(err, &wire) {
+	if errors.As(err, &wire) && !localWireError(wire.Code) {
 		kind := tool.KindExecutionFailed
 		if wire.Code == jsonrpc.CodeInvalidParams {
 			kind = tool.KindInvalidParams
 		}
 		return &tool.Error{Kind: kind, Server: s.cfg.Name, Message: fmt.Sprintf("server %s answered %s with error %d: %s", s.cfg.Name, doing, wire.Code, wire.Message), Err: err}
 	}
-	why := s.drop(c, fmt.Errorf("%s: %w", doing, err))
-	return why
+	if wire != nil && wire.Code == codeRejectedByClient {
+		err = errors.Join(tool.ErrNotSent, err)
+	}
+	return s.drop(c, fmt.Errorf("%s: %w", doing, err))
+}
+
+// The go-sdk reports some failures of its own side with JSON-RPC codes:
+// these are not answers from the server.
+const (
+	codeClientClosing    = -32003
+	codeServerClosing    = -32004
+	codeRejectedByClient = -32005 // the request never reached the server
+)
+
+func localWireError(code int64) bool {
+	return code == codeClientClosing || code == codeServerClosing || code == codeRejectedByClient
 }
 
 // drop ends c because it failed, and returns the error that describes why,
@@ -344,89 +394,109 @@ func (s *Source) markHealthy(c *conn) {
 	s.mu.Unlock()
 }
 
-// session returns the live session, connecting (or waiting for a connect in
-// progress) when there is none.
+// session returns the live session, starting a connection (or waiting for
+// the one in progress) when there is none. The connection attempt belongs to
+// the source, not to the caller: a caller that gives up stops waiting, but
+// the attempt goes on for the others, bounded by ConnectTimeout and Close.
 func (s *Source) session(ctx context.Context) (*conn, error) {
 	s.mu.Lock()
-	for {
-		if s.closed {
-			s.mu.Unlock()
-			return nil, &tool.Error{Kind: tool.KindServerUnavailable, Server: s.cfg.Name, Message: "server " + s.cfg.Name + " is closed"}
-		}
-		if s.cur != nil {
-			c := s.cur
-			s.mu.Unlock()
-			return c, nil
-		}
-		if ch := s.connecting; ch != nil {
-			s.mu.Unlock()
-			select {
-			case <-ch:
-			case <-ctx.Done():
-				return nil, ctx.Err()
-			}
-			s.mu.Lock()
-			continue
-		}
-		break
+	if s.closed {
+		s.mu.Unlock()
+		return nil, s.closedErr()
 	}
-	ch := make(chan struct{})
-	s.connecting = ch
-	wait := time.Until(s.retryAt)
+	if c := s.cur; c != nil {
+		s.mu.Unlock()
+		return c, nil
+	}
+	if s.connecting == nil {
+		s.startConnect()
+	}
+	ch := s.connecting
 	s.mu.Unlock()
-
-	c, err := s.connectAfter(ctx, wait)
-
+	select {
+	case <-ch:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.connecting = nil
-	close(ch)
-	if err != nil {
-		if ctx.Err() == nil || errors.As(err, new(*tool.Error)) {
+	switch {
+	case s.closed:
+		return nil, s.closedErr()
+	case s.cur != nil:
+		return s.cur, nil
+	case s.connErr != nil:
+		return nil, s.connErr
+	}
+	// Connected and already lost again before we looked.
+	return nil, s.lastErr
+}
+
+func (s *Source) closedErr() *tool.Error {
+	return &tool.Error{Kind: tool.KindServerUnavailable, Server: s.cfg.Name, Message: "server " + s.cfg.Name + " is closed", Err: tool.ErrNotSent}
+}
+
+// startConnect begins a connection attempt. Callers hold s.mu.
+func (s *Source) startConnect() {
+	ch := make(chan struct{})
+	s.connecting = ch
+	s.connErr = nil
+	wait := time.Until(s.retryAt)
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		c, err := s.connectAfter(wait)
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		s.connecting = nil
+		defer close(ch)
+		if err != nil {
 			te := tool.AsError(err)
+			s.connErr = te
 			if !s.closed {
 				s.failed(te)
 			}
-			return nil, te
+			return
 		}
-		return nil, err
-	}
-	if s.closed {
-		go s.shutdown(c)
-		return nil, &tool.Error{Kind: tool.KindServerUnavailable, Server: s.cfg.Name, Message: "server " + s.cfg.Name + " is closed"}
-	}
-	s.cur = c
-	s.connects++
-	restarted := s.connects > 1
-	s.wg.Add(1)
-	go s.watch(c)
-	if restarted {
-		go s.toolsChanged()
-	}
-	return c, nil
+		if s.closed {
+			s.wg.Add(1)
+			go func() {
+				defer s.wg.Done()
+				s.shutdown(c)
+			}()
+			return
+		}
+		s.cur = c
+		s.connects++
+		s.wg.Add(1)
+		go s.watch(c)
+		if s.connects > 1 {
+			go s.toolsChanged()
+		}
+	}()
 }
 
-func (s *Source) connectAfter(ctx context.Context, wait time.Duration) (*conn, error) {
+func (s *Source) connectAfter(wait time.Duration) (*conn, error) {
 	if wait > 0 {
 		t := time.NewTimer(wait)
 		defer t.Stop()
 		select {
 		case <-t.C:
-		case <-ctx.Done():
-			return nil, ctx.Err()
+		case <-s.closing.Done():
+			return nil, s.closedErr()
 		}
 	}
-	return s.connect(ctx)
+	return s.connect()
 }
 
 // connect starts the server (for stdio) and performs the MCP handshake
 // within ConnectTimeout.
-func (s *Source) connect(ctx context.Context) (*conn, error) {
-	// The session outlives this call (an SSE stream is bound to the context
-	// it was opened with), so it gets its own lifetime context; the timeout
-	// and the caller's cancellation only cut the handshake short.
-	life, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	deadline, stopDeadline := context.WithTimeout(ctx, s.cfg.ConnectTimeout)
+func (s *Source) connect() (*conn, error) {
+	// The session gets its own lifetime context (an SSE stream is bound to
+	// the context it was opened with); the timeout and Close only cut the
+	// handshake short.
+	life, cancel := context.WithCancel(context.Background())
+	deadline, stopDeadline := context.WithTimeout(s.closing, s.cfg.ConnectTimeout)
 	defer stopDeadline()
 	stop := context.AfterFunc(deadline, cancel)
 
@@ -445,7 +515,7 @@ func (s *Source) connect(ctx context.Context) (*conn, error) {
 			stop()
 			cancel()
 			return nil, &tool.Error{Kind: tool.KindServerUnavailable, Server: s.cfg.Name,
-				Message: fmt.Sprintf("server %s: cannot start %q: %v", s.cfg.Name, s.cfg.Command, err), Err: err}
+				Message: fmt.Sprintf("server %s: cannot start %q: %v", s.cfg.Name, s.cfg.Command, err), Err: errors.Join(tool.ErrNotSent, err)}
 		}
 		c.proc = proc
 		transport = &mcp.IOTransport{Reader: stdout, Writer: stdin, MaxLineLength: s.cfg.MaxMessageBytes}
@@ -460,7 +530,7 @@ func (s *Source) connect(ctx context.Context) (*conn, error) {
 		c.cs = cs
 		return c, nil
 	}
-	// Failed, timed out, or cancelled (possibly just after succeeding).
+	// Failed, timed out, or closed (possibly just after succeeding).
 	if cs != nil {
 		_ = cs.Close()
 	}
@@ -470,9 +540,9 @@ func (s *Source) connect(ctx context.Context) (*conn, error) {
 	}
 	var msg string
 	switch {
-	case ctx.Err() != nil:
+	case s.closing.Err() != nil:
 		s.cleanupAsync(c)
-		return nil, ctx.Err()
+		return nil, s.closedErr()
 	case deadline.Err() != nil:
 		msg = fmt.Sprintf("server %s did not complete the MCP handshake within %s", s.cfg.Name, s.cfg.ConnectTimeout)
 	default:
@@ -485,9 +555,9 @@ func (s *Source) connect(ctx context.Context) (*conn, error) {
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
-	// Stopping a hung process can take two grace periods; the caller (and
-	// the other servers' discovery) should not wait for that.
-	e := s.unavailable(msg, err)
+	// Stopping a hung process can take two grace periods; nobody waiting
+	// for this server should wait for that too.
+	e := s.unavailable(msg, errors.Join(tool.ErrNotSent, err))
 	s.cleanupAsync(c)
 	return nil, e
 }
@@ -553,6 +623,7 @@ func (s *Source) Close() error {
 	c := s.cur
 	s.cur = nil
 	s.mu.Unlock()
+	s.stopAll()
 	if c != nil {
 		s.shutdown(c)
 	}
@@ -563,28 +634,22 @@ func (s *Source) Close() error {
 	return nil
 }
 
-// Health describes the source's connection.
-type Health struct {
-	State     tool.State
-	LastError *tool.Error
-	ErrorAt   time.Time
-	Restarts  int
-	// PID is the stdio server's process id while it runs.
-	PID int
-}
-
-// Health returns the current state of the connection.
-func (s *Source) Health() Health {
+// Health returns the current state of the connection: connecting (also
+// before the first use), ready, degraded (it failed or was restarted and no
+// call has succeeded since) or failed (it never connected).
+func (s *Source) Health() tool.ServerHealth {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	h := Health{LastError: s.lastErr, ErrorAt: s.lastErrAt, Restarts: max(s.connects-1, 0)}
+	h := tool.ServerHealth{Name: s.cfg.Name, Transport: s.cfg.Transport, Restarts: max(s.connects-1, 0)}
+	if s.lastErr != nil {
+		h.Error, h.Detail, h.ErrorAt = s.lastErr.Message, s.lastErr.Detail, s.lastErrAt
+	}
 	switch {
 	case s.connecting != nil:
 		h.State = tool.StateConnecting
 	case s.cur != nil && (s.cur.healthy || s.lastErr == nil):
 		h.State = tool.StateReady
 	case s.cur != nil:
-		// Restarted after a failure and not yet proven by a successful call.
 		h.State = tool.StateDegraded
 	case s.lastErr != nil && s.connects > 0:
 		// It ran before: it will be restarted on the next use.

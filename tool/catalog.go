@@ -34,9 +34,12 @@ type ServerHealth struct {
 	Error string `json:"error,omitempty"`
 	// Detail holds diagnostics such as the tail of the server's stderr.
 	Detail   string    `json:"detail,omitempty"`
-	Restarts int       `json:"restarts"`
-	Tools    int       `json:"tools"`
-	Since    time.Time `json:"since,omitzero"`
+	Restarts int `json:"restarts"`
+	Tools    int `json:"tools"`
+	// PID is the process id of a running stdio server.
+	PID int `json:"pid,omitempty"`
+	// ErrorAt is when Error happened.
+	ErrorAt time.Time `json:"error_at,omitzero"`
 }
 
 // Collision reports that two tools wanted the same exposed name. The tool

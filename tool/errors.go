@@ -49,6 +49,11 @@ const (
 	KindFallbackFailed Kind = "fallback_failed"
 )
 
+// ErrNotSent is in the chain of errors for calls that failed before the
+// request reached the tool (the server could not be started or reached), so
+// repeating them is safe even for tools that are not idempotent.
+var ErrNotSent = errors.New("the request never reached the server")
+
 // Error is the error every failed call carries.
 type Error struct {
 	// Kind says what went wrong, in a form programs can branch on.

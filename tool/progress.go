@@ -20,7 +20,8 @@ type progressKey struct{}
 
 // WithProgress returns a context whose calls report progress to fn. Sources
 // that support progress (MCP servers, long-running built-ins) look it up
-// with [ProgressFrom]; the rest ignore it.
+// with [ProgressFrom]; the rest ignore it. A report the server sent just
+// before its result may reach fn shortly after the call has returned.
 func WithProgress(ctx context.Context, fn ProgressFunc) context.Context {
 	return context.WithValue(ctx, progressKey{}, fn)
 }

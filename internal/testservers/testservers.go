@@ -149,7 +149,8 @@ func NewServer(o Options) *mcp.Server {
 		})
 
 	type progressIn struct {
-		Steps int `json:"steps"`
+		Steps   int `json:"steps"`
+		DelayMS int `json:"delay_ms,omitempty" jsonschema:"pause after each step, as real work would"`
 	}
 	mcp.AddTool(s, &mcp.Tool{Name: "progress", Description: "Reports progress for each step.", Annotations: ro},
 		func(ctx context.Context, req *mcp.CallToolRequest, in progressIn) (*mcp.CallToolResult, any, error) {
@@ -160,6 +161,7 @@ func NewServer(o Options) *mcp.Server {
 						ProgressToken: tok, Progress: float64(i), Total: float64(in.Steps), Message: fmt.Sprintf("step %d", i),
 					})
 				}
+				time.Sleep(time.Duration(in.DelayMS) * time.Millisecond)
 			}
 			return text(fmt.Sprintf("%d steps", in.Steps)), nil, nil
 		})

@@ -1,0 +1,259 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"time"
+)
+
+// FileName is the file Find looks for, so that running toolmux in a project
+// directory picks up that project's configuration without a flag.
+const FileName = "toolmux.yaml"
+
+// Defaults, exported so that callers building a Config by hand (tests, the
+// no-file case) agree with what a file that omits a key would give.
+const (
+	DefaultConnectTimeout = 15 * time.Second
+	DefaultTimeout        = 20 * time.Minute
+	DefaultMaxAttempts    = 3
+	DefaultInitialBackoff = 200 * time.Millisecond
+	DefaultMaxBackoff     = 5 * time.Second
+	DefaultFailures       = 5
+	DefaultCooldown       = 30 * time.Second
+)
+
+// Transport names, the same strings mcpsource uses, so a Server's Transport
+// can be handed over unchanged.
+const (
+	Stdio = "stdio"
+	SSE   = "sse"
+	HTTP  = "http"
+)
+
+// Config is the whole configuration: global policy plus the servers it
+// applies to. Every field is filled in (defaults applied, variables
+// expanded, paths made absolute when loaded from a file), so consumers never
+// need to know which keys the file actually spelled out.
+type Config struct {
+	// Path is the file the configuration came from, as given to Load or
+	// Parse, so later messages can point back at it; "" for Default.
+	Path string
+	// Workspace roots the built-in file tools. Relative values in a file are
+	// resolved against the file's directory, so the same file means the same
+	// thing wherever toolmux is started.
+	Workspace string
+	// DataDir holds toolmux's state; "" leaves the choice to the caller
+	// (conventionally ~/.local/share/toolmux).
+	DataDir string
+	// Builtin controls toolmux's own tools.
+	Builtin Builtin
+	// ConnectTimeout bounds starting a server and the MCP handshake, for
+	// every server that does not set its own.
+	ConnectTimeout time.Duration
+	// Timeout bounds one tool call, for every server that does not set its
+	// own.
+	Timeout time.Duration
+	// Allow and Deny are tool patterns over every server: "server/tool"
+	// globs, or a bare "tool" glob meaning that tool in any server. Deny
+	// wins over Allow; an empty Allow allows everything not denied.
+	Allow, Deny []string
+	// Retry is the retry policy of servers that do not set their own.
+	Retry Retry
+	// CircuitBreaker is the breaker of servers that do not set their own.
+	CircuitBreaker Breaker
+	// Servers are the MCP servers, in file order, names unique.
+	Servers []Server
+}
+
+// Server is one MCP server and the policy that applies only to it.
+type Server struct {
+	// Name identifies the server in tool names and patterns; never contains
+	// "/" so that "server/tool" patterns stay unambiguous.
+	Name string
+	// Transport is Stdio, SSE or HTTP (streamable HTTP).
+	Transport string
+
+	// Command, Args, Env and Cwd start a stdio server. Env adds to the
+	// environment toolmux itself runs with; Cwd is absolute when loaded from
+	// a file, "" meaning toolmux's own working directory.
+	Command string
+	Args    []string
+	Env     map[string]string
+	Cwd     string
+
+	// URL, Headers and BearerToken reach an SSE or streamable HTTP server;
+	// BearerToken is kept apart from Headers so it can be redacted in logs.
+	URL         string
+	Headers     map[string]string
+	BearerToken string
+
+	// Allow and Deny are bare tool-name globs for this server only; they
+	// combine with the global patterns, and deny wins.
+	Allow, Deny []string
+
+	// Timeout bounds one call; 0 means use Config.Timeout.
+	Timeout time.Duration
+	// ToolTimeouts overrides Timeout for individual tools, keyed by exact
+	// tool name, because one slow tool should not loosen the bound on all.
+	ToolTimeouts map[string]time.Duration
+	// ConnectTimeout bounds connecting; 0 means use Config.ConnectTimeout.
+	ConnectTimeout time.Duration
+	// Retry, when non-nil, replaces Config.Retry for this server. Keys the
+	// file left out are already filled in from the global policy.
+	Retry *Retry
+	// CircuitBreaker, when non-nil, replaces Config.CircuitBreaker for this
+	// server, filled in from the global policy like Retry.
+	CircuitBreaker *Breaker
+
+	// Disabled servers are kept (so tooling can list them) but not started.
+	Disabled bool
+	// Line is where the server's name appears in the file, so errors found
+	// later (a failed start, say) can point at the right entry.
+	Line int
+}
+
+// Retry says when a failed call is tried again. Only failures that cannot
+// have reached the tool (transport errors before the request was sent) are
+// retried by default; Tools names tools whose calls are safe to repeat even
+// after that.
+type Retry struct {
+	// MaxAttempts counts the first attempt too; 1 disables retrying.
+	MaxAttempts int
+	// InitialBackoff is the wait before the first retry; each later wait
+	// doubles, capped at MaxBackoff.
+	InitialBackoff time.Duration
+	MaxBackoff     time.Duration
+	// Tools are globs of tools considered idempotent. At the top level they
+	// have the syntax of Config.Allow ("server/tool" or bare "tool"); in a
+	// server they are bare tool globs. A server's retry block that omits
+	// tools inherits the top-level ones that can match that server,
+	// rewritten as bare globs.
+	Tools []string
+}
+
+// Breaker stops calling a server that keeps failing, so a dead server costs
+// one fast error instead of a timeout per call.
+type Breaker struct {
+	// Failures is how many consecutive transport failures open the breaker.
+	Failures int
+	// Cooldown is how long the breaker stays open before a trial call.
+	Cooldown time.Duration
+}
+
+// Builtin configures toolmux's own tools (file access in Workspace and the
+// like), which are on unless a configuration turns them off.
+type Builtin struct {
+	Enabled bool
+}
+
+// Options tunes parsing. The zero value reads the process environment and
+// resolves relative paths against the file's directory.
+type Options struct {
+	// LookupEnv resolves ${VAR} and the HOME used by "~"; nil means
+	// os.LookupEnv. Tests inject a map so they do not depend on the
+	// environment they run in.
+	LookupEnv func(string) (string, bool)
+	// Dir is the directory relative paths are resolved against; "" means
+	// the directory of the name passed to Parse.
+	Dir string
+}
+
+// Default returns the configuration used when there is no file: the
+// built-in tools on the current directory and no MCP servers.
+func Default() *Config {
+	return &Config{
+		Workspace:      ".",
+		Builtin:        Builtin{Enabled: true},
+		ConnectTimeout: DefaultConnectTimeout,
+		Timeout:        DefaultTimeout,
+		Retry:          defaultRetry(),
+		CircuitBreaker: defaultBreaker(),
+	}
+}
+
+func defaultRetry() Retry {
+	return Retry{MaxAttempts: DefaultMaxAttempts, InitialBackoff: DefaultInitialBackoff, MaxBackoff: DefaultMaxBackoff}
+}
+
+func defaultBreaker() Breaker {
+	return Breaker{Failures: DefaultFailures, Cooldown: DefaultCooldown}
+}
+
+// Load reads and parses the file at path with the process environment.
+// Relative paths inside it are resolved against the file's absolute
+// directory, so the result does not depend on later changes of directory.
+func Load(path string) (*Config, error) {
+	return LoadWith(path, Options{})
+}
+
+// LoadWith is Load with explicit options, for callers (and tests) that
+// control the environment.
+func LoadWith(path string, opts Options) (*Config, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	if opts.Dir == "" {
+		abs, err := filepath.Abs(path)
+		if err != nil {
+			return nil, err
+		}
+		opts.Dir = filepath.Dir(abs)
+	}
+	return ParseWith(path, data, opts)
+}
+
+// Parse parses a configuration held in memory, with the process
+// environment; name is used in error messages and as the base of relative
+// paths.
+func Parse(name string, data []byte) (*Config, error) {
+	return ParseWith(name, data, Options{})
+}
+
+// ParseWith parses with explicit options. On failure it returns every
+// problem found, joined with errors.Join, each one an *Error, so a user can
+// fix a file in one pass rather than one error per run.
+func ParseWith(name string, data []byte, opts Options) (*Config, error) {
+	if opts.LookupEnv == nil {
+		opts.LookupEnv = os.LookupEnv
+	}
+	if opts.Dir == "" {
+		opts.Dir = filepath.Dir(name)
+	}
+	return parse(name, data, opts)
+}
+
+// Find picks the configuration file to use. An explicit path (a flag) must
+// exist, since silently falling back would run with a policy the user did
+// not ask for. Otherwise FileName in dir is used if present, and "" means no
+// file: run with Default.
+func Find(explicit, dir string) (string, error) {
+	if explicit != "" {
+		p := explicit
+		if !filepath.IsAbs(p) && dir != "" {
+			p = filepath.Join(dir, p)
+		}
+		fi, err := os.Stat(p)
+		if err != nil {
+			return "", fmt.Errorf("config file: %w", err)
+		}
+		if fi.IsDir() {
+			return "", fmt.Errorf("config file %s: is a directory", p)
+		}
+		return p, nil
+	}
+	p := filepath.Join(dir, FileName)
+	fi, err := os.Stat(p)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return "", nil
+	case err != nil:
+		return "", fmt.Errorf("config file: %w", err)
+	case fi.IsDir():
+		return "", fmt.Errorf("config file %s: is a directory", p)
+	}
+	return p, nil
+}

@@ -1,0 +1,161 @@
+// Package config loads toolmux's configuration: which MCP servers to run or
+// reach, and the policy (allowed tools, timeouts, retries, circuit
+// breakers) that governs calls to them.
+//
+// # Files
+//
+// Two formats are accepted, told apart by content rather than by name:
+//
+//   - toolmux.yaml, described below, toolmux's own format.
+//   - The {"mcpServers": {...}} JSON of Claude Desktop, Cursor and Gemini
+//     CLI, accepted unchanged, so an existing client configuration can be
+//     pointed at directly.
+//
+// A document whose top level has "mcpServers" and none of the toolmux keys
+// is in the second format; anything else is a toolmux.yaml (which may itself
+// use mcpServers alongside servers). In a JSON file of the second format,
+// top-level keys other than mcpServers are ignored, because Gemini CLI's
+// settings.json keeps unrelated settings there; a YAML file is always
+// strict. JSON files may contain // and /* */ comments.
+//
+// Without -config, toolmux uses ./toolmux.yaml if it exists (see [Find]),
+// and otherwise runs with only its built-in tools ([Default]).
+//
+// # toolmux.yaml reference
+//
+// Every key is optional. Durations are Go duration strings ("500ms", "30s",
+// "2m", "1h30m"); a bare number is an error, since its unit would be a
+// guess. Counts and durations must be positive.
+//
+//	workspace: .            # Root of the built-in file tools. Default: the
+//	                        # directory of the config file. Relative paths are
+//	                        # relative to that directory; ~ is $HOME.
+//	data_dir: ~/.local/share/toolmux
+//	                        # Where toolmux keeps state. Default: empty,
+//	                        # leaving the choice to toolmux (conventionally
+//	                        # ~/.local/share/toolmux).
+//	builtin:
+//	  enabled: true         # Offer toolmux's built-in tools. Default: true.
+//	connect_timeout: 15s    # Bound on starting a server and the MCP
+//	                        # handshake. Default: 15s.
+//	timeout: 20m            # Bound on one tool call. Default: 20m.
+//	allow: ["*"]            # Tools to expose, as patterns (below).
+//	                        # Default: empty, which allows every tool.
+//	deny: ["filesystem/write_*", "*/delete_*"]
+//	                        # Tools to hide; deny wins over allow.
+//	retry:                  # Default retry policy for every server.
+//	  max_attempts: 3       # Attempts including the first; 1 = no retry.
+//	                        # Default: 3.
+//	  initial_backoff: 200ms # Wait before the first retry, doubling after.
+//	                        # Default: 200ms.
+//	  max_backoff: 5s       # Cap on the wait. Default: 5s. Must not be
+//	                        # less than initial_backoff.
+//	  tools: ["search_*"]   # Tools whose calls are safe to repeat even if
+//	                        # the first attempt may have reached the server
+//	                        # (idempotent tools). Patterns as for allow.
+//	                        # Default: none.
+//	circuit_breaker:        # Default breaker for every server.
+//	  failures: 5           # Consecutive transport failures that open it.
+//	                        # Default: 5.
+//	  cooldown: 30s         # How long it stays open before a trial call.
+//	                        # Default: 30s.
+//	servers:                # MCP servers by name, in the order given.
+//	  everything:
+//	    command: npx        # Start a stdio server with this program...
+//	    args: ["-y", "@modelcontextprotocol/server-everything"]
+//	    env: {API_KEY: "${EVERYTHING_KEY}"}
+//	                        # ...adding these variables to toolmux's own
+//	                        # environment...
+//	    cwd: /tmp           # ...in this directory (relative: to the config
+//	                        # file's directory; default: toolmux's own).
+//	    allow: ["echo", "get-*"]  # Bare tool-name globs for this server,
+//	    deny: ["get-env"]         # combined with the global ones.
+//	    timeout: 30s        # Call timeout for this server. Default: the
+//	                        # global timeout.
+//	    tool_timeouts: {trigger-long-running-operation: 2m}
+//	                        # Per-tool call timeouts, by exact tool name.
+//	    connect_timeout: 20s # Default: the global connect_timeout.
+//	    retry: {max_attempts: 2}
+//	                        # Overrides the global retry policy; omitted
+//	                        # keys keep the global values, and omitted tools
+//	                        # keep the global tools that apply here.
+//	    circuit_breaker: {failures: 3}
+//	                        # Overrides the global breaker likewise.
+//	    disabled: false     # Keep the entry but do not start it.
+//	  remote:
+//	    url: https://example.com/mcp   # Reach an HTTP server instead.
+//	    transport: http     # stdio, sse or http (streamable HTTP); "type"
+//	                        # is a synonym, and "streamable-http" and
+//	                        # "streamableHttp" mean http.
+//	    headers: {X-Team: core}        # Sent with every request.
+//	    bearer_token: ${REMOTE_TOKEN}  # Sent as "Authorization: Bearer ...".
+//	mcpServers: {}          # Servers in the common format (below), merged
+//	                        # with servers; names must be unique across both.
+//
+// A server has either command or url, never both. Without transport,
+// command means stdio, and url means sse when its path ends in /sse and
+// streamable HTTP otherwise. Non-empty settings for the other kind of
+// transport (args, env, cwd on a url server; headers, bearer_token on a
+// command server) are errors, since they would be ignored. Server names
+// must not contain "/".
+//
+// YAML anchors, aliases and merge keys ("<<: *base") may be used to share
+// settings between servers; keys written in a mapping win over merged ones.
+//
+// # Tool patterns
+//
+// Patterns are globs in the syntax of [path.Match]: "*" matches any run of
+// characters except "/", "?" one character, "[a-z]" a class, and "\"
+// escapes. At the top level (allow, deny, retry.tools) a pattern is either
+// "server/tool", matching tools of the servers the server part matches, or
+// a bare "tool", matching that tool in any server. Within a server, patterns
+// are bare tool globs. A tool is exposed when it matches no deny pattern and
+// either no allow list applies or it matches one; an empty allow list
+// allows everything, so to allow nothing, deny "*". Malformed globs are
+// reported when the file is loaded.
+//
+// # Variables
+//
+// String values (command, args, env values, cwd, url, headers values,
+// bearer_token, workspace, data_dir, and in the common format httpUrl) may
+// use ${VAR}, ${VAR:-default} (default when VAR is unset or empty) and
+// ${VAR-default} (default only when unset). "$$" is a literal "$"; a "$"
+// not followed by "{" or "$" is kept as is. A default cannot contain "}".
+// An unset variable without a default is an error, except in a disabled
+// server, where it expands to nothing. workspace, data_dir and cwd may
+// start with "~" or "~/", meaning $HOME.
+//
+// # The common mcpServers format
+//
+// Each entry under mcpServers (in a Claude Desktop, Cursor or Gemini CLI
+// file, or in toolmux.yaml) may have:
+//
+//	command, args, env, cwd   a stdio server, as above
+//	url                       an SSE or HTTP server; with type (sse, http,
+//	                          streamable-http, streamableHttp, or stdio for
+//	                          command servers) the transport is as given,
+//	                          otherwise sse if the path ends in /sse and
+//	                          streamable HTTP if not
+//	httpUrl                   a streamable HTTP server (Gemini CLI)
+//	headers                   HTTP headers
+//	timeout                   call timeout in integer milliseconds (Gemini
+//	                          CLI), e.g. 30000
+//	includeTools              exact tool names to allow (Gemini CLI)
+//	excludeTools              exact tool names to deny; they win over
+//	                          includeTools
+//	disabled: true            or enabled: false, to keep but not start
+//
+// The keys trust, description, autoApprove, alwaysAllow, oauth,
+// authProviderType, targetAudience, targetServiceAccount and transportType
+// belong to those clients and are accepted and ignored. Any other key is an
+// error. Relative cwd is relative to the file's directory; the workspace of
+// such a file is the current directory, since the directory of another
+// client's settings says nothing about the files to work on.
+//
+// # Errors
+//
+// Every problem is reported as an [*Error] with the file, line, column and
+// dotted key path (servers.everything.timeout), and all problems in a file
+// are returned together, joined with [errors.Join]. Unknown keys list the
+// expected ones and suggest the nearest when it looks like a typo.
+package config

@@ -1,0 +1,414 @@
+// Package manager owns every tool source and is the one place calls go
+// through on their way to a tool: it builds the aggregated catalog, routes a
+// call to its source, and enforces the per-server rules that keep one
+// misbehaving server from hurting the rest — allow/deny lists (identically
+// at discovery and at execution), timeouts through context, retries of
+// transport failures for tools that are safe to repeat, a circuit breaker,
+// and health reporting.
+//
+// Its whole contract is two methods, Tools and Call, so callers can wrap or
+// replace it.
+package manager
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"runtime/debug"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/toolmux/toolmux/tool"
+)
+
+// Source lists and calls the tools of one server.
+type Source interface {
+	Name() string
+	Tools(ctx context.Context) ([]tool.Tool, error)
+	Call(ctx context.Context, name string, args map[string]any) (*tool.Result, error)
+	Close() error
+}
+
+// healthReporter is implemented by sources with a connection worth
+// describing (MCP servers).
+type healthReporter interface {
+	Health() tool.ServerHealth
+}
+
+// changeNotifier is implemented by sources whose tool list can change while
+// they run.
+type changeNotifier interface {
+	OnToolsChanged(func())
+}
+
+// Defaults.
+const (
+	DefaultTimeout        = 20 * time.Minute
+	DefaultConnectTimeout = 15 * time.Second
+	// listMargin is the time discovery allows for listing tools on top of
+	// the connect timeout, which sources apply to start and handshake.
+	listMargin = 5 * time.Second
+	// rediscoverAfter is how long a server that failed discovery is left
+	// alone before Tools tries it again.
+	rediscoverAfter = 30 * time.Second
+)
+
+// ServerOptions is the policy the manager applies to one source.
+type ServerOptions struct {
+	// Allow and Deny are tool-name globs for this server (path.Match syntax).
+	Allow, Deny []string
+	// Timeout bounds one call, retries included; default 20 minutes.
+	Timeout time.Duration
+	// ToolTimeouts overrides Timeout per tool name.
+	ToolTimeouts map[string]time.Duration
+	// ConnectTimeout bounds the server's discovery; default 15 seconds.
+	ConnectTimeout time.Duration
+	// Retry says when failed calls are repeated.
+	Retry Retry
+	// Breaker says when to stop calling a failing server for a while.
+	Breaker Breaker
+	// Disabled keeps the server listed but never started.
+	Disabled bool
+	// Transport is shown in health reports for sources that do not report
+	// their own.
+	Transport string
+}
+
+// Retry is the retry policy of one server. Only server_unavailable failures
+// are retried: always when the request never reached the server, otherwise
+// only for tools that are read-only, idempotent, or listed in Tools.
+type Retry struct {
+	// MaxAttempts counts the first attempt; 0 means 3, 1 disables retries.
+	MaxAttempts int
+	// InitialBackoff and MaxBackoff bound the exponential, jittered wait;
+	// defaults 200ms and 5s.
+	InitialBackoff, MaxBackoff time.Duration
+	// Tools are globs of further tools that are safe to repeat.
+	Tools []string
+}
+
+// Breaker opens after Failures consecutive transport failures and lets one
+// trial call through after Cooldown.
+type Breaker struct {
+	// Failures defaults to 5; negative disables the breaker.
+	Failures int
+	// Cooldown defaults to 30 seconds.
+	Cooldown time.Duration
+}
+
+// Option configures a Manager.
+type Option func(*Manager) error
+
+// WithSource adds a source with its policy. Names must be unique.
+func WithSource(src Source, opts ServerOptions) Option {
+	return func(m *Manager) error {
+		name := src.Name()
+		if _, dup := m.servers[name]; dup {
+			return fmt.Errorf("manager: two sources named %q", name)
+		}
+		s, err := newServer(src, opts)
+		if err != nil {
+			return fmt.Errorf("manager: server %q: %w", name, err)
+		}
+		m.servers[name] = s
+		m.order = append(m.order, name)
+		return nil
+	}
+}
+
+// WithFilter sets the global allow and deny lists: "server/tool" globs, or
+// bare "tool" globs that match in every server. Deny wins.
+func WithFilter(allow, deny []string) Option {
+	return func(m *Manager) error {
+		a, err := parsePatterns(allow, true)
+		if err != nil {
+			return err
+		}
+		d, err := parsePatterns(deny, true)
+		if err != nil {
+			return err
+		}
+		m.filter = filter{allow: a, deny: d}
+		return nil
+	}
+}
+
+// WithLogger sets the logger for warnings (a server that crashed, a name
+// collision); the default discards them.
+func WithLogger(l *slog.Logger) Option {
+	return func(m *Manager) error {
+		m.log = l
+		return nil
+	}
+}
+
+// Manager aggregates sources. It is safe for concurrent use.
+type Manager struct {
+	log     *slog.Logger
+	filter  filter
+	servers map[string]*server
+	order   []string
+
+	catalog   atomic.Pointer[tool.Catalog]
+	refreshMu sync.Mutex
+	closed    atomic.Bool
+}
+
+// New returns a manager. Sources are not contacted until the first Tools
+// or Call.
+func New(opts ...Option) (*Manager, error) {
+	m := &Manager{log: slog.New(slog.DiscardHandler), servers: map[string]*server{}}
+	for _, o := range opts {
+		if err := o(m); err != nil {
+			m.Close()
+			return nil, err
+		}
+	}
+	for _, s := range m.servers {
+		// Set here rather than in WithSource, so WithLogger may come in any order.
+		s.log = m.log
+		if cn, ok := s.src.(changeNotifier); ok {
+			cn.OnToolsChanged(s.markStale)
+		}
+	}
+	return m, nil
+}
+
+// Tools returns the catalog of every allowed tool of every enabled server,
+// discovering servers in parallel the first time and re-listing only
+// servers whose tools changed (or that failed a while ago). A server that
+// fails or hangs appears in the catalog's health list with its error; it
+// never delays the others beyond its own connect timeout.
+func (m *Manager) Tools(ctx context.Context) (*tool.Catalog, error) {
+	if m.closed.Load() {
+		return nil, errClosed
+	}
+	if c := m.catalog.Load(); c != nil && !m.needsRefresh() {
+		return c, nil
+	}
+	m.refreshMu.Lock()
+	defer m.refreshMu.Unlock()
+	if c := m.catalog.Load(); c != nil && !m.needsRefresh() {
+		return c, nil
+	}
+	m.discover(ctx, false)
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	return m.rebuild(), nil
+}
+
+// Refresh re-lists every enabled server and rebuilds the catalog.
+func (m *Manager) Refresh(ctx context.Context) (*tool.Catalog, error) {
+	if m.closed.Load() {
+		return nil, errClosed
+	}
+	m.refreshMu.Lock()
+	defer m.refreshMu.Unlock()
+	m.discover(ctx, true)
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	return m.rebuild(), nil
+}
+
+var errClosed = &tool.Error{Kind: tool.KindServerUnavailable, Message: "the tool manager is closed"}
+
+func (m *Manager) needsRefresh() bool {
+	for _, s := range m.servers {
+		if s.needsListing(false) {
+			return true
+		}
+	}
+	return false
+}
+
+// discover lists, in parallel, every server that needs it.
+func (m *Manager) discover(ctx context.Context, all bool) {
+	var wg sync.WaitGroup
+	for _, name := range m.order {
+		s := m.servers[name]
+		if !s.needsListing(all) {
+			continue
+		}
+		wg.Go(func() { _ = s.list(ctx) })
+	}
+	wg.Wait()
+}
+
+// rebuild makes a new catalog from what the servers last listed.
+func (m *Manager) rebuild() *tool.Catalog {
+	var tools []tool.Tool
+	health := make([]tool.ServerHealth, 0, len(m.order))
+	for _, name := range m.order {
+		s := m.servers[name]
+		health = append(health, s.health())
+		for _, t := range s.snapshot() {
+			if m.allowed(s, t.Name) == "" {
+				tools = append(tools, t)
+			}
+		}
+	}
+	c := tool.NewCatalog(tools, health)
+	for _, col := range c.Collisions() {
+		m.log.Warn("tool name collision", "name", col.Name, "server", col.Server, "tool", col.Tool, "held_by", col.Holder, "assigned", col.Assigned)
+	}
+	m.catalog.Store(c)
+	return c
+}
+
+// allowed returns "" when the tool passes the global and the server's
+// filters, else the reason it does not.
+func (m *Manager) allowed(s *server, toolName string) string {
+	if why := m.filter.verdict(s.name, toolName); why != "" {
+		return why
+	}
+	return s.filter.verdict(s.name, toolName)
+}
+
+// Health returns the current health of every server, in configuration order.
+func (m *Manager) Health() []tool.ServerHealth {
+	out := make([]tool.ServerHealth, 0, len(m.order))
+	for _, name := range m.order {
+		h := m.servers[name].health()
+		if c := m.catalog.Load(); c != nil {
+			if ch, ok := c.Server(name); ok {
+				h.Tools = ch.Tools
+			}
+		}
+		out = append(out, h)
+	}
+	return out
+}
+
+// Servers returns the server names in configuration order.
+func (m *Manager) Servers() []string { return slices.Clone(m.order) }
+
+// Call runs one tool call and returns its record; a failed call is a record
+// with Error set. The call is refused with policy_violation when the tool
+// is denied, whether or not it exists; it fails fast with
+// server_unavailable while the server's circuit breaker is open.
+func (m *Manager) Call(ctx context.Context, call tool.Call) *tool.Record {
+	rec := &tool.Record{
+		ID:        call.ID,
+		Server:    call.Server,
+		Tool:      call.Tool,
+		Arguments: call.Arguments,
+		Started:   time.Now(),
+	}
+	if rec.ID == "" {
+		rec.ID = tool.NewID()
+	}
+	if c := m.catalog.Load(); c != nil {
+		if t, ok := c.Find(call.Server, call.Tool); ok {
+			rec.Name = t.Exposed
+		}
+	}
+	if rec.Name == "" {
+		rec.Name = tool.ExposedName(call.Server, call.Tool)
+	}
+	res, err := m.call(ctx, call, rec)
+	rec.Ended = time.Now()
+	rec.Duration = rec.Ended.Sub(rec.Started)
+	rec.Result = res
+	if err != nil {
+		rec.Error = tool.AsError(err)
+		if rec.Error.Server == "" {
+			rec.Error.Server = call.Server
+		}
+		if rec.Error.Tool == "" {
+			rec.Error.Tool = call.Tool
+		}
+	} else if res != nil && res.IsError {
+		rec.Error = &tool.Error{Kind: tool.KindToolError, Server: call.Server, Tool: call.Tool, Message: res.Text()}
+	}
+	return rec
+}
+
+func (m *Manager) call(ctx context.Context, call tool.Call, rec *tool.Record) (*tool.Result, error) {
+	if m.closed.Load() {
+		return nil, errClosed
+	}
+	s, ok := m.servers[call.Server]
+	if !ok {
+		return nil, &tool.Error{Kind: tool.KindServerNotFound, Server: call.Server, Tool: call.Tool,
+			Message:    fmt.Sprintf("no server named %q is configured", call.Server),
+			Suggestion: tool.Closest(call.Server, m.order)}
+	}
+	if s.opts.Disabled {
+		return nil, &tool.Error{Kind: tool.KindServerUnavailable, Server: s.name, Tool: call.Tool,
+			Message: fmt.Sprintf("server %s is disabled in the configuration", s.name)}
+	}
+	if why := m.allowed(s, call.Tool); why != "" {
+		return nil, &tool.Error{Kind: tool.KindPolicyViolation, Server: s.name, Tool: call.Tool,
+			Message: fmt.Sprintf("tool %s/%s is not allowed by the configuration (%s)", s.name, call.Tool, why)}
+	}
+
+	ctx, cancel := context.WithTimeoutCause(ctx, s.timeout(call.Tool), errTimedOut)
+	defer cancel()
+
+	def, err := s.lookup(ctx, call.Tool)
+	if err != nil {
+		return nil, m.contextError(ctx, s, call.Tool, err)
+	}
+	res, attempts, err := s.invoke(ctx, def, call.Arguments)
+	rec.Attempts = attempts
+	if attempts > 1 {
+		rec.Note("manager", fmt.Sprintf("retried %d times after transport failures", attempts-1), map[string]any{"attempts": attempts})
+	}
+	if err != nil {
+		return nil, m.contextError(ctx, s, call.Tool, err)
+	}
+	return res, nil
+}
+
+var errTimedOut = errors.New("tool call timed out")
+
+// contextError turns context errors into timeout or cancelled errors that
+// say which limit was hit.
+func (m *Manager) contextError(ctx context.Context, s *server, toolName string, err error) error {
+	if ctx.Err() == nil && !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) {
+		return err
+	}
+	switch {
+	case errors.Is(context.Cause(ctx), errTimedOut):
+		return &tool.Error{Kind: tool.KindTimeout, Server: s.name, Tool: toolName, Err: err,
+			Message: fmt.Sprintf("call to %s/%s timed out after %s and was cancelled", s.name, toolName, s.timeout(toolName))}
+	case errors.Is(ctx.Err(), context.DeadlineExceeded) || errors.Is(err, context.DeadlineExceeded):
+		return &tool.Error{Kind: tool.KindTimeout, Server: s.name, Tool: toolName, Err: err,
+			Message: fmt.Sprintf("call to %s/%s ran past the caller's deadline and was cancelled", s.name, toolName)}
+	default:
+		return &tool.Error{Kind: tool.KindCancelled, Server: s.name, Tool: toolName, Err: err,
+			Message: fmt.Sprintf("call to %s/%s was cancelled", s.name, toolName)}
+	}
+}
+
+// Close closes every source in parallel and waits for them.
+func (m *Manager) Close() error {
+	if m.closed.Swap(true) {
+		return nil
+	}
+	errs := make([]error, len(m.order))
+	var wg sync.WaitGroup
+	for i, name := range m.order {
+		s := m.servers[name]
+		wg.Go(func() { errs[i] = s.src.Close() })
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// safeCall runs the source's Call, turning a panic into execution_failed so
+// that a bug in one tool cannot take the process down.
+func safeCall(ctx context.Context, src Source, name string, args map[string]any) (res *tool.Result, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			res, err = nil, &tool.Error{Kind: tool.KindExecutionFailed, Server: src.Name(), Tool: name,
+				Message: fmt.Sprintf("tool %s/%s panicked: %v", src.Name(), name, p), Detail: string(debug.Stack())}
+		}
+	}()
+	return src.Call(ctx, name, args)
+}
