@@ -33,9 +33,9 @@ type ServerHealth struct {
 	// Error is the last error, when the server is degraded or failed.
 	Error string `json:"error,omitempty"`
 	// Detail holds diagnostics such as the tail of the server's stderr.
-	Detail   string    `json:"detail,omitempty"`
-	Restarts int `json:"restarts"`
-	Tools    int `json:"tools"`
+	Detail   string `json:"detail,omitempty"`
+	Restarts int    `json:"restarts"`
+	Tools    int    `json:"tools"`
 	// PID is the process id of a running stdio server.
 	PID int `json:"pid,omitempty"`
 	// ErrorAt is when Error happened.
