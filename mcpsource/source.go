@@ -18,6 +18,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"runtime/debug"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -179,7 +180,7 @@ func New(cfg Config) (*Source, error) {
 	if cfg.Transport != Stdio {
 		s.http, s.own = newHTTPClient(cfg)
 	}
-	s.client = mcp.NewClient(&mcp.Implementation{Name: "toolmux", Version: Version}, &mcp.ClientOptions{
+	s.client = mcp.NewClient(&mcp.Implementation{Name: "toolmux", Version: clientVersion()}, &mcp.ClientOptions{
 		Logger:                      s.log,
 		Capabilities:                &mcp.ClientCapabilities{},
 		KeepAlive:                   cfg.KeepAlive,
@@ -189,8 +190,14 @@ func New(cfg Config) (*Source, error) {
 	return s, nil
 }
 
-// Version is the client version toolmux announces to servers.
-var Version = "dev"
+// clientVersion is the version toolmux announces to servers: the main
+// module's version when built from a tagged release, else "dev".
+func clientVersion() string {
+	if info, ok := debug.ReadBuildInfo(); ok && info.Main.Version != "" && info.Main.Version != "(devel)" {
+		return info.Main.Version
+	}
+	return "dev"
+}
 
 // Name returns the server's name.
 func (s *Source) Name() string { return s.cfg.Name }

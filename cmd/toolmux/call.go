@@ -1,0 +1,165 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/toolmux/toolmux/tool"
+)
+
+func (a *app) callCommand() *cobra.Command {
+	var (
+		asJSON  bool
+		timeout time.Duration
+	)
+	cmd := &cobra.Command{
+		Use:   "call SERVER TOOL [ARGS_JSON | -]",
+		Short: "Call one tool and print its result",
+		Long: `Call one tool of one server. Arguments are a JSON object, given inline or
+read from standard input with "-"; without them the tool gets {}.
+
+Prints the result's text (and a line describing each non-text part). With
+--json, prints the whole call record: server, tool, arguments, result or
+error {kind, message}, duration_ms, attempts.
+
+Exit status: 0 success, 1 the tool reported an error or the call failed,
+2 usage or configuration error, 3 internal failure.`,
+		Example: `  toolmux call builtin read_file '{"path": "README.md", "limit": 20}'
+  echo '{"pattern": "TODO", "include": "*.go"}' | toolmux call builtin grep -
+  toolmux call everything echo '{"message": "hi"}' --json`,
+		Args: cobra.RangeArgs(2, 3),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var raw []byte
+			if len(args) == 3 {
+				raw = []byte(args[2])
+				if args[2] == "-" {
+					b, err := io.ReadAll(a.stdin)
+					if err != nil {
+						return usageError("reading arguments from stdin: %v", err)
+					}
+					raw = b
+				}
+			}
+			callArgs, err := parseArgs(raw)
+			if err != nil {
+				return &exitError{code: exitUsage, err: err}
+			}
+			m, _, err := a.openManager()
+			if err != nil {
+				return err
+			}
+			defer m.Close()
+
+			ctx := cmd.Context()
+			if timeout > 0 {
+				var cancel func()
+				ctx, cancel = context.WithTimeout(ctx, timeout)
+				defer cancel()
+			}
+			sp := startSpinner(a.stderr, args[0]+"/"+args[1])
+			ctx = tool.WithProgress(ctx, sp.progress)
+			rec := m.Call(ctx, tool.Call{Server: args[0], Tool: args[1], Arguments: callArgs})
+			sp.stop()
+
+			if asJSON {
+				enc := json.NewEncoder(a.stdout)
+				enc.SetIndent("", "  ")
+				if err := enc.Encode(rec); err != nil {
+					return &exitError{code: exitInternal, err: err}
+				}
+			} else {
+				printResult(a.stdout, rec.Result)
+			}
+			if rec.Error != nil {
+				if asJSON {
+					return &exitError{code: exitFailed, err: errors.New("")}
+				}
+				return &exitError{code: exitFailed, err: describe(rec.Error)}
+			}
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the whole call record as JSON")
+	cmd.Flags().DurationVar(&timeout, "timeout", 0, "give up after this long (default: the configured timeout)")
+	return cmd
+}
+
+// parseArgs decodes the arguments object. Numbers keep their exact text, so
+// large integers reach the tool unchanged.
+func parseArgs(raw []byte) (map[string]any, error) {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 {
+		return map[string]any{}, nil
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		var se *json.SyntaxError
+		if errors.As(err, &se) {
+			return nil, fmt.Errorf("arguments are not valid JSON: %v (at byte %d)", err, se.Offset)
+		}
+		return nil, fmt.Errorf("arguments are not valid JSON: %v", err)
+	}
+	if dec.More() {
+		return nil, errors.New("arguments must be one JSON object; found more after it")
+	}
+	obj, ok := v.(map[string]any)
+	if !ok {
+		return nil, fmt.Errorf("arguments must be a JSON object like {\"key\": \"value\"}, not %s", jsonKind(v))
+	}
+	return obj, nil
+}
+
+func jsonKind(v any) string {
+	switch v.(type) {
+	case []any:
+		return "an array"
+	case string:
+		return "a string"
+	case json.Number:
+		return "a number"
+	case bool:
+		return "a boolean"
+	case nil:
+		return "null"
+	}
+	return fmt.Sprintf("%T", v)
+}
+
+func printResult(w io.Writer, r *tool.Result) {
+	if r == nil {
+		return
+	}
+	out := r.Summary()
+	if strings.TrimSpace(out) == "" && r.Structured != nil {
+		b, _ := json.MarshalIndent(r.Structured, "", "  ")
+		out = string(b)
+	}
+	if out != "" {
+		fmt.Fprintln(w, out)
+	}
+}
+
+// describe renders a call error for a person: kind, message, suggestion and
+// diagnostics.
+func describe(e *tool.Error) error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s: %s", e.Kind, e.Message)
+	if e.Suggestion != "" {
+		fmt.Fprintf(&b, " (did you mean %q?)", e.Suggestion)
+	}
+	if e.Detail != "" {
+		b.WriteString("\n")
+		b.WriteString(indent(e.Detail, "  "))
+	}
+	return errors.New(b.String())
+}

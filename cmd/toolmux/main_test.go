@@ -1,0 +1,342 @@
+package main_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/toolmux/toolmux/internal/testservers"
+)
+
+var binary string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "toolmux-cli-")
+	if err != nil {
+		panic(err)
+	}
+	binary = filepath.Join(dir, "toolmux")
+	out, err := exec.Command("go", "build", "-race", "-o", binary, ".").CombinedOutput()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "building toolmux: %v\n%s", err, out)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+type result struct {
+	stdout, stderr string
+	code           int
+}
+
+func toolmux(t *testing.T, dir, stdin string, args ...string) result {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, binary, args...)
+	cmd.Dir = dir
+	cmd.Stdin = strings.NewReader(stdin)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	return result{out.String(), errb.String(), code}
+}
+
+// workspace makes a directory with a file and, when cfg is not empty, a
+// toolmux.yaml.
+func workspace(t *testing.T, cfg string) string {
+	t.Helper()
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "notes.txt"), []byte("alpha\nbeta\ngamma\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if cfg != "" {
+		if err := os.WriteFile(filepath.Join(dir, "toolmux.yaml"), []byte(cfg), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
+
+func fixtureConfig(t *testing.T) string {
+	return fmt.Sprintf(`servers:
+  fx:
+    command: %s
+  broken:
+    command: %s
+    args: ["-exit", "2"]
+deny: ["fx/pid"]
+`, testservers.Fixture(t), testservers.Fixture(t))
+}
+
+func TestToolsWithoutConfig(t *testing.T) {
+	dir := workspace(t, "")
+	r := toolmux(t, dir, "", "tools")
+	if r.code != 0 || !strings.Contains(r.stdout, "builtin__read_file") || !strings.Contains(r.stdout, "ready") {
+		t.Fatalf("exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+	r = toolmux(t, dir, "", "tools", "--json")
+	var entries []map[string]any
+	if err := json.Unmarshal([]byte(r.stdout), &entries); err != nil {
+		t.Fatalf("--json output is not a JSON array: %v\n%s", err, r.stdout)
+	}
+	names := map[string]bool{}
+	for _, e := range entries {
+		for _, k := range []string{"server", "tool", "name", "description", "input_schema"} {
+			if _, ok := e[k]; !ok {
+				t.Errorf("entry lacks %q: %v", k, e)
+			}
+		}
+		names[e["name"].(string)] = true
+	}
+	for _, n := range []string{"builtin__list_directory", "builtin__read_file", "builtin__glob", "builtin__grep"} {
+		if !names[n] {
+			t.Errorf("%s missing", n)
+		}
+	}
+}
+
+func TestToolsShowsFailedServers(t *testing.T) {
+	dir := workspace(t, fixtureConfig(t))
+	r := toolmux(t, dir, "", "tools", "--json")
+	if r.code != 0 {
+		t.Fatalf("exit %d: %s", r.code, r.stderr)
+	}
+	var entries []map[string]any
+	if err := json.Unmarshal([]byte(r.stdout), &entries); err != nil {
+		t.Fatal(err)
+	}
+	var sawEcho, sawBroken bool
+	for _, e := range entries {
+		switch {
+		case e["name"] == "fx__echo":
+			sawEcho = true
+		case e["name"] == "fx__pid":
+			t.Error("denied tool fx__pid listed")
+		case e["server"] == "broken":
+			sawBroken = e["state"] == "failed" && strings.Contains(fmt.Sprint(e["error"]), "exited with status 2")
+		}
+	}
+	if !sawEcho || !sawBroken {
+		t.Errorf("echo %v, broken server entry %v:\n%s", sawEcho, sawBroken, r.stdout)
+	}
+	r = toolmux(t, dir, "", "tools")
+	if !strings.Contains(r.stdout, "FIXTURE_API_KEY is not set") {
+		t.Errorf("table does not show the failed server's stderr:\n%s", r.stdout)
+	}
+}
+
+func TestCall(t *testing.T) {
+	dir := workspace(t, fixtureConfig(t))
+	r := toolmux(t, dir, "", "call", "builtin", "read_file", `{"path": "notes.txt", "offset": 1, "limit": 1}`)
+	if r.code != 0 || !strings.Contains(r.stdout, "beta") || strings.Contains(r.stdout, "alpha") {
+		t.Errorf("read_file: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	r = toolmux(t, dir, `{"message": "from stdin"}`, "call", "fx", "echo", "-")
+	if r.code != 0 || strings.TrimSpace(r.stdout) != "Echo: from stdin" {
+		t.Errorf("echo from stdin: exit %d %q %s", r.code, r.stdout, r.stderr)
+	}
+	r = toolmux(t, dir, "", "call", "fx", "echo", `{"message": "rec"}`, "--json")
+	var rec map[string]any
+	if err := json.Unmarshal([]byte(r.stdout), &rec); err != nil {
+		t.Fatalf("--json: %v\n%s", err, r.stdout)
+	}
+	for _, k := range []string{"server", "tool", "arguments", "result", "duration_ms", "attempts"} {
+		if _, ok := rec[k]; !ok {
+			t.Errorf("record lacks %q: %s", k, r.stdout)
+		}
+	}
+	if r.code != 0 || rec["attempts"] != float64(1) {
+		t.Errorf("exit %d, record %v", r.code, rec)
+	}
+}
+
+func TestCallFailures(t *testing.T) {
+	dir := workspace(t, fixtureConfig(t))
+	cases := []struct {
+		name   string
+		args   []string
+		code   int
+		stderr string
+	}{
+		{"tool error", []string{"call", "fx", "fail"}, 1, "tool_error"},
+		{"denied", []string{"call", "fx", "pid"}, 1, "policy_violation"},
+		{"typo", []string{"call", "fx", "ecoh"}, 1, `did you mean "echo"`},
+		{"outside workspace", []string{"call", "builtin", "read_file", `{"path": "/etc/passwd"}`}, 1, "path_not_in_workspace"},
+		{"crash", []string{"call", "fx", "crash"}, 1, "simulated crash"},
+		{"failed server", []string{"call", "broken", "echo"}, 1, "server_unavailable"},
+		{"unknown server", []string{"call", "nope", "echo"}, 1, "server_not_found"},
+		{"bad json", []string{"call", "fx", "echo", `{"message":`}, 2, "not valid JSON"},
+		{"not an object", []string{"call", "fx", "echo", `[1,2]`}, 2, "not an array"},
+		{"missing tool", []string{"call", "fx"}, 2, "accepts between 2 and 3 arg"},
+		{"unknown flag", []string{"call", "fx", "echo", "--nope"}, 2, "unknown flag"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			r := toolmux(t, dir, "", c.args...)
+			if r.code != c.code || !strings.Contains(r.stderr, c.stderr) {
+				t.Errorf("exit %d (want %d), stderr %q (want %q)", r.code, c.code, r.stderr, c.stderr)
+			}
+		})
+	}
+	r := toolmux(t, dir, "", "call", "fx", "fail", "--json")
+	var rec struct {
+		Error struct{ Kind, Message string }
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &rec); err != nil || r.code != 1 || rec.Error.Kind != "tool_error" {
+		t.Errorf("--json failure: exit %d, %v, %s", r.code, err, r.stdout)
+	}
+}
+
+func TestConfigErrors(t *testing.T) {
+	dir := workspace(t, "servers:\n  fx:\n    comand: x\n")
+	r := toolmux(t, dir, "", "tools")
+	if r.code != 2 || !strings.Contains(r.stderr, "toolmux.yaml:3:5") || !strings.Contains(r.stderr, "comand") {
+		t.Errorf("exit %d, stderr %q", r.code, r.stderr)
+	}
+	r = toolmux(t, dir, "", "tools", "--config", "missing.yaml")
+	if r.code != 2 || !strings.Contains(r.stderr, "missing.yaml") {
+		t.Errorf("missing file: exit %d, stderr %q", r.code, r.stderr)
+	}
+	// The common mcpServers JSON is accepted as is.
+	js := fmt.Sprintf(`{"mcpServers": {"fx": {"command": %q, "excludeTools": ["pid"]}}, "theme": "dark"}`, testservers.Fixture(t))
+	if err := os.WriteFile(filepath.Join(dir, "settings.json"), []byte(js), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r = toolmux(t, dir, "", "call", "fx", "pid", "--config", "settings.json")
+	if r.code != 1 || !strings.Contains(r.stderr, "policy_violation") {
+		t.Errorf("mcpServers config: exit %d, stderr %q", r.code, r.stderr)
+	}
+	r = toolmux(t, dir, "", "call", "fx", "echo", `{"message":"json config"}`, "--config", "settings.json")
+	if r.code != 0 || !strings.Contains(r.stdout, "json config") {
+		t.Errorf("mcpServers config call: exit %d, %s %s", r.code, r.stdout, r.stderr)
+	}
+}
+
+func TestVersion(t *testing.T) {
+	r := toolmux(t, t.TempDir(), "", "version")
+	if r.code != 0 || !strings.HasPrefix(r.stdout, "toolmux ") {
+		t.Errorf("exit %d %q", r.code, r.stdout)
+	}
+}
+
+func TestServeHTTP(t *testing.T) {
+	dir := workspace(t, fixtureConfig(t))
+	addr := fmt.Sprintf("127.0.0.1:%d", testservers.FreePort(t))
+	cmd := exec.Command(binary, "serve", "--addr", addr)
+	cmd.Dir = dir
+	var errb syncBuffer
+	cmd.Stderr = &errb
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	ok := testservers.Eventually(30*time.Second, func() bool { return strings.Contains(errb.String(), "serving") })
+	if !ok {
+		t.Fatalf("serve did not start: %s", errb.String())
+	}
+	client := mcp.NewClient(&mcp.Implementation{Name: "test"}, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: "http://" + addr + "/mcp"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	exerciseGateway(t, ctx, cs)
+	cs.Close()
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Errorf("serve did not exit cleanly on SIGTERM: %v\n%s", err, errb.String())
+	}
+}
+
+func TestServeStdio(t *testing.T) {
+	dir := workspace(t, fixtureConfig(t))
+	cmd := exec.Command(binary, "serve", "--stdio")
+	cmd.Dir = dir
+	client := mcp.NewClient(&mcp.Implementation{Name: "test"}, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cs, err := client.Connect(ctx, &mcp.CommandTransport{Command: cmd}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	exerciseGateway(t, ctx, cs)
+	if err := cs.Close(); err != nil {
+		t.Errorf("close: %v", err)
+	}
+}
+
+func exerciseGateway(t *testing.T, ctx context.Context, cs *mcp.ClientSession) {
+	t.Helper()
+	res, err := cs.ListTools(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	have := map[string]bool{}
+	for _, tl := range res.Tools {
+		have[tl.Name] = true
+	}
+	for _, want := range []string{"fx__echo", "builtin__read_file"} {
+		if !have[want] {
+			t.Errorf("%s not served: %v", want, have)
+		}
+	}
+	if have["fx__pid"] {
+		t.Error("denied tool served")
+	}
+	out, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "fx__echo", Arguments: map[string]any{"message": "via gateway"}})
+	if err != nil || out.IsError || out.Content[0].(*mcp.TextContent).Text != "Echo: via gateway" {
+		t.Errorf("fx__echo: %v %+v", err, out)
+	}
+	out, err = cs.CallTool(ctx, &mcp.CallToolParams{Name: "builtin__read_file", Arguments: map[string]any{"path": "/etc/passwd"}})
+	if err != nil || !out.IsError || !strings.Contains(out.Content[0].(*mcp.TextContent).Text, "path_not_in_workspace") {
+		t.Errorf("escape through the gateway: %v %+v", err, out)
+	}
+}
+
+func TestServeRefusesOpenAddressWithoutToken(t *testing.T) {
+	r := toolmux(t, t.TempDir(), "", "serve", "--addr", "0.0.0.0:0")
+	if r.code != 2 || !strings.Contains(r.stderr, "token") {
+		t.Errorf("exit %d, %q", r.code, r.stderr)
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe to read while a process writes to it.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}

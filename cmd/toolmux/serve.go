@@ -1,0 +1,104 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/spf13/cobra"
+
+	"github.com/toolmux/toolmux/gateway"
+	"github.com/toolmux/toolmux/tool"
+)
+
+const shutdownGrace = 10 * time.Second
+
+func (a *app) serveCommand() *cobra.Command {
+	var (
+		addr  string
+		stdio bool
+		token string
+	)
+	cmd := &cobra.Command{
+		Use:   "serve",
+		Short: "Serve every configured tool as one MCP server (gateway)",
+		Long: `Serve the aggregated, governed catalog as an MCP server: streamable HTTP at
+http://ADDR/mcp, or stdio with --stdio for clients that spawn their servers.
+Tools are named server__tool; every call goes through toolmux's manager.
+
+Listening beyond loopback requires a bearer token (--token or TOOLMUX_TOKEN);
+clients then send "Authorization: Bearer TOKEN".`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if token == "" {
+				token = os.Getenv("TOOLMUX_TOKEN")
+			}
+			if !stdio && !gateway.IsLoopback(addr) && token == "" {
+				return usageError("refusing to listen on %s without a token: set --token or TOOLMUX_TOKEN, or listen on 127.0.0.1", addr)
+			}
+			m, _, err := a.openManager()
+			if err != nil {
+				return err
+			}
+			defer m.Close()
+			ctx := cmd.Context()
+			g := gateway.New(m, gateway.Options{Version: versionString(), Logger: a.logger()})
+			// Discover now, so problems show at start rather than at the
+			// first client request.
+			cat, err := m.Tools(ctx)
+			if err != nil {
+				return &exitError{code: exitFailed, err: err}
+			}
+			a.reportServers(cat)
+			if stdio {
+				err := g.Server().Run(ctx, &mcp.StdioTransport{})
+				if err != nil && ctx.Err() == nil {
+					return &exitError{code: exitFailed, err: err}
+				}
+				return nil
+			}
+			return a.serveHTTP(ctx, addr, g.Mux(token), cat)
+		},
+	}
+	cmd.Flags().StringVar(&addr, "addr", "127.0.0.1:8931", "address to listen on")
+	cmd.Flags().BoolVar(&stdio, "stdio", false, "serve MCP over stdin/stdout instead of HTTP")
+	cmd.Flags().StringVar(&token, "token", "", "bearer token clients must send (default $TOOLMUX_TOKEN)")
+	return cmd
+}
+
+func (a *app) reportServers(cat *tool.Catalog) {
+	for _, h := range cat.Servers() {
+		if h.State == tool.StateFailed {
+			fmt.Fprintf(a.stderr, "toolmux: server %s failed: %s\n", h.Name, h.Error)
+		}
+	}
+}
+
+func (a *app) serveHTTP(ctx context.Context, addr string, h http.Handler, cat *tool.Catalog) error {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return &exitError{code: exitFailed, err: err}
+	}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	fmt.Fprintf(a.stderr, "toolmux: serving %d tools from %d servers at http://%s/mcp\n", cat.Len(), len(cat.Servers()), ln.Addr())
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return &exitError{code: exitFailed, err: err}
+	case <-ctx.Done():
+	}
+	fmt.Fprintln(a.stderr, "toolmux: shutting down")
+	sctx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil && !errors.Is(err, context.DeadlineExceeded) {
+		return &exitError{code: exitFailed, err: err}
+	}
+	srv.Close()
+	return nil
+}

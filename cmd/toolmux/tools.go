@@ -1,0 +1,131 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"github.com/toolmux/toolmux/tool"
+)
+
+// toolEntry is one element of `toolmux tools --json`: a tool, or a server
+// that has no tools to show because it failed or is disabled.
+type toolEntry struct {
+	Server       string            `json:"server"`
+	State        tool.State        `json:"state"`
+	Tool         string            `json:"tool,omitempty"`
+	Name         string            `json:"name,omitempty"`
+	Title        string            `json:"title,omitempty"`
+	Description  string            `json:"description,omitempty"`
+	InputSchema  map[string]any    `json:"input_schema,omitempty"`
+	OutputSchema map[string]any    `json:"output_schema,omitempty"`
+	Annotations  *tool.Annotations `json:"annotations,omitempty"`
+	Error        string            `json:"error,omitempty"`
+	Detail       string            `json:"detail,omitempty"`
+}
+
+func (a *app) toolsCommand() *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "tools",
+		Short: "List every tool of every configured server, with server health",
+		Long: `List the aggregated catalog: every allowed tool of every server, under the
+name models and MCP clients see (server__tool), with each server's state.
+Servers that failed are listed with their error; they never stop the others.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			m, _, err := a.openManager()
+			if err != nil {
+				return err
+			}
+			defer m.Close()
+			cat, err := m.Tools(cmd.Context())
+			if err != nil {
+				return &exitError{code: exitFailed, err: err}
+			}
+			entries := catalogEntries(cat)
+			if asJSON {
+				enc := json.NewEncoder(a.stdout)
+				enc.SetIndent("", "  ")
+				return enc.Encode(entries)
+			}
+			printToolTable(a, cat, entries)
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON array (for scripts)")
+	return cmd
+}
+
+func catalogEntries(cat *tool.Catalog) []toolEntry {
+	entries := make([]toolEntry, 0, cat.Len()+len(cat.Servers()))
+	for _, h := range cat.Servers() {
+		n := 0
+		for _, t := range cat.Tools() {
+			if t.Server != h.Name {
+				continue
+			}
+			n++
+			ann := t.Annotations
+			entries = append(entries, toolEntry{
+				Server: t.Server, State: h.State, Tool: t.Name, Name: t.Exposed, Title: t.Title,
+				Description: t.Description, InputSchema: t.InputSchema, OutputSchema: t.OutputSchema,
+				Annotations: &ann,
+			})
+		}
+		if n == 0 {
+			entries = append(entries, toolEntry{Server: h.Name, State: h.State, Error: h.Error, Detail: h.Detail})
+		}
+	}
+	return entries
+}
+
+func printToolTable(a *app, cat *tool.Catalog, entries []toolEntry) {
+	tw := tabwriter.NewWriter(a.stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "SERVER\tSTATE\tNAME\tDESCRIPTION")
+	for _, e := range entries {
+		if e.Name == "" {
+			msg := e.Error
+			if msg == "" {
+				msg = "(no tools)"
+			}
+			fmt.Fprintf(tw, "%s\t%s\t-\t%s\n", e.Server, e.State, oneLine(msg, 100))
+			continue
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", e.Server, e.State, e.Name, oneLine(e.Description, 80))
+	}
+	tw.Flush()
+	var failed []tool.ServerHealth
+	for _, h := range cat.Servers() {
+		if h.State == tool.StateFailed && h.Detail != "" {
+			failed = append(failed, h)
+		}
+	}
+	for _, h := range failed {
+		fmt.Fprintf(a.stdout, "\n%s: %s\n%s\n", h.Name, h.Error, indent(h.Detail, "  "))
+	}
+	for _, c := range cat.Collisions() {
+		fmt.Fprintf(a.stdout, "\nnote: %s/%s is exposed as %s (%s is taken by %s)\n", c.Server, c.Tool, c.Assigned, c.Name, c.Holder)
+	}
+	fmt.Fprintf(a.stdout, "\n%d tools from %d servers\n", cat.Len(), len(cat.Servers()))
+}
+
+// oneLine returns the first line of s, cut to max runes.
+func oneLine(s string, max int) string {
+	s, _, _ = strings.Cut(strings.TrimSpace(s), "\n")
+	if r := []rune(s); len(r) > max {
+		return string(r[:max-1]) + "…"
+	}
+	return s
+}
+
+func indent(s, prefix string) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	for i, l := range lines {
+		lines[i] = prefix + l
+	}
+	return strings.Join(lines, "\n")
+}

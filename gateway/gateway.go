@@ -1,0 +1,248 @@
+// Package gateway serves toolmux's governed catalog as an MCP server, so any
+// MCP client connects once and gets every configured server's tools under
+// their exposed names (server__tool), each call going through the manager.
+package gateway
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"sync"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/toolmux/toolmux/tool"
+)
+
+// Caller is what the gateway needs from the manager (or from a pipeline
+// wrapped around it).
+type Caller interface {
+	Tools(ctx context.Context) (*tool.Catalog, error)
+	Call(ctx context.Context, call tool.Call) *tool.Record
+}
+
+// Options configure a Gateway.
+type Options struct {
+	// Name and Version are announced to clients.
+	Name, Version string
+	// Logger receives diagnostics; nil discards them.
+	Logger *slog.Logger
+}
+
+// Gateway is an MCP server whose tools are the caller's catalog.
+type Gateway struct {
+	caller Caller
+	server *mcp.Server
+	log    *slog.Logger
+
+	mu     sync.Mutex
+	synced *tool.Catalog
+}
+
+// New returns a gateway in front of c. The catalog is read on the first
+// tools/list or tools/call, and again whenever it has changed.
+func New(c Caller, o Options) *Gateway {
+	if o.Name == "" {
+		o.Name = "toolmux"
+	}
+	if o.Version == "" {
+		o.Version = "dev"
+	}
+	g := &Gateway{caller: c, log: o.Logger}
+	if g.log == nil {
+		g.log = slog.New(slog.DiscardHandler)
+	}
+	g.server = mcp.NewServer(&mcp.Implementation{Name: o.Name, Version: o.Version}, &mcp.ServerOptions{
+		Logger:       g.log,
+		Instructions: "Tools of several servers, named server__tool. Calls are governed by toolmux.",
+		Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: true}},
+	})
+	g.server.AddReceivingMiddleware(g.syncMiddleware)
+	return g
+}
+
+// Server returns the MCP server, to run on any go-sdk transport.
+func (g *Gateway) Server() *mcp.Server { return g.server }
+
+// Handler returns the streamable HTTP handler of the MCP endpoint.
+func (g *Gateway) Handler() http.Handler {
+	return mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return g.server }, &mcp.StreamableHTTPOptions{Logger: g.log})
+}
+
+// syncMiddleware brings the registered tools up to date with the catalog
+// before a client looks at them or calls one.
+func (g *Gateway) syncMiddleware(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		if method == "tools/list" || method == "tools/call" {
+			if err := g.Sync(ctx); err != nil {
+				return nil, err
+			}
+		}
+		return next(ctx, method, req)
+	}
+}
+
+// Sync registers the tools of the current catalog, replacing changed ones
+// and removing those that are gone (clients are told via list_changed).
+func (g *Gateway) Sync(ctx context.Context) error {
+	cat, err := g.caller.Tools(ctx)
+	if err != nil {
+		return err
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if cat == g.synced {
+		return nil
+	}
+	var gone []string
+	if g.synced != nil {
+		for _, t := range g.synced.Tools() {
+			if _, ok := cat.Lookup(t.Exposed); !ok {
+				gone = append(gone, t.Exposed)
+			}
+		}
+	}
+	if len(gone) > 0 {
+		g.server.RemoveTools(gone...)
+	}
+	for _, t := range cat.Tools() {
+		if g.synced != nil {
+			if old, ok := g.synced.Lookup(t.Exposed); ok && sameTool(old, t) {
+				continue
+			}
+		}
+		g.server.AddTool(mcpTool(t), g.handler(t))
+	}
+	g.synced = cat
+	return nil
+}
+
+func sameTool(a, b tool.Tool) bool {
+	ja, _ := json.Marshal(a)
+	jb, _ := json.Marshal(b)
+	return bytes.Equal(ja, jb)
+}
+
+func mcpTool(t tool.Tool) *mcp.Tool {
+	schema := any(t.InputSchema)
+	if t.InputSchema == nil {
+		schema = map[string]any{"type": "object"}
+	}
+	out := &mcp.Tool{
+		Name:        t.Exposed,
+		Title:       t.Title,
+		Description: t.Description,
+		InputSchema: schema,
+	}
+	if t.OutputSchema != nil {
+		out.OutputSchema = t.OutputSchema
+	}
+	a := t.Annotations
+	if a.ReadOnly != nil || a.Destructive != nil || a.Idempotent != nil || a.OpenWorld != nil || a.Title != "" {
+		out.Annotations = &mcp.ToolAnnotations{
+			Title:           a.Title,
+			ReadOnlyHint:    t.IsReadOnly(),
+			IdempotentHint:  a.Idempotent != nil && *a.Idempotent,
+			DestructiveHint: a.Destructive,
+			OpenWorldHint:   a.OpenWorld,
+		}
+	}
+	return out
+}
+
+func (g *Gateway) handler(t tool.Tool) mcp.ToolHandler {
+	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		args, err := decodeArgs(req.Params.Arguments)
+		if err != nil {
+			return errorResult(&tool.Error{Kind: tool.KindInvalidParams, Server: t.Server, Tool: t.Name, Message: err.Error()}), nil
+		}
+		if tok := req.Params.GetProgressToken(); tok != nil {
+			ctx = tool.WithProgress(ctx, func(p tool.Progress) {
+				_ = req.Session.NotifyProgress(context.WithoutCancel(ctx), &mcp.ProgressNotificationParams{
+					ProgressToken: tok, Progress: p.Progress, Total: p.Total, Message: p.Message,
+				})
+			})
+		}
+		rec := g.caller.Call(ctx, tool.Call{Server: t.Server, Tool: t.Name, Arguments: args})
+		return toMCP(rec), nil
+	}
+}
+
+func decodeArgs(raw json.RawMessage) (map[string]any, error) {
+	if len(bytes.TrimSpace(raw)) == 0 || string(bytes.TrimSpace(raw)) == "null" {
+		return map[string]any{}, nil
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	var args map[string]any
+	if err := dec.Decode(&args); err != nil {
+		return nil, fmt.Errorf("arguments must be a JSON object: %v", err)
+	}
+	if args == nil {
+		return map[string]any{}, nil
+	}
+	return args, nil
+}
+
+// toMCP renders a call record as the MCP result the client sees. Failures
+// are tool results with isError set, so the model can read what went wrong.
+func toMCP(rec *tool.Record) *mcp.CallToolResult {
+	if rec.Result == nil {
+		return errorResult(rec.Error)
+	}
+	out := &mcp.CallToolResult{
+		Content:           make([]mcp.Content, 0, len(rec.Result.Content)),
+		StructuredContent: rec.Result.Structured,
+		IsError:           rec.Result.IsError || rec.Error != nil,
+		Meta:              rec.Result.Meta,
+	}
+	for _, c := range rec.Result.Content {
+		out.Content = append(out.Content, toMCPContent(c))
+	}
+	return out
+}
+
+func errorResult(e *tool.Error) *mcp.CallToolResult {
+	if e == nil {
+		e = &tool.Error{Kind: tool.KindExecutionFailed, Message: "no result"}
+	}
+	text := fmt.Sprintf("Error (%s) calling %s/%s: %s", e.Kind, e.Server, e.Tool, e.Message)
+	if e.Suggestion != "" {
+		text += fmt.Sprintf(" Did you mean %q?", e.Suggestion)
+	}
+	if e.Detail != "" {
+		text += "\n" + e.Detail
+	}
+	return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: text}},
+		Meta: mcp.Meta{"toolmux/error_kind": string(e.Kind)}}
+}
+
+func toMCPContent(c tool.Content) mcp.Content {
+	var ann *mcp.Annotations
+	if a := c.Annotations; a != nil {
+		ann = &mcp.Annotations{LastModified: a.LastModified, Priority: a.Priority}
+		for _, r := range a.Audience {
+			ann.Audience = append(ann.Audience, mcp.Role(r))
+		}
+	}
+	switch c.Type {
+	case tool.ContentText:
+		return &mcp.TextContent{Text: c.Text, Annotations: ann, Meta: c.Meta}
+	case tool.ContentImage:
+		return &mcp.ImageContent{Data: c.Data, MIMEType: c.MIMEType, Annotations: ann, Meta: c.Meta}
+	case tool.ContentAudio:
+		return &mcp.AudioContent{Data: c.Data, MIMEType: c.MIMEType, Annotations: ann, Meta: c.Meta}
+	case tool.ContentResource:
+		r := &mcp.EmbeddedResource{Annotations: ann, Meta: c.Meta}
+		if c.Resource != nil {
+			r.Resource = &mcp.ResourceContents{URI: c.Resource.URI, MIMEType: c.Resource.MIMEType, Text: c.Resource.Text, Blob: c.Resource.Blob, Meta: c.Resource.Meta}
+		}
+		return r
+	case tool.ContentResourceLink:
+		return &mcp.ResourceLink{URI: c.URI, Name: c.Name, Title: c.Title, Description: c.Description, MIMEType: c.MIMEType, Size: c.Size, Annotations: ann, Meta: c.Meta}
+	}
+	return &mcp.TextContent{Text: c.Text}
+}
