@@ -1,0 +1,43 @@
+# toolmux — build, test and run.
+#
+#   make serve   run the MCP gateway on the built-in tools of this directory
+#   make test    install the npm test peers, then vet and run every test with -race
+#   make bench   run the benchmarks recorded in BENCHMARKS.md
+
+GO      ?= go
+NPM     ?= npm
+PEERS   := testdata/npm
+STAMP   := $(PEERS)/node_modules/.installed
+
+.PHONY: all build serve test check peers bench clean
+
+all: build
+
+build:
+	$(GO) build -o bin/toolmux ./cmd/toolmux
+
+serve:
+	$(GO) run ./cmd/toolmux serve
+
+# The real MCP servers the tests run against, pinned by package-lock.json.
+peers: $(STAMP)
+
+$(STAMP): $(PEERS)/package.json $(PEERS)/package-lock.json
+	cd $(PEERS) && $(NPM) ci --no-audit --no-fund --loglevel=error
+	touch $@
+
+check:
+	@unformatted=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go' -not -path './testdata/*')); \
+	if [ -n "$$unformatted" ]; then echo "gofmt needed:"; echo "$$unformatted"; exit 1; fi
+	$(GO) vet ./...
+
+# TOOLMUX_REQUIRE_PEERS turns "peer not installed" skips into failures, so a
+# broken install cannot pass silently.
+test: peers check
+	TOOLMUX_REQUIRE_PEERS=1 $(GO) test -race -count=1 ./...
+
+bench: peers
+	$(GO) test -run '^$$' -bench . -benchmem ./...
+
+clean:
+	rm -rf bin $(PEERS)/node_modules

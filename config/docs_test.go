@@ -1,0 +1,43 @@
+package config_test
+
+import (
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/toolmux/toolmux/config"
+)
+
+// Every configuration example in the README and docs/ must parse.
+func TestDocumentedExamplesParse(t *testing.T) {
+	block := regexp.MustCompile("(?s)```(yaml|json)\n(.*?)```")
+	env := func(k string) (string, bool) {
+		if k == "HOME" {
+			return "/home/user", true
+		}
+		return "", false
+	}
+	for _, doc := range []string{"../README.md", "../docs/config.md"} {
+		data, err := os.ReadFile(doc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for _, m := range block.FindAllStringSubmatch(string(data), -1) {
+			lang, text := m[1], m[2]
+			if lang == "json" && !strings.Contains(text, "mcpServers") {
+				continue // a call record, not a configuration
+			}
+			n++
+			name := filepath.Base(doc) + "." + lang
+			if _, err := config.ParseWith(name, []byte(text), config.Options{LookupEnv: env, Dir: t.TempDir()}); err != nil {
+				t.Errorf("%s: example %d does not parse:\n%s\n%v", doc, n, text, err)
+			}
+		}
+		if n == 0 {
+			t.Errorf("%s: no configuration examples found", doc)
+		}
+	}
+}
