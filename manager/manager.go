@@ -152,9 +152,24 @@ type Manager struct {
 	servers map[string]*server
 	order   []string
 
-	catalog   atomic.Pointer[tool.Catalog]
+	built     atomic.Pointer[built]
 	refreshMu sync.Mutex
 	closed    atomic.Bool
+}
+
+// built is a catalog and the listing generation of each server (in
+// configuration order) it was built from.
+type built struct {
+	catalog *tool.Catalog
+	gens    []uint64
+}
+
+// catalog returns the current catalog, or nil before the first Tools.
+func (m *Manager) catalog() *tool.Catalog {
+	if b := m.built.Load(); b != nil {
+		return b.catalog
+	}
+	return nil
 }
 
 // New returns a manager. Sources are not contacted until the first Tools
@@ -186,13 +201,13 @@ func (m *Manager) Tools(ctx context.Context) (*tool.Catalog, error) {
 	if m.closed.Load() {
 		return nil, errClosed
 	}
-	if c := m.catalog.Load(); c != nil && !m.needsRefresh() {
-		return c, nil
+	if b := m.built.Load(); b != nil && !m.needsRefresh(b) {
+		return b.catalog, nil
 	}
 	m.refreshMu.Lock()
 	defer m.refreshMu.Unlock()
-	if c := m.catalog.Load(); c != nil && !m.needsRefresh() {
-		return c, nil
+	if b := m.built.Load(); b != nil && !m.needsRefresh(b) {
+		return b.catalog, nil
 	}
 	m.discover(ctx, false)
 	if err := ctx.Err(); err != nil {
@@ -217,9 +232,12 @@ func (m *Manager) Refresh(ctx context.Context) (*tool.Catalog, error) {
 
 var errClosed = &tool.Error{Kind: tool.KindServerUnavailable, Message: "the tool manager is closed"}
 
-func (m *Manager) needsRefresh() bool {
-	for _, s := range m.servers {
-		if s.needsListing(false) {
+// needsRefresh reports whether a server must be listed again, or was listed
+// (by a call that looked up a new tool) since b was built.
+func (m *Manager) needsRefresh(b *built) bool {
+	for i, name := range m.order {
+		s := m.servers[name]
+		if s.needsListing(false) || s.generation() != b.gens[i] {
 			return true
 		}
 	}
@@ -243,10 +261,13 @@ func (m *Manager) discover(ctx context.Context, all bool) {
 func (m *Manager) rebuild() *tool.Catalog {
 	var tools []tool.Tool
 	health := make([]tool.ServerHealth, 0, len(m.order))
-	for _, name := range m.order {
+	gens := make([]uint64, len(m.order))
+	for i, name := range m.order {
 		s := m.servers[name]
 		health = append(health, s.health())
-		for _, t := range s.snapshot() {
+		var listed []tool.Tool
+		listed, gens[i] = s.snapshot()
+		for _, t := range listed {
 			if m.allowed(s, t.Name) == "" {
 				tools = append(tools, t)
 			}
@@ -256,7 +277,7 @@ func (m *Manager) rebuild() *tool.Catalog {
 	for _, col := range c.Collisions() {
 		m.log.Warn("tool name collision", "name", col.Name, "server", col.Server, "tool", col.Tool, "held_by", col.Holder, "assigned", col.Assigned)
 	}
-	m.catalog.Store(c)
+	m.built.Store(&built{catalog: c, gens: gens})
 	return c
 }
 
@@ -274,7 +295,7 @@ func (m *Manager) Health() []tool.ServerHealth {
 	out := make([]tool.ServerHealth, 0, len(m.order))
 	for _, name := range m.order {
 		h := m.servers[name].health()
-		if c := m.catalog.Load(); c != nil {
+		if c := m.catalog(); c != nil {
 			if ch, ok := c.Server(name); ok {
 				h.Tools = ch.Tools
 			}
@@ -302,7 +323,7 @@ func (m *Manager) Call(ctx context.Context, call tool.Call) *tool.Record {
 	if rec.ID == "" {
 		rec.ID = tool.NewID()
 	}
-	if c := m.catalog.Load(); c != nil {
+	if c := m.catalog(); c != nil {
 		if t, ok := c.Find(call.Server, call.Tool); ok {
 			rec.Name = t.Exposed
 		}

@@ -360,6 +360,29 @@ func TestCatalogRefreshOnListChanged(t *testing.T) {
 	}
 }
 
+func TestCatalogFollowsListingsMadeByCalls(t *testing.T) {
+	m := newManager(t, manager.WithSource(stdio(t, "fx"), manager.ServerOptions{}))
+	if _, err := m.Tools(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if r := do(m, "fx", "add_tool", nil); r.Err() != nil {
+		t.Fatal(r.Err())
+	}
+	// Calling the new tool at once re-lists the server from the call path
+	// (the list_changed notification may not even have arrived yet).
+	ok := testservers.Eventually(5*time.Second, func() bool { return do(m, "fx", "added_1", nil).Err() == nil })
+	if !ok {
+		t.Fatal("the added tool never became callable")
+	}
+	cat, err := m.Tools(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := cat.Lookup("fx__added_1"); !ok {
+		t.Error("the catalog does not show a tool the manager already called")
+	}
+}
+
 func TestCallListsLazilyAndSuggests(t *testing.T) {
 	m := newManager(t, manager.WithSource(stdio(t, "fx"), manager.ServerOptions{}))
 	r := do(m, "fx", "ecoh", map[string]any{"message": "x"})

@@ -31,6 +31,7 @@ type server struct {
 	listErr  *tool.Error          // the last listing failed
 	listedAt time.Time            // when the last listing attempt ended
 	listing  chan struct{}        // closed when the listing in progress ends
+	gen      uint64               // counts successful listings
 }
 
 func newServer(src Source, o ServerOptions) (*server, error) {
@@ -184,6 +185,7 @@ func (s *server) list(ctx context.Context) error {
 		m[t.Name] = t
 	}
 	s.tools, s.listed, s.listErr = m, true, nil
+	s.gen++
 	return nil
 }
 
@@ -201,15 +203,21 @@ func (s *server) guarded(f func() ([]tool.Tool, error)) ([]tool.Tool, error) {
 	return tools, err
 }
 
-// snapshot returns the last listed tools.
-func (s *server) snapshot() []tool.Tool {
+// snapshot returns the last listed tools and the generation of that listing.
+func (s *server) snapshot() ([]tool.Tool, uint64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	out := make([]tool.Tool, 0, len(s.tools))
 	for _, t := range s.tools {
 		out = append(out, t)
 	}
-	return out
+	return out, s.gen
+}
+
+func (s *server) generation() uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.gen
 }
 
 // lookup finds a tool's definition, listing the server first if it was
