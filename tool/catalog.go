@@ -227,6 +227,9 @@ func Closest(name string, candidates []string) string {
 func closest(name string, candidates []string) int {
 	norm := func(s string) string { return strings.ReplaceAll(strings.ToLower(s), "-", "_") }
 	n := norm(name)
+	if n == "" {
+		return -1
+	}
 	best, bestDist := -1, 0
 	for i, cand := range candidates {
 		cn := norm(cand)

@@ -111,7 +111,7 @@ func KindOf(err error) Kind {
 		return ""
 	}
 	var te *Error
-	if errors.As(err, &te) {
+	if errors.As(err, &te) && te != nil {
 		return te.Kind
 	}
 	switch {
@@ -130,7 +130,7 @@ func AsError(err error) *Error {
 		return nil
 	}
 	var te *Error
-	if errors.As(err, &te) {
+	if errors.As(err, &te) && te != nil {
 		return te
 	}
 	return &Error{Kind: KindOf(err), Message: err.Error(), Err: err}

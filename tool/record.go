@@ -5,6 +5,7 @@ import (
 	"encoding/base32"
 	"encoding/binary"
 	"encoding/json"
+	"math"
 	"time"
 )
 
@@ -70,12 +71,12 @@ func (r *Record) Note(layer, message string, data map[string]any) {
 }
 
 // MarshalJSON adds duration_ms to the JSON form.
-func (r *Record) MarshalJSON() ([]byte, error) {
+func (r Record) MarshalJSON() ([]byte, error) {
 	type plain Record
 	return json.Marshal(struct {
-		*plain
+		plain
 		DurationMS float64 `json:"duration_ms"`
-	}{(*plain)(r), float64(r.Duration.Microseconds()) / 1000})
+	}{plain(r), float64(r.Duration.Microseconds()) / 1000})
 }
 
 // UnmarshalJSON reads the form MarshalJSON writes.
@@ -89,7 +90,7 @@ func (r *Record) UnmarshalJSON(b []byte) error {
 	if err := json.Unmarshal(b, &v); err != nil {
 		return err
 	}
-	r.Duration = time.Duration(v.DurationMS * float64(time.Millisecond))
+	r.Duration = time.Duration(math.Round(v.DurationMS * float64(time.Millisecond)))
 	return nil
 }
 

@@ -1,6 +1,7 @@
 package tool
 
 import (
+	"encoding/json"
 	"fmt"
 	"strings"
 )
@@ -46,6 +47,19 @@ type Content struct {
 	Meta        map[string]any      `json:"_meta,omitempty"`
 }
 
+// MarshalJSON writes MCP's form, where a text part always has "text", even
+// when it is empty.
+func (c Content) MarshalJSON() ([]byte, error) {
+	type plain Content
+	if c.Type != ContentText {
+		return json.Marshal(plain(c))
+	}
+	return json.Marshal(struct {
+		plain
+		Text string `json:"text"`
+	}{plain(c), c.Text})
+}
+
 // ResourceContents is the body of an embedded resource.
 type ResourceContents struct {
 	URI      string         `json:"uri"`
@@ -82,21 +96,21 @@ func (r *Result) Text() string {
 		return ""
 	}
 	var b strings.Builder
+	first := true
 	for _, c := range r.Content {
 		var s string
-		switch c.Type {
-		case ContentText:
+		switch {
+		case c.Type == ContentText:
 			s = c.Text
-		case ContentResource:
-			if c.Resource != nil {
-				s = c.Resource.Text
-			}
+		case c.Type == ContentResource && c.Resource != nil && c.Resource.Text != "":
+			s = c.Resource.Text
 		default:
 			continue
 		}
-		if b.Len() > 0 {
+		if !first {
 			b.WriteByte('\n')
 		}
+		first = false
 		b.WriteString(s)
 	}
 	return b.String()

@@ -60,6 +60,10 @@ func (b *Buffer) Write(p []byte) (int, error) {
 func (b *Buffer) Bytes() []byte {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	return b.bytesLocked()
+}
+
+func (b *Buffer) bytesLocked() []byte {
 	if !b.full {
 		return bytes.Clone(b.buf)
 	}
@@ -76,13 +80,13 @@ func (b *Buffer) Total() int64 {
 }
 
 // Tail returns at most the last n lines of the kept bytes, without a partial
-// first line when the buffer has wrapped, trimmed of surrounding blank lines.
+// first line when older bytes were dropped, trimmed of surrounding blank lines.
 func (b *Buffer) Tail(n int) string {
-	data := b.Bytes()
 	b.mu.Lock()
-	wrapped := b.full
+	data := b.bytesLocked()
+	dropped := b.total > int64(cap(b.buf))
 	b.mu.Unlock()
-	if wrapped {
+	if dropped {
 		if i := bytes.IndexByte(data, '\n'); i >= 0 {
 			data = data[i+1:]
 		}
@@ -94,7 +98,7 @@ func (b *Buffer) Tail(n int) string {
 			if data[i] == '\n' {
 				lines++
 				if lines == n {
-					data = data[i+1:]
+					data = bytes.TrimLeft(data[i+1:], "\n")
 					break
 				}
 			}
