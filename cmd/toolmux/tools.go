@@ -11,20 +11,15 @@ import (
 	"github.com/toolmux/toolmux/tool"
 )
 
-// toolEntry is one element of `toolmux tools --json`: a tool, or a server
-// that has no tools to show because it failed or is disabled.
+// toolEntry is one element of `toolmux tools --json`: a tool (its fields
+// inline), or a server that has no tools to show because it failed or is
+// disabled.
 type toolEntry struct {
-	Server       string            `json:"server"`
-	State        tool.State        `json:"state"`
-	Tool         string            `json:"tool,omitempty"`
-	Name         string            `json:"name,omitempty"`
-	Title        string            `json:"title,omitempty"`
-	Description  string            `json:"description,omitempty"`
-	InputSchema  map[string]any    `json:"input_schema,omitempty"`
-	OutputSchema map[string]any    `json:"output_schema,omitempty"`
-	Annotations  *tool.Annotations `json:"annotations,omitempty"`
-	Error        string            `json:"error,omitempty"`
-	Detail       string            `json:"detail,omitempty"`
+	*tool.Tool
+	Server string     `json:"server"`
+	State  tool.State `json:"state"`
+	Error  string     `json:"error,omitempty"`
+	Detail string     `json:"detail,omitempty"`
 }
 
 func (a *app) toolsCommand() *cobra.Command {
@@ -69,12 +64,7 @@ func catalogEntries(cat *tool.Catalog) []toolEntry {
 				continue
 			}
 			n++
-			ann := t.Annotations
-			entries = append(entries, toolEntry{
-				Server: t.Server, State: h.State, Tool: t.Name, Name: t.Exposed, Title: t.Title,
-				Description: t.Description, InputSchema: t.InputSchema, OutputSchema: t.OutputSchema,
-				Annotations: &ann,
-			})
+			entries = append(entries, toolEntry{Tool: &t, Server: t.Server, State: h.State})
 		}
 		if n == 0 {
 			entries = append(entries, toolEntry{Server: h.Name, State: h.State, Error: h.Error, Detail: h.Detail})
@@ -87,7 +77,7 @@ func printToolTable(a *app, cat *tool.Catalog, entries []toolEntry) {
 	tw := tabwriter.NewWriter(a.stdout, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "SERVER\tSTATE\tNAME\tDESCRIPTION")
 	for _, e := range entries {
-		if e.Name == "" {
+		if e.Tool == nil {
 			msg := e.Error
 			if msg == "" {
 				msg = "(no tools)"
@@ -95,7 +85,7 @@ func printToolTable(a *app, cat *tool.Catalog, entries []toolEntry) {
 			fmt.Fprintf(tw, "%s\t%s\t-\t%s\n", e.Server, e.State, oneLine(msg, 100))
 			continue
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", e.Server, e.State, e.Name, oneLine(e.Description, 80))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", e.Server, e.State, e.Exposed, oneLine(e.Description, 80))
 	}
 	tw.Flush()
 	var failed []tool.ServerHealth
