@@ -131,9 +131,9 @@ type conn struct {
 	cs      *mcp.ClientSession
 	proc    *process
 	cancel  context.CancelFunc // ends the session's lifetime context
-	ended   chan struct{}      // closed when the session is over
-	why     *tool.Error        // set before ended is closed
-	healthy bool               // a call or listing succeeded on it
+	why     *tool.Error        // why it was retired; guarded by Source.mu
+	healthy bool               // a call or listing succeeded on it; guarded by Source.mu
+	stop    sync.Once          // shutdown runs once
 }
 
 // New returns a source for cfg. It does not connect: the first call, or the
@@ -351,6 +351,13 @@ func (s *Source) drop(c *conn, cause error) *tool.Error {
 	}
 	e := s.unavailable(msg, cause)
 	s.end(c, e)
+	// Release it now: an HTTP session whose server went away may never
+	// end on its own.
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		s.shutdown(c)
+	}()
 	return e
 }
 
@@ -507,7 +514,7 @@ func (s *Source) connect() (*conn, error) {
 	defer stopDeadline()
 	stop := context.AfterFunc(deadline, cancel)
 
-	c := &conn{cancel: cancel, ended: make(chan struct{})}
+	c := &conn{cancel: cancel}
 	var transport mcp.Transport
 	switch s.cfg.Transport {
 	case Stdio:
@@ -606,16 +613,18 @@ func (s *Source) watch(c *conn) {
 	}
 	s.shutdown(c)
 	<-done
-	close(c.ended)
 }
 
-// shutdown closes the session and stops its process.
+// shutdown closes the session and stops its process, once; later callers
+// return at once.
 func (s *Source) shutdown(c *conn) {
-	_ = c.cs.Close()
-	c.cancel()
-	if c.proc != nil {
-		c.proc.stop(s.cfg.StopGrace)
-	}
+	c.stop.Do(func() {
+		_ = c.cs.Close()
+		c.cancel()
+		if c.proc != nil {
+			c.proc.stop(s.cfg.StopGrace)
+		}
+	})
 }
 
 // Close ends the session, stops the server's process group and waits for
