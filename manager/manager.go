@@ -21,6 +21,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/toolmux/toolmux/internal/toolglob"
 	"github.com/toolmux/toolmux/tool"
 )
 
@@ -123,11 +124,11 @@ func WithSource(src Source, opts ServerOptions) Option {
 // bare "tool" globs that match in every server. Deny wins.
 func WithFilter(allow, deny []string) Option {
 	return func(m *Manager) error {
-		a, err := parsePatterns(allow, true)
+		a, err := toolglob.ParseAll(allow, true)
 		if err != nil {
 			return err
 		}
-		d, err := parsePatterns(deny, true)
+		d, err := toolglob.ParseAll(deny, true)
 		if err != nil {
 			return err
 		}
@@ -315,6 +316,8 @@ func (m *Manager) Servers() []string { return slices.Clone(m.order) }
 func (m *Manager) Call(ctx context.Context, call tool.Call) *tool.Record {
 	rec := &tool.Record{
 		ID:        call.ID,
+		Task:      call.Task,
+		Session:   call.Session,
 		Server:    call.Server,
 		Tool:      call.Tool,
 		Arguments: call.Arguments,
@@ -353,19 +356,9 @@ func (m *Manager) call(ctx context.Context, call tool.Call, rec *tool.Record) (*
 	if m.closed.Load() {
 		return nil, errClosed
 	}
-	s, ok := m.servers[call.Server]
-	if !ok {
-		return nil, &tool.Error{Kind: tool.KindServerNotFound, Server: call.Server, Tool: call.Tool,
-			Message:    fmt.Sprintf("no server named %q is configured", call.Server),
-			Suggestion: tool.Closest(call.Server, m.order)}
-	}
-	if s.opts.Disabled {
-		return nil, &tool.Error{Kind: tool.KindServerUnavailable, Server: s.name, Tool: call.Tool,
-			Message: fmt.Sprintf("server %s is disabled in the configuration", s.name)}
-	}
-	if why := m.allowed(s, call.Tool); why != "" {
-		return nil, &tool.Error{Kind: tool.KindPolicyViolation, Server: s.name, Tool: call.Tool,
-			Message: fmt.Sprintf("tool %s/%s is not allowed by the configuration (%s)", s.name, call.Tool, why)}
+	s, err := m.server(call.Server, call.Tool)
+	if err != nil {
+		return nil, err
 	}
 
 	ctx, cancel := context.WithTimeoutCause(ctx, s.timeout(call.Tool), errTimedOut)
@@ -387,6 +380,52 @@ func (m *Manager) call(ctx context.Context, call tool.Call, rec *tool.Record) (*
 }
 
 var errTimedOut = errors.New("tool call timed out")
+
+// server returns the server a call to (server, name) goes to, or the error
+// that refuses it before anything is contacted: unknown server, disabled
+// server, or a tool the allow/deny lists exclude.
+func (m *Manager) server(server, name string) (*server, error) {
+	s, ok := m.servers[server]
+	switch {
+	case !ok:
+		return nil, &tool.Error{Kind: tool.KindServerNotFound, Server: server, Tool: name,
+			Message: fmt.Sprintf("no server named %q is configured", server), Suggestion: tool.Closest(server, m.order)}
+	case s.opts.Disabled:
+		return nil, &tool.Error{Kind: tool.KindServerUnavailable, Server: server, Tool: name,
+			Message: fmt.Sprintf("server %s is disabled in the configuration", server)}
+	}
+	if why := m.allowed(s, name); why != "" {
+		return nil, &tool.Error{Kind: tool.KindPolicyViolation, Server: server, Tool: name,
+			Message: fmt.Sprintf("tool %s/%s is not allowed by the configuration (%s)", server, name, why)}
+	}
+	return s, nil
+}
+
+// Tool returns the definition of one tool, listing its server first if
+// needed (only that server). It fails like Call would: server_not_found,
+// server_unavailable, policy_violation for denied tools, tool_not_registered.
+func (m *Manager) Tool(ctx context.Context, server, name string) (tool.Tool, error) {
+	if m.closed.Load() {
+		return tool.Tool{}, errClosed
+	}
+	s, err := m.server(server, name)
+	if err != nil {
+		return tool.Tool{}, err
+	}
+	t, err := s.lookup(ctx, name)
+	if err != nil {
+		return tool.Tool{}, err
+	}
+	if c := m.catalog(); c != nil {
+		if ct, ok := c.Find(server, name); ok {
+			t.Exposed = ct.Exposed
+		}
+	}
+	if t.Exposed == "" {
+		t.Exposed = tool.ExposedName(server, name)
+	}
+	return t, nil
+}
 
 // contextError turns context errors into timeout or cancelled errors that
 // say which limit was hit.

@@ -550,3 +550,19 @@ var (
 	_ = errors.New
 	_ = strconv.Itoa
 )
+
+func TestToolDefinition(t *testing.T) {
+	m := newManager(t, manager.WithSource(stdio(t, "fx"), manager.ServerOptions{Deny: []string{"pid"}}))
+	def, err := m.Tool(context.Background(), "fx", "echo")
+	if err != nil || def.Exposed != "fx__echo" || def.InputSchema["type"] != "object" || !def.IsReadOnly() {
+		t.Errorf("echo: %+v %v", def, err)
+	}
+	for name, want := range map[string]tool.Kind{"pid": tool.KindPolicyViolation, "ecoh": tool.KindToolNotRegistered} {
+		if _, err := m.Tool(context.Background(), "fx", name); tool.KindOf(err) != want {
+			t.Errorf("%s: got %v, want %s", name, err, want)
+		}
+	}
+	if _, err := m.Tool(context.Background(), "nope", "echo"); tool.KindOf(err) != tool.KindServerNotFound {
+		t.Errorf("unknown server: %v", err)
+	}
+}

@@ -11,6 +11,7 @@ import (
 	"github.com/cenkalti/backoff/v5"
 	"github.com/sony/gobreaker/v2"
 
+	"github.com/toolmux/toolmux/internal/toolglob"
 	"github.com/toolmux/toolmux/tool"
 )
 
@@ -20,7 +21,7 @@ type server struct {
 	src     Source
 	opts    ServerOptions
 	filter  filter
-	retryOK []pattern
+	retryOK []toolglob.Pattern
 	breaker *gobreaker.TwoStepCircuitBreaker[struct{}]
 	log     *slog.Logger
 
@@ -56,15 +57,15 @@ func newServer(src Source, o ServerOptions) (*server, error) {
 	if o.Breaker.Cooldown <= 0 {
 		o.Breaker.Cooldown = 30 * time.Second
 	}
-	allow, err := parsePatterns(o.Allow, false)
+	allow, err := toolglob.ParseAll(o.Allow, false)
 	if err != nil {
 		return nil, err
 	}
-	deny, err := parsePatterns(o.Deny, false)
+	deny, err := toolglob.ParseAll(o.Deny, false)
 	if err != nil {
 		return nil, err
 	}
-	retryOK, err := parsePatterns(o.Retry.Tools, false)
+	retryOK, err := toolglob.ParseAll(o.Retry.Tools, false)
 	if err != nil {
 		return nil, err
 	}
@@ -290,12 +291,8 @@ func (s *server) retryable(t tool.Tool, err error) bool {
 	if errors.Is(err, tool.ErrNotSent) || t.IsIdempotent() {
 		return true
 	}
-	for _, p := range s.retryOK {
-		if p.match(s.name, t.Name) {
-			return true
-		}
-	}
-	return false
+	_, ok := toolglob.Any(s.retryOK, s.name, t.Name)
+	return ok
 }
 
 func (s *server) attempt(ctx context.Context, name string, args map[string]any) (*tool.Result, error) {

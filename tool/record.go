@@ -18,15 +18,23 @@ type Call struct {
 	Tool   string `json:"tool"`
 	// Arguments is the JSON object of arguments.
 	Arguments map[string]any `json:"arguments"`
+	// Task identifies the task (an agent run, a gateway client session) the
+	// call belongs to; per-task state such as "first use of a tool" keys on it.
+	Task string `json:"task,omitempty"`
+	// Session names the agent within the task that made the call ("main", a
+	// sub-agent's session); duplicate detection counts per session.
+	Session string `json:"session,omitempty"`
 }
 
 // Record is the uniform account of one call: what was asked, what came back,
 // how long it took and how many attempts it needed. A failed call is a Record
 // with Error set, never a panic.
 type Record struct {
-	ID     string `json:"id"`
-	Server string `json:"server"`
-	Tool   string `json:"tool"`
+	ID      string `json:"id"`
+	Task    string `json:"task,omitempty"`
+	Session string `json:"session,omitempty"`
+	Server  string `json:"server"`
+	Tool    string `json:"tool"`
 	// Name is the tool's exposed name, when the call went through a catalog.
 	Name string `json:"name,omitempty"`
 	// Arguments are the arguments as sent to the tool.
@@ -44,6 +52,16 @@ type Record struct {
 	Attempts int `json:"attempts"`
 	// Notes is what each layer the call went through did to it, in order.
 	Notes []Note `json:"notes,omitempty"`
+	// Verdict says whether the caller should roll the turn back.
+	Verdict *Verdict `json:"verdict,omitempty"`
+}
+
+// Verdict is the pipeline's advice on a call's outcome: whether the turn that
+// made it should be dropped and retried, and why. The pipeline never rolls
+// back itself; the caller (an agent loop) decides.
+type Verdict struct {
+	Rollback bool   `json:"rollback"`
+	Reason   string `json:"reason,omitempty"`
 }
 
 // Note is one thing a layer did to a call, for the record.
