@@ -66,6 +66,8 @@ type Config struct {
 	CircuitBreaker Breaker
 	// Servers are the MCP servers, in file order, names unique.
 	Servers []Server
+	// Pipeline configures the governance chain around every call.
+	Pipeline Pipeline
 }
 
 // Server is one MCP server and the policy that applies only to it.
