@@ -1,0 +1,64 @@
+// Package pipeline governs tool calls: a chain of middlewares around the
+// manager, each doing one job — recording, just-in-time instructions,
+// truncation, rollback verdicts, fallbacks, argument repair, schema
+// validation, URL policy, duplicate detection — configured by the
+// `pipeline:` section of the configuration.
+//
+// A middleware never hides what it did: each one notes its actions on the
+// call's record (tool.Record.Notes), so a record shows the repairs made, the
+// rule that blocked a call, the fallback taken, the truncation and its spill
+// file, and the rollback verdict.
+package pipeline
+
+import (
+	"context"
+
+	"github.com/toolmux/toolmux/tool"
+)
+
+// Handler runs a tool call and returns its record. A failed call is a record
+// with Error set; a Handler never returns nil. *manager.Manager is the
+// innermost Handler.
+type Handler interface {
+	Call(ctx context.Context, call tool.Call) *tool.Record
+}
+
+// HandlerFunc adapts a function to Handler.
+type HandlerFunc func(ctx context.Context, call tool.Call) *tool.Record
+
+// Call calls f.
+func (f HandlerFunc) Call(ctx context.Context, call tool.Call) *tool.Record { return f(ctx, call) }
+
+// Middleware wraps a Handler with one governance feature.
+type Middleware func(next Handler) Handler
+
+// Chain wraps h in mws, the first outermost: Chain(h, a, b) calls a, which
+// calls b, which calls h.
+func Chain(h Handler, mws ...Middleware) Handler {
+	for i := len(mws) - 1; i >= 0; i-- {
+		h = mws[i](h)
+	}
+	return h
+}
+
+// ToolLookup finds a tool's definition; *manager.Manager implements it. The
+// error is the one a call would get (unknown tool, denied tool, ...).
+type ToolLookup interface {
+	Tool(ctx context.Context, server, name string) (tool.Tool, error)
+}
+
+// refuse returns the record of a call a middleware stopped before it reached
+// the tool.
+func refuse(call tool.Call, err *tool.Error) *tool.Record {
+	if err.Server == "" {
+		err.Server = call.Server
+	}
+	if err.Tool == "" {
+		err.Tool = call.Tool
+	}
+	return &tool.Record{
+		ID: call.ID, Task: call.Task, Session: call.Session,
+		Server: call.Server, Tool: call.Tool, Name: tool.ExposedName(call.Server, call.Tool),
+		Arguments: call.Arguments, Error: err,
+	}
+}
