@@ -54,6 +54,9 @@ type Record struct {
 	Notes []Note `json:"notes,omitempty"`
 	// Verdict says whether the caller should roll the turn back.
 	Verdict *Verdict `json:"verdict,omitempty"`
+	// Instructions is guidance for the model about this tool, to be shown
+	// with the result (just-in-time instructions).
+	Instructions []string `json:"instructions,omitempty"`
 }
 
 // Verdict is the pipeline's advice on a call's outcome: whether the turn that

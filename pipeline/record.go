@@ -1,0 +1,69 @@
+package pipeline
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"runtime/debug"
+	"time"
+
+	"github.com/toolmux/toolmux/tool"
+)
+
+// Recorder receives the record of every call through the pipeline, exactly
+// once, with secrets masked: the task log implements it. It must not block
+// for long; it is called on the caller's goroutine.
+type Recorder interface {
+	Record(ctx context.Context, rec *tool.Record)
+}
+
+// RecorderFunc adapts a function to Recorder.
+type RecorderFunc func(ctx context.Context, rec *tool.Record)
+
+// Record calls f.
+func (f RecorderFunc) Record(ctx context.Context, rec *tool.Record) { f(ctx, rec) }
+
+// newRecord returns the outermost middleware: it gives the call an id,
+// turns a panic or a missing record below it into an execution_failed
+// record, times the whole governed call, masks secrets, and hands the record
+// to sink. Whatever happens inside, every call yields exactly one record.
+func newRecord(red *redactor, sink Recorder, log *slog.Logger) Middleware {
+	return func(next Handler) Handler {
+		return HandlerFunc(func(ctx context.Context, call tool.Call) *tool.Record {
+			if call.ID == "" {
+				call.ID = tool.NewID()
+			}
+			start := time.Now()
+			rec := protect(ctx, next, call, log)
+			rec.ID, rec.Task, rec.Session = call.ID, call.Task, call.Session
+			rec.Started, rec.Ended = start, time.Now()
+			rec.Duration = rec.Ended.Sub(rec.Started)
+			if rec.Name == "" {
+				rec.Name = tool.ExposedName(call.Server, call.Tool)
+			}
+			out := red.record(rec)
+			if sink != nil {
+				sink.Record(ctx, out)
+			}
+			return out
+		})
+	}
+}
+
+// protect calls next, converting a panic or a nil record into a failed
+// record, so one bad middleware or tool cannot take the process down.
+func protect(ctx context.Context, next Handler, call tool.Call, log *slog.Logger) (rec *tool.Record) {
+	defer func() {
+		if p := recover(); p != nil {
+			log.Error("panic in tool call pipeline", "server", call.Server, "tool", call.Tool, "panic", p)
+			rec = refuse(call, &tool.Error{Kind: tool.KindExecutionFailed,
+				Message: fmt.Sprintf("internal error while calling %s/%s: %v", call.Server, call.Tool, p),
+				Detail:  string(debug.Stack())})
+		}
+	}()
+	rec = next.Call(ctx, call)
+	if rec == nil {
+		rec = refuse(call, &tool.Error{Kind: tool.KindExecutionFailed, Message: "the call produced no record"})
+	}
+	return rec
+}

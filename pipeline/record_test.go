@@ -1,0 +1,104 @@
+package pipeline
+
+import (
+	"context"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/toolmux/toolmux/config"
+	"github.com/toolmux/toolmux/tool"
+)
+
+func TestRecordMasksSecretsAndRecordsOnce(t *testing.T) {
+	red, err := newRedactor(config.Redact{Keys: []string{"X-Session"}, Patterns: []string{`internal-[0-9]{4}`}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var sunk []*tool.Record
+	sink := RecorderFunc(func(_ context.Context, r *tool.Record) { mu.Lock(); sunk = append(sunk, r); mu.Unlock() })
+	var sent map[string]any
+	next := HandlerFunc(func(_ context.Context, c tool.Call) *tool.Record {
+		sent = c.Arguments
+		res := &tool.Result{
+			Content: []tool.Content{{Type: tool.ContentText, Text: "token is sk-abcdefghijklmnopqrstuvwxyz123 ok; id internal-1234"}},
+			Structured: map[string]any{"password": "hunter2", "list": []any{map[string]any{"Api-Key": "k"}}},
+		}
+		return okWith(c, res)
+	})
+	h := Chain(next, newRecord(red, sink, slog.New(slog.DiscardHandler)))
+	args := map[string]any{
+		"query":   "weather",
+		"api_key": "abc123",
+		"nested":  map[string]any{"Authorization": "Bearer abcdefghijklmnop", "x_session": "s1"},
+		"url":     "https://example.com/x?token=secret123&page=2",
+		"note":    "my key is AKIAABCDEFGHIJKLMNOP",
+	}
+	rec := h.Call(context.Background(), tool.Call{Server: "s", Tool: "t", Arguments: args})
+
+	if sent["api_key"] != "abc123" || sent["nested"].(map[string]any)["Authorization"] != "Bearer abcdefghijklmnop" {
+		t.Fatalf("the tool must receive the real arguments: %v", sent)
+	}
+	if args["api_key"] != "abc123" {
+		t.Fatal("the caller's arguments were modified")
+	}
+	a := rec.Arguments
+	nested := a["nested"].(map[string]any)
+	checks := map[string]any{
+		"api_key":            a["api_key"],
+		"nested.auth":        nested["Authorization"],
+		"nested.x_session":   nested["x_session"],
+		"note (AWS pattern)": a["note"],
+	}
+	for what, v := range checks {
+		if !strings.Contains(v.(string), Masked) {
+			t.Errorf("%s not masked: %v", what, v)
+		}
+	}
+	if a["query"] != "weather" {
+		t.Errorf("harmless value changed: %v", a["query"])
+	}
+	if u := a["url"].(string); !strings.Contains(u, "token="+Masked) || !strings.Contains(u, "page=2") {
+		t.Errorf("URL query secret: %q", u)
+	}
+	text := rec.Result.Text()
+	if strings.Contains(text, "sk-abc") || strings.Contains(text, "internal-1234") || !strings.Contains(text, "ok;") {
+		t.Errorf("result text: %q", text)
+	}
+	sc := rec.Result.Structured.(map[string]any)
+	if sc["password"] != Masked || sc["list"].([]any)[0].(map[string]any)["Api-Key"] != Masked {
+		t.Errorf("structured content: %v", sc)
+	}
+	if len(sunk) != 1 || sunk[0] != rec {
+		t.Fatalf("recorder got %d records", len(sunk))
+	}
+	if rec.ID == "" || rec.Started.IsZero() || rec.Ended.Before(rec.Started) {
+		t.Errorf("id/timing: %+v", rec)
+	}
+}
+
+func TestRecordSurvivesPanicsAndNilRecords(t *testing.T) {
+	red, _ := newRedactor(config.Redact{})
+	var n int
+	sink := RecorderFunc(func(context.Context, *tool.Record) { n++ })
+	for name, next := range map[string]Handler{
+		"panic": HandlerFunc(func(context.Context, tool.Call) *tool.Record { panic("boom") }),
+		"nil":   HandlerFunc(func(context.Context, tool.Call) *tool.Record { return nil }),
+	} {
+		rec := Chain(next, newRecord(red, sink, slog.New(slog.DiscardHandler))).Call(context.Background(), tool.Call{Server: "s", Tool: "t"})
+		if tool.KindOf(rec.Err()) != tool.KindExecutionFailed || rec.Server != "s" || rec.ID == "" {
+			t.Errorf("%s: %+v", name, rec.Error)
+		}
+	}
+	if n != 2 {
+		t.Errorf("recorded %d, want 2", n)
+	}
+}
+
+func TestRedactorRejectsBadPattern(t *testing.T) {
+	if _, err := newRedactor(config.Redact{Patterns: []string{"("}}); err == nil {
+		t.Fatal("bad pattern accepted")
+	}
+}
