@@ -1,6 +1,7 @@
 // Package config loads toolmux's configuration: which MCP servers to run or
-// reach, and the policy (allowed tools, timeouts, retries, circuit
-// breakers) that governs calls to them.
+// reach, the policy (allowed tools, timeouts, retries, circuit breakers)
+// that governs calls to them, and the pipeline of middlewares every call
+// goes through.
 //
 // # Files
 //
@@ -91,6 +92,12 @@
 //	    bearer_token: ${REMOTE_TOKEN}  # Sent as "Authorization: Bearer ...".
 //	mcpServers: {}          # Servers in the common format (below), merged
 //	                        # with servers; names must be unique across both.
+//	pipeline: {}            # The middlewares around every call (repair,
+//	                        # validation, URL policy, dedupe, fallbacks,
+//	                        # truncation, rollback, instructions, redaction)
+//	                        # and their settings: see type Pipeline, and
+//	                        # docs/config.md for every key. Default: each
+//	                        # middleware with its defaults.
 //
 // A server has either command or url, never both. Without transport,
 // command means stdio, and url means sse when its path ends in /sse and
@@ -117,10 +124,11 @@
 // # Variables
 //
 // String values (command, args, env values, cwd, url, headers values,
-// bearer_token, workspace, data_dir, and in the common format httpUrl) may
-// use ${VAR}, ${VAR:-default} (default when VAR is unset or empty) and
-// ${VAR-default} (default only when unset). "$$" is a literal "$"; a "$"
-// not followed by "{" or "$" is kept as is. A default cannot contain "}".
+// bearer_token, workspace, data_dir, every string value under pipeline, and
+// in the common format httpUrl) may use ${VAR}, ${VAR:-default} (default
+// when VAR is unset or empty) and ${VAR-default} (default only when
+// unset). "$$" is a literal "$"; a "$" not followed by "{" or "$" is kept
+// as is; mapping keys are never expanded. A default cannot contain "}".
 // An unset variable without a default is an error, except in a disabled
 // server, where it expands to nothing. workspace, data_dir and cwd may
 // start with "~" or "~/", meaning $HOME.

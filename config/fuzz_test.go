@@ -3,6 +3,8 @@ package config_test
 import (
 	"errors"
 	"path"
+	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -26,6 +28,10 @@ func FuzzParse(f *testing.F) {
 		"timeout: 1m\n---\ntimeout: 2m\n",
 		"- [a, {b: *c}]\n",
 		"servers:\n  \"\": {command: \"${\"}\n",
+		pipelineExample,
+		"pipeline:\n  order: [dedupe, dedupe, fallbacks]\n  validate: {max_argument_bytes: 512KiB}\n  rollback: {rules: [{prefix: x, kinds: [timout]}, {}]}\n",
+		"pipeline:\n  fallbacks: [{tools: [\"a/[\"], on: [], target: \"x/*\", arguments: {u: ${X}}}]\n  redact: {patterns: [\"a*\", \"(\"]}\n",
+		`{"mcpServers": {"a": {"command": "a"}}, "pipeline": {"truncate": {"tools": {"*": 5}, "low_context": {"enabled": true}}, "dedupe": {"keys": []}}}`,
 	} {
 		f.Add([]byte(seed), false)
 		f.Add([]byte(seed), true)
@@ -92,5 +98,118 @@ func FuzzParse(f *testing.F) {
 		if cfg.Timeout <= 0 || cfg.ConnectTimeout <= 0 || cfg.Retry.MaxAttempts < 1 || cfg.CircuitBreaker.Failures < 1 {
 			t.Fatalf("non-positive policy %+v", cfg)
 		}
+		if msg := pipelineInvariant(cfg.Pipeline); msg != "" {
+			t.Fatalf("pipeline: %s: %#v", msg, cfg.Pipeline)
+		}
 	})
+}
+
+// pipelineInvariant returns what is wrong with a pipeline the parser
+// accepted, "" if nothing: everything it promises to have checked.
+func pipelineInvariant(pl config.Pipeline) string {
+	validPattern := func(p string) bool {
+		if p == "" {
+			return false
+		}
+		for _, part := range strings.SplitN(p, "/", 2) {
+			if _, err := path.Match(part, ""); err != nil || part == "" {
+				return false
+			}
+		}
+		return true
+	}
+	validRegexp := func(s string) bool { _, err := regexp.Compile(s); return s != "" && err == nil }
+	var patterns, kinds []string
+	for i, m := range pl.Order {
+		if !slices.Contains(config.DefaultPipelineOrder, m) || slices.Index(pl.Order, m) != i {
+			return "order " + m
+		}
+	}
+	for _, a := range pl.Repair.Aliases {
+		patterns = append(patterns, a.Tools)
+	}
+	if b := pl.Validate.MaxArgumentBytes; b < 0 || b > 1<<30 {
+		return "max_argument_bytes"
+	}
+	if !slices.Contains([]string{"", "allow", "deny"}, pl.URLPolicy.Default) {
+		return "url_policy.default"
+	}
+	for _, r := range pl.URLPolicy.Rules {
+		if r.Action != "allow" && r.Action != "deny" {
+			return "url rule action"
+		}
+		if _, err := path.Match(r.Host, ""); err != nil || r.Host != strings.ToLower(r.Host) {
+			return "url rule host"
+		}
+		patterns = append(patterns, r.Tools...)
+	}
+	policies := []string{"", "allow", "warn", "reject"}
+	if !slices.Contains(policies, pl.Dedupe.Policy) {
+		return "dedupe policy"
+	}
+	for _, d := range pl.Dedupe.Tools {
+		if !slices.Contains(policies, d.Policy) {
+			return "dedupe tool policy"
+		}
+		patterns = append(patterns, d.Tools)
+	}
+	for _, f := range pl.Fallbacks {
+		srv, tl, ok := strings.Cut(f.Target, "/")
+		if len(f.Tools) == 0 || len(f.On) == 0 || !ok || srv == "" || tl == "" || strings.ContainsAny(f.Target, "*?[\\") || strings.Contains(tl, "/") {
+			return "fallback"
+		}
+		patterns = append(patterns, f.Tools...)
+		kinds = append(kinds, f.On...)
+	}
+	for _, l := range append(slices.Clone(pl.Truncate.Tools), pl.Truncate.LowContext.Tools...) {
+		if l.MaxChars < 1 {
+			return "truncate limit"
+		}
+		patterns = append(patterns, l.Tools)
+	}
+	if pl.Truncate.MaxChars < 0 || pl.Truncate.LowContext.MaxChars < 0 {
+		return "max_chars"
+	}
+	for _, r := range pl.Rollback.Rules {
+		n := 0
+		for _, set := range []bool{r.Prefix != "", r.IsError, r.JSONEmpty != "", len(r.Kinds) > 0} {
+			if set {
+				n++
+			}
+		}
+		if n != 1 {
+			return "rollback rule conditions"
+		}
+		patterns = append(patterns, r.Tools...)
+		kinds = append(kinds, r.Kinds...)
+	}
+	for _, tt := range pl.Instructions.Tools {
+		if tt.Text == "" {
+			return "instruction text"
+		}
+		patterns = append(patterns, tt.Tools)
+	}
+	for _, r := range pl.Instructions.Rules {
+		if r.Text == "" || r.Match == "" && len(r.Kinds) == 0 || r.Match != "" && !validRegexp(r.Match) {
+			return "instruction rule"
+		}
+		patterns = append(patterns, r.Tools...)
+		kinds = append(kinds, r.Kinds...)
+	}
+	for _, p := range pl.Redact.Patterns {
+		if !validRegexp(p) || regexp.MustCompile(p).MatchString("") {
+			return "redact pattern " + p
+		}
+	}
+	for _, p := range patterns {
+		if !validPattern(p) {
+			return "pattern " + p
+		}
+	}
+	for _, k := range kinds {
+		if strings.Trim(k, "abcdefghijklmnopqrstuvwxyz_") != "" || k == "" {
+			return "kind " + k
+		}
+	}
+	return ""
 }

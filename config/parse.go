@@ -28,7 +28,7 @@ import (
 // order is also the order "expected one of" lists them in.
 var (
 	topKeys = []string{"workspace", "data_dir", "builtin", "connect_timeout", "timeout",
-		"allow", "deny", "retry", "circuit_breaker", "servers", "mcpServers"}
+		"allow", "deny", "retry", "circuit_breaker", "servers", "mcpServers", "pipeline"}
 	serverKeys = []string{"command", "args", "env", "cwd", "url", "transport", "type",
 		"headers", "bearer_token", "allow", "deny", "timeout", "tool_timeouts",
 		"connect_timeout", "retry", "circuit_breaker", "disabled"}
@@ -304,6 +304,8 @@ func (p *parser) config(root *yaml.Node, isJSON bool) *Config {
 			cfg.Retry = p.retry(e.v, kp, cfg.Retry, "")
 		case "circuit_breaker":
 			cfg.CircuitBreaker = p.breaker(e.v, kp, cfg.CircuitBreaker)
+		case "pipeline":
+			cfg.Pipeline = p.pipeline(e.v, kp)
 		}
 	}
 	seen := map[string]*yaml.Node{}
