@@ -211,7 +211,7 @@ func BenchmarkPooledVsSpawn(b *testing.B) {
 // Closing the servers is not timed.
 func BenchmarkDiscovery20(b *testing.B) {
 	const servers = 20
-	const toolsPerServer = 11 // the fixture's own tools
+	const toolsPerServer = 12 // the fixture's own tools
 	fixture := testservers.Fixture(b)
 
 	// discover builds a fresh manager over n fixture servers and lists them,

@@ -23,7 +23,7 @@ func TestRecordMasksSecretsAndRecordsOnce(t *testing.T) {
 	next := HandlerFunc(func(_ context.Context, c tool.Call) *tool.Record {
 		sent = c.Arguments
 		res := &tool.Result{
-			Content: []tool.Content{{Type: tool.ContentText, Text: "token is sk-abcdefghijklmnopqrstuvwxyz123 ok; id internal-1234"}},
+			Content:    []tool.Content{{Type: tool.ContentText, Text: "token is sk-abcdefghijklmnopqrstuvwxyz123 ok; id internal-1234"}},
 			Structured: map[string]any{"password": "hunter2", "list": []any{map[string]any{"Api-Key": "k"}}},
 		}
 		return okWith(c, res)

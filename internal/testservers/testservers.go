@@ -10,6 +10,8 @@ package testservers
 import (
 	"context"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"strings"
 	"sync"
@@ -164,6 +166,29 @@ func NewServer(o Options) *mcp.Server {
 				time.Sleep(time.Duration(in.DelayMS) * time.Millisecond)
 			}
 			return text(fmt.Sprintf("%d steps", in.Steps)), nil, nil
+		})
+
+	type fetchIn struct {
+		URL string `json:"url" jsonschema:"http(s) URL to GET"`
+	}
+	mcp.AddTool(s, &mcp.Tool{Name: "fetch", Description: "GETs a URL (10 s timeout) and returns the status and the first 1 KiB of the body."},
+		func(ctx context.Context, _ *mcp.CallToolRequest, in fetchIn) (*mcp.CallToolResult, any, error) {
+			ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			defer cancel()
+			req, err := http.NewRequestWithContext(ctx, http.MethodGet, in.URL, nil)
+			if err != nil {
+				return nil, nil, err
+			}
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				return nil, nil, err
+			}
+			defer resp.Body.Close()
+			body, err := io.ReadAll(io.LimitReader(resp.Body, 1024))
+			if err != nil {
+				return nil, nil, err
+			}
+			return text(resp.Status + "\n" + string(body)), nil, nil
 		})
 
 	var added atomic.Int32
