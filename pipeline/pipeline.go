@@ -1,0 +1,176 @@
+package pipeline
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+
+	"github.com/toolmux/toolmux/config"
+	"github.com/toolmux/toolmux/tool"
+)
+
+// Backend is what the pipeline wraps: something that calls tools, finds
+// their definitions and lists the catalog. *manager.Manager is one.
+type Backend interface {
+	Handler
+	ToolLookup
+	Tools(ctx context.Context) (*tool.Catalog, error)
+}
+
+// Option configures a Pipeline.
+type Option func(*options)
+
+type options struct {
+	dataDir    string
+	recorder   Recorder
+	lowContext bool
+	log        *slog.Logger
+	lookupEnv  func(string) (string, bool)
+}
+
+// WithDataDir sets the directory where truncated outputs are saved in full
+// (under spill/); without it, truncated outputs are not saved.
+func WithDataDir(dir string) Option { return func(o *options) { o.dataDir = dir } }
+
+// WithRecorder sets where every call's record goes (the task log).
+func WithRecorder(r Recorder) Option { return func(o *options) { o.recorder = r } }
+
+// WithLowContext turns low-context limits on (as TOOLMUX_LOW_CONTEXT=1 does).
+func WithLowContext(on bool) Option { return func(o *options) { o.lowContext = on } }
+
+// WithLogger sets the logger for internal errors.
+func WithLogger(l *slog.Logger) Option { return func(o *options) { o.log = l } }
+
+// WithLookupEnv replaces os.LookupEnv for TOOLMUX_LOW_CONTEXT (tests).
+func WithLookupEnv(f func(string) (string, bool)) Option {
+	return func(o *options) { o.lookupEnv = f }
+}
+
+// Pipeline is the governed way to call tools: the configured chain of
+// middlewares around a Backend. It is safe for concurrent use, and it
+// offers the same Tools and Call as the manager, so the gateway and the
+// agent use either.
+type Pipeline struct {
+	backend Backend
+	chain   Handler
+	dedupe  *Dedupe
+	instr   *instructions
+	order   []string
+}
+
+// New builds the chain cfg describes around b.
+func New(b Backend, cfg config.Pipeline, opts ...Option) (*Pipeline, error) {
+	o := options{log: slog.New(slog.DiscardHandler), lookupEnv: os.LookupEnv}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	order := cfg.Order
+	if order == nil {
+		order = config.DefaultPipelineOrder
+	}
+	p := &Pipeline{backend: b, order: slices.Clone(order)}
+	if v, ok := o.lookupEnv("TOOLMUX_LOW_CONTEXT"); ok && v == "1" {
+		o.lowContext = true
+	}
+	spill := ""
+	if o.dataDir != "" {
+		spill = filepath.Join(o.dataDir, "spill")
+	}
+	mws := make([]Middleware, 0, len(order))
+	for _, name := range order {
+		mw, err := p.middleware(name, cfg, b, o, spill)
+		if err != nil {
+			return nil, fmt.Errorf("pipeline: %s: %w", name, err)
+		}
+		mws = append(mws, mw)
+	}
+	p.chain = Chain(b, mws...)
+	return p, nil
+}
+
+func (p *Pipeline) middleware(name string, cfg config.Pipeline, b Backend, o options, spill string) (Middleware, error) {
+	switch name {
+	case config.MiddlewareRecord:
+		red, err := newRedactor(cfg.Redact)
+		if err != nil {
+			return nil, err
+		}
+		return newRecord(red, o.recorder, o.log), nil
+	case config.MiddlewareInstructions:
+		in, err := newInstructions(cfg.Instructions)
+		if err != nil {
+			return nil, err
+		}
+		p.instr = in
+		return in.middleware, nil
+	case config.MiddlewareTruncate:
+		t, err := newTruncator(cfg.Truncate, spill, o.lowContext)
+		if err != nil {
+			return nil, err
+		}
+		return t.middleware, nil
+	case config.MiddlewareRollback:
+		return newRollback(cfg.Rollback)
+	case config.MiddlewareFallback:
+		return newFallback(cfg.Fallbacks)
+	case config.MiddlewareRepair:
+		return newRepair(cfg.Repair, b)
+	case config.MiddlewareValidate:
+		return newValidate(cfg.Validate, b)
+	case config.MiddlewareURLPolicy:
+		return newURLPolicy(cfg.URLPolicy)
+	case config.MiddlewareDedupe:
+		d, err := NewDedupe(cfg.Dedupe)
+		if err != nil {
+			return nil, err
+		}
+		p.dedupe = d
+		return d.Middleware, nil
+	}
+	return nil, fmt.Errorf("unknown middleware %q", name)
+}
+
+// Order returns the middleware names, outermost first.
+func (p *Pipeline) Order() []string { return slices.Clone(p.order) }
+
+// Call runs one call through the chain. It always returns a record.
+func (p *Pipeline) Call(ctx context.Context, call tool.Call) *tool.Record {
+	return p.chain.Call(ctx, call)
+}
+
+// Tools returns the backend's catalog.
+func (p *Pipeline) Tools(ctx context.Context) (*tool.Catalog, error) { return p.backend.Tools(ctx) }
+
+// Tool returns one tool's definition from the backend.
+func (p *Pipeline) Tool(ctx context.Context, server, name string) (tool.Tool, error) {
+	return p.backend.Tool(ctx, server, name)
+}
+
+// Commit tells the pipeline that the caller kept the turn it just ran in
+// (task, session): its queries now count for duplicate detection.
+func (p *Pipeline) Commit(task, session string) {
+	if p.dedupe != nil {
+		p.dedupe.Commit(task, session)
+	}
+}
+
+// Discard tells the pipeline that the caller rolled the turn back: its
+// queries are forgotten.
+func (p *Pipeline) Discard(task, session string) {
+	if p.dedupe != nil {
+		p.dedupe.Discard(task, session)
+	}
+}
+
+// EndTask releases what the pipeline remembers of a finished task.
+func (p *Pipeline) EndTask(task string) {
+	if p.dedupe != nil {
+		p.dedupe.EndTask(task)
+	}
+	if p.instr != nil {
+		p.instr.endTask(task)
+	}
+}
