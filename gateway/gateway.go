@@ -14,6 +14,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/toolmux/toolmux/pipeline"
 	"github.com/toolmux/toolmux/tool"
 )
 
@@ -166,9 +167,18 @@ func (g *Gateway) handler(t tool.Tool) mcp.ToolHandler {
 				})
 			})
 		}
-		rec := g.caller.Call(ctx, tool.Call{Server: t.Server, Tool: t.Name, Arguments: args})
+		// One MCP session is one task: first-use instructions and duplicate
+		// detection are per client session.
+		rec := g.caller.Call(ctx, tool.Call{Server: t.Server, Tool: t.Name, Arguments: args, Task: sessionID(req)})
 		return toMCP(rec), nil
 	}
+}
+
+func sessionID(req *mcp.CallToolRequest) string {
+	if req.Session == nil {
+		return ""
+	}
+	return req.Session.ID()
 }
 
 func decodeArgs(raw json.RawMessage) (map[string]any, error) {
@@ -187,37 +197,42 @@ func decodeArgs(raw json.RawMessage) (map[string]any, error) {
 	return args, nil
 }
 
-// toMCP renders a call record as the MCP result the client sees. Failures
-// are tool results with isError set, so the model can read what went wrong.
+// toMCP renders a call record as the MCP result the client sees: what the
+// pipeline would show a model (pipeline.Format). Failures are tool results
+// with isError set, so the model can read what went wrong; the error kind and
+// any rollback advice travel in _meta.
 func toMCP(rec *tool.Record) *mcp.CallToolResult {
-	if rec.Result == nil {
-		return errorResult(rec.Error)
-	}
-	out := &mcp.CallToolResult{
-		Content:           make([]mcp.Content, 0, len(rec.Result.Content)),
-		StructuredContent: rec.Result.Structured,
-		IsError:           rec.Result.IsError || rec.Error != nil,
-		Meta:              rec.Result.Meta,
-	}
-	for _, c := range rec.Result.Content {
+	out := &mcp.CallToolResult{IsError: rec.Error != nil || rec.Result != nil && rec.Result.IsError}
+	for _, c := range pipeline.Format(rec) {
 		out.Content = append(out.Content, toMCPContent(c))
+	}
+	if out.Content == nil {
+		out.Content = []mcp.Content{}
+	}
+	if rec.Result != nil {
+		out.StructuredContent = rec.Result.Structured
+		out.Meta = rec.Result.Meta
+	}
+	if rec.Error != nil {
+		out.Meta = withMeta(out.Meta, "toolmux/error_kind", string(rec.Error.Kind))
+	}
+	if rec.Verdict != nil && rec.Verdict.Rollback {
+		out.Meta = withMeta(out.Meta, "toolmux/rollback", rec.Verdict.Reason)
 	}
 	return out
 }
 
+func withMeta(m mcp.Meta, k string, v any) mcp.Meta {
+	out := make(mcp.Meta, len(m)+1)
+	for key, val := range m {
+		out[key] = val
+	}
+	out[k] = v
+	return out
+}
+
 func errorResult(e *tool.Error) *mcp.CallToolResult {
-	if e == nil {
-		e = &tool.Error{Kind: tool.KindExecutionFailed, Message: "no result"}
-	}
-	text := fmt.Sprintf("Error (%s) calling %s/%s: %s", e.Kind, e.Server, e.Tool, e.Message)
-	if e.Suggestion != "" {
-		text += fmt.Sprintf(" Did you mean %q?", e.Suggestion)
-	}
-	if e.Detail != "" {
-		text += "\n" + e.Detail
-	}
-	return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: text}},
-		Meta: mcp.Meta{"toolmux/error_kind": string(e.Kind)}}
+	return toMCP(&tool.Record{Server: e.Server, Tool: e.Tool, Error: e})
 }
 
 func toMCPContent(c tool.Content) mcp.Content {

@@ -34,6 +34,9 @@ func FormatText(rec *tool.Record) string {
 	return r.Summary()
 }
 
+// maxDetail bounds the diagnostics (a server's stderr tail) quoted to a model.
+const maxDetail = 1500
+
 // ErrorSentence describes a failed call for a model: server, tool, kind,
 // the message, and the fix to try.
 func ErrorSentence(rec *tool.Record) string {
@@ -45,6 +48,10 @@ func ErrorSentence(rec *tool.Record) string {
 	fmt.Fprintf(&b, "Error: the call to %s/%s failed (%s): %s", rec.Server, rec.Tool, e.Kind, strings.TrimSpace(e.Message))
 	if e.Suggestion != "" {
 		fmt.Fprintf(&b, " Did you mean %q?", e.Suggestion)
+	}
+	if e.Detail != "" {
+		b.WriteString("\nDetails:\n")
+		b.WriteString(prefixRunes(strings.TrimSpace(e.Detail), maxDetail))
 	}
 	if hint := fixHint(e.Kind); hint != "" {
 		b.WriteString("\nWhat to do: ")

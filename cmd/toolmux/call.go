@@ -12,12 +12,14 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/toolmux/toolmux/pipeline"
 	"github.com/toolmux/toolmux/tool"
 )
 
 func (a *app) callCommand() *cobra.Command {
 	var (
 		asJSON  bool
+		bypass  bool
 		timeout time.Duration
 	)
 	cmd := &cobra.Command{
@@ -26,9 +28,16 @@ func (a *app) callCommand() *cobra.Command {
 		Long: `Call one tool of one server. Arguments are a JSON object, given inline or
 read from standard input with "-"; without them the tool gets {}.
 
-Prints the result's text (and a line describing each non-text part). With
---json, prints the whole call record: server, tool, arguments, result or
-error {kind, message}, duration_ms, attempts.
+The call goes through the governance pipeline configured in the
+configuration's pipeline section (argument repair, schema validation, URL
+policy, duplicate detection, fallbacks, truncation, rollback verdict,
+instructions, redaction); --raw sends it straight to the server instead.
+
+Prints what the model would see: the result's text (and a line describing
+each non-text part), or a sentence explaining the failure. With --json,
+prints the whole call record: server, tool, arguments (as sent, secrets
+masked), result or error {kind, message}, duration_ms, attempts, notes
+(what each middleware did) and verdict.
 
 Exit status: 0 success, 1 the tool reported an error or the call failed,
 2 usage or configuration error, 3 internal failure.`,
@@ -52,11 +61,15 @@ Exit status: 0 success, 1 the tool reported an error or the call failed,
 			if err != nil {
 				return &exitError{code: exitUsage, err: err}
 			}
-			m, _, err := a.openManager()
+			rt, err := a.open()
 			if err != nil {
 				return err
 			}
-			defer m.Close()
+			defer rt.Close()
+			var h pipeline.Handler = rt.pipeline
+			if bypass {
+				h = rt.manager
+			}
 
 			ctx := cmd.Context()
 			if timeout > 0 {
@@ -66,7 +79,7 @@ Exit status: 0 success, 1 the tool reported an error or the call failed,
 			}
 			sp := startSpinner(a.stderr, args[0]+"/"+args[1])
 			ctx = tool.WithProgress(ctx, sp.progress)
-			rec := m.Call(ctx, tool.Call{Server: args[0], Tool: args[1], Arguments: callArgs})
+			rec := h.Call(ctx, tool.Call{Server: args[0], Tool: args[1], Arguments: callArgs})
 			sp.stop()
 
 			if asJSON {
@@ -75,8 +88,8 @@ Exit status: 0 success, 1 the tool reported an error or the call failed,
 				if err := enc.Encode(rec); err != nil {
 					return &exitError{code: exitInternal, err: err}
 				}
-			} else {
-				printResult(a.stdout, rec.Result)
+			} else if rec.Error == nil || rec.Error.Kind == tool.KindToolError {
+				printResult(a.stdout, rec)
 			}
 			if rec.Error != nil {
 				if asJSON {
@@ -88,6 +101,7 @@ Exit status: 0 success, 1 the tool reported an error or the call failed,
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the whole call record as JSON")
+	cmd.Flags().BoolVar(&bypass, "raw", false, "bypass the governance pipeline (the manager's own rules still apply)")
 	cmd.Flags().DurationVar(&timeout, "timeout", 0, "give up after this long (default: the configured timeout)")
 	return cmd
 }
@@ -135,16 +149,10 @@ func jsonKind(v any) string {
 	return fmt.Sprintf("%T", v)
 }
 
-func printResult(w io.Writer, r *tool.Result) {
-	if r == nil {
-		return
-	}
-	out := r.Summary()
-	if strings.TrimSpace(out) == "" && r.Structured != nil {
-		b, _ := json.MarshalIndent(r.Structured, "", "  ")
-		out = string(b)
-	}
-	if out != "" {
+// printResult prints what a model would see of a call that produced a
+// result.
+func printResult(w io.Writer, rec *tool.Record) {
+	if out := pipeline.FormatText(rec); out != "" {
 		fmt.Fprintln(w, out)
 	}
 }

@@ -13,12 +13,14 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"syscall"
 
 	"github.com/spf13/cobra"
 
 	"github.com/toolmux/toolmux/config"
 	"github.com/toolmux/toolmux/manager"
+	"github.com/toolmux/toolmux/pipeline"
 )
 
 // Exit codes.
@@ -45,6 +47,7 @@ func usageError(format string, args ...any) error {
 // app holds what every command shares.
 type app struct {
 	configPath string
+	dataDir    string
 	verbose    bool
 	stdout     io.Writer
 	stderr     io.Writer
@@ -103,6 +106,7 @@ Claude Desktop, Cursor and Gemini CLI is accepted as is.`,
 	}
 	root.PersistentFlags().StringVarP(&a.configPath, "config", "c", "", "configuration file (toolmux.yaml or mcpServers JSON)")
 	root.PersistentFlags().BoolVarP(&a.verbose, "verbose", "v", false, "log diagnostics to stderr")
+	root.PersistentFlags().StringVar(&a.dataDir, "data-dir", "", "where toolmux keeps state (default: data_dir from the config, else $XDG_DATA_HOME/toolmux or ~/.local/share/toolmux)")
 	root.AddCommand(a.toolsCommand(), a.callCommand(), a.serveCommand(), a.versionCommand())
 	return root
 }
@@ -134,15 +138,49 @@ func (a *app) logger() *slog.Logger {
 	return slog.New(slog.NewTextHandler(a.stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 }
 
-// openManager loads the configuration and builds the manager.
-func (a *app) openManager() (*manager.Manager, *config.Config, error) {
+// runtimeSet is what commands work with: the manager and the governed
+// pipeline around it.
+type runtimeSet struct {
+	manager  *manager.Manager
+	pipeline *pipeline.Pipeline
+	config   *config.Config
+}
+
+func (r *runtimeSet) Close() error { return r.manager.Close() }
+
+// open loads the configuration and builds the manager and the pipeline.
+func (a *app) open() (*runtimeSet, error) {
 	cfg, err := a.loadConfig()
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	m, err := manager.FromConfig(cfg, a.logger())
+	log := a.logger()
+	m, err := manager.FromConfig(cfg, log)
 	if err != nil {
-		return nil, nil, &exitError{code: exitUsage, err: err}
+		return nil, &exitError{code: exitUsage, err: err}
 	}
-	return m, cfg, nil
+	p, err := pipeline.New(m, cfg.Pipeline, pipeline.WithDataDir(a.resolveDataDir(cfg)), pipeline.WithLogger(log))
+	if err != nil {
+		m.Close()
+		return nil, &exitError{code: exitUsage, err: err}
+	}
+	return &runtimeSet{manager: m, pipeline: p, config: cfg}, nil
+}
+
+// resolveDataDir picks the data directory: the flag, the configuration,
+// $XDG_DATA_HOME/toolmux, ~/.local/share/toolmux, or none.
+func (a *app) resolveDataDir(cfg *config.Config) string {
+	switch {
+	case a.dataDir != "":
+		return a.dataDir
+	case cfg.DataDir != "":
+		return cfg.DataDir
+	}
+	if x := os.Getenv("XDG_DATA_HOME"); x != "" {
+		return filepath.Join(x, "toolmux")
+	}
+	if home, err := os.UserHomeDir(); err == nil {
+		return filepath.Join(home, ".local", "share", "toolmux")
+	}
+	return ""
 }

@@ -41,16 +41,16 @@ clients then send "Authorization: Bearer TOKEN".`,
 			if !stdio && !gateway.IsLoopback(addr) && token == "" {
 				return usageError("refusing to listen on %s without a token: set --token or TOOLMUX_TOKEN, or listen on 127.0.0.1", addr)
 			}
-			m, _, err := a.openManager()
+			rt, err := a.open()
 			if err != nil {
 				return err
 			}
-			defer m.Close()
+			defer rt.Close()
 			ctx := cmd.Context()
-			g := gateway.New(m, gateway.Options{Version: versionString(), Logger: a.logger()})
+			g := gateway.New(rt.pipeline, gateway.Options{Version: versionString(), Logger: a.logger()})
 			// Discover now, so problems show at start rather than at the
 			// first client request.
-			cat, err := m.Tools(ctx)
+			cat, err := rt.manager.Tools(ctx)
 			if err != nil {
 				return &exitError{code: exitFailed, err: err}
 			}

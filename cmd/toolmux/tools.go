@@ -32,12 +32,12 @@ name models and MCP clients see (server__tool), with each server's state.
 Servers that failed are listed with their error; they never stop the others.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			m, _, err := a.openManager()
+			rt, err := a.open()
 			if err != nil {
 				return err
 			}
-			defer m.Close()
-			cat, err := m.Tools(cmd.Context())
+			defer rt.Close()
+			cat, err := rt.manager.Tools(cmd.Context())
 			if err != nil {
 				return &exitError{code: exitFailed, err: err}
 			}
