@@ -1,7 +1,8 @@
 # toolmux — build, test and run.
 #
 #   make serve   run the MCP gateway on the built-in tools of this directory
-#   make test    install the npm test peers, then vet and run every test with -race
+#   make test    install the npm test peers, then vet, run every test with -race,
+#                and run each fuzz target briefly
 #   make bench   run the benchmarks recorded in BENCHMARKS.md
 
 GO      ?= go
@@ -9,7 +10,13 @@ NPM     ?= npm
 PEERS   := testdata/npm
 STAMP   := $(PEERS)/node_modules/.installed
 
-.PHONY: all build serve test check peers bench clean
+.PHONY: all build serve test check peers fuzz bench clean
+
+# Fuzz targets (package:target), each run briefly by `make test`; their
+# corpora are committed under the packages' testdata/fuzz.
+FUZZ := ./config:FuzzParse ./builtin:FuzzResolvePath ./internal/ringbuf:FuzzRingBuffer \
+        ./pipeline:FuzzRepair ./pipeline:FuzzCanonicalURL ./pipeline:FuzzFingerprint
+FUZZTIME ?= 5s
 
 all: build
 
@@ -35,6 +42,14 @@ check:
 # broken install cannot pass silently.
 test: peers check
 	TOOLMUX_REQUIRE_PEERS=1 $(GO) test -race -count=1 ./...
+	$(MAKE) fuzz
+
+fuzz:
+	@for t in $(FUZZ); do \
+		pkg=$${t%%:*}; name=$${t##*:}; \
+		echo "fuzz $$pkg $$name ($(FUZZTIME))"; \
+		$(GO) test -run '^$$' -fuzz "^$$name\$$" -fuzztime $(FUZZTIME) $$pkg || exit 1; \
+	done
 
 bench: peers
 	$(GO) test -run '^$$' -bench . -benchmem ./...

@@ -340,3 +340,49 @@ func (s *syncBuffer) String() string {
 	defer s.mu.Unlock()
 	return s.b.String()
 }
+
+func TestCallThroughThePipeline(t *testing.T) {
+	cfg := fixtureConfig(t) + "pipeline:\n  truncate:\n    tools: {\"fx/big\": 300}\n"
+	dir := workspace(t, cfg)
+	data := t.TempDir()
+
+	// Repaired through the pipeline; refused by the tool with --raw.
+	r := toolmux(t, dir, "", "call", "builtin", "read_file", `{"Path": "notes.txt"}`)
+	if r.code != 0 || !strings.Contains(r.stdout, "alpha") {
+		t.Errorf("repaired call: exit %d %s %s", r.code, r.stdout, r.stderr)
+	}
+	r = toolmux(t, dir, "", "call", "builtin", "read_file", `{"Path": "notes.txt"}`, "--raw")
+	if r.code != 1 || !strings.Contains(r.stderr, "invalid_tool_params") {
+		t.Errorf("--raw call: exit %d %s", r.code, r.stderr)
+	}
+
+	// Truncated for the model, spilled in full under --data-dir.
+	r = toolmux(t, dir, "", "call", "fx", "big", `{"bytes": 5000}`, "--json", "--data-dir", data)
+	var rec struct {
+		Result struct{ Content []struct{ Text string } }
+		Notes  []struct {
+			Layer string
+			Data  map[string]any
+		}
+		Verdict *struct{ Rollback bool }
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &rec); err != nil || r.code != 0 {
+		t.Fatalf("exit %d, %v\n%s", r.code, err, r.stdout)
+	}
+	if len(rec.Notes) != 1 || rec.Notes[0].Layer != "truncate" || rec.Verdict == nil {
+		t.Fatalf("notes %+v verdict %+v", rec.Notes, rec.Verdict)
+	}
+	spill, _ := rec.Notes[0].Data["spill_path"].(string)
+	if b, err := os.ReadFile(spill); err != nil || len(b) != 5000 || !strings.HasPrefix(spill, data) {
+		t.Errorf("spill %q: %v, %d bytes", spill, err, len(b))
+	}
+	if n := len([]rune(rec.Result.Content[0].Text)); n > 300 {
+		t.Errorf("the model sees %d characters, limit 300", n)
+	}
+
+	// Secrets are masked in the record.
+	r = toolmux(t, dir, "", "call", "fx", "echo", `{"message": "Authorization: Bearer abcdefghijklmnopqrstuvwxyz"}`, "--json")
+	if r.code != 0 || strings.Contains(r.stdout, "abcdefghijklmnop") || !strings.Contains(r.stdout, "[REDACTED]") {
+		t.Errorf("masking: exit %d\n%s", r.code, r.stdout)
+	}
+}
