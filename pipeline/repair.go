@@ -443,6 +443,14 @@ func (r *repairer) value(schema map[string]any, v any) (any, bool) {
 			nv, _ := r.value(r.branch(schema, want.t), dec)
 			return nv, true
 		}
+	case float64, json.Number, int, int64, bool:
+		// A number or boolean where only a string will do ("id": 123).
+		if types&typeString == 0 || types&(typeNumber|typeInteger|typeBoolean) != 0 {
+			return v, false
+		}
+		text, kind := scalarText(x)
+		r.add(repairItem{kind: RepairCoerce, tail: kind + " " + text + " to string " + repairQuote(text)})
+		return text, true
 	case map[string]any:
 		if sub := r.branch(schema, typeObject); sub != nil {
 			return r.object(sub, x, false)
@@ -476,6 +484,23 @@ func (r *repairer) value(schema map[string]any, v any) (any, bool) {
 		}
 	}
 	return v, false
+}
+
+// scalarText renders a JSON number or boolean as the text a model meant.
+func scalarText(v any) (text, kind string) {
+	switch x := v.(type) {
+	case bool:
+		return strconv.FormatBool(x), "boolean"
+	case json.Number:
+		return string(x), "number"
+	case float64:
+		return strconv.FormatFloat(x, 'f', -1, 64), "number"
+	case int:
+		return strconv.Itoa(x), "number"
+	case int64:
+		return strconv.FormatInt(x, 10), "number"
+	}
+	return fmt.Sprint(v), "value"
 }
 
 // resolve follows local "$ref"s ("#/$defs/Item") within the tool's schema.
