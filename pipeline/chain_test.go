@@ -43,9 +43,9 @@ func TestChainAgainstRealServers(t *testing.T) {
 	var mu sync.Mutex
 	var recorded []*tool.Record
 	cfg := config.Pipeline{
-		Dedupe:    config.Dedupe{Tools: []config.DedupeTool{{Tools: "fs/read_text_file", Keys: []string{"path"}, Policy: "reject"}}},
-		Fallbacks: []config.Fallback{{Tools: []string{"fs/get_file_info"}, On: []string{"tool_error"}, Target: "everything/echo", Arguments: map[string]string{"message": "path"}}},
-		Truncate:  config.Truncate{Tools: []config.ToolLimit{{Tools: "everything/get-env", MaxChars: 300}}},
+		Dedupe:       config.Dedupe{Tools: []config.DedupeTool{{Tools: "fs/read_text_file", Keys: []string{"path"}, Policy: "reject"}}},
+		Fallbacks:    []config.Fallback{{Tools: []string{"fs/get_file_info"}, On: []string{"tool_error"}, Target: "everything/echo", Arguments: map[string]string{"message": "path"}}},
+		Truncate:     config.Truncate{Tools: []config.ToolLimit{{Tools: "everything/get-env", MaxChars: 300}}},
 		Instructions: config.Instructions{Tools: []config.ToolText{{Tools: "fs/*", Text: "Paths must be absolute and inside the allowed directory."}}},
 	}
 	p, err := pipeline.New(m, cfg, pipeline.WithDataDir(dataDir),
