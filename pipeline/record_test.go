@@ -3,6 +3,7 @@ package pipeline
 import (
 	"context"
 	"log/slog"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -100,5 +101,39 @@ func TestRecordSurvivesPanicsAndNilRecords(t *testing.T) {
 func TestRedactorRejectsBadPattern(t *testing.T) {
 	if _, err := newRedactor(config.Redact{Patterns: []string{"("}}); err == nil {
 		t.Fatal("bad pattern accepted")
+	}
+}
+
+// The redactor copies only what it masks and never writes into the value
+// it was given: the caller's maps and slices may be shared with the tool.
+func TestRedactorCopiesOnlyWhatItMasks(t *testing.T) {
+	red, err := newRedactor(config.Redact{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	clean := map[string]any{"q": "weather", "list": []any{"a", 1.0, map[string]any{"b": true}}}
+	out, changed := red.value(clean)
+	if changed {
+		t.Fatalf("nothing secret, but reported a change: %v", out)
+	}
+	if reflect.ValueOf(out).UnsafePointer() != reflect.ValueOf(clean).UnsafePointer() {
+		t.Fatal("a value with nothing to mask was copied")
+	}
+	inner := map[string]any{"token": "t0ps3cret", "keep": "x"}
+	list := []any{"plain", inner}
+	dirty := map[string]any{"list": list, "other": map[string]any{"n": 1.0}, "password": Masked}
+	out, changed = red.value(dirty)
+	if !changed {
+		t.Fatal("a secret key went unmasked")
+	}
+	m := out.(map[string]any)
+	if got := m["list"].([]any)[1].(map[string]any); got["token"] != Masked || got["keep"] != "x" {
+		t.Errorf("masked copy: %v", got)
+	}
+	if inner["token"] != "t0ps3cret" || list[1].(map[string]any)["token"] != "t0ps3cret" || dirty["list"].([]any)[1].(map[string]any)["token"] != "t0ps3cret" {
+		t.Error("the input was modified")
+	}
+	if m["password"] != Masked {
+		t.Errorf("already masked value: %v", m["password"])
 	}
 }

@@ -2,7 +2,9 @@ package pipeline
 
 import (
 	"fmt"
+	"maps"
 	"regexp"
+	"slices"
 	"strings"
 
 	"github.com/toolmux/toolmux/config"
@@ -56,47 +58,91 @@ func newRedactor(cfg config.Redact) (*redactor, error) {
 // normKey folds case and treats '-' and '_' as absent, so "API-Key",
 // "api_key" and "apikey" are one key.
 func normKey(k string) string {
-	k = strings.ToLower(k)
-	return strings.NewReplacer("-", "", "_", "").Replace(k)
+	var b strings.Builder
+	b.Grow(len(k))
+	for _, c := range strings.ToLower(k) {
+		if c != '-' && c != '_' {
+			b.WriteRune(c)
+		}
+	}
+	return b.String()
 }
 
 func (r *redactor) secretKey(k string) bool { return r.keys[normKey(k)] }
 
-// text masks secrets in one string.
+// text masks secrets in one string. A string with nothing to mask is
+// returned as is: matching first costs no allocation, and most strings
+// carry no secret.
 func (r *redactor) text(s string) string {
 	if s == "" {
 		return s
 	}
-	s = r.pattern.ReplaceAllString(s, Masked)
-	if strings.ContainsAny(s, "?&;") {
+	if r.pattern.MatchString(s) {
+		s = r.pattern.ReplaceAllString(s, Masked)
+	}
+	if strings.ContainsAny(s, "?&;") && r.query.MatchString(s) {
 		s = r.query.ReplaceAllString(s, "${1}"+Masked)
 	}
 	return s
 }
 
-// value returns a masked copy of a decoded JSON value.
-func (r *redactor) value(v any) any {
+// value returns v with secrets masked, and whether anything was masked.
+// Maps and slices are copied only along the path to a masked value, so
+// the common case, nothing secret, costs no allocation; v itself is never
+// modified.
+func (r *redactor) value(v any) (any, bool) {
 	switch x := v.(type) {
 	case string:
-		return r.text(x)
+		t := r.text(x)
+		return t, t != x
 	case map[string]any:
-		m := make(map[string]any, len(x))
+		var m map[string]any
 		for k, e := range x {
+			var masked any
 			if r.secretKey(k) {
-				m[k] = Masked
+				if e == Masked {
+					continue
+				}
+				masked = Masked
 			} else {
-				m[k] = r.value(e)
+				var changed bool
+				if masked, changed = r.value(e); !changed {
+					continue
+				}
 			}
+			if m == nil {
+				m = maps.Clone(x)
+			}
+			m[k] = masked
 		}
-		return m
+		if m == nil {
+			return v, false
+		}
+		return m, true
 	case []any:
-		s := make([]any, len(x))
+		var s []any
 		for i, e := range x {
-			s[i] = r.value(e)
+			masked, changed := r.value(e)
+			if !changed {
+				continue
+			}
+			if s == nil {
+				s = slices.Clone(x)
+			}
+			s[i] = masked
 		}
-		return s
+		if s == nil {
+			return v, false
+		}
+		return s, true
 	}
-	return v
+	return v, false
+}
+
+// object masks secrets in a JSON object, copying it only if it must.
+func (r *redactor) object(m map[string]any) map[string]any {
+	out, _ := r.value(m)
+	return out.(map[string]any)
 }
 
 // record returns a copy of rec with secrets masked in its arguments,
@@ -105,7 +151,7 @@ func (r *redactor) value(v any) any {
 func (r *redactor) record(rec *tool.Record) *tool.Record {
 	out := *rec
 	if rec.Arguments != nil {
-		out.Arguments = r.value(rec.Arguments).(map[string]any)
+		out.Arguments = r.object(rec.Arguments)
 	}
 	if rec.Result != nil {
 		res := *rec.Result
@@ -120,7 +166,7 @@ func (r *redactor) record(rec *tool.Record) *tool.Record {
 			res.Content[i] = c
 		}
 		if res.Structured != nil {
-			res.Structured = r.value(res.Structured)
+			res.Structured, _ = r.value(res.Structured)
 		}
 		out.Result = &res
 	}
@@ -134,7 +180,7 @@ func (r *redactor) record(rec *tool.Record) *tool.Record {
 		for i, n := range rec.Notes {
 			n.Message = r.text(n.Message)
 			if n.Data != nil {
-				n.Data = r.value(n.Data).(map[string]any)
+				n.Data = r.object(n.Data)
 			}
 			out.Notes[i] = n
 		}
