@@ -363,6 +363,7 @@ func (m *Manager) call(ctx context.Context, call tool.Call, rec *tool.Record) (*
 
 	ctx, cancel := context.WithTimeoutCause(ctx, s.timeout(call.Tool), errTimedOut)
 	defer cancel()
+	ctx = tool.WithCall(ctx, call)
 
 	def, err := s.lookup(ctx, call.Tool)
 	if err != nil {

@@ -31,3 +31,39 @@ func ProgressFrom(ctx context.Context) ProgressFunc {
 	fn, _ := ctx.Value(progressKey{}).(ProgressFunc)
 	return fn
 }
+
+// OutputFunc receives output of a running tool as it is produced: a chunk
+// of a shell command's stdout or stderr, for example. It is called from the
+// goroutine that reads the output, so it must return quickly. Chunks are
+// split where the reads split them, not at line ends.
+type OutputFunc func(stream, chunk string)
+
+type outputKey struct{}
+
+// WithOutput returns a context whose calls deliver live output to fn.
+// Tools that stream output (the built-in shell) look it up with
+// [OutputFrom]; the result still carries the whole output.
+func WithOutput(ctx context.Context, fn OutputFunc) context.Context {
+	return context.WithValue(ctx, outputKey{}, fn)
+}
+
+// OutputFrom returns the live-output callback of ctx, or nil.
+func OutputFrom(ctx context.Context) OutputFunc {
+	fn, _ := ctx.Value(outputKey{}).(OutputFunc)
+	return fn
+}
+
+type callKey struct{}
+
+// WithCall returns a context carrying the call being made, so that a
+// source can see which task and session a call belongs to (the built-in
+// memory tool keeps facts per task). The manager sets it for every call.
+func WithCall(ctx context.Context, call Call) context.Context {
+	return context.WithValue(ctx, callKey{}, call)
+}
+
+// CallFrom returns the call ctx carries, and whether it carries one.
+func CallFrom(ctx context.Context) (Call, bool) {
+	c, ok := ctx.Value(callKey{}).(Call)
+	return c, ok
+}
