@@ -56,6 +56,7 @@ func WithLookupEnv(f func(string) (string, bool)) Option {
 type Pipeline struct {
 	backend Backend
 	chain   Handler
+	refusal Handler // the record-side middlewares around a refusal
 	dedupe  *Dedupe
 	instr   *instructions
 	order   []string
@@ -80,16 +81,35 @@ func New(b Backend, cfg config.Pipeline, opts ...Option) (*Pipeline, error) {
 		spill = filepath.Join(o.dataDir, "spill")
 	}
 	mws := make([]Middleware, 0, len(order))
+	var after []Middleware
 	for _, name := range order {
 		mw, err := p.middleware(name, cfg, b, o, spill)
 		if err != nil {
 			return nil, fmt.Errorf("pipeline: %s: %w", name, err)
 		}
 		mws = append(mws, mw)
+		if slices.Contains(refusalMiddlewares, name) {
+			after = append(after, mw)
+		}
 	}
 	p.chain = Chain(b, mws...)
+	p.refusal = Chain(HandlerFunc(func(ctx context.Context, call tool.Call) *tool.Record {
+		err, _ := ctx.Value(refusalKey{}).(*tool.Error)
+		if err == nil {
+			err = &tool.Error{Kind: tool.KindExecutionFailed, Message: "the call was refused without a reason"}
+		}
+		return refuse(call, err)
+	}), after...)
 	return p, nil
 }
+
+// refusalMiddlewares are the middlewares a refused call goes through: those
+// that act on records (so it is recorded, guided and given a verdict), not
+// those that act on arguments or make calls.
+var refusalMiddlewares = []string{config.MiddlewareRecord, config.MiddlewareInstructions,
+	config.MiddlewareTruncate, config.MiddlewareRollback}
+
+type refusalKey struct{}
 
 func (p *Pipeline) middleware(name string, cfg config.Pipeline, b Backend, o options, spill string) (Middleware, error) {
 	switch name {
@@ -139,6 +159,15 @@ func (p *Pipeline) Order() []string { return slices.Clone(p.order) }
 // Call runs one call through the chain. It always returns a record.
 func (p *Pipeline) Call(ctx context.Context, call tool.Call) *tool.Record {
 	return p.chain.Call(ctx, call)
+}
+
+// Refuse returns the record of a call refused before it reached the
+// pipeline (by the scheduler: unknown tool, policy, approval, cancelled
+// while queued). The call is not made, but it is recorded, masked, guided
+// and given a rollback verdict like a call that failed, so no refusal goes
+// missing from the task log. err is the refusal.
+func (p *Pipeline) Refuse(ctx context.Context, call tool.Call, err *tool.Error) *tool.Record {
+	return p.refusal.Call(context.WithValue(ctx, refusalKey{}, err), call)
 }
 
 // Tools returns the backend's catalog.

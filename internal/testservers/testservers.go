@@ -74,6 +74,21 @@ func NewServer(o Options) *mcp.Server {
 			}
 		})
 
+	// span and span_write sleep and report when they ran, as "START END" in
+	// Unix nanoseconds, so tests can tell whether calls overlapped without
+	// timing anything themselves. span is read-only, span_write is not.
+	spanTool := func(ctx context.Context, _ *mcp.CallToolRequest, in sleepIn) (*mcp.CallToolResult, any, error) {
+		start := time.Now()
+		select {
+		case <-time.After(time.Duration(in.MS) * time.Millisecond):
+			return text(fmt.Sprintf("%d %d", start.UnixNano(), time.Now().UnixNano())), nil, nil
+		case <-ctx.Done():
+			return nil, nil, ctx.Err()
+		}
+	}
+	mcp.AddTool(s, &mcp.Tool{Name: "span", Description: "Sleeps ms milliseconds; answers \"START END\" in Unix nanoseconds.", Annotations: ro}, spanTool)
+	mcp.AddTool(s, &mcp.Tool{Name: "span_write", Description: "Like span, but declared as changing state."}, spanTool)
+
 	mcp.AddTool(s, &mcp.Tool{Name: "hang", Description: "Never answers; records cancellation in the marker file."},
 		func(ctx context.Context, _ *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
 			<-ctx.Done()

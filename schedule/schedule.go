@@ -1,0 +1,419 @@
+// Package schedule runs the tool calls of one model turn, a batch: each call
+// goes through the states validating → scheduled → [awaiting_approval →]
+// executing → success | error | cancelled, every transition is reported to a
+// Sink, read-only calls run in parallel and mutating calls in order, and the
+// outcomes come back in the order the model issued the calls.
+//
+// The scheduler sits on top of the governance pipeline (or a bare manager):
+// it decides when a call runs and whether it may, the pipeline decides how.
+package schedule
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"runtime/debug"
+	"sync"
+	"time"
+
+	"github.com/toolmux/toolmux/tool"
+)
+
+// DefaultMaxParallel is how many calls of one batch run at the same time
+// unless configured: enough for a model's usual fan-out of searches and
+// reads, few enough not to flood one server.
+const DefaultMaxParallel = 8
+
+// Backend runs calls and knows the tools' definitions: *pipeline.Pipeline
+// and *manager.Manager are both one.
+type Backend interface {
+	Call(ctx context.Context, call tool.Call) *tool.Record
+	Tool(ctx context.Context, server, name string) (tool.Tool, error)
+}
+
+// Refuser is implemented by backends that must see calls the scheduler
+// refuses without running them (unknown tool, policy denial, approval
+// denied, cancelled while queued), so that such calls are recorded like any
+// other: the pipeline records them and applies its verdicts.
+type Refuser interface {
+	Refuse(ctx context.Context, call tool.Call, err *tool.Error) *tool.Record
+}
+
+// Gate decides whether a call may run: nil to run it, or the error that
+// refuses it (policy_violation, approval_denied, or the context's error).
+// When the decision needs an approver, Gate calls asking with the message
+// to show before it blocks, so the call is reported as awaiting_approval.
+// *policy.Gate is one.
+type Gate interface {
+	Admit(ctx context.Context, t tool.Tool, call tool.Call, asking func(message string)) error
+}
+
+// Option configures a Scheduler.
+type Option func(*Scheduler)
+
+// WithGate sets the policy gate; without one every call is admitted.
+func WithGate(g Gate) Option { return func(s *Scheduler) { s.gate = g } }
+
+// WithSink sets where events go; without one they are dropped.
+func WithSink(k Sink) Option { return func(s *Scheduler) { s.sink = k } }
+
+// WithMaxParallel bounds how many calls of one batch execute at the same
+// time (default DefaultMaxParallel; values below 1 keep the default).
+func WithMaxParallel(n int) Option {
+	return func(s *Scheduler) {
+		if n > 0 {
+			s.maxParallel = n
+		}
+	}
+}
+
+// WithParallel replaces the rule deciding which calls may run alongside
+// others. The default, ReadOnly, lets only tools that declare readOnlyHint
+// run in parallel.
+func WithParallel(f func(tool.Tool, tool.Call) bool) Option {
+	return func(s *Scheduler) {
+		if f != nil {
+			s.parallel = f
+		}
+	}
+}
+
+// WithLogger sets the logger for panics caught in calls.
+func WithLogger(l *slog.Logger) Option {
+	return func(s *Scheduler) {
+		if l != nil {
+			s.log = l
+		}
+	}
+}
+
+// ReadOnly is the default parallelism rule: a call may run alongside others
+// when its tool declares that it changes nothing. A tool that says nothing
+// is assumed to mutate (the MCP default), so it runs alone, in order.
+func ReadOnly(t tool.Tool, _ tool.Call) bool {
+	return t.Annotations.ReadOnly != nil && *t.Annotations.ReadOnly
+}
+
+// Scheduler runs batches of calls. It holds no state between batches and is
+// safe for concurrent use.
+type Scheduler struct {
+	backend     Backend
+	gate        Gate
+	sink        Sink
+	maxParallel int
+	parallel    func(tool.Tool, tool.Call) bool
+	log         *slog.Logger
+}
+
+// New returns a scheduler running calls through b.
+func New(b Backend, opts ...Option) *Scheduler {
+	s := &Scheduler{backend: b, maxParallel: DefaultMaxParallel, parallel: ReadOnly,
+		log: slog.New(slog.DiscardHandler)}
+	for _, o := range opts {
+		if o != nil {
+			o(s)
+		}
+	}
+	return s
+}
+
+// Run runs calls as one batch and returns their outcomes in the order of
+// calls. Cancelling ctx cancels every call not finished yet.
+func (s *Scheduler) Run(ctx context.Context, calls []tool.Call) []Outcome {
+	return s.Start(ctx, calls).Wait()
+}
+
+// Start starts a batch and returns at once; the batch runs until every
+// call has ended. Cancelling ctx cancels the whole batch.
+func (s *Scheduler) Start(ctx context.Context, calls []tool.Call) *Batch {
+	bctx, cancel := context.WithCancel(ctx)
+	b := &Batch{s: s, id: tool.NewID(), cancel: cancel, done: make(chan struct{}),
+		entries: make([]*entry, len(calls)), byID: make(map[string]*entry, len(calls)),
+		slots: make(chan struct{}, s.maxParallel)}
+	for i, c := range calls {
+		if c.ID == "" {
+			c.ID = tool.NewID()
+		}
+		if c.Arguments == nil {
+			c.Arguments = map[string]any{}
+		}
+		e := &entry{index: i, call: c, done: make(chan struct{})}
+		e.ctx, e.cancel = context.WithCancel(bctx)
+		b.entries[i] = e
+		if _, dup := b.byID[c.ID]; !dup {
+			b.byID[c.ID] = e
+		}
+	}
+	b.wg.Add(1)
+	go b.admit()
+	go func() {
+		b.wg.Wait()
+		cancel()
+		close(b.done)
+	}()
+	return b
+}
+
+// Batch is one running batch.
+type Batch struct {
+	s       *Scheduler
+	id      string
+	cancel  context.CancelFunc
+	entries []*entry
+	byID    map[string]*entry
+	slots   chan struct{}
+	wg      sync.WaitGroup
+	done    chan struct{}
+}
+
+// entry is one call of a batch. Its fields after ctx are written by one
+// goroutine at a time: the admission loop, then the call's own goroutine,
+// which it starts; Wait reads them after every goroutine has ended.
+type entry struct {
+	index  int
+	call   tool.Call
+	ctx    context.Context
+	cancel context.CancelFunc
+	done   chan struct{} // closed when the call has ended
+
+	def         tool.Tool
+	exclusive   bool
+	record      *tool.Record
+	state       State
+	transitions []Transition
+}
+
+// ID returns the batch's identifier, the Batch field of its events.
+func (b *Batch) ID() string { return b.id }
+
+// Cancel cancels every call of the batch that has not ended: queued calls
+// end without running, running calls see their context cancelled.
+func (b *Batch) Cancel() { b.cancel() }
+
+// CancelCall cancels one call by its ID, whatever its state; it reports
+// whether the batch has a call with that ID.
+func (b *Batch) CancelCall(id string) bool {
+	e, ok := b.byID[id]
+	if ok {
+		e.cancel()
+	}
+	return ok
+}
+
+// Done is closed when every call of the batch has ended.
+func (b *Batch) Done() <-chan struct{} { return b.done }
+
+// Wait waits for every call to end and returns the outcomes in the order
+// the calls were given.
+func (b *Batch) Wait() []Outcome {
+	<-b.done
+	out := make([]Outcome, len(b.entries))
+	for i, e := range b.entries {
+		out[i] = Outcome{Call: e.call, Record: e.record, State: e.state, Transitions: e.transitions}
+	}
+	return out
+}
+
+// admit walks the calls in the model's order: validates each, asks the
+// gate, and hands it to its own goroutine to wait for its turn and run.
+// Admission is sequential so that approval prompts come in the model's
+// order; earlier calls already run while later ones wait for an answer.
+func (b *Batch) admit() {
+	defer b.wg.Done()
+	var lastExclusive *entry
+	for i, e := range b.entries {
+		b.enter(e, Validating, "")
+		if err := e.ctx.Err(); err != nil {
+			b.refuse(e, cancelled(e.call, err))
+			continue
+		}
+		def, err := b.s.backend.Tool(e.ctx, e.call.Server, e.call.Tool)
+		if err != nil {
+			b.refuse(e, b.lookupError(e, err))
+			continue
+		}
+		e.def = def
+		e.exclusive = !b.s.parallel(def, e.call)
+		b.enter(e, Scheduled, "")
+		if g := b.s.gate; g != nil {
+			err := g.Admit(e.ctx, def, e.call, func(msg string) { b.enter(e, AwaitingApproval, msg) })
+			if err != nil {
+				b.refuse(e, b.gateError(e, err))
+				continue
+			}
+		}
+		// An exclusive call waits for every earlier call; a parallel one
+		// only for the last exclusive call before it.
+		var deps []*entry
+		if e.exclusive {
+			deps = b.entries[:i]
+		} else if lastExclusive != nil {
+			deps = []*entry{lastExclusive}
+		}
+		if e.exclusive {
+			lastExclusive = e
+		}
+		b.wg.Add(1)
+		go b.execute(e, deps)
+	}
+}
+
+// execute waits for e's turn and a free slot, then runs it.
+func (b *Batch) execute(e *entry, deps []*entry) {
+	defer b.wg.Done()
+	for _, d := range deps {
+		select {
+		case <-d.done:
+		case <-e.ctx.Done():
+			b.refuse(e, cancelled(e.call, e.ctx.Err()))
+			return
+		}
+	}
+	select {
+	case b.slots <- struct{}{}:
+	case <-e.ctx.Done():
+		b.refuse(e, cancelled(e.call, e.ctx.Err()))
+		return
+	}
+	defer func() { <-b.slots }()
+	if err := e.ctx.Err(); err != nil {
+		b.refuse(e, cancelled(e.call, err))
+		return
+	}
+	b.enter(e, Executing, "")
+	ctx := tool.WithOutput(e.ctx, func(stream, chunk string) {
+		b.emit(e, Event{Type: EventOutput, Stream: stream, Chunk: chunk})
+	})
+	ctx = tool.WithProgress(ctx, func(p tool.Progress) {
+		b.emit(e, Event{Type: EventProgress, Progress: &p})
+	})
+	b.finish(e, b.run(ctx, e))
+}
+
+// run calls the backend, turning a panic or a missing record into an
+// execution_failed record: a broken tool must not take the process down.
+func (b *Batch) run(ctx context.Context, e *entry) (rec *tool.Record) {
+	defer func() {
+		if p := recover(); p != nil {
+			b.s.log.Error("panic in tool call", "server", e.call.Server, "tool", e.call.Tool, "panic", p)
+			rec = failed(e.call, &tool.Error{Kind: tool.KindExecutionFailed,
+				Message: fmt.Sprintf("internal error while calling %s/%s: %v", e.call.Server, e.call.Tool, p),
+				Detail:  string(debug.Stack())})
+		}
+	}()
+	rec = b.s.backend.Call(ctx, e.call)
+	if rec == nil {
+		rec = failed(e.call, &tool.Error{Kind: tool.KindExecutionFailed, Message: "the call produced no record"})
+	}
+	return rec
+}
+
+// refuse ends e without running it: through the backend's Refuse when it
+// has one, so the refusal is recorded like any call.
+func (b *Batch) refuse(e *entry, err *tool.Error) {
+	var rec *tool.Record
+	if r, ok := b.s.backend.(Refuser); ok {
+		func() {
+			defer func() {
+				if p := recover(); p != nil {
+					b.s.log.Error("panic while recording a refused call", "server", e.call.Server, "tool", e.call.Tool, "panic", p)
+					rec = nil
+				}
+			}()
+			// The call's own context may be cancelled: recording must
+			// still happen.
+			rec = r.Refuse(context.WithoutCancel(e.ctx), e.call, err)
+		}()
+	}
+	if rec == nil {
+		rec = failed(e.call, err)
+	}
+	b.finish(e, rec)
+}
+
+// finish records e's outcome and reports its final state.
+func (b *Batch) finish(e *entry, rec *tool.Record) {
+	e.record = rec
+	state, msg := Success, ""
+	if rec.Error != nil {
+		state, msg = Error, rec.Error.Message
+		if rec.Error.Kind == tool.KindCancelled {
+			state = Cancelled
+		}
+	}
+	b.enter(e, state, msg)
+	e.cancel()
+	close(e.done)
+}
+
+// enter moves e to state and emits the transition.
+func (b *Batch) enter(e *entry, state State, msg string) {
+	now := time.Now()
+	e.state = state
+	e.transitions = append(e.transitions, Transition{State: state, Time: now})
+	ev := Event{Type: EventState, State: state, Message: msg, Time: now}
+	if state.Terminal() {
+		ev.Record = e.record
+	}
+	b.emit(e, ev)
+}
+
+// emit fills in the call's identity and hands ev to the sink.
+func (b *Batch) emit(e *entry, ev Event) {
+	sink := b.s.sink
+	if sink == nil {
+		return
+	}
+	ev.Batch, ev.Call, ev.Index = b.id, e.call.ID, e.index
+	ev.Task, ev.Server, ev.Tool = e.call.Task, e.call.Server, e.call.Tool
+	if ev.Time.IsZero() {
+		ev.Time = time.Now()
+	}
+	defer func() {
+		if p := recover(); p != nil {
+			b.s.log.Error("panic in event sink", "panic", p)
+		}
+	}()
+	sink.Event(ev)
+}
+
+// lookupError is the error of a failed definition lookup: the context's
+// when the call was cancelled meanwhile.
+func (b *Batch) lookupError(e *entry, err error) *tool.Error {
+	if e.ctx.Err() != nil {
+		return cancelled(e.call, e.ctx.Err())
+	}
+	te := tool.AsError(err)
+	if te.Server == "" {
+		te.Server = e.call.Server
+	}
+	if te.Tool == "" {
+		te.Tool = e.call.Tool
+	}
+	return te
+}
+
+// gateError is the error of a refused admission.
+func (b *Batch) gateError(e *entry, err error) *tool.Error {
+	if errors.Is(err, context.Canceled) || e.ctx.Err() != nil {
+		return cancelled(e.call, err)
+	}
+	return b.lookupError(e, err)
+}
+
+func cancelled(call tool.Call, cause error) *tool.Error {
+	msg := fmt.Sprintf("call to %s/%s was cancelled before it ran", call.Server, call.Tool)
+	if cause != nil && !errors.Is(cause, context.Canceled) {
+		msg += ": " + cause.Error()
+	}
+	return &tool.Error{Kind: tool.KindCancelled, Server: call.Server, Tool: call.Tool, Message: msg}
+}
+
+// failed is the record of a call that produced none of its own.
+func failed(call tool.Call, err *tool.Error) *tool.Record {
+	now := time.Now()
+	return &tool.Record{ID: call.ID, Task: call.Task, Session: call.Session, Server: call.Server,
+		Tool: call.Tool, Name: tool.ExposedName(call.Server, call.Tool), Arguments: call.Arguments,
+		Started: now, Ended: now, Error: err}
+}
