@@ -21,9 +21,10 @@ import (
 )
 
 // DefaultMaxParallel is how many calls of one batch run at the same time
-// unless configured: enough for a model's usual fan-out of searches and
-// reads, few enough not to flood one server.
-const DefaultMaxParallel = 8
+// unless configured: more than a model's usual fan-out of searches and
+// reads, so a turn's reads all start at once; MCP sessions multiplex calls,
+// so this costs no extra processes.
+const DefaultMaxParallel = 32
 
 // Backend runs calls and knows the tools' definitions: *pipeline.Pipeline
 // and *manager.Manager are both one.
