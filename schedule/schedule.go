@@ -125,6 +125,13 @@ func (s *Scheduler) Run(ctx context.Context, calls []tool.Call) []Outcome {
 	return s.Start(ctx, calls).Wait()
 }
 
+// Call runs one call as a batch of its own and returns its record, so a
+// Scheduler can stand wherever a single call is made (the gateway, the CLI)
+// and those calls get the same validation, policy, approval and events.
+func (s *Scheduler) Call(ctx context.Context, call tool.Call) *tool.Record {
+	return s.Run(ctx, []tool.Call{call})[0].Record
+}
+
 // Start starts a batch and returns at once; the batch runs until every
 // call has ended. Cancelling ctx cancels the whole batch.
 func (s *Scheduler) Start(ctx context.Context, calls []tool.Call) *Batch {

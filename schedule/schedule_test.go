@@ -433,3 +433,18 @@ func TestEmptyBatch(t *testing.T) {
 		t.Fatalf("got %v", out)
 	}
 }
+
+// Call is a batch of one: same states, same record.
+func TestCallIsABatchOfOne(t *testing.T) {
+	m, _ := fixture(t)
+	rec := &recorder{}
+	r := schedule.New(m, schedule.WithSink(rec)).Call(context.Background(),
+		tool.Call{ID: "one", Server: "fx", Tool: "echo", Arguments: map[string]any{"message": "hi"}})
+	if r.Err() != nil || r.Result.Text() != "Echo: hi" || r.ID != "one" {
+		t.Fatalf("got %+v %v", r, r.Err())
+	}
+	want := []schedule.State{schedule.Validating, schedule.Scheduled, schedule.Executing, schedule.Success}
+	if got := rec.states()["one"]; fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("states %v", got)
+	}
+}
