@@ -15,7 +15,8 @@ STAMP   := $(PEERS)/node_modules/.installed
 # Fuzz targets (package:target), each run briefly by `make test`; their
 # corpora are committed under the packages' testdata/fuzz.
 FUZZ := ./config:FuzzParse ./builtin:FuzzResolvePath ./internal/ringbuf:FuzzRingBuffer \
-        ./pipeline:FuzzRepair ./pipeline:FuzzCanonicalURL ./pipeline:FuzzFingerprint
+        ./pipeline:FuzzRepair ./pipeline:FuzzCanonicalURL ./pipeline:FuzzFingerprint \
+        ./cmdsource:FuzzDeclarations
 FUZZTIME ?= 5s
 
 all: build
