@@ -68,6 +68,9 @@ type Config struct {
 	Servers []Server
 	// Pipeline configures the governance chain around every call.
 	Pipeline Pipeline
+	// Policy is the approval mode and the rules that allow, deny or ask
+	// before a call (docs/policy.md).
+	Policy Policy
 }
 
 // Server is one MCP server and the policy that applies only to it.

@@ -28,7 +28,7 @@ import (
 // order is also the order "expected one of" lists them in.
 var (
 	topKeys = []string{"workspace", "data_dir", "builtin", "connect_timeout", "timeout",
-		"allow", "deny", "retry", "circuit_breaker", "servers", "mcpServers", "pipeline"}
+		"allow", "deny", "retry", "circuit_breaker", "servers", "mcpServers", "pipeline", "policy"}
 	serverKeys = []string{"command", "args", "env", "cwd", "url", "transport", "type",
 		"headers", "bearer_token", "allow", "deny", "timeout", "tool_timeouts",
 		"connect_timeout", "retry", "circuit_breaker", "disabled"}
@@ -306,6 +306,8 @@ func (p *parser) config(root *yaml.Node, isJSON bool) *Config {
 			cfg.CircuitBreaker = p.breaker(e.v, kp, cfg.CircuitBreaker)
 		case "pipeline":
 			cfg.Pipeline = p.pipeline(e.v, kp)
+		case "policy":
+			cfg.Policy = p.policy(e.v, kp)
 		}
 	}
 	seen := map[string]*yaml.Node{}

@@ -1,0 +1,63 @@
+package policy
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/toolmux/toolmux/config"
+)
+
+// FromConfig returns the engine the `policy:` section describes. The
+// section was checked when the file was loaded, so errors here are rare;
+// they name the rule's line in the file.
+func FromConfig(cfg config.Policy) (*Engine, error) {
+	mode, err := ParseMode(cfg.Mode)
+	if err != nil {
+		return nil, fmt.Errorf("policy.mode: %w", err)
+	}
+	rules := RulesFromConfig(cfg)
+	e, err := New(mode, rules)
+	if err != nil {
+		var errs []error
+		for _, err := range unjoin(err) {
+			var re *RuleError
+			if errors.As(err, &re) && re.Index >= 1 && re.Index <= len(cfg.Rules) {
+				err = fmt.Errorf("policy.rules[%d] (line %d): %w", re.Index-1, cfg.Rules[re.Index-1].Line, err)
+			}
+			errs = append(errs, err)
+		}
+		return nil, errors.Join(errs...)
+	}
+	return e, nil
+}
+
+// RulesFromConfig converts the section's rules, in file order.
+func RulesFromConfig(cfg config.Policy) []Rule {
+	rules := make([]Rule, len(cfg.Rules))
+	for i, r := range cfg.Rules {
+		var modes []Mode
+		for _, m := range r.Modes {
+			modes = append(modes, Mode(m))
+		}
+		rules[i] = Rule{
+			Name:        r.Name,
+			Tools:       r.Tools,
+			Server:      r.Server,
+			Args:        r.Args,
+			ReadOnly:    r.ReadOnly,
+			Destructive: r.Destructive,
+			Modes:       modes,
+			Action:      Action(r.Action),
+			Priority:    r.Priority,
+			Message:     r.Message,
+		}
+	}
+	return rules
+}
+
+func unjoin(err error) []error {
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		return j.Unwrap()
+	}
+	return []error{err}
+}

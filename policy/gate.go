@@ -1,0 +1,326 @@
+package policy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"github.com/toolmux/toolmux/tool"
+)
+
+// Gate applies the policy to the calls of one session: the engine's
+// decisions, the "always" answers given so far, and the approver. The
+// scheduler calls Decide for each call, and Approve for those that ask (or
+// Check, which does both). A Gate is safe for concurrent use.
+type Gate struct {
+	engine atomic.Pointer[Engine]
+
+	approver       Approver
+	persist        func(Rule) error
+	persistAlways  bool
+	onPersistError func(Rule, error)
+
+	// turn admits one approval request at a time, so that an "always"
+	// answer is known before the next request is put to anyone and calls
+	// it covers are not asked about again. A channel rather than a mutex,
+	// so that waiting for a turn ends with the caller's context.
+	turn chan struct{}
+
+	mu      sync.RWMutex
+	tools   map[toolKey]string // remembered "always this tool": decision names
+	servers map[string]string  // remembered "always this server"
+}
+
+type toolKey struct{ server, name string }
+
+// GateOption configures a Gate.
+type GateOption func(*Gate)
+
+// WithApprover sets who is asked when a decision is Ask. Nil (the default)
+// makes the gate non-interactive: every Ask is refused at once, with a
+// message saying how to allow the call.
+func WithApprover(a Approver) GateOption {
+	return func(g *Gate) {
+		if f, ok := a.(ApproverFunc); ok && f == nil {
+			a = nil
+		}
+		g.approver = a
+	}
+}
+
+// WithPersist sets the function that saves the allow rule an "always"
+// answer implies, typically to the configuration file with [SaveRule]. It
+// is called only when persisting is on ([WithPersistAlways]).
+func WithPersist(save func(Rule) error) GateOption {
+	return func(g *Gate) { g.persist = save }
+}
+
+// WithPersistAlways turns persisting of "always" answers on or off (the
+// `policy.persist` setting). Off, the default, an "always" answer lasts as
+// long as the Gate.
+func WithPersistAlways(on bool) GateOption {
+	return func(g *Gate) { g.persistAlways = on }
+}
+
+// WithPersistError sets the function told when saving a rule fails. The
+// call that was approved runs anyway: the person said yes, and the answer
+// is still remembered for the session.
+func WithPersistError(report func(Rule, error)) GateOption {
+	return func(g *Gate) { g.onPersistError = report }
+}
+
+// NewGate returns a gate over e; a nil engine means the default mode with
+// no rules of the user's.
+func NewGate(e *Engine, opts ...GateOption) *Gate {
+	if e == nil {
+		e, _ = New(ModeDefault, nil)
+	}
+	g := &Gate{turn: make(chan struct{}, 1), tools: map[toolKey]string{}, servers: map[string]string{}}
+	g.engine.Store(e)
+	for _, o := range opts {
+		o(g)
+	}
+	return g
+}
+
+// Engine returns the engine in use.
+func (g *Gate) Engine() *Engine { return g.engine.Load() }
+
+// SetMode switches the session to another approval mode, keeping the user's
+// rules and the "always" answers given so far.
+func (g *Gate) SetMode(m Mode) error {
+	for {
+		old := g.engine.Load()
+		e, err := old.WithMode(m)
+		if err != nil {
+			return err
+		}
+		if g.engine.CompareAndSwap(old, e) {
+			return nil
+		}
+	}
+}
+
+// Decide returns the engine's decision, with Ask turned into Allow for
+// tools and servers the session has answered "always" for. A remembered
+// answer never overrides Deny.
+func (g *Gate) Decide(t tool.Tool, call tool.Call) Decision {
+	d := g.engine.Load().Decide(t, call)
+	if d.Action != Ask {
+		return d
+	}
+	server, name := identity(t, call)
+	if rule := g.remembered(server, name); rule != "" {
+		return Decision{Action: Allow, Rule: rule, Message: d.Message}
+	}
+	return d
+}
+
+func (g *Gate) remembered(server, name string) string {
+	g.mu.RLock()
+	defer g.mu.RUnlock()
+	if r, ok := g.tools[toolKey{server, name}]; ok {
+		return r
+	}
+	return g.servers[server]
+}
+
+// Check decides the call and, if the decision asks, gets approval: nil
+// means the call may run. A denial is a *tool.Error of kind
+// policy_violation; a refused approval one of kind approval_denied.
+func (g *Gate) Check(ctx context.Context, t tool.Tool, call tool.Call) error {
+	return g.Approve(ctx, t, call, g.Decide(t, call))
+}
+
+// Approve gets approval for a call whose decision d is Ask, and returns nil
+// if the call may run. Without an approver it refuses at once (kind
+// approval_denied, with a message saying how to allow the call). Requests
+// are put to the approver one at a time; a request whose tool was answered
+// "always" while it waited is approved without asking. If ctx ends first,
+// the error is of kind cancelled (or timeout) and wraps ctx.Err().
+//
+// For convenience d may also be Allow (nil) or Deny (the policy_violation
+// error Check would give).
+func (g *Gate) Approve(ctx context.Context, t tool.Tool, call tool.Call, d Decision) error {
+	server, name := identity(t, call)
+	switch d.Action {
+	case Allow:
+		return nil
+	case Deny:
+		return g.denied(server, name, d)
+	case Ask:
+	default:
+		return &tool.Error{Kind: tool.KindApprovalDenied, Server: server, Tool: name,
+			Message: fmt.Sprintf("the policy gave no valid decision (%q) for %s/%s", d.Action, server, name)}
+	}
+	if g.remembered(server, name) != "" {
+		return nil
+	}
+	if g.approver == nil {
+		return g.nonInteractive(server, name, d)
+	}
+	if err := ctx.Err(); err != nil {
+		return waitEnded(server, name, err)
+	}
+	select {
+	case g.turn <- struct{}{}:
+	case <-ctx.Done():
+		return waitEnded(server, name, ctx.Err())
+	}
+	defer func() { <-g.turn }()
+	if g.remembered(server, name) != "" {
+		return nil
+	}
+	ans, err := g.approver.Approve(ctx, Request{Tool: t, Call: call, Decision: d})
+	if err != nil {
+		if ce := ctx.Err(); ce != nil {
+			return waitEnded(server, name, ce)
+		}
+		return &tool.Error{Kind: tool.KindApprovalDenied, Server: server, Tool: name, Err: err,
+			Message: fmt.Sprintf("could not ask for approval of %s/%s: %v", server, name, err)}
+	}
+	switch ans {
+	case ProceedOnce:
+	case AlwaysTool, AlwaysServer:
+		g.remember(server, name, ans, d)
+	case Decline:
+		return &tool.Error{Kind: tool.KindApprovalDenied, Server: server, Tool: name,
+			Message: fmt.Sprintf("the user denied the call to %s/%s", server, name)}
+	default:
+		return &tool.Error{Kind: tool.KindApprovalDenied, Server: server, Tool: name,
+			Message: fmt.Sprintf("the approver gave no valid answer (%v) for %s/%s", ans, server, name)}
+	}
+	// An answer that came in as the context ended does not run the call.
+	if ce := ctx.Err(); ce != nil {
+		return waitEnded(server, name, ce)
+	}
+	return nil
+}
+
+// remember records an "always" answer and, if persisting is on, saves the
+// allow rule it implies.
+func (g *Gate) remember(server, name string, ans Answer, d Decision) {
+	var r Rule
+	if ans == AlwaysTool {
+		r = Rule{Name: "always allow " + server + "/" + name, Tools: []string{escapeGlob(server) + "/" + escapeGlob(name)}, Action: Allow}
+	} else {
+		r = Rule{Name: "always allow server " + server, Server: escapeGlob(server), Action: Allow}
+	}
+	g.mu.Lock()
+	if ans == AlwaysTool {
+		g.tools[toolKey{server, name}] = r.Name + " (this session)"
+	} else {
+		g.servers[server] = r.Name + " (this session)"
+	}
+	g.mu.Unlock()
+	if !g.persistAlways || g.persist == nil {
+		return
+	}
+	// The saved rule must win over the rule that asked, as the session's
+	// memory does, or the next session would ask again.
+	r.Priority = g.above(d.Rule)
+	if err := g.persist(r); err != nil && g.onPersistError != nil {
+		g.onPersistError(r, err)
+	}
+}
+
+// maxPriority is the largest priority a configuration file accepts.
+const maxPriority = 1_000_000
+
+// above returns the priority a new allow rule needs to be tried before the
+// named rule: 0 for the mode's defaults, which come after every user rule.
+func (g *Gate) above(rule string) int {
+	p, user := g.engine.Load().priority(rule)
+	if !user || p < 0 {
+		return 0
+	}
+	return min(p+1, maxPriority)
+}
+
+func (g *Gate) denied(server, name string, d Decision) error {
+	msg := d.Message
+	if msg == "" {
+		msg = fmt.Sprintf("%s/%s is denied by policy rule %q (mode %s)", server, name, d.Rule, g.engine.Load().Mode())
+	}
+	return &tool.Error{Kind: tool.KindPolicyViolation, Server: server, Tool: name, Message: msg,
+		Detail: "policy rule: " + d.Rule}
+}
+
+// nonInteractive is the refusal of a run nobody can be asked in. It says
+// exactly what to change, since whoever reads it (a person reading a log,
+// or a model) cannot ask.
+func (g *Gate) nonInteractive(server, name string, d Decision) error {
+	e := g.engine.Load()
+	pattern := escapeGlob(server) + "/" + escapeGlob(name)
+	rule := "{tools: [" + yamlScalar(pattern) + "], action: allow"
+	if p := g.above(d.Rule); p != 0 {
+		rule += ", priority: " + strconv.Itoa(p)
+	}
+	rule += "}"
+	msg := fmt.Sprintf("%s/%s needs approval (policy rule %q, mode %s), but no one can be asked in this run; "+
+		"to allow it, run with --yes or --approval-mode yolo, or add a policy rule: `policy: {rules: [%s]}`",
+		server, name, d.Rule, e.Mode(), rule)
+	return &tool.Error{Kind: tool.KindApprovalDenied, Server: server, Tool: name, Message: msg}
+}
+
+func waitEnded(server, name string, err error) error {
+	kind, what := tool.KindCancelled, "cancelled"
+	if errors.Is(err, context.DeadlineExceeded) {
+		kind, what = tool.KindTimeout, "timed out"
+	}
+	return &tool.Error{Kind: kind, Server: server, Tool: name, Err: err,
+		Message: fmt.Sprintf("%s while waiting for approval of %s/%s", what, server, name)}
+}
+
+// escapeGlob escapes the glob metacharacters of a name, so the pattern
+// matches exactly that name.
+func escapeGlob(s string) string {
+	if !strings.ContainsAny(s, `*?[]\`) {
+		return s
+	}
+	var b strings.Builder
+	for _, r := range s {
+		if strings.ContainsRune(`*?[]\`, r) {
+			b.WriteByte('\\')
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}
+
+// yamlScalar writes s as a YAML flow scalar, quoted unless it is plainly
+// safe.
+func yamlScalar(s string) string {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-' || c == '.' || c == '/') {
+			return strconv.Quote(s)
+		}
+	}
+	if s == "" || s[0] == '-' {
+		return strconv.Quote(s)
+	}
+	return s
+}
+
+// Admit decides the call and gets approval if needed, like Check, telling
+// asking the question before it waits for an approver: the scheduler
+// reports the call as awaiting_approval meanwhile. With no approver, or a
+// remembered "always", nothing is asked and asking is not called.
+// It makes a Gate a schedule.Gate.
+func (g *Gate) Admit(ctx context.Context, t tool.Tool, call tool.Call, asking func(message string)) error {
+	d := g.Decide(t, call)
+	if d.Action == Ask && g.approver != nil && asking != nil {
+		server, name := identity(t, call)
+		msg := d.Message
+		if msg == "" {
+			msg = fmt.Sprintf("%s/%s needs approval (policy rule %q, mode %s)", server, name, d.Rule, g.engine.Load().Mode())
+		}
+		asking(msg)
+	}
+	return g.Approve(ctx, t, call, d)
+}
