@@ -290,10 +290,19 @@ func (b *Batch) execute(e *entry, deps []*entry) {
 		return
 	}
 	b.enter(e, Executing, "")
+	// The caller's own callbacks (a CLI spinner) keep getting what they
+	// got before; the sink gets it too.
+	outerOut, outerProg := tool.OutputFrom(e.ctx), tool.ProgressFrom(e.ctx)
 	ctx := tool.WithOutput(e.ctx, func(stream, chunk string) {
+		if outerOut != nil {
+			outerOut(stream, chunk)
+		}
 		b.emit(e, Event{Type: EventOutput, Stream: stream, Chunk: chunk})
 	})
 	ctx = tool.WithProgress(ctx, func(p tool.Progress) {
+		if outerProg != nil {
+			outerProg(p)
+		}
 		b.emit(e, Event{Type: EventProgress, Progress: &p})
 	})
 	b.finish(e, b.run(ctx, e))

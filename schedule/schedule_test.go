@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -401,11 +402,14 @@ func TestPanicsBecomeExecutionFailed(t *testing.T) {
 	}
 }
 
-// Progress and live output of a running call reach the sink as events.
+// Progress of a running call reaches the sink as events, and the caller's
+// own progress callback still gets it.
 func TestProgressReachesTheSink(t *testing.T) {
 	m, _ := fixture(t)
 	rec := &recorder{}
-	out := schedule.New(m, schedule.WithSink(rec)).Run(context.Background(), []tool.Call{
+	var outer atomic.Int32
+	ctx := tool.WithProgress(context.Background(), func(tool.Progress) { outer.Add(1) })
+	out := schedule.New(m, schedule.WithSink(rec)).Run(ctx, []tool.Call{
 		{Server: "fx", Tool: "progress", Arguments: map[string]any{"steps": 3, "delay_ms": 20}},
 	})
 	if out[0].State != schedule.Success {
@@ -420,9 +424,9 @@ func TestProgressReachesTheSink(t *testing.T) {
 				n++
 			}
 		}
-		return n >= 3
+		return n >= 3 && outer.Load() >= 3
 	}) {
-		t.Fatal("fewer than 3 progress events")
+		t.Fatalf("fewer than 3 progress events, or the caller's own callback got %d", outer.Load())
 	}
 }
 
