@@ -126,11 +126,31 @@ func TestTools(t *testing.T) {
 		"read_file":      {"path", "offset", "limit"},
 		"glob":           {"pattern", "path"},
 		"grep":           {"pattern", "path", "include"},
+		"write_file":     {"path", "content"},
+		"edit":           {"path", "old_string", "new_string", "expected_replacements"},
+		"shell":          {"command", "cwd", "timeout_ms"},
+		"memory":         {"action", "fact", "query"},
+	}
+	// The annotations each tool declares: read-only, destructive,
+	// idempotent, open world.
+	type hints struct{ readOnly, destructive, idempotent, openWorld bool }
+	wantHints := map[string]hints{
+		"list_directory": {true, false, true, false},
+		"read_file":      {true, false, true, false},
+		"glob":           {true, false, true, false},
+		"grep":           {true, false, true, false},
+		"write_file":     {false, true, true, false},
+		"edit":           {false, true, false, false},
+		"shell":          {false, true, false, true},
+		"memory":         {false, false, false, false},
 	}
 	if len(tools) != len(want) {
 		t.Fatalf("%d tools, want %d", len(tools), len(want))
 	}
-	for _, tl := range tools {
+	for i, tl := range tools {
+		if i > 0 && tools[i-1].Name >= tl.Name {
+			t.Errorf("tools not sorted: %s before %s", tools[i-1].Name, tl.Name)
+		}
 		props, ok := want[tl.Name]
 		if !ok {
 			t.Errorf("unexpected tool %q", tl.Name)
@@ -139,8 +159,11 @@ func TestTools(t *testing.T) {
 		if tl.Server != "builtin" || tl.Title == "" || len(tl.Description) < 100 {
 			t.Errorf("%s: server %q, title %q, description %d chars", tl.Name, tl.Server, tl.Title, len(tl.Description))
 		}
-		if !tl.IsReadOnly() || tl.IsDestructive() || !tl.IsIdempotent() || tl.Annotations.OpenWorld == nil || *tl.Annotations.OpenWorld {
-			t.Errorf("%s: annotations %+v", tl.Name, tl.Annotations)
+		an := tl.Annotations
+		if an.ReadOnly == nil || an.Destructive == nil || an.Idempotent == nil || an.OpenWorld == nil {
+			t.Errorf("%s: undeclared annotations %+v", tl.Name, an)
+		} else if got := (hints{*an.ReadOnly, *an.Destructive, *an.Idempotent, *an.OpenWorld}); got != wantHints[tl.Name] {
+			t.Errorf("%s: annotations %+v, want %+v", tl.Name, got, wantHints[tl.Name])
 		}
 		sch := tl.InputSchema
 		if sch["type"] != "object" || sch["additionalProperties"] != false {
@@ -176,7 +199,7 @@ func TestCancelled(t *testing.T) {
 	s := newSource(t, root)
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	for _, name := range []string{"list_directory", "read_file", "glob", "grep"} {
+	for _, name := range []string{"list_directory", "read_file", "glob", "grep", "write_file", "edit", "shell", "memory"} {
 		_, err := s.Call(ctx, name, map[string]any{"path": "a.txt", "pattern": "x"})
 		if !errors.Is(err, context.Canceled) {
 			t.Errorf("%s: err = %v, want context.Canceled", name, err)

@@ -1,13 +1,28 @@
-// Package builtin is the toolmux source of the built-in file tools:
-// list_directory, read_file, glob and grep, with the argument names of
-// Gemini CLI's tools so that models trained on those call them correctly.
+// Package builtin is the toolmux source of the built-in tools: the file
+// tools list_directory, read_file, glob, grep, write_file and edit, with the
+// argument names of Gemini CLI's tools so that models trained on those call
+// them correctly; shell, which runs a command; and memory, which keeps facts
+// for the rest of a task.
 //
-// Every tool is read-only and confined to one workspace root. A path argument
-// may be relative to the root or absolute; anything that resolves outside the
+// The file tools are confined to one workspace root. A path argument may be
+// relative to the root or absolute; anything that resolves outside the
 // root, by "..", by an absolute path or through a symbolic link, is refused
-// with a path_not_in_workspace error, and every file is opened through an
-// [os.Root] so the kernel enforces the same boundary. Walks never follow a
-// symbolic link to a directory and skip links that lead outside.
+// with a path_not_in_workspace error, and every file is opened, created and
+// renamed through an [os.Root] so the kernel enforces the same boundary.
+// Walks never follow a symbolic link to a directory and skip links that lead
+// outside. list_directory, read_file, glob and grep are read-only;
+// write_file and edit replace files atomically, so a crash never leaves a
+// half-written file.
+//
+// shell is not confined: only its working directory must be in the
+// workspace, and the command can do whatever the user running toolmux can.
+// Its annotations (destructive, open world) are what policy and approval
+// act on. It runs in its own process group, which is killed as a whole on
+// cancellation and timeouts.
+//
+// memory keeps facts per task (the task of the [tool.Call] in the call's
+// context): in memory, or, with [WithMemoryDir], in one JSON-lines file per
+// task that survives a restart.
 package builtin
 
 import (
@@ -21,6 +36,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/toolmux/toolmux/tool"
 )
@@ -48,6 +64,35 @@ const (
 	DefaultMaxFiles = 1000
 	// DefaultMaxMatches is how many matching lines grep returns.
 	DefaultMaxMatches = 500
+	// DefaultMaxWriteBytes bounds the content write_file writes and the
+	// size of a file edit produces: 10 MiB. A model that sends more is
+	// almost certainly looping, and the whole content is held in memory.
+	DefaultMaxWriteBytes int64 = 10 << 20
+	// DefaultShellTimeout is how long a shell command may run when the call
+	// gives no timeout_ms.
+	DefaultShellTimeout = 10 * time.Minute
+	// DefaultShellMaxTimeout is the largest timeout_ms a call may ask for;
+	// larger values are lowered to it.
+	DefaultShellMaxTimeout = time.Hour
+	// DefaultShellInactivityTimeout is how long a shell command may go
+	// without writing any output before it is killed: a command waiting for
+	// input that will never come (stdin is /dev/null, but some programs
+	// open the terminal) or stuck otherwise fails instead of holding the
+	// call until the overall timeout.
+	DefaultShellInactivityTimeout = 5 * time.Minute
+	// DefaultShellMaxOutputBytes is how much of a command's output the
+	// result holds: 1 MiB, its first and last halves. The whole output of
+	// a longer one is saved to a file in the spill directory.
+	DefaultShellMaxOutputBytes = 1 << 20
+	// DefaultShellKillGrace is how long a process group has to exit after
+	// SIGTERM before it gets SIGKILL.
+	DefaultShellKillGrace = 2 * time.Second
+	// DefaultMaxFactBytes bounds one fact memory saves: 4 KiB. Facts are
+	// notes, not documents; write_file is for those.
+	DefaultMaxFactBytes = 4 << 10
+	// DefaultMaxFacts is how many facts memory keeps per task, so that a
+	// list stays readable and a looping model cannot fill the disk.
+	DefaultMaxFacts = 1000
 )
 
 // Tool names.
@@ -56,9 +101,13 @@ const (
 	ReadFile      = "read_file"
 	Glob          = "glob"
 	Grep          = "grep"
+	WriteFile     = "write_file"
+	Edit          = "edit"
+	Shell         = "shell"
+	Memory        = "memory"
 )
 
-// limits holds the configured limits.
+// limits holds the configured limits and settings.
 type limits struct {
 	maxReadBytes  int64
 	maxLines      int
@@ -66,6 +115,24 @@ type limits struct {
 	maxEntries    int
 	maxFiles      int
 	maxMatches    int
+	maxWriteBytes int64
+
+	shellTimeout    time.Duration
+	shellMaxTimeout time.Duration
+	shellInactivity time.Duration
+	shellMaxOutput  int
+	shellKillGrace  time.Duration
+	// spillDir is where shell saves long outputs; "" means
+	// os.TempDir()/toolmux-shell, decided when a spill happens.
+	spillDir string
+	// shellEnv replaces the environment of commands; nil means the
+	// environment of toolmux.
+	shellEnv []string
+
+	// memoryDir keeps memory's facts on disk; "" keeps them in memory.
+	memoryDir    string
+	maxFactBytes int
+	maxFacts     int
 }
 
 // Option configures a [Source]. A non-positive value keeps the default, so
@@ -131,11 +198,130 @@ func WithMaxMatches(n int) Option {
 	}
 }
 
-// Source is the built-in tool source. It holds no open files between calls
-// and is safe for concurrent use.
+// WithMaxWriteBytes sets the largest content write_file writes and the
+// largest file edit produces (default [DefaultMaxWriteBytes]).
+func WithMaxWriteBytes(n int64) Option {
+	return func(l *limits) {
+		if n > 0 {
+			l.maxWriteBytes = n
+		}
+	}
+}
+
+// WithShellTimeout sets how long a shell command runs when the call gives
+// no timeout_ms (default [DefaultShellTimeout]). It is lowered to the
+// maximum timeout if it exceeds it.
+func WithShellTimeout(d time.Duration) Option {
+	return func(l *limits) {
+		if d > 0 {
+			l.shellTimeout = d
+		}
+	}
+}
+
+// WithShellMaxTimeout sets the largest timeout_ms a shell call may ask for
+// (default [DefaultShellMaxTimeout]); larger values are lowered to it.
+func WithShellMaxTimeout(d time.Duration) Option {
+	return func(l *limits) {
+		if d > 0 {
+			l.shellMaxTimeout = d
+		}
+	}
+}
+
+// WithShellInactivityTimeout sets how long a shell command may go without
+// output before its process group is killed (default
+// [DefaultShellInactivityTimeout]).
+func WithShellInactivityTimeout(d time.Duration) Option {
+	return func(l *limits) {
+		if d > 0 {
+			l.shellInactivity = d
+		}
+	}
+}
+
+// WithShellMaxOutputBytes sets how many bytes of a command's output the
+// result holds (default [DefaultShellMaxOutputBytes]); beyond it the
+// result keeps the first and last halves and the whole output is saved to
+// a file in the spill directory.
+func WithShellMaxOutputBytes(n int) Option {
+	return func(l *limits) {
+		if n > 0 {
+			l.shellMaxOutput = n
+		}
+	}
+}
+
+// WithShellKillGrace sets how long a process group has between SIGTERM
+// and SIGKILL (default [DefaultShellKillGrace]).
+func WithShellKillGrace(d time.Duration) Option {
+	return func(l *limits) {
+		if d > 0 {
+			l.shellKillGrace = d
+		}
+	}
+}
+
+// WithSpillDir sets the directory where shell saves outputs longer than
+// the output limit (default: toolmux-shell in [os.TempDir]). It is created
+// when first needed.
+func WithSpillDir(dir string) Option {
+	return func(l *limits) {
+		if dir != "" {
+			l.spillDir = dir
+		}
+	}
+}
+
+// WithShellEnv sets the environment of shell commands, as "KEY=value"
+// strings. Without it (or with nil) commands get toolmux's own
+// environment, secrets included; an empty non-nil slice gives them none.
+func WithShellEnv(env []string) Option {
+	return func(l *limits) {
+		if env != nil {
+			l.shellEnv = slices.Clone(env)
+		}
+	}
+}
+
+// WithMemoryDir makes memory durable: each task's facts are appended to a
+// JSON-lines file in dir (created when first needed) and reloaded from it
+// by a later Source. Without it facts live as long as the Source. One
+// process at a time should use a directory.
+func WithMemoryDir(dir string) Option {
+	return func(l *limits) {
+		if dir != "" {
+			l.memoryDir = dir
+		}
+	}
+}
+
+// WithMaxFactBytes sets the largest fact memory saves, in bytes (default
+// [DefaultMaxFactBytes]).
+func WithMaxFactBytes(n int) Option {
+	return func(l *limits) {
+		if n > 0 {
+			l.maxFactBytes = n
+		}
+	}
+}
+
+// WithMaxFacts sets how many facts memory keeps per task (default
+// [DefaultMaxFacts]); saving more is refused.
+func WithMaxFacts(n int) Option {
+	return func(l *limits) {
+		if n > 0 {
+			l.maxFacts = n
+		}
+	}
+}
+
+// Source is the built-in tool source. It holds no open files and no
+// processes between calls and is safe for concurrent use.
 type Source struct {
 	ws     workspace
 	limits limits
+	mem    *memoryStore
 }
 
 // New returns the built-in source rooted at root. The root is made absolute
@@ -169,6 +355,16 @@ func New(root string, opts ...Option) (*Source, error) {
 			maxEntries:    DefaultMaxEntries,
 			maxFiles:      DefaultMaxFiles,
 			maxMatches:    DefaultMaxMatches,
+			maxWriteBytes: DefaultMaxWriteBytes,
+
+			shellTimeout:    DefaultShellTimeout,
+			shellMaxTimeout: DefaultShellMaxTimeout,
+			shellInactivity: DefaultShellInactivityTimeout,
+			shellMaxOutput:  DefaultShellMaxOutputBytes,
+			shellKillGrace:  DefaultShellKillGrace,
+
+			maxFactBytes: DefaultMaxFactBytes,
+			maxFacts:     DefaultMaxFacts,
 		},
 	}
 	if a := filepath.Clean(abs); a != s.ws.root {
@@ -179,6 +375,8 @@ func New(root string, opts ...Option) (*Source, error) {
 			o(&s.limits)
 		}
 	}
+	s.limits.shellTimeout = min(s.limits.shellTimeout, s.limits.shellMaxTimeout)
+	s.mem = newMemoryStore(s.limits.memoryDir)
 	return s, nil
 }
 
@@ -188,8 +386,10 @@ func (s *Source) Name() string { return ServerName }
 // Root returns the workspace root, absolute and free of symbolic links.
 func (s *Source) Root() string { return s.ws.root }
 
-// Close does nothing: a Source holds no resources between calls. It exists
-// so the manager can treat every source alike.
+// Close does nothing: a Source holds no resources between calls (memory
+// opens its file for each save, and each shell call ends its processes
+// before it returns). It exists so the manager can treat every source
+// alike.
 func (s *Source) Close() error { return nil }
 
 // handler is one tool: its definition and its implementation. The error of
@@ -205,9 +405,13 @@ var handlers = map[string]handler{
 	ReadFile:      {(*Source).readFileTool, (*Source).readFile},
 	Glob:          {(*Source).globTool, (*Source).glob},
 	Grep:          {(*Source).grepTool, (*Source).grep},
+	WriteFile:     {(*Source).writeFileTool, (*Source).writeFile},
+	Edit:          {(*Source).editTool, (*Source).edit},
+	Shell:         {(*Source).shellTool, (*Source).shell},
+	Memory:        {(*Source).memoryTool, (*Source).memory},
 }
 
-// Tools returns the definitions of the four tools, sorted by name. Each call
+// Tools returns the definitions of the tools, sorted by name. Each call
 // returns fresh values, so callers may modify them.
 func (s *Source) Tools(ctx context.Context) ([]tool.Tool, error) {
 	if err := ctx.Err(); err != nil {
@@ -262,14 +466,28 @@ func toolNames() []string {
 	return names
 }
 
-// readOnly are the annotations every built-in tool declares: it changes
-// nothing, and it sees only the workspace.
+// readOnly are the annotations of the tools that look at files: they
+// change nothing, and they see only the workspace.
 func readOnly(title string) tool.Annotations {
 	return tool.Annotations{
 		Title:       title,
 		ReadOnly:    tool.Bool(true),
 		Idempotent:  tool.Bool(true),
 		Destructive: tool.Bool(false),
+		OpenWorld:   tool.Bool(false),
+	}
+}
+
+// fileWriter are the annotations of the tools that change files: they can
+// destroy what a file held, and they touch only the workspace. Writing the
+// same content twice leaves the same file, so write_file is idempotent; an
+// edit applied twice does not find its old_string again, so edit is not.
+func fileWriter(title string, idempotent bool) tool.Annotations {
+	return tool.Annotations{
+		Title:       title,
+		ReadOnly:    tool.Bool(false),
+		Idempotent:  tool.Bool(idempotent),
+		Destructive: tool.Bool(true),
 		OpenWorld:   tool.Bool(false),
 	}
 }
@@ -334,6 +552,20 @@ func (a args) str(name string, required bool) (string, bool, error) {
 		return "", false, a.invalid("argument %q must not be empty", name)
 	}
 	return s, true, nil
+}
+
+// text returns a required string argument that may be empty: file content
+// and replacement text can legitimately be "".
+func (a args) text(name string) (string, error) {
+	v, ok := a.m[name]
+	if !ok || v == nil {
+		return "", a.invalid("missing required argument %q (a string; it may be empty)", name)
+	}
+	s, ok := v.(string)
+	if !ok {
+		return "", a.invalid("argument %q must be a string, not %s", name, jsonType(v))
+	}
+	return s, nil
 }
 
 // integer returns a non-negative integer argument no smaller than least.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -144,6 +145,12 @@ func TestTraversal(t *testing.T) {
 		{"glob", func(p string) map[string]any { return map[string]any{"pattern": "**", "path": p} }},
 		{"grep", func(p string) map[string]any { return map[string]any{"pattern": ".", "path": p} }},
 		{"grep", func(p string) map[string]any { return map[string]any{"pattern": "SECRET", "path": p, "include": "*"} }},
+		// edit of a file that exists is refused like a read; see
+		// TestTraversalWrite for the edits and writes that create files.
+		{"edit", func(p string) map[string]any {
+			return map[string]any{"path": p, "old_string": "TOP-SECRET", "new_string": "pwned"}
+		}},
+		{"shell", func(p string) map[string]any { return map[string]any{"command": "cat secret.txt", "cwd": p} }},
 	}
 	for _, c := range f.escapes() {
 		for _, u := range uses {
@@ -278,5 +285,137 @@ func TestInsideLinks(t *testing.T) {
 	wantErr(t, s, "read_file", map[string]any{"path": "loop1"}, tool.KindInvalidParams)
 	if got := text(t, s, "list_directory", map[string]any{"path": "."}); !strings.Contains(got, "[LINK] loop1 (") {
 		t.Errorf("list with loop =\n%s", got)
+	}
+}
+
+// outsideState records every file and directory under dir, except the
+// subtree skip, with its content and mode, to detect any write outside the
+// workspace.
+func outsideState(t *testing.T, dir, skip string) map[string]string {
+	t.Helper()
+	state := map[string]string{}
+	filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		if err != nil {
+			state[p] = "error: " + err.Error()
+			return nil
+		}
+		if p == skip {
+			return filepath.SkipDir
+		}
+		fi, err := d.Info()
+		if err != nil {
+			return nil
+		}
+		entry := fi.Mode().String()
+		if fi.Mode().IsRegular() {
+			b, _ := os.ReadFile(p)
+			entry += " " + string(b)
+		}
+		state[p] = entry
+		return nil
+	})
+	return state
+}
+
+// TestTraversalWrite runs the corpus, and paths that only a writer could
+// misuse, against write_file and edit creating files: nothing may be
+// written outside the workspace, through any kind of link.
+func TestTraversalWrite(t *testing.T) {
+	f := newEscapeFixture(t)
+	// A hard link inside to a file outside: replacing the file must not
+	// write through the link.
+	if err := os.Link(filepath.Join(f.outside, "secret.txt"), filepath.Join(f.root, "hard")); err != nil {
+		t.Skipf("hard links unavailable: %v", err)
+	}
+	parent := filepath.Dir(f.root)
+	before := outsideState(t, parent, f.root)
+	passwd, _ := os.ReadFile("/etc/passwd")
+
+	cases := f.escapes()
+	out := tool.KindPathNotInWorkspace
+	for _, p := range []string{
+		"linkdir/new.txt", "linkdir/sub/new.txt", "linkdir/dir/inner.txt",
+		"sub/escape/new.txt", "sub/escape/outside/new.txt", "sub/escape/outside/secret.txt",
+		"outandback/ws/new.txt", "outandback/new.txt", "chain1", "rellink",
+		filepath.Join(f.outside, "new.txt"), filepath.Join(f.outside, "dir", "new", "deep.txt"),
+		"/proc/self/cwd/new.txt", "/proc/self/root" + f.root + "/new.txt", "/tmp/toolmux-escape.txt",
+	} {
+		cases = append(cases, struct {
+			path string
+			kind tool.Kind
+		}{p, out})
+	}
+	uses := []struct {
+		tool string
+		args func(p string) map[string]any
+	}{
+		{"write_file", func(p string) map[string]any { return map[string]any{"path": p, "content": "pwned"} }},
+		{"edit", func(p string) map[string]any {
+			return map[string]any{"path": p, "old_string": "", "new_string": "pwned"}
+		}},
+	}
+	for _, c := range cases {
+		for _, u := range uses {
+			res, err := f.s.Call(context.Background(), u.tool, u.args(c.path))
+			noSecret(t, u.tool+" "+c.path, res, err)
+			if c.kind == tool.KindFileNotFound {
+				// A name that only looks like a way out ("~", "$HOME")
+				// is an ordinary file name inside the workspace: it is
+				// created, or refused because an earlier call created it
+				// (or a directory under it), or cannot be made.
+				if err != nil {
+					if k := tool.KindOf(err); k != tool.KindFileNotFound && k != tool.KindInvalidParams {
+						t.Errorf("%s(%q) = %v", u.tool, c.path, err)
+					}
+					continue
+				}
+				st := res.Structured.(map[string]any)
+				if b, rerr := os.ReadFile(filepath.Join(f.root, st["path"].(string))); rerr != nil || string(b) != "pwned" {
+					t.Errorf("%s(%q) reported %v but the file inside holds %q (%v)", u.tool, c.path, st, b, rerr)
+				}
+				continue
+			}
+			if k := tool.KindOf(err); k != c.kind {
+				t.Errorf("%s(%q) = %v, %v; want kind %s", u.tool, c.path, res, err, c.kind)
+			}
+		}
+	}
+
+	// The hard link is replaced by a new file; the file outside keeps its
+	// content.
+	if _, err := f.s.Call(context.Background(), "write_file", map[string]any{"path": "hard", "content": "replaced"}); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(f.root, "hard")); string(b) != "replaced" {
+		t.Errorf("hard = %q", b)
+	}
+	if err := os.Link(filepath.Join(f.outside, "dir", "inner.txt"), filepath.Join(f.root, "hard2")); err != nil {
+		t.Fatal(err)
+	}
+	res, err := f.s.Call(context.Background(), "edit", map[string]any{"path": "hard2", "old_string": "TOP", "new_string": "BOTTOM"})
+	noSecret(t, "edit hard2", res, err)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(f.root, "hard2")); !strings.HasPrefix(string(b), "BOTTOM-SECRET") {
+		t.Errorf("hard2 = %q", b)
+	}
+
+	after := outsideState(t, parent, f.root)
+	for p, was := range before {
+		if after[p] != was {
+			t.Errorf("outside the workspace, %s changed: %q -> %q", p, was, after[p])
+		}
+	}
+	for p := range after {
+		if _, ok := before[p]; !ok {
+			t.Errorf("outside the workspace, %s was created", p)
+		}
+	}
+	if now, _ := os.ReadFile("/etc/passwd"); string(now) != string(passwd) {
+		t.Error("/etc/passwd changed")
+	}
+	if _, err := os.Stat("/tmp/toolmux-escape.txt"); err == nil {
+		t.Error("/tmp/toolmux-escape.txt was created")
 	}
 }

@@ -62,6 +62,25 @@ var errLoop = errors.New("too many levels of symbolic links")
 // when the operating system refuses to look. The path is never expanded in
 // any other way: "~" and "$HOME" are ordinary file names.
 func (w *workspace) resolve(arg, p string) (location, error) {
+	return w.resolvePath(arg, p, false)
+}
+
+// resolveNew is resolve for a path a tool is about to create: the path, or
+// some of its parent directories, may not exist yet. The part that exists
+// is resolved as resolve does, links included; the missing rest is taken
+// lexically and must stay inside the root. A ".." in that rest (only a
+// link's target can bring one) is refused as not existing, since no
+// directory can be walked through before it is created.
+//
+// A final component that is a symbolic link is followed, so writing to a
+// link inside the workspace writes to its target, and a link that leads
+// outside, even a dangling one, is refused.
+func (w *workspace) resolveNew(arg, p string) (location, error) {
+	return w.resolvePath(arg, p, true)
+}
+
+// resolvePath is resolve, and with create resolveNew.
+func (w *workspace) resolvePath(arg, p string, create bool) (location, error) {
 	if len(p) > MaxPathLen {
 		return location{}, &tool.Error{Kind: tool.KindInvalidParams,
 			Message: fmt.Sprintf("argument %q is a path of %d bytes; paths are limited to %d bytes", arg, len(p), MaxPathLen)}
@@ -118,6 +137,16 @@ func (w *workspace) resolve(arg, p string) (location, error) {
 		next := filepath.Join(dest, c)
 		fi, err := os.Lstat(next)
 		if err != nil {
+			if create && errors.Is(err, fs.ErrNotExist) && !slices.Contains(queue, "..") {
+				// What does not exist yet cannot be a link: the rest is
+				// a plain path, and only its text decides where it is.
+				lexical := filepath.Clean(joinRest(next, queue))
+				rel, ok := w.within(lexical)
+				if !ok {
+					return location{}, w.outside(arg, p, links > 0)
+				}
+				return location{abs: lexical, rel: rel}, nil
+			}
 			return location{}, w.unresolved(arg, p, joinRest(next, queue), err, links > 0)
 		}
 		if fi.Mode()&fs.ModeSymlink == 0 {

@@ -68,6 +68,7 @@ func FuzzResolvePath(f *testing.F) {
 		f.Add(seed)
 	}
 	f.Fuzz(func(t *testing.T, p string) {
+		checkResolveNew(t, w, p)
 		loc, err := w.resolve("path", p)
 		if err != nil {
 			switch k := tool.KindOf(err); k {
@@ -91,6 +92,74 @@ func FuzzResolvePath(f *testing.F) {
 			t.Fatalf("resolve(%q) = %q, which resolves to %q (%v)", p, loc.abs, real, err)
 		}
 	})
+}
+
+// checkResolveNew checks resolveNew's contract for p: a refusal of an
+// expected kind, or a location inside the root whose existing part is free
+// of links; and the same location as resolve wherever resolve succeeds.
+func checkResolveNew(t *testing.T, w *workspace, p string) {
+	t.Helper()
+	loc, err := w.resolveNew("path", p)
+	if err != nil {
+		switch k := tool.KindOf(err); k {
+		case tool.KindPathNotInWorkspace, tool.KindInvalidParams, tool.KindFileNotFound:
+		default:
+			t.Fatalf("resolveNew(%q): error of kind %s: %v", p, k, err)
+		}
+		if _, rerr := w.resolve("path", p); rerr == nil {
+			t.Fatalf("resolveNew(%q) refused what resolve accepts: %v", p, err)
+		}
+		return
+	}
+	if rel, ok := w.within(loc.abs); !ok || rel != loc.rel || filepath.Join(w.root, loc.rel) != loc.abs {
+		t.Fatalf("resolveNew(%q) = %+v, outside %s", p, loc, w.root)
+	}
+	existing := loc.abs
+	for {
+		if _, err := os.Lstat(existing); err == nil {
+			break
+		}
+		existing = filepath.Dir(existing)
+	}
+	if real, err := filepath.EvalSymlinks(existing); err != nil || real != existing {
+		t.Fatalf("resolveNew(%q) = %q, whose existing part %q resolves to %q (%v)", p, loc.abs, existing, real, err)
+	}
+	if r, err := w.resolve("path", p); err == nil && r != loc {
+		t.Fatalf("resolveNew(%q) = %+v, resolve = %+v", p, loc, r)
+	}
+}
+
+// TestSwapBeforeWrite replaces a checked parent directory with a link
+// outside between resolveNew and the write: the [os.Root] refuses to
+// create the file there.
+func TestSwapBeforeWrite(t *testing.T) {
+	parent := t.TempDir()
+	w := fuzzTree(t, parent)
+	loc, err := w.resolveNew("path", "a/b/new.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	outside := filepath.Join(parent, "out", "d")
+	if err := os.Rename(filepath.Join(w.root, "a", "b"), filepath.Join(w.root, "a", "b.old")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(outside, filepath.Join(w.root, "a", "b")); err != nil {
+		t.Fatal(err)
+	}
+	r, err := w.open()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if err := writeAtomic(r, loc.rel, []byte("pwned"), newFileMode, false); err == nil {
+		t.Fatal("wrote through a swapped link")
+	} else if k := tool.KindOf(createError("a/b/new.txt", err)); k != tool.KindPathNotInWorkspace {
+		t.Errorf("swapped link: kind %s (%v), want path_not_in_workspace", k, err)
+	}
+	entries, _ := os.ReadDir(outside)
+	if len(entries) != 0 {
+		t.Errorf("files created outside: %v", entries)
+	}
 }
 
 // TestSwapAfterResolve replaces a checked directory with a link outside

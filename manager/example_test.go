@@ -46,9 +46,13 @@ func Example() {
 	rec = m.Call(ctx, tool.Call{Server: "builtin", Tool: "read_file", Arguments: map[string]any{"path": "../../etc/passwd"}})
 	fmt.Println(tool.KindOf(rec.Err()))
 	// Output:
+	// builtin__edit
 	// builtin__glob
 	// builtin__list_directory
+	// builtin__memory
 	// builtin__read_file
+	// builtin__shell
+	// builtin__write_file
 	// hello, tools
 	// policy_violation
 	// path_not_in_workspace
