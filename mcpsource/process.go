@@ -110,6 +110,19 @@ func (p *process) stop(grace time.Duration) {
 	p.stderr.Close()
 }
 
+// drainStderr waits, at most max, for the stderr copier to take the last
+// of what an exited process wrote: its last words are what an error about
+// it must quote, and the copier may not have run yet when the exit is seen.
+// A grandchild holding stderr open is why the wait is bounded.
+func (p *process) drainStderr(max time.Duration) {
+	t := time.NewTimer(max)
+	defer t.Stop()
+	select {
+	case <-p.stderrDone:
+	case <-t.C:
+	}
+}
+
 // exitDescription says how the process ended, for error messages. It must
 // only be called after exited is closed.
 func (p *process) exitDescription() string {

@@ -342,6 +342,7 @@ func (s *Source) drop(c *conn, cause error) *tool.Error {
 		// waiting briefly lets the error say how it died.
 		select {
 		case <-c.proc.exited:
+			c.proc.drainStderr(200 * time.Millisecond)
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
@@ -566,6 +567,7 @@ func (s *Source) connect() (*conn, error) {
 		select {
 		case <-c.proc.exited:
 			msg = fmt.Sprintf("server %s %s before completing the MCP handshake (%v)", s.cfg.Name, c.proc.exitDescription(), err)
+			c.proc.drainStderr(200 * time.Millisecond)
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
