@@ -115,6 +115,10 @@ type Server struct {
 
 	// Disabled servers are kept (so tooling can list them) but not started.
 	Disabled bool
+	// Trust allows every call to this server without approval, except in
+	// plan mode, as Gemini CLI's trust does: it is the policy rule
+	// {server: NAME, action: allow}, placed after the user's own rules.
+	Trust bool
 	// Line is where the server's name appears in the file, so errors found
 	// later (a failed start, say) can point at the right entry.
 	Line int

@@ -323,7 +323,7 @@ func TestClientFormats(t *testing.T) {
 }`,
 			want: []config.Server{
 				{Name: "http", Transport: "http", URL: "https://api.example.com/mcp/", Headers: map[string]string{"X-Api-Key": "k"},
-					Timeout: 30 * time.Second, Allow: []string{"search", `get\[1\]`}, Deny: []string{"search"}, Line: 6},
+					Timeout: 30 * time.Second, Allow: []string{"search", `get\[1\]`}, Deny: []string{"search"}, Trust: true, Line: 6},
 				{Name: "py", Transport: "stdio", Command: "python", Args: []string{"-m", "my_server"}, Cwd: "<dir>/server",
 					Env: map[string]string{"PATH_EXTRA": "$HOME/bin"}, Timeout: 1500 * time.Millisecond, Disabled: true, Line: 14},
 			},

@@ -152,8 +152,9 @@
 //	excludeTools              exact tool names to deny; they win over
 //	                          includeTools
 //	disabled: true            or enabled: false, to keep but not start
+//	trust: true               calls need no approval (except in plan mode)
 //
-// The keys trust, description, autoApprove, alwaysAllow, oauth,
+// The keys description, autoApprove, alwaysAllow, oauth,
 // authProviderType, targetAudience, targetServiceAccount and transportType
 // belong to those clients and are accepted and ignored. Any other key is an
 // error. Relative cwd is relative to the file's directory; the workspace of

@@ -50,7 +50,7 @@ func TestErrors(t *testing.T) {
 `,
 			want: []wantErr{
 				{2, 3, "servers.everything", "needs command (to start a stdio server) or url"},
-				{3, 5, "servers.everything.comand", "unknown key (expected one of: command, args, env, cwd, url, transport, type, headers, bearer_token, allow, deny, timeout, tool_timeouts, connect_timeout, retry, circuit_breaker, disabled); did you mean command?"},
+				{3, 5, "servers.everything.comand", "unknown key (expected one of: command, args, env, cwd, url, transport, type, headers, bearer_token, allow, deny, timeout, tool_timeouts, connect_timeout, retry, circuit_breaker, disabled, trust); did you mean command?"},
 			},
 		},
 		{
@@ -348,7 +348,7 @@ builtin: true
   "a": {"command": "x", "autoAprove": [], "transport": "stdio", "bearer_token": "x"}
 }}`,
 			want: []wantErr{
-				{2, 25, "mcpServers.a.autoAprove", "unknown key (expected one of: command, args, env, cwd, url, httpUrl, type, headers, timeout, includeTools, excludeTools, disabled, enabled); did you mean autoApprove?"},
+				{2, 25, "mcpServers.a.autoAprove", "unknown key (expected one of: command, args, env, cwd, url, httpUrl, type, headers, timeout, includeTools, excludeTools, disabled, enabled, trust); did you mean autoApprove?"},
 				{2, 43, "mcpServers.a.transport", "unknown key"},
 				{2, 65, "mcpServers.a.bearer_token", "unknown key"},
 			},
@@ -448,7 +448,7 @@ func TestErrorMessages(t *testing.T) {
 		t.Errorf("got  %v\nwant %s", err, want)
 	}
 	_, err = config.ParseWith("toolmux.yaml", []byte("servers:\n  everything:\n    comand: npx\n    command: npx\n"), config.Options{LookupEnv: envOf(nil)})
-	if want := "toolmux.yaml:3:5: servers.everything.comand: unknown key (expected one of: command, args, env, cwd, url, transport, type, headers, bearer_token, allow, deny, timeout, tool_timeouts, connect_timeout, retry, circuit_breaker, disabled); did you mean command?"; err == nil || err.Error() != want {
+	if want := "toolmux.yaml:3:5: servers.everything.comand: unknown key (expected one of: command, args, env, cwd, url, transport, type, headers, bearer_token, allow, deny, timeout, tool_timeouts, connect_timeout, retry, circuit_breaker, disabled, trust); did you mean command?"; err == nil || err.Error() != want {
 		t.Errorf("got  %v\nwant %s", err, want)
 	}
 }

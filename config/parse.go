@@ -31,17 +31,17 @@ var (
 		"allow", "deny", "retry", "circuit_breaker", "servers", "mcpServers", "pipeline", "policy"}
 	serverKeys = []string{"command", "args", "env", "cwd", "url", "transport", "type",
 		"headers", "bearer_token", "allow", "deny", "timeout", "tool_timeouts",
-		"connect_timeout", "retry", "circuit_breaker", "disabled"}
+		"connect_timeout", "retry", "circuit_breaker", "disabled", "trust"}
 	retryKeys   = []string{"max_attempts", "initial_backoff", "max_backoff", "tools"}
 	breakerKeys = []string{"failures", "cooldown"}
 	builtinKeys = []string{"enabled"}
 
 	// mcpServers entries as Claude Desktop, Cursor and Gemini CLI write them.
 	commonKeys = []string{"command", "args", "env", "cwd", "url", "httpUrl", "type",
-		"headers", "timeout", "includeTools", "excludeTools", "disabled", "enabled"}
+		"headers", "timeout", "includeTools", "excludeTools", "disabled", "enabled", "trust"}
 	// Keys those clients define that toolmux has no use for: accepted so
 	// their files load unchanged, and otherwise ignored.
-	commonIgnored = []string{"trust", "description", "autoApprove", "alwaysAllow", "oauth",
+	commonIgnored = []string{"description", "autoApprove", "alwaysAllow", "oauth",
 		"authProviderType", "targetAudience", "targetServiceAccount", "transportType"}
 )
 
@@ -460,6 +460,8 @@ func (p *parser) server(se entry, sp string, common bool, cfg *Config) Server {
 			}
 		case "connect_timeout":
 			s.ConnectTimeout, _ = p.duration(e.v, kp)
+		case "trust":
+			s.Trust, _ = p.boolean(e.v, kp)
 		case "retry":
 			retryE = &entries[i]
 		case "circuit_breaker":

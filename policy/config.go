@@ -3,6 +3,7 @@ package policy
 import (
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/toolmux/toolmux/config"
 )
@@ -29,6 +30,22 @@ func FromConfig(cfg config.Policy) (*Engine, error) {
 		return nil, errors.Join(errs...)
 	}
 	return e, nil
+}
+
+// ForConfig returns the engine of a whole configuration: the policy
+// section's rules, then an allow rule for each trusted server (`trust:
+// true`), after the user's rules so those still decide first. Like any
+// rule without modes, a trusted server's rule does not open plan mode.
+func ForConfig(c *config.Config) (*Engine, error) {
+	pc := c.Policy
+	pc.Rules = slices.Clone(pc.Rules)
+	for _, s := range c.Servers {
+		if s.Trust && !s.Disabled {
+			pc.Rules = append(pc.Rules, config.PolicyRule{Name: "trusted server " + s.Name,
+				Server: escapeGlob(s.Name), Action: string(Allow), Line: s.Line})
+		}
+	}
+	return FromConfig(pc)
 }
 
 // RulesFromConfig converts the section's rules, in file order.

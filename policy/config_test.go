@@ -94,3 +94,41 @@ func TestConfigInStep(t *testing.T) {
 		t.Errorf("config actions %v, policy actions %v", got, actions)
 	}
 }
+
+// trust: true allows a server's calls without asking, after the user's
+// rules, and not in plan mode.
+func TestTrustedServers(t *testing.T) {
+	cfg, err := config.Parse("t.yaml", []byte(`servers:
+  fx: {command: fixture, trust: true}
+  other: {command: fixture}
+policy:
+  rules:
+    - {tools: [fx/danger], action: ask}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := policy.ForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	decide := func(e *policy.Engine, server, name string) policy.Action {
+		return e.Decide(tool.Tool{Server: server, Name: name}, tool.Call{Server: server, Tool: name}).Action
+	}
+	if a := decide(e, "fx", "write"); a != policy.Allow {
+		t.Errorf("trusted server: %s", a)
+	}
+	if a := decide(e, "fx", "danger"); a != policy.Ask {
+		t.Errorf("a user rule loses to trust: %s", a)
+	}
+	if a := decide(e, "other", "write"); a != policy.Ask {
+		t.Errorf("untrusted server: %s", a)
+	}
+	plan, err := e.WithMode(policy.ModePlan)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a := decide(plan, "fx", "write"); a != policy.Deny {
+		t.Errorf("trust opened plan mode: %s", a)
+	}
+}

@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/toolmux/toolmux/pipeline"
+	"github.com/toolmux/toolmux/schedule"
 	"github.com/toolmux/toolmux/tool"
 )
 
@@ -33,6 +34,13 @@ configuration's pipeline section (argument repair, schema validation, URL
 policy, duplicate detection, fallbacks, truncation, rollback verdict,
 instructions, redaction); --raw sends it straight to the server instead.
 
+The policy decides first (see docs/policy.md): in the default approval mode
+a tool that is not read-only needs approval. On a terminal you are asked;
+otherwise (arguments on stdin, a script, CI) the call is refused with a
+message saying how to allow it: --yes approves, --approval-mode picks
+another mode (plan, default, auto_edit, yolo), or a policy rule in the
+configuration allows the tool.
+
 Prints what the model would see: the result's text (and a line describing
 each non-text part), or a sentence explaining the failure. With --json,
 prints the whole call record: server, tool, arguments (as sent, secrets
@@ -43,7 +51,8 @@ Exit status: 0 success, 1 the tool reported an error or the call failed,
 2 usage or configuration error, 3 internal failure.`,
 		Example: `  toolmux call builtin read_file '{"path": "README.md", "limit": 20}'
   echo '{"pattern": "TODO", "include": "*.go"}' | toolmux call builtin grep -
-  toolmux call everything echo '{"message": "hi"}' --json`,
+  toolmux call everything echo '{"message": "hi"}' --json
+  toolmux call builtin shell '{"command": "go test ./..."}' --yes`,
 		Args: cobra.RangeArgs(2, 3),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var raw []byte
@@ -66,10 +75,11 @@ Exit status: 0 success, 1 the tool reported an error or the call failed,
 				return err
 			}
 			defer rt.Close()
-			var h pipeline.Handler = rt.pipeline
+			var backend schedule.Backend = rt.pipeline
 			if bypass {
-				h = rt.manager
+				backend = rt.manager
 			}
+			approver := a.approver(len(args) < 3 || args[2] != "-")
 
 			ctx := cmd.Context()
 			if timeout > 0 {
@@ -77,9 +87,17 @@ Exit status: 0 success, 1 the tool reported an error or the call failed,
 				ctx, cancel = context.WithTimeout(ctx, timeout)
 				defer cancel()
 			}
-			sp := startSpinner(a.stderr, args[0]+"/"+args[1])
+			// The spinner starts when the call starts executing, so it
+			// never draws over an approval prompt.
+			sp := &lazySpinner{w: a.stderr, label: args[0] + "/" + args[1]}
 			ctx = tool.WithProgress(ctx, sp.progress)
-			rec := h.Call(ctx, tool.Call{Server: args[0], Tool: args[1], Arguments: callArgs})
+			s := schedule.New(backend, schedule.WithGate(rt.gate(approver, a.logger())),
+				schedule.WithSink(schedule.SinkFunc(func(e schedule.Event) {
+					if e.Type == schedule.EventState && e.State == schedule.Executing {
+						sp.start()
+					}
+				})))
+			rec := s.Call(ctx, tool.Call{Server: args[0], Tool: args[1], Arguments: callArgs})
 			sp.stop()
 
 			if asJSON {
@@ -101,7 +119,7 @@ Exit status: 0 success, 1 the tool reported an error or the call failed,
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the whole call record as JSON")
-	cmd.Flags().BoolVar(&bypass, "raw", false, "bypass the governance pipeline (the manager's own rules still apply)")
+	cmd.Flags().BoolVar(&bypass, "raw", false, "bypass the governance pipeline (the manager's rules and the policy still apply)")
 	cmd.Flags().DurationVar(&timeout, "timeout", 0, "give up after this long (default: the configured timeout)")
 	return cmd
 }

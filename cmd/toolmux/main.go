@@ -17,10 +17,12 @@ import (
 	"syscall"
 
 	"github.com/spf13/cobra"
+	"golang.org/x/term"
 
 	"github.com/toolmux/toolmux/config"
 	"github.com/toolmux/toolmux/manager"
 	"github.com/toolmux/toolmux/pipeline"
+	"github.com/toolmux/toolmux/policy"
 )
 
 // Exit codes.
@@ -46,12 +48,14 @@ func usageError(format string, args ...any) error {
 
 // app holds what every command shares.
 type app struct {
-	configPath string
-	dataDir    string
-	verbose    bool
-	stdout     io.Writer
-	stderr     io.Writer
-	stdin      io.Reader
+	configPath   string
+	dataDir      string
+	approvalMode string
+	yes          bool
+	verbose      bool
+	stdout       io.Writer
+	stderr       io.Writer
+	stdin        io.Reader
 }
 
 func main() {
@@ -106,6 +110,8 @@ Claude Desktop, Cursor and Gemini CLI is accepted as is.`,
 	}
 	root.PersistentFlags().StringVarP(&a.configPath, "config", "c", "", "configuration file (toolmux.yaml or mcpServers JSON)")
 	root.PersistentFlags().BoolVarP(&a.verbose, "verbose", "v", false, "log diagnostics to stderr")
+	root.PersistentFlags().StringVar(&a.approvalMode, "approval-mode", "", "approval mode: plan, default, auto_edit or yolo (default: policy.mode from the config, else default)")
+	root.PersistentFlags().BoolVarP(&a.yes, "yes", "y", false, "approve every call the policy would ask about (deny rules still apply)")
 	root.PersistentFlags().StringVar(&a.dataDir, "data-dir", "", "where toolmux keeps state (default: data_dir from the config, else $XDG_DATA_HOME/toolmux or ~/.local/share/toolmux)")
 	root.AddCommand(a.toolsCommand(), a.callCommand(), a.serveCommand(), a.versionCommand())
 	return root
@@ -138,11 +144,12 @@ func (a *app) logger() *slog.Logger {
 	return slog.New(slog.NewTextHandler(a.stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 }
 
-// runtimeSet is what commands work with: the manager and the governed
-// pipeline around it.
+// runtimeSet is what commands work with: the manager, the governed
+// pipeline around it, and the policy engine of the configured mode.
 type runtimeSet struct {
 	manager  *manager.Manager
 	pipeline *pipeline.Pipeline
+	policy   *policy.Engine
 	config   *config.Config
 }
 
@@ -164,7 +171,55 @@ func (a *app) open() (*runtimeSet, error) {
 		m.Close()
 		return nil, &exitError{code: exitUsage, err: err}
 	}
-	return &runtimeSet{manager: m, pipeline: p, config: cfg}, nil
+	engine, err := policy.ForConfig(cfg)
+	if err == nil && a.approvalMode != "" {
+		var mode policy.Mode
+		if mode, err = policy.ParseMode(a.approvalMode); err == nil {
+			engine, err = engine.WithMode(mode)
+		}
+		if err != nil {
+			err = fmt.Errorf("--approval-mode: %w", err)
+		}
+	}
+	if err != nil {
+		m.Close()
+		return nil, &exitError{code: exitUsage, err: err}
+	}
+	return &runtimeSet{manager: m, pipeline: p, policy: engine, config: cfg}, nil
+}
+
+// approver returns who approves calls the policy asks about: everything
+// with --yes; the user, on a terminal, when stdin is free to read answers
+// from; else nobody, and such calls are refused with a message saying how
+// to allow them.
+func (a *app) approver(stdinFree bool) policy.Approver {
+	if a.yes {
+		return policy.ApproverFunc(func(context.Context, policy.Request) (policy.Answer, error) {
+			return policy.ProceedOnce, nil
+		})
+	}
+	if f, ok := a.stdin.(*os.File); ok && stdinFree && term.IsTerminal(int(f.Fd())) {
+		return policy.NewTerminal(f, a.stderr)
+	}
+	return nil
+}
+
+// gate returns the policy gate of a command: asking approver for calls
+// the policy says to ask about (nil: nobody can be asked, so such calls
+// are refused with a message saying how to allow them), and saving
+// "always" answers to the configuration file when policy.persist is set.
+func (r *runtimeSet) gate(approver policy.Approver, log *slog.Logger) *policy.Gate {
+	opts := []policy.GateOption{policy.WithApprover(approver)}
+	if r.config.Policy.Persist && r.config.Path != "" {
+		path := r.config.Path
+		opts = append(opts,
+			policy.WithPersist(func(rule policy.Rule) error { return policy.SaveRule(path, rule) }),
+			policy.WithPersistAlways(true),
+			policy.WithPersistError(func(rule policy.Rule, err error) {
+				log.Warn("could not save the approval to the configuration", "rule", rule.Name, "file", path, "error", err)
+			}))
+	}
+	return policy.NewGate(r.policy, opts...)
 }
 
 // resolveDataDir picks the data directory: the flag, the configuration,

@@ -81,6 +81,7 @@ func fixtureConfig(t *testing.T) string {
 	return fmt.Sprintf(`servers:
   fx:
     command: %s
+    trust: true
   broken:
     command: %s
     args: ["-exit", "2"]

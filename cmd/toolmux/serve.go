@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/toolmux/toolmux/gateway"
+	"github.com/toolmux/toolmux/schedule"
 	"github.com/toolmux/toolmux/tool"
 )
 
@@ -29,7 +30,10 @@ func (a *app) serveCommand() *cobra.Command {
 		Short: "Serve every configured tool as one MCP server (gateway)",
 		Long: `Serve the aggregated, governed catalog as an MCP server: streamable HTTP at
 http://ADDR/mcp, or stdio with --stdio for clients that spawn their servers.
-Tools are named server__tool; every call goes through toolmux's manager.
+Tools are named server__tool; every call goes through toolmux's policy,
+pipeline and manager. Nobody can be asked for approval here: a call the
+policy asks about is refused with a message saying how to allow it
+(--yes, --approval-mode, or a policy rule).
 
 Listening beyond loopback requires a bearer token (--token or TOOLMUX_TOKEN);
 clients then send "Authorization: Bearer TOKEN".`,
@@ -47,7 +51,12 @@ clients then send "Authorization: Bearer TOKEN".`,
 			}
 			defer rt.Close()
 			ctx := cmd.Context()
-			g := gateway.New(rt.pipeline, gateway.Options{Version: versionString(), Logger: a.logger()})
+			// Calls from clients go through the scheduler, for the policy
+			// and the call events; nobody can be asked, so a call that
+			// needs approval is refused unless --yes or the mode allows it.
+			// With --stdio, stdin is the MCP transport.
+			s := schedule.New(rt.pipeline, schedule.WithGate(rt.gate(a.approver(false), a.logger())))
+			g := gateway.New(scheduled{catalog: rt.pipeline, Scheduler: s}, gateway.Options{Version: versionString(), Logger: a.logger()})
 			// Discover now, so problems show at start rather than at the
 			// first client request.
 			cat, err := rt.manager.Tools(ctx)
@@ -70,6 +79,18 @@ clients then send "Authorization: Bearer TOKEN".`,
 	cmd.Flags().StringVar(&token, "token", "", "bearer token clients must send (default $TOOLMUX_TOKEN)")
 	return cmd
 }
+
+// scheduled is the gateway's view of the runtime: the pipeline's catalog,
+// and calls made through the scheduler.
+type scheduled struct {
+	catalog interface {
+		Tools(ctx context.Context) (*tool.Catalog, error)
+	}
+	*schedule.Scheduler
+}
+
+// Tools returns the catalog.
+func (s scheduled) Tools(ctx context.Context) (*tool.Catalog, error) { return s.catalog.Tools(ctx) }
 
 func (a *app) reportServers(cat *tool.Catalog) {
 	for _, h := range cat.Servers() {

@@ -78,3 +78,40 @@ func (s *spinner) stop() {
 	close(s.done)
 	s.wg.Wait()
 }
+
+// lazySpinner is a spinner started on demand, at most once, from any
+// goroutine: the call's spinner starts when the call starts executing.
+type lazySpinner struct {
+	w     io.Writer
+	label string
+
+	mu      sync.Mutex
+	sp      *spinner
+	stopped bool
+}
+
+func (l *lazySpinner) start() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.sp == nil && !l.stopped {
+		l.sp = startSpinner(l.w, l.label)
+	}
+}
+
+func (l *lazySpinner) progress(p tool.Progress) {
+	l.mu.Lock()
+	sp := l.sp
+	l.mu.Unlock()
+	if sp != nil {
+		sp.progress(p)
+	}
+}
+
+func (l *lazySpinner) stop() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.stopped = true
+	if l.sp != nil {
+		l.sp.stop()
+	}
+}

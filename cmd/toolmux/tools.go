@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/toolmux/toolmux/policy"
 	"github.com/toolmux/toolmux/tool"
 )
 
@@ -20,6 +21,10 @@ type toolEntry struct {
 	State  tool.State `json:"state"`
 	Error  string     `json:"error,omitempty"`
 	Detail string     `json:"detail,omitempty"`
+	// Approval is what the policy does with a call of the tool in the
+	// current approval mode: allow, ask or deny ("ask" when some calls
+	// would be asked about, depending on their arguments).
+	Approval string `json:"approval,omitempty"`
 }
 
 func (a *app) toolsCommand() *cobra.Command {
@@ -29,7 +34,11 @@ func (a *app) toolsCommand() *cobra.Command {
 		Short: "List every tool of every configured server, with server health",
 		Long: `List the aggregated catalog: every allowed tool of every server, under the
 name models and MCP clients see (server__tool), with each server's state.
-Servers that failed are listed with their error; they never stop the others.`,
+Servers that failed are listed with their error; they never stop the others.
+
+The APPROVAL column says what the policy does with a call of each tool in
+the approval mode in force (--approval-mode, else policy.mode): allow, ask
+(a person must approve; refused when nobody can be asked) or deny.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			rt, err := a.open()
@@ -41,13 +50,13 @@ Servers that failed are listed with their error; they never stop the others.`,
 			if err != nil {
 				return &exitError{code: exitFailed, err: err}
 			}
-			entries := catalogEntries(cat)
+			entries := catalogEntries(cat, rt.policy)
 			if asJSON {
 				enc := json.NewEncoder(a.stdout)
 				enc.SetIndent("", "  ")
 				return enc.Encode(entries)
 			}
-			printToolTable(a, cat, entries)
+			printToolTable(a, cat, entries, rt.policy.Mode())
 			return nil
 		},
 	}
@@ -55,7 +64,7 @@ Servers that failed are listed with their error; they never stop the others.`,
 	return cmd
 }
 
-func catalogEntries(cat *tool.Catalog) []toolEntry {
+func catalogEntries(cat *tool.Catalog, engine *policy.Engine) []toolEntry {
 	entries := make([]toolEntry, 0, cat.Len()+len(cat.Servers()))
 	for _, h := range cat.Servers() {
 		n := 0
@@ -64,7 +73,7 @@ func catalogEntries(cat *tool.Catalog) []toolEntry {
 				continue
 			}
 			n++
-			entries = append(entries, toolEntry{Tool: &t, Server: t.Server, State: h.State})
+			entries = append(entries, toolEntry{Tool: &t, Server: t.Server, State: h.State, Approval: string(engine.Requires(t))})
 		}
 		if n == 0 {
 			entries = append(entries, toolEntry{Server: h.Name, State: h.State, Error: h.Error, Detail: h.Detail})
@@ -73,19 +82,19 @@ func catalogEntries(cat *tool.Catalog) []toolEntry {
 	return entries
 }
 
-func printToolTable(a *app, cat *tool.Catalog, entries []toolEntry) {
+func printToolTable(a *app, cat *tool.Catalog, entries []toolEntry, mode policy.Mode) {
 	tw := tabwriter.NewWriter(a.stdout, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "SERVER\tSTATE\tNAME\tDESCRIPTION")
+	fmt.Fprintln(tw, "SERVER\tSTATE\tNAME\tAPPROVAL\tDESCRIPTION")
 	for _, e := range entries {
 		if e.Tool == nil {
 			msg := e.Error
 			if msg == "" {
 				msg = "(no tools)"
 			}
-			fmt.Fprintf(tw, "%s\t%s\t-\t%s\n", e.Server, e.State, oneLine(msg, 100))
+			fmt.Fprintf(tw, "%s\t%s\t-\t-\t%s\n", e.Server, e.State, oneLine(msg, 100))
 			continue
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", e.Server, e.State, e.Exposed, oneLine(e.Description, 80))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", e.Server, e.State, e.Exposed, e.Approval, oneLine(e.Description, 80))
 	}
 	tw.Flush()
 	var failed []tool.ServerHealth
@@ -100,7 +109,7 @@ func printToolTable(a *app, cat *tool.Catalog, entries []toolEntry) {
 	for _, c := range cat.Collisions() {
 		fmt.Fprintf(a.stdout, "\nnote: %s/%s is exposed as %s (%s is taken by %s)\n", c.Server, c.Tool, c.Assigned, c.Name, c.Holder)
 	}
-	fmt.Fprintf(a.stdout, "\n%d tools from %d servers\n", cat.Len(), len(cat.Servers()))
+	fmt.Fprintf(a.stdout, "\n%d tools from %d servers; approval mode %s\n", cat.Len(), len(cat.Servers()), mode)
 }
 
 // oneLine returns the first line of s, cut to max runes.
