@@ -130,6 +130,7 @@ func TestTools(t *testing.T) {
 		"edit":           {"path", "old_string", "new_string", "expected_replacements"},
 		"shell":          {"command", "cwd", "timeout_ms"},
 		"memory":         {"action", "fact", "query"},
+		"web_fetch":      {"url"},
 	}
 	// The annotations each tool declares: read-only, destructive,
 	// idempotent, open world.
@@ -143,6 +144,7 @@ func TestTools(t *testing.T) {
 		"edit":           {false, true, false, false},
 		"shell":          {false, true, false, true},
 		"memory":         {false, false, false, false},
+		"web_fetch":      {true, false, true, true},
 	}
 	if len(tools) != len(want) {
 		t.Fatalf("%d tools, want %d", len(tools), len(want))

@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/toolmux/toolmux/builtin"
+	"github.com/toolmux/toolmux/web"
 )
 
 // docsPath is the reference of the built-in tools.
@@ -83,7 +84,11 @@ func docWorkspace(t *testing.T) string {
 // section documents every argument of the tool.
 func TestDocsExamples(t *testing.T) {
 	sections := readDocs(t)
-	tools, err := newSource(t, t.TempDir()).Tools(context.Background())
+	search, err := web.NewSearcher("searxng", "http://127.0.0.1:1", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tools, err := newSource(t, t.TempDir(), builtin.WithSearcher(search)).Tools(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -104,6 +109,23 @@ func TestDocsExamples(t *testing.T) {
 			var args map[string]any
 			if err := json.Unmarshal([]byte(sec.example), &args); err != nil {
 				t.Fatalf("the example is not a JSON object: %v\n%s", err, sec.example)
+			}
+			if tl.Name == builtin.WebFetch || tl.Name == builtin.WebSearch {
+				// These reach the network: package web runs the same
+				// examples (docs/web.md) against local servers. Here the
+				// example must fit the tool's schema.
+				props := tl.InputSchema["properties"].(map[string]any)
+				for k := range args {
+					if _, ok := props[k]; !ok {
+						t.Errorf("the example has the argument %q, which %s does not take", k, tl.Name)
+					}
+				}
+				for _, r := range tl.InputSchema["required"].([]string) {
+					if _, ok := args[r]; !ok {
+						t.Errorf("the example lacks the required argument %q", r)
+					}
+				}
+				return
 			}
 			root := docWorkspace(t)
 			s := newSource(t, root, builtin.WithSpillDir(filepath.Join(t.TempDir(), "spill")), builtin.WithMemoryDir(filepath.Join(t.TempDir(), "memory")))

@@ -39,6 +39,7 @@ import (
 	"time"
 
 	"github.com/toolmux/toolmux/tool"
+	"github.com/toolmux/toolmux/web"
 )
 
 // ServerName is the server name of every built-in tool, and so the prefix
@@ -133,6 +134,10 @@ type limits struct {
 	memoryDir    string
 	maxFactBytes int
 	maxFacts     int
+
+	// fetcher and searcher back web_fetch and web_search (see web.go).
+	fetcher  *web.Fetcher
+	searcher web.Searcher
 }
 
 // Option configures a [Source]. A non-positive value keeps the default, so
@@ -322,6 +327,10 @@ type Source struct {
 	ws     workspace
 	limits limits
 	mem    *memoryStore
+	// fetcher is limits.fetcher, or one of the source's own (ownFetcher),
+	// which Close releases.
+	fetcher    *web.Fetcher
+	ownFetcher bool
 }
 
 // New returns the built-in source rooted at root. The root is made absolute
@@ -377,6 +386,10 @@ func New(root string, opts ...Option) (*Source, error) {
 	}
 	s.limits.shellTimeout = min(s.limits.shellTimeout, s.limits.shellMaxTimeout)
 	s.mem = newMemoryStore(s.limits.memoryDir)
+	s.fetcher = s.limits.fetcher
+	if s.fetcher == nil {
+		s.fetcher, s.ownFetcher = web.NewFetcher(), true
+	}
 	return s, nil
 }
 
@@ -386,11 +399,15 @@ func (s *Source) Name() string { return ServerName }
 // Root returns the workspace root, absolute and free of symbolic links.
 func (s *Source) Root() string { return s.ws.root }
 
-// Close does nothing: a Source holds no resources between calls (memory
-// opens its file for each save, and each shell call ends its processes
-// before it returns). It exists so the manager can treat every source
-// alike.
-func (s *Source) Close() error { return nil }
+// Close releases the idle connections of the source's own web fetcher.
+// Nothing else is held between calls: memory opens its file for each save,
+// and each shell call ends its processes before it returns.
+func (s *Source) Close() error {
+	if s.ownFetcher {
+		return s.fetcher.Close()
+	}
+	return nil
+}
 
 // handler is one tool: its definition and its implementation. The error of
 // call, when not a context error, is a *tool.Error; Call fills in the server
@@ -409,6 +426,8 @@ var handlers = map[string]handler{
 	Edit:          {(*Source).editTool, (*Source).edit},
 	Shell:         {(*Source).shellTool, (*Source).shell},
 	Memory:        {(*Source).memoryTool, (*Source).memory},
+	WebFetch:      {(*Source).webFetchTool, (*Source).webFetch},
+	WebSearch:     {(*Source).webSearchTool, (*Source).webSearch},
 }
 
 // Tools returns the definitions of the tools, sorted by name. Each call
@@ -420,7 +439,9 @@ func (s *Source) Tools(ctx context.Context) ([]tool.Tool, error) {
 	names := toolNames()
 	out := make([]tool.Tool, 0, len(names))
 	for _, n := range names {
-		out = append(out, handlers[n].def(s))
+		if s.offered(n) {
+			out = append(out, handlers[n].def(s))
+		}
 	}
 	return out, nil
 }

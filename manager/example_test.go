@@ -52,6 +52,7 @@ func Example() {
 	// builtin__memory
 	// builtin__read_file
 	// builtin__shell
+	// builtin__web_fetch
 	// builtin__write_file
 	// hello, tools
 	// policy_violation

@@ -18,12 +18,13 @@ const (
 	SearchToolName = "web_search"
 )
 
-// annotations are what both tools declare: they change nothing, and they
-// reach the open web.
+// annotations are what both tools declare: they change nothing (so a
+// repeat after a transport failure is safe), and they reach the open web.
 func annotations(title string) tool.Annotations {
 	return tool.Annotations{
 		Title:       title,
 		ReadOnly:    tool.Bool(true),
+		Idempotent:  tool.Bool(true),
 		Destructive: tool.Bool(false),
 		OpenWorld:   tool.Bool(true),
 	}
