@@ -16,7 +16,8 @@ STAMP   := $(PEERS)/node_modules/.installed
 # corpora are committed under the packages' testdata/fuzz.
 FUZZ := ./config:FuzzParse ./builtin:FuzzResolvePath ./internal/ringbuf:FuzzRingBuffer \
         ./pipeline:FuzzRepair ./pipeline:FuzzCanonicalURL ./pipeline:FuzzFingerprint \
-        ./cmdsource:FuzzDeclarations
+        ./cmdsource:FuzzDeclarations ./policy:FuzzAnswer ./policy:FuzzArgs \
+        ./web:FuzzHTMLToMarkdown ./web:FuzzSearXNGResponse ./web:FuzzSerperResponse
 FUZZTIME ?= 5s
 
 all: build
