@@ -31,6 +31,18 @@ const (
 	Stdio = "stdio"
 	SSE   = "sse"
 	HTTP  = "http"
+	// Command is a command-discovered server (package cmdsource): its
+	// tools are listed by running a discovery command and called by
+	// running a call command, the protocol of Gemini CLI's
+	// toolDiscoveryCommand and toolCallCommand.
+	Command = "command"
+)
+
+// Search providers of the built-in web_search, the names package web's
+// NewSearcher takes.
+const (
+	Serper  = "serper"
+	SearXNG = "searxng"
 )
 
 // Config is the whole configuration: global policy plus the servers it
@@ -78,7 +90,7 @@ type Server struct {
 	// Name identifies the server in tool names and patterns; never contains
 	// "/" so that "server/tool" patterns stay unambiguous.
 	Name string
-	// Transport is Stdio, SSE or HTTP (streamable HTTP).
+	// Transport is Stdio, SSE, HTTP (streamable HTTP) or Command.
 	Transport string
 
 	// Command, Args, Env and Cwd start a stdio server. Env adds to the
@@ -88,6 +100,15 @@ type Server struct {
 	Args    []string
 	Env     map[string]string
 	Cwd     string
+
+	// Discover and Call are the argument vectors of a Command server, run
+	// without a shell in Cwd with Env added: Discover prints the tools'
+	// declarations, Call (with the tool's name appended) runs one. A
+	// relative program ("./tools.sh") is relative to Cwd, which for these
+	// servers defaults to the config file's directory when loaded from a
+	// toolmux.yaml, so that scripts kept beside the file are found.
+	Discover []string
+	Call     []string
 
 	// URL, Headers and BearerToken reach an SSE or streamable HTTP server;
 	// BearerToken is kept apart from Headers so it can be redacted in logs.
@@ -104,7 +125,8 @@ type Server struct {
 	// ToolTimeouts overrides Timeout for individual tools, keyed by exact
 	// tool name, because one slow tool should not loosen the bound on all.
 	ToolTimeouts map[string]time.Duration
-	// ConnectTimeout bounds connecting; 0 means use Config.ConnectTimeout.
+	// ConnectTimeout bounds connecting (for a Command server, one run of
+	// the discovery command); 0 means use Config.ConnectTimeout.
 	ConnectTimeout time.Duration
 	// Retry, when non-nil, replaces Config.Retry for this server. Keys the
 	// file left out are already filled in from the global policy.
@@ -152,10 +174,62 @@ type Breaker struct {
 	Cooldown time.Duration
 }
 
-// Builtin configures toolmux's own tools (file access in Workspace and the
-// like), which are on unless a configuration turns them off.
+// Builtin configures toolmux's own tools (file access in Workspace, shell,
+// memory, web_fetch and web_search), which are on unless a configuration
+// turns them off. Zero values mean "the default of package builtin (or
+// web)", so that the defaults live in one place.
 type Builtin struct {
 	Enabled bool
+	// MaxReadBytes bounds the file read_file returns and grep searches;
+	// MaxWriteBytes the content write_file writes and the file edit
+	// produces.
+	MaxReadBytes, MaxWriteBytes int64
+	// Shell holds the limits of the shell tool.
+	Shell BuiltinShell
+	// MemoryDir keeps memory's facts on disk, one file per task; absolute
+	// when loaded from a file. "" means DataDir/memory when the caller
+	// knows a data directory, else facts live as long as the process.
+	MemoryDir string
+	// Web configures web_fetch and web_search.
+	Web BuiltinWeb
+}
+
+// BuiltinShell holds the limits of the built-in shell tool.
+type BuiltinShell struct {
+	// Timeout is the time limit of a command whose call gives none;
+	// MaxTimeout the largest a call may ask for. InactivityTimeout kills a
+	// command that prints nothing for that long.
+	Timeout, MaxTimeout, InactivityTimeout time.Duration
+	// MaxOutputBytes is how much output a result holds; the whole output
+	// of a longer command is saved to a file.
+	MaxOutputBytes int
+}
+
+// BuiltinWeb configures the built-in web tools.
+type BuiltinWeb struct {
+	// Timeout bounds one fetch, redirects and conversion included.
+	Timeout time.Duration
+	// MaxBytes bounds the body a fetch reads.
+	MaxBytes int64
+	// DenyPrivate refuses connections to loopback, private and link-local
+	// addresses, for when the model's choice of URLs is not trusted with
+	// the network toolmux can reach.
+	DenyPrivate bool
+	// Search is the backend of web_search; web_search is offered only
+	// when Search.Provider is set.
+	Search BuiltinSearch
+}
+
+// BuiltinSearch is a web search backend.
+type BuiltinSearch struct {
+	// Provider is Serper or SearXNG; "" means no backend.
+	Provider string
+	// URL is the backend's base URL; "" means the provider's default
+	// (Serper has one, SearXNG does not, so it is required there).
+	URL string
+	// Key is the API key: required by Serper itself, optional for
+	// SearXNG (sent as a bearer token to a proxy in front of it).
+	Key string
 }
 
 // Options tunes parsing. The zero value reads the process environment and

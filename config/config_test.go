@@ -27,6 +27,7 @@ var testEnv = map[string]string{
 	"EVERYTHING_KEY": "secret",
 	"REMOTE_TOKEN":   "tok",
 	"EMPTY":          "",
+	"SERPER_API_KEY": "serper-key",
 }
 
 // load writes content to name in a fresh directory and loads it.
@@ -462,7 +463,10 @@ func TestDocReference(t *testing.T) {
 	if err != nil {
 		t.Fatalf("reference does not parse:\n%v\n%s", err, yaml.String())
 	}
-	if len(cfg.Servers) != 2 || cfg.DataDir != "/home/u/.local/share/toolmux" {
+	if len(cfg.Servers) != 3 || cfg.DataDir != "/home/u/.local/share/toolmux" ||
+		cfg.Servers[2].Transport != config.Command || cfg.Servers[2].Cwd != "/work" ||
+		cfg.Builtin.Web.Search != (config.BuiltinSearch{Provider: config.Serper, URL: "https://google.serper.dev", Key: "serper-key"}) ||
+		cfg.Builtin.MemoryDir != "/home/u/facts" {
 		t.Fatalf("got %+v", cfg)
 	}
 }

@@ -12,11 +12,13 @@
 //     CLI, accepted unchanged, so an existing client configuration can be
 //     pointed at directly.
 //
-// A document whose top level has "mcpServers" and none of the toolmux keys
-// is in the second format; anything else is a toolmux.yaml (which may itself
-// use mcpServers alongside servers). In a JSON file of the second format,
-// top-level keys other than mcpServers are ignored, because Gemini CLI's
-// settings.json keeps unrelated settings there; a YAML file is always
+// A document whose top level has "mcpServers" (or, in JSON, Gemini CLI's
+// "toolDiscoveryCommand" or "toolCallCommand") and none of the toolmux
+// keys is in the second format; anything else is a toolmux.yaml (which may
+// itself use mcpServers alongside servers). In a JSON file of the second
+// format, top-level keys other than mcpServers are ignored, because Gemini
+// CLI's settings.json keeps unrelated settings there, except Gemini CLI's
+// toolDiscoveryCommand and toolCallCommand (below); a YAML file is always
 // strict. JSON files may contain // and /* */ comments.
 //
 // Without -config, toolmux uses ./toolmux.yaml if it exists (see [Find]),
@@ -35,8 +37,36 @@
 //	                        # Where toolmux keeps state. Default: empty,
 //	                        # leaving the choice to toolmux (conventionally
 //	                        # ~/.local/share/toolmux).
-//	builtin:
+//	builtin:                # toolmux's own tools. Every setting left out
+//	                        # keeps the default of package builtin or web.
 //	  enabled: true         # Offer toolmux's built-in tools. Default: true.
+//	  max_read_bytes: 20MiB # Largest file read_file returns and grep
+//	                        # searches. Sizes are integers (bytes) or have a
+//	                        # unit (KiB, MiB, GiB, KB, MB, GB); at most 1GiB.
+//	  max_write_bytes: 10MiB # Largest content write_file writes or edit
+//	                        # produces.
+//	  shell:
+//	    timeout: 10m        # Limit of a command whose call gives none.
+//	    max_timeout: 1h     # Largest limit a call may ask for; timeout must
+//	                        # not be longer.
+//	    inactivity_timeout: 5m # Kill a command silent for this long.
+//	    max_output_bytes: 1MiB # Output kept in a result; the whole output
+//	                        # of a longer command is saved to a file (in
+//	                        # DATA_DIR/spill/shell when the caller has a
+//	                        # data directory).
+//	  memory_dir: ~/facts   # Where memory keeps its facts (relative: to the
+//	                        # config file's directory). Default: empty, left
+//	                        # to the caller (toolmux uses DATA_DIR/memory).
+//	  web:
+//	    timeout: 30s        # Limit of one web_fetch.
+//	    max_bytes: 10MiB    # Largest body web_fetch reads.
+//	    deny_private: false # Refuse loopback and private addresses.
+//	    search:             # The backend of web_search, offered only with
+//	                        # one.
+//	      provider: serper  # serper or searxng.
+//	      url: https://google.serper.dev # Optional for serper (this is
+//	                        # its default), required for searxng.
+//	      key: ${SERPER_API_KEY} # Optional for searxng.
 //	connect_timeout: 15s    # Bound on starting a server and the MCP
 //	                        # handshake. Default: 15s.
 //	timeout: 20m            # Bound on one tool call. Default: 20m.
@@ -90,6 +120,16 @@
 //	                        # "streamableHttp" mean http.
 //	    headers: {X-Team: core}        # Sent with every request.
 //	    bearer_token: ${REMOTE_TOKEN}  # Sent as "Authorization: Bearer ...".
+//	  discovered:           # A command server: tools listed and run by
+//	                        # commands (package cmdsource, docs/discovery.md).
+//	    discover: ["./tools.sh", "discover"] # Prints the declarations; an
+//	                        # argument vector, run without a shell.
+//	    call: ["./tools.sh", "call"] # Runs a tool, its name appended.
+//	    cwd: .              # Where both run and relative programs are
+//	                        # found. Default: the config file's directory.
+//	    env: {API_KEY: "${EVERYTHING_KEY}"}
+//	    connect_timeout: 30s # Bound on one discovery.
+//	    timeout: 10m        # Bound on one call.
 //	mcpServers: {}          # Servers in the common format (below), merged
 //	                        # with servers; names must be unique across both.
 //	pipeline: {}            # The middlewares around every call (repair,
@@ -99,12 +139,14 @@
 //	                        # docs/config.md for every key. Default: each
 //	                        # middleware with its defaults.
 //
-// A server has either command or url, never both. Without transport,
-// command means stdio, and url means sse when its path ends in /sse and
-// streamable HTTP otherwise. Non-empty settings for the other kind of
-// transport (args, env, cwd on a url server; headers, bearer_token on a
-// command server) are errors, since they would be ignored. Server names
-// must not contain "/".
+// A server is of exactly one kind: command (stdio), url (sse or streamable
+// HTTP), or discover and call, which go together (a command server, whose
+// transport is "command"). Without transport, command means stdio, url
+// means sse when its path ends in /sse and streamable HTTP otherwise, and
+// discover means command. Non-empty settings for another kind of server
+// (args, env, cwd on a url server; headers, bearer_token on a stdio
+// server; args, headers, bearer_token on a command server) are errors,
+// since they would be ignored. Server names must not contain "/".
 //
 // YAML anchors, aliases and merge keys ("<<: *base") may be used to share
 // settings between servers; keys written in a mapping win over merged ones.
@@ -124,14 +166,15 @@
 // # Variables
 //
 // String values (command, args, env values, cwd, url, headers values,
-// bearer_token, workspace, data_dir, every string value under pipeline, and
-// in the common format httpUrl) may use ${VAR}, ${VAR:-default} (default
+// bearer_token, discover, call, workspace, data_dir, builtin.memory_dir,
+// the builtin.web.search values, every string value under pipeline, and in
+// the common format httpUrl) may use ${VAR}, ${VAR:-default} (default
 // when VAR is unset or empty) and ${VAR-default} (default only when
 // unset). "$$" is a literal "$"; a "$" not followed by "{" or "$" is kept
 // as is; mapping keys are never expanded. A default cannot contain "}".
 // An unset variable without a default is an error, except in a disabled
-// server, where it expands to nothing. workspace, data_dir and cwd may
-// start with "~" or "~/", meaning $HOME.
+// server, where it expands to nothing. workspace, data_dir, cwd and
+// builtin.memory_dir may start with "~" or "~/", meaning $HOME.
 //
 // # The common mcpServers format
 //
@@ -160,6 +203,14 @@
 // error. Relative cwd is relative to the file's directory; the workspace of
 // such a file is the current directory, since the directory of another
 // client's settings says nothing about the files to work on.
+//
+// In a JSON file of this format, Gemini CLI's top-level strings
+// toolDiscoveryCommand and toolCallCommand (both or neither) make the
+// command server [DiscoveredServer], run in the current directory by
+// "sh -c": discover is ["sh", "-c", DISCOVERY] and call is
+// ["sh", "-c", CALL + ` "$@"`, "sh"], so that the tool name appended to
+// call becomes $1 of the line and reaches the program as its last
+// argument. The strings are passed to the shell unexpanded.
 //
 // # Errors
 //

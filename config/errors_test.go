@@ -49,8 +49,8 @@ func TestErrors(t *testing.T) {
     comand: npx
 `,
 			want: []wantErr{
-				{2, 3, "servers.everything", "needs command (to start a stdio server) or url"},
-				{3, 5, "servers.everything.comand", "unknown key (expected one of: command, args, env, cwd, url, transport, type, headers, bearer_token, allow, deny, timeout, tool_timeouts, connect_timeout, retry, circuit_breaker, disabled, trust); did you mean command?"},
+				{2, 3, "servers.everything", "needs command (to start a stdio server), url (to reach an sse or http server), or discover and call (to run tools found by a command)"},
+				{3, 5, "servers.everything.comand", "unknown key (expected one of: command, args, env, cwd, url, transport, type, headers, bearer_token, discover, call, allow, deny, timeout, tool_timeouts, connect_timeout, retry, circuit_breaker, disabled, trust); did you mean command?"},
 			},
 		},
 		{
@@ -156,7 +156,7 @@ mcpServers:
 			name:    "neither command nor url",
 			content: "servers:\n  empty: {}\n  null:\n  env-only: {env: {A: b}}\n",
 			want: []wantErr{
-				{2, 3, "servers.empty", "needs command (to start a stdio server) or url (to reach an sse or http server)"},
+				{2, 3, "servers.empty", "needs command (to start a stdio server), url (to reach an sse or http server), or discover and call"},
 				{3, 8, "servers.null", "expected a mapping with command or url, got null"},
 				{4, 3, "servers.env-only", "needs command"},
 			},
@@ -227,7 +227,7 @@ builtin: true
   f: {url: "/relative"}
 `,
 			want: []wantErr{
-				{2, 39, "servers.a.transport", `unknown transport "websocket" (expected one of: stdio, sse, http, streamable-http)`},
+				{2, 39, "servers.a.transport", `unknown transport "websocket" (expected one of: stdio, sse, http, streamable-http, command)`},
 				{3, 39, "servers.b.transport", "transport stdio needs command, but this server has url"},
 				{4, 25, "servers.c.type", "type sse needs url, but this server has command"},
 				{5, 45, "servers.d.type", "use either transport or type, not both"},
@@ -265,7 +265,7 @@ builtin: true
 			name:    "unknown keys in nested blocks",
 			content: "builtin: {enable: false}\nretry: {attempts: 2}\ncircuit_breaker: {failure: 2}\n",
 			want: []wantErr{
-				{1, 11, "builtin.enable", "unknown key (expected one of: enabled); did you mean enabled?"},
+				{1, 11, "builtin.enable", "unknown key (expected one of: enabled, max_read_bytes, max_write_bytes, shell, memory_dir, web); did you mean enabled?"},
 				{2, 9, "retry.attempts", "unknown key (expected one of: max_attempts, initial_backoff, max_backoff, tools)"},
 				{3, 19, "circuit_breaker.failure", "did you mean failures?"},
 			},
@@ -448,7 +448,7 @@ func TestErrorMessages(t *testing.T) {
 		t.Errorf("got  %v\nwant %s", err, want)
 	}
 	_, err = config.ParseWith("toolmux.yaml", []byte("servers:\n  everything:\n    comand: npx\n    command: npx\n"), config.Options{LookupEnv: envOf(nil)})
-	if want := "toolmux.yaml:3:5: servers.everything.comand: unknown key (expected one of: command, args, env, cwd, url, transport, type, headers, bearer_token, allow, deny, timeout, tool_timeouts, connect_timeout, retry, circuit_breaker, disabled, trust); did you mean command?"; err == nil || err.Error() != want {
+	if want := "toolmux.yaml:3:5: servers.everything.comand: unknown key (expected one of: command, args, env, cwd, url, transport, type, headers, bearer_token, discover, call, allow, deny, timeout, tool_timeouts, connect_timeout, retry, circuit_breaker, disabled, trust); did you mean command?"; err == nil || err.Error() != want {
 		t.Errorf("got  %v\nwant %s", err, want)
 	}
 }

@@ -32,6 +32,9 @@ func FuzzParse(f *testing.F) {
 		"pipeline:\n  order: [dedupe, dedupe, fallbacks]\n  validate: {max_argument_bytes: 512KiB}\n  rollback: {rules: [{prefix: x, kinds: [timout]}, {}]}\n",
 		"pipeline:\n  fallbacks: [{tools: [\"a/[\"], on: [], target: \"x/*\", arguments: {u: ${X}}}]\n  redact: {patterns: [\"a*\", \"(\"]}\n",
 		`{"mcpServers": {"a": {"command": "a"}}, "pipeline": {"truncate": {"tools": {"*": 5}, "low_context": {"enabled": true}}, "dedupe": {"keys": []}}}`,
+		"servers:\n  d: {discover: [./t.sh, d], call: [\"${X:-./t.sh}\"], transport: command, env: {A: b}, cwd: x}\n  e: {call: [c], url: \"http://h\"}\n",
+		`{"toolDiscoveryCommand": "t list", "toolCallCommand": "t call", "mcpServers": {"discovered": {"command": "x"}}}`,
+		"builtin:\n  max_read_bytes: 1MiB\n  shell: {timeout: 2h, max_timeout: 1h, max_output_bytes: 0x10}\n  memory_dir: ~/m\n  web: {timeout: 1s, deny_private: true, search: {provider: searxng, url: \"http://s\", key: \"${K:-}\"}}\n",
 	} {
 		f.Add([]byte(seed), false)
 		f.Add([]byte(seed), true)
@@ -86,6 +89,13 @@ func FuzzParse(f *testing.F) {
 				if s.URL == "" && !s.Disabled {
 					t.Fatalf("%s server %q without url", s.Transport, s.Name)
 				}
+			case config.Command:
+				if (len(s.Discover) == 0 || len(s.Call) == 0 || s.Discover[0] == "" || s.Call[0] == "") && !s.Disabled {
+					t.Fatalf("command server %q without commands: %q %q", s.Name, s.Discover, s.Call)
+				}
+				if s.Command != "" || s.URL != "" {
+					t.Fatalf("command server %q of two kinds", s.Name)
+				}
 			default:
 				t.Fatalf("server %q: transport %q", s.Name, s.Transport)
 			}
@@ -94,6 +104,14 @@ func FuzzParse(f *testing.F) {
 					t.Fatalf("server %q: invalid pattern %q accepted", s.Name, p)
 				}
 			}
+		}
+		if s := cfg.Builtin.Web.Search; s.Provider != "" && s.Provider != config.Serper && s.Provider != config.SearXNG ||
+			s.Provider == config.SearXNG && s.URL == "" || s.Provider == "" && (s.URL != "" || s.Key != "") {
+			t.Fatalf("search backend %+v", s)
+		}
+		if b := cfg.Builtin; b.MaxReadBytes < 0 || b.MaxWriteBytes < 0 || b.Web.MaxBytes < 0 || b.Shell.MaxOutputBytes < 0 ||
+			b.Shell.Timeout < 0 || b.Shell.MaxTimeout < 0 || b.Shell.InactivityTimeout < 0 || b.Web.Timeout < 0 {
+			t.Fatalf("negative builtin setting %+v", b)
 		}
 		if cfg.Timeout <= 0 || cfg.ConnectTimeout <= 0 || cfg.Retry.MaxAttempts < 1 || cfg.CircuitBreaker.Failures < 1 {
 			t.Fatalf("non-positive policy %+v", cfg)

@@ -30,11 +30,10 @@ var (
 	topKeys = []string{"workspace", "data_dir", "builtin", "connect_timeout", "timeout",
 		"allow", "deny", "retry", "circuit_breaker", "servers", "mcpServers", "pipeline", "policy"}
 	serverKeys = []string{"command", "args", "env", "cwd", "url", "transport", "type",
-		"headers", "bearer_token", "allow", "deny", "timeout", "tool_timeouts",
+		"headers", "bearer_token", "discover", "call", "allow", "deny", "timeout", "tool_timeouts",
 		"connect_timeout", "retry", "circuit_breaker", "disabled", "trust"}
 	retryKeys   = []string{"max_attempts", "initial_backoff", "max_backoff", "tools"}
 	breakerKeys = []string{"failures", "cooldown"}
-	builtinKeys = []string{"enabled"}
 
 	// mcpServers entries as Claude Desktop, Cursor and Gemini CLI write them.
 	commonKeys = []string{"command", "args", "env", "cwd", "url", "httpUrl", "type",
@@ -43,7 +42,15 @@ var (
 	// their files load unchanged, and otherwise ignored.
 	commonIgnored = []string{"description", "autoApprove", "alwaysAllow", "oauth",
 		"authProviderType", "targetAudience", "targetServiceAccount", "transportType"}
+	// Top-level keys of Gemini CLI's settings.json that toolmux reads: its
+	// command-discovered tools, which become the server DiscoveredServer.
+	geminiKeys = []string{"toolDiscoveryCommand", "toolCallCommand"}
 )
+
+// DiscoveredServer is the name of the server made from Gemini CLI's
+// toolDiscoveryCommand and toolCallCommand, the name Gemini CLI's own
+// documentation uses for such tools.
+const DiscoveredServer = "discovered"
 
 type parser struct {
 	file   string
@@ -234,9 +241,14 @@ func (p *parser) config(root *yaml.Node, isJSON bool) *Config {
 	entries, _ := p.entries(root, "")
 	hasToolmux, hasMCP := false, false
 	for _, e := range entries {
-		if e.key == "mcpServers" {
+		switch {
+		case e.key == "mcpServers":
 			hasMCP = true
-		} else if slices.Contains(topKeys, e.key) {
+		case isJSON && slices.Contains(geminiKeys, e.key):
+			// A settings.json may declare command-discovered tools and no
+			// MCP server at all; it is still Gemini CLI's file.
+			hasMCP = true
+		case slices.Contains(topKeys, e.key):
 			hasToolmux = true
 		}
 	}
@@ -249,8 +261,13 @@ func (p *parser) config(root *yaml.Node, isJSON bool) *Config {
 	if !common {
 		cfg.Workspace = filepath.Clean(p.dir)
 	}
+	var gemini []entry
 	for _, e := range entries {
 		kp := e.key
+		if lenient && slices.Contains(geminiKeys, e.key) {
+			gemini = append(gemini, e)
+			continue
+		}
 		if !slices.Contains(topKeys, e.key) {
 			if !lenient {
 				p.errAt(e.k, kp, "%s", unknownKeyMsg(e.key, topKeys, nil))
@@ -277,17 +294,7 @@ func (p *parser) config(root *yaml.Node, isJSON bool) *Config {
 				}
 			}
 		case "builtin":
-			es, _ := p.entries(e.v, kp)
-			for _, f := range es {
-				fp := kp + "." + f.key
-				if !slices.Contains(builtinKeys, f.key) {
-					p.errAt(f.k, fp, "%s", unknownKeyMsg(f.key, builtinKeys, nil))
-					continue
-				}
-				if b, ok := p.boolean(f.v, fp); ok {
-					cfg.Builtin.Enabled = b
-				}
-			}
+			cfg.Builtin = p.builtin(e.v, kp, cfg.Builtin)
 		case "connect_timeout":
 			if d, ok := p.duration(e.v, kp); ok {
 				cfg.ConnectTimeout = d
@@ -319,7 +326,68 @@ func (p *parser) config(root *yaml.Node, isJSON bool) *Config {
 			p.servers(e.v, e.key, true, cfg, seen)
 		}
 	}
+	if len(gemini) > 0 {
+		p.geminiDiscovered(gemini, cfg, seen)
+	}
 	return cfg
+}
+
+// geminiDiscovered turns Gemini CLI's toolDiscoveryCommand and
+// toolCallCommand into the command server DiscoveredServer. Gemini CLI
+// takes each as one string, so both are run by "sh -c", which reads a
+// plain program path and a command line with arguments alike. The call
+// command gets the tool's name as one more argument: the line is extended
+// with "$@" and given a $0, so that the appended name becomes its $1 and
+// reaches the program as its last argument, as in Gemini CLI. The strings
+// are not expanded: the shell expands their variables itself, from the
+// same environment, and a toolmux expansion would mangle shell syntax such
+// as "${1}". They run in toolmux's working directory, the project
+// directory Gemini CLI runs them in.
+func (p *parser) geminiDiscovered(gemini []entry, cfg *Config, seen map[string]*yaml.Node) {
+	lines := map[string]string{}
+	keys := map[string]*yaml.Node{}
+	for _, e := range gemini {
+		keys[e.key] = e.k
+		s, ok := p.str(e.v, e.key)
+		if !ok {
+			continue
+		}
+		if strings.TrimSpace(s) == "" {
+			p.errAt(e.v, e.key, "must not be empty")
+			continue
+		}
+		if strings.ContainsRune(s, 0) {
+			p.errAt(e.v, e.key, "must not contain a NUL byte")
+			continue
+		}
+		lines[e.key] = s
+	}
+	disc, call := keys["toolDiscoveryCommand"], keys["toolCallCommand"]
+	switch {
+	case disc == nil:
+		p.errAt(call, "toolCallCommand", "needs toolDiscoveryCommand too (the command that lists the tools it runs)")
+		return
+	case call == nil:
+		p.errAt(disc, "toolDiscoveryCommand", "needs toolCallCommand too (the command that runs the tools it lists)")
+		return
+	}
+	if prev, dup := seen[DiscoveredServer]; dup {
+		p.errAt(disc, "toolDiscoveryCommand", "makes a server named %q, but mcpServers already has one (line %d)", DiscoveredServer, prev.Line)
+		return
+	}
+	seen[DiscoveredServer] = disc
+	d, okD := lines["toolDiscoveryCommand"]
+	c, okC := lines["toolCallCommand"]
+	if !okD || !okC {
+		return
+	}
+	cfg.Servers = append(cfg.Servers, Server{
+		Name:      DiscoveredServer,
+		Transport: Command,
+		Discover:  []string{"sh", "-c", d},
+		Call:      []string{"sh", "-c", c + ` "$@"`, "sh"},
+		Line:      disc.Line,
+	})
 }
 
 // servers reads a mapping of server name to server; common selects the
@@ -373,13 +441,14 @@ func (p *parser) server(se entry, sp string, common bool, cfg *Config) Server {
 	lax := s.Disabled
 	keyNode := map[string]*yaml.Node{}
 	var (
-		urlKey, trKey    string
-		trVal            string
-		trNode           *yaml.Node
-		urlOK            bool
-		retryE, breakerE *entry
-		cmdNode, urlKeyN *yaml.Node
-		urlValue         *yaml.Node
+		urlKey, trKey      string
+		trVal              string
+		trNode             *yaml.Node
+		urlOK              bool
+		retryE, breakerE   *entry
+		cmdNode, urlKeyN   *yaml.Node
+		urlValue           *yaml.Node
+		discNode, callNode *yaml.Node
 	)
 	for i, e := range entries {
 		kp := sp + "." + e.key
@@ -426,6 +495,12 @@ func (p *parser) server(se entry, sp string, common bool, cfg *Config) Server {
 			if v, ok := p.str(e.v, kp); ok {
 				trKey, trVal, trNode = e.key, v, e.v
 			}
+		case "discover":
+			discNode = e.k
+			s.Discover = p.argv(e.v, kp, lax, "discover")
+		case "call":
+			callNode = e.k
+			s.Call = p.argv(e.v, kp, lax, "call")
 		case "headers":
 			s.Headers = p.stringMap(e.v, kp, lax, validHeaderName, "an HTTP header name")
 		case "bearer_token":
@@ -469,31 +544,67 @@ func (p *parser) server(se entry, sp string, common bool, cfg *Config) Server {
 		}
 	}
 
-	hasCmd, hasURL := cmdNode != nil, urlKeyN != nil
+	// A server is of exactly one kind, given by the keys it has: command
+	// (stdio), url (sse or http), or discover and call (a command server).
+	hasCmd, hasURL, hasDisc := cmdNode != nil, urlKeyN != nil, discNode != nil || callNode != nil
 	switch {
 	case hasCmd && hasURL:
 		p.errAt(urlKeyN, sp+"."+urlKey, "a server has either command (stdio) or %s (sse/http), not both", urlKey)
-	case !hasCmd && !hasURL:
+	case hasDisc && (hasCmd || hasURL):
+		other, what := "command", "stdio"
+		if !hasCmd {
+			other, what = urlKey, "sse/http"
+		}
+		k, n := "discover", discNode
+		if n == nil {
+			k, n = "call", callNode
+		}
+		p.errAt(n, sp+"."+k, "a server has either %s (%s) or discover and call (tools found by a command), not both", other, what)
+	case hasDisc && discNode == nil:
+		p.errAt(callNode, sp+".call", "needs discover too (the command that lists the tools call runs)")
+	case hasDisc && callNode == nil:
+		p.errAt(discNode, sp+".discover", "needs call too (the command that runs the tools discover lists)")
+	case !hasCmd && !hasURL && !hasDisc && common:
 		p.errAt(se.k, sp, "needs command (to start a stdio server) or url (to reach an sse or http server)")
+	case !hasCmd && !hasURL && !hasDisc:
+		p.errAt(se.k, sp, "needs command (to start a stdio server), url (to reach an sse or http server), or discover and call (to run tools found by a command)")
 	}
 	if hasURL && urlOK && (s.URL != "" || !lax) {
 		if msg := checkURL(s.URL); msg != "" {
 			p.errAt(urlValue, sp+"."+urlKey, "%s", msg)
 		}
 	}
+	// has names the key that gives the server its kind, for messages.
+	has := "command"
+	switch {
+	case hasURL && !hasCmd:
+		has = urlKey
+	case hasDisc && !hasCmd && !hasURL:
+		has = "discover"
+		if discNode == nil {
+			has = "call"
+		}
+	}
 	switch {
 	case trNode != nil:
 		t, ok := transports[trVal]
-		if !ok {
-			p.errAt(trNode, sp+"."+trKey, "unknown transport %s (expected one of: stdio, sse, http, streamable-http)", quote(trVal))
+		if !ok || t == Command && common {
+			expected := "stdio, sse, http, streamable-http, command"
+			if common {
+				// Other clients have no command servers.
+				expected = "stdio, sse, http, streamable-http"
+			}
+			p.errAt(trNode, sp+"."+trKey, "unknown transport %s (expected one of: %s)", quote(trVal), expected)
 			break
 		}
 		s.Transport = t
 		switch {
-		case t == Stdio && hasURL && !hasCmd:
-			p.errAt(trNode, sp+"."+trKey, "%s stdio needs command, but this server has %s", trKey, urlKey)
-		case t != Stdio && hasCmd && !hasURL:
-			p.errAt(trNode, sp+"."+trKey, "%s %s needs url, but this server has command", trKey, trVal)
+		case t == Stdio && !hasCmd && (hasURL || hasDisc):
+			p.errAt(trNode, sp+"."+trKey, "%s stdio needs command, but this server has %s", trKey, has)
+		case (t == SSE || t == HTTP) && !hasURL && (hasCmd || hasDisc):
+			p.errAt(trNode, sp+"."+trKey, "%s %s needs url, but this server has %s", trKey, trVal, has)
+		case t == Command && !hasDisc && (hasCmd || hasURL):
+			p.errAt(trNode, sp+"."+trKey, "%s command needs discover and call, but this server has %s", trKey, has)
 		case t == SSE && urlKey == "httpUrl":
 			p.errAt(trNode, sp+"."+trKey, "httpUrl is streamable HTTP, but %s says sse (use url for sse)", trKey)
 		}
@@ -503,22 +614,55 @@ func (p *parser) server(se entry, sp string, common bool, cfg *Config) Server {
 		s.Transport = HTTP
 	case hasURL:
 		s.Transport = inferTransport(s.URL)
+	case hasDisc:
+		s.Transport = Command
 	}
 
-	// Settings that belong to the other kind of transport are mistakes
-	// (they would be silently ignored), unless they are empty.
-	if hasURL && !hasCmd {
+	// Settings that belong to another kind of server are mistakes (they
+	// would be silently ignored), unless they are empty. Only a server of
+	// one kind is checked: one with two has been reported already.
+	set := func(k string) bool {
+		switch k {
+		case "args":
+			return len(s.Args) > 0
+		case "env":
+			return len(s.Env) > 0
+		case "cwd":
+			return s.Cwd != ""
+		case "headers":
+			return len(s.Headers) > 0
+		case "bearer_token":
+			return s.BearerToken != ""
+		}
+		return false
+	}
+	switch {
+	case hasURL && !hasCmd && !hasDisc:
 		for _, k := range []string{"args", "env", "cwd"} {
-			if n := keyNode[k]; n != nil && (k == "args" && len(s.Args) > 0 || k == "env" && len(s.Env) > 0 || k == "cwd" && s.Cwd != "") {
+			if n := keyNode[k]; n != nil && set(k) {
 				p.errAt(n, sp+"."+k, "applies only to stdio servers, but this server has %s", urlKey)
 			}
 		}
-	}
-	if hasCmd && !hasURL {
+	case hasCmd && !hasURL && !hasDisc:
 		for _, k := range []string{"headers", "bearer_token"} {
-			if n := keyNode[k]; n != nil && (k == "headers" && len(s.Headers) > 0 || k == "bearer_token" && s.BearerToken != "") {
+			if n := keyNode[k]; n != nil && set(k) {
 				p.errAt(n, sp+"."+k, "applies only to sse and http servers, but this server has command")
 			}
+		}
+	case hasDisc && !hasCmd && !hasURL:
+		if n := keyNode["args"]; n != nil && set("args") {
+			p.errAt(n, sp+".args", "applies only to stdio servers, but this server has %s (put the arguments in the %s list)", has, has)
+		}
+		for _, k := range []string{"headers", "bearer_token"} {
+			if n := keyNode[k]; n != nil && set(k) {
+				p.errAt(n, sp+"."+k, "applies only to sse and http servers, but this server has %s", has)
+			}
+		}
+		// The commands' relative programs ("./tools.sh") are found
+		// relative to their directory, so scripts kept beside the file
+		// work wherever toolmux is started.
+		if s.Cwd == "" {
+			s.Cwd = filepath.Clean(p.dir)
 		}
 	}
 
@@ -541,6 +685,7 @@ var transports = map[string]string{
 	"http":            HTTP,
 	"streamable-http": HTTP,
 	"streamableHttp":  HTTP,
+	"command":         Command,
 }
 
 // inferTransport picks SSE for URLs ending in /sse, the convention of SSE
@@ -830,6 +975,39 @@ func (p *parser) expandList(n *yaml.Node, kp string, lax bool) []string {
 	var out []string
 	for i, it := range p.items(n, kp) {
 		s, _ := p.expandStr(it, fmt.Sprintf("%s[%d]", kp, i), lax)
+		out = append(out, s)
+	}
+	return out
+}
+
+// argv reads the argument vector of a command server's discover or call
+// command: a non-empty list whose first element, the program, is not
+// empty. A string is refused with a hint, because it is not split into
+// words: the command runs without a shell.
+func (p *parser) argv(n *yaml.Node, kp string, lax bool, key string) []string {
+	example := `["./tools.sh", "` + key + `"]`
+	if v := deref(n); v.Kind == yaml.ScalarNode && !isNull(v) {
+		p.errAt(n, kp, "expected a list of the program and its arguments, such as %s, got %s (it runs without a shell; for a shell line write [\"sh\", \"-c\", \"LINE\"])", example, describe(v))
+		return nil
+	}
+	items := p.items(n, kp)
+	if len(items) == 0 {
+		if v := deref(n); isNull(v) || v.Kind == yaml.SequenceNode {
+			p.errAt(n, kp, "must not be empty (expected the program and its arguments, such as %s)", example)
+		}
+		return nil
+	}
+	out := make([]string, 0, len(items))
+	for i, it := range items {
+		ip := fmt.Sprintf("%s[%d]", kp, i)
+		s, ok := p.expandStr(it, ip, lax)
+		switch {
+		case !ok:
+		case strings.ContainsRune(s, 0):
+			p.errAt(it, ip, "must not contain a NUL byte")
+		case i == 0 && strings.TrimSpace(s) == "":
+			p.errAt(it, ip, "the program must not be empty")
+		}
 		out = append(out, s)
 	}
 	return out

@@ -1,55 +1,245 @@
 package manager
 
 import (
+	"context"
+	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"path"
+	"path/filepath"
+	"slices"
 	"strings"
+	"time"
 
 	"github.com/toolmux/toolmux/builtin"
+	"github.com/toolmux/toolmux/cmdsource"
 	"github.com/toolmux/toolmux/config"
 	"github.com/toolmux/toolmux/mcpsource"
+	"github.com/toolmux/toolmux/tool"
+	"github.com/toolmux/toolmux/web"
 )
 
 // FromConfig builds a manager for cfg: the built-in tools on the workspace
-// (unless disabled) and one MCP source per configured server, with the
-// policy the configuration gives each. Nothing is started yet.
-func FromConfig(cfg *config.Config, log *slog.Logger, opts ...Option) (*Manager, error) {
+// (unless disabled), with the settings of cfg.Builtin, and one source per
+// configured server — an MCP source, or a command source for command
+// servers — with the policy the configuration gives each. Nothing is
+// started yet.
+//
+// cfg.DataDir, when set, is where the built-in tools keep state by
+// default: memory's facts in DataDir/memory (unless builtin.memory_dir says
+// otherwise) and the full output of long shell commands in
+// DataDir/spill/shell.
+func FromConfig(cfg *config.Config, log *slog.Logger, opts ...Option) (m *Manager, err error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
+	// Sources already made are closed when a later step fails: they may
+	// hold web backends, and New closes only the sources it has added.
+	// Closing a source twice is harmless.
+	var made []Source
+	defer func() {
+		if err != nil {
+			for _, s := range made {
+				s.Close()
+			}
+		}
+	}()
 	all := []Option{WithLogger(log), WithFilter(cfg.Allow, cfg.Deny)}
 	if cfg.Builtin.Enabled {
-		ws := cfg.Workspace
-		if ws == "" {
-			ws = "."
-		}
-		b, err := builtin.New(ws)
-		if err != nil {
-			return nil, fmt.Errorf("built-in tools: workspace %q: %w", ws, err)
-		}
-		all = append(all, WithSource(b, ServerOptions{Timeout: cfg.Timeout, Transport: "builtin"}))
-	}
-	for _, sc := range cfg.Servers {
-		src, err := mcpsource.New(mcpsource.Config{
-			Name:           sc.Name,
-			Transport:      sc.Transport,
-			Command:        sc.Command,
-			Args:           sc.Args,
-			Env:            sc.Env,
-			Dir:            sc.Cwd,
-			URL:            sc.URL,
-			Headers:        sc.Headers,
-			BearerToken:    sc.BearerToken,
-			ConnectTimeout: first(sc.ConnectTimeout, cfg.ConnectTimeout),
-			Logger:         log.With("server", sc.Name),
-		})
+		b, err := newBuiltin(cfg)
 		if err != nil {
 			return nil, err
 		}
-		all = append(all, WithSource(src, serverOptions(cfg, sc)))
+		made = append(made, b)
+		all = append(all, WithSource(b, builtinServerOptions(cfg)))
+	}
+	for _, sc := range cfg.Servers {
+		var src Source
+		var err error
+		sopts := serverOptions(cfg, sc)
+		if sc.Transport == config.Command {
+			src, err = newCommandSource(cfg, sc, log)
+			// The manager cuts discovery off at its connect timeout (plus
+			// its listing margin). It must not be the first to give up:
+			// cmdsource stops a slow discovery command itself, after
+			// DiscoverTimeout and the kill grace, with an error quoting
+			// what the command printed.
+			sopts.ConnectTimeout = first(sc.ConnectTimeout, cfg.ConnectTimeout) + cmdsource.DefaultKillGrace
+		} else {
+			src, err = mcpsource.New(mcpsource.Config{
+				Name:           sc.Name,
+				Transport:      sc.Transport,
+				Command:        sc.Command,
+				Args:           sc.Args,
+				Env:            sc.Env,
+				Dir:            sc.Cwd,
+				URL:            sc.URL,
+				Headers:        sc.Headers,
+				BearerToken:    sc.BearerToken,
+				ConnectTimeout: first(sc.ConnectTimeout, cfg.ConnectTimeout),
+				Logger:         log.With("server", sc.Name),
+			})
+		}
+		switch {
+		case err != nil && sc.Disabled:
+			// A disabled server may use variables that are not set (often
+			// why it is disabled), which can leave it without a program
+			// or URL; it is never started, so it only needs to be listed.
+			src = disabledSource(sc.Name)
+		case err != nil:
+			return nil, err
+		}
+		made = append(made, src)
+		all = append(all, WithSource(src, sopts))
 	}
 	return New(append(all, opts...)...)
+}
+
+// disabledSource stands in for a disabled server whose source cannot be
+// made. The manager never lists or calls a disabled server; should it,
+// the server is reported unavailable.
+type disabledSource string
+
+func (d disabledSource) Name() string { return string(d) }
+
+func (d disabledSource) Tools(context.Context) ([]tool.Tool, error) { return nil, d.err() }
+
+func (d disabledSource) Call(context.Context, string, map[string]any) (*tool.Result, error) {
+	return nil, d.err()
+}
+
+func (d disabledSource) Close() error { return nil }
+
+func (d disabledSource) err() error {
+	return &tool.Error{Kind: tool.KindServerUnavailable, Server: string(d),
+		Message: fmt.Sprintf("server %s is disabled in the configuration", string(d))}
+}
+
+// newBuiltin makes the built-in source with the settings of cfg.Builtin.
+// Zero settings are passed on as they are: the builtin and web options
+// keep their defaults for them.
+func newBuiltin(cfg *config.Config) (Source, error) {
+	bc := cfg.Builtin
+	ws := cfg.Workspace
+	if ws == "" {
+		ws = "."
+	}
+	opts := []builtin.Option{
+		builtin.WithMaxReadBytes(bc.MaxReadBytes),
+		builtin.WithMaxWriteBytes(bc.MaxWriteBytes),
+		builtin.WithShellTimeout(bc.Shell.Timeout),
+		builtin.WithShellMaxTimeout(bc.Shell.MaxTimeout),
+		builtin.WithShellInactivityTimeout(bc.Shell.InactivityTimeout),
+		builtin.WithShellMaxOutputBytes(bc.Shell.MaxOutputBytes),
+	}
+	memoryDir := bc.MemoryDir
+	if cfg.DataDir != "" {
+		if memoryDir == "" {
+			memoryDir = filepath.Join(cfg.DataDir, "memory")
+		}
+		opts = append(opts, builtin.WithSpillDir(filepath.Join(cfg.DataDir, "spill", "shell")))
+	}
+	opts = append(opts, builtin.WithMemoryDir(memoryDir))
+
+	// builtin closes only a fetcher it made itself; the web backends made
+	// here belong to the manager, which closes them with the source.
+	var owned []io.Closer
+	w := bc.Web
+	if w.Timeout > 0 || w.MaxBytes > 0 || w.DenyPrivate {
+		f := web.NewFetcher(web.WithTimeout(w.Timeout), web.WithMaxBytes(w.MaxBytes), web.WithDenyPrivate(w.DenyPrivate))
+		owned = append(owned, f)
+		opts = append(opts, builtin.WithFetcher(f))
+	}
+	if w.Search.Provider != "" {
+		s, err := web.NewSearcher(w.Search.Provider, w.Search.URL, w.Search.Key)
+		if err != nil {
+			closeAll(owned)
+			return nil, fmt.Errorf("built-in tools: web search: %w", err)
+		}
+		if c, ok := s.(io.Closer); ok {
+			owned = append(owned, c)
+		}
+		opts = append(opts, builtin.WithSearcher(s))
+	}
+
+	b, err := builtin.New(ws, opts...)
+	if err != nil {
+		closeAll(owned)
+		return nil, fmt.Errorf("built-in tools: workspace %q: %w", ws, err)
+	}
+	if len(owned) == 0 {
+		return b, nil
+	}
+	return &ownedBuiltin{Source: b, owned: owned}, nil
+}
+
+// ownedBuiltin is the built-in source together with the web backends made
+// for it, which its Close closes too.
+type ownedBuiltin struct {
+	*builtin.Source
+	owned []io.Closer
+}
+
+// Close closes the source, then the backends.
+func (o *ownedBuiltin) Close() error {
+	return errors.Join(o.Source.Close(), closeAll(o.owned))
+}
+
+func closeAll(cs []io.Closer) error {
+	var errs []error
+	for _, c := range cs {
+		errs = append(errs, c.Close())
+	}
+	return errors.Join(errs...)
+}
+
+// reportMargin is the time a tool that stops a command itself is given,
+// beyond the command's limit and kill grace, to report before the manager
+// cancels the call.
+const reportMargin = 5 * time.Second
+
+// builtinServerOptions is the policy of the built-in tools. A shell time
+// limit set in the configuration that is longer than the call timeout is
+// what bounds shell calls: otherwise the call timeout would cut such a
+// command first, and the setting would do nothing. The kill grace lets the
+// shell end the command and report what it printed before the manager
+// gives up.
+func builtinServerOptions(cfg *config.Config) ServerOptions {
+	o := ServerOptions{Timeout: cfg.Timeout, Transport: "builtin"}
+	sh := cfg.Builtin.Shell
+	if d := max(sh.Timeout, sh.MaxTimeout); d > 0 {
+		if bound := d + builtin.DefaultShellKillGrace + reportMargin; bound > cfg.Timeout {
+			o.ToolTimeouts = map[string]time.Duration{builtin.Shell: bound}
+		}
+	}
+	return o
+}
+
+// newCommandSource makes the source of a command server.
+func newCommandSource(cfg *config.Config, sc config.Server, log *slog.Logger) (*cmdsource.Source, error) {
+	env := make([]string, 0, len(sc.Env))
+	for k, v := range sc.Env {
+		env = append(env, k+"="+v)
+	}
+	slices.Sort(env) // deterministic, for logs and tests
+	// The manager bounds each call by the server's timeout or its tool's;
+	// cmdsource's own bound must not be the shorter one, or a tool given a
+	// longer timeout than the server would be killed early.
+	callTimeout := first(sc.Timeout, cfg.Timeout)
+	for _, d := range sc.ToolTimeouts {
+		callTimeout = max(callTimeout, d)
+	}
+	return cmdsource.New(cmdsource.Config{
+		Name:            sc.Name,
+		Discover:        sc.Discover,
+		Call:            sc.Call,
+		Dir:             sc.Cwd,
+		Env:             env,
+		DiscoverTimeout: first(sc.ConnectTimeout, cfg.ConnectTimeout),
+		CallTimeout:     callTimeout,
+		Logger:          log.With("server", sc.Name),
+	})
 }
 
 func serverOptions(cfg *config.Config, sc config.Server) ServerOptions {

@@ -431,8 +431,13 @@ func (m *Manager) Tool(ctx context.Context, server, name string) (tool.Tool, err
 // contextError turns context errors into timeout or cancelled errors that
 // say which limit was hit.
 func (m *Manager) contextError(ctx context.Context, s *server, toolName string, err error) error {
-	if ctx.Err() == nil && !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) {
-		return err
+	if ctx.Err() == nil {
+		// The source's own limit (a call command's timeout) already says
+		// what happened, with the command's output; keep its words.
+		if _, typed := errors.AsType[*tool.Error](err); typed ||
+			(!errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded)) {
+			return err
+		}
 	}
 	switch {
 	case errors.Is(context.Cause(ctx), errTimedOut):

@@ -153,6 +153,9 @@ func (s *server) list(ctx context.Context) error {
 
 	lctx, cancel := context.WithTimeout(ctx, s.opts.ConnectTimeout+listMargin)
 	tools, err := s.guarded(func() ([]tool.Tool, error) { return s.src.Tools(lctx) })
+	// Only our own limit expiring is "did not list in time": a source's
+	// own timeout (a discovery command's) has its own, better error.
+	expired := lctx.Err() != nil
 	cancel()
 
 	s.mu.Lock()
@@ -169,7 +172,7 @@ func (s *server) list(ctx context.Context) error {
 			return ctx.Err()
 		}
 		te := tool.AsError(err)
-		if errors.Is(err, context.DeadlineExceeded) {
+		if expired && errors.Is(err, context.DeadlineExceeded) {
 			te = &tool.Error{Kind: tool.KindServerUnavailable, Server: s.name, Err: err,
 				Message: fmt.Sprintf("server %s did not list its tools within %s", s.name, s.opts.ConnectTimeout+listMargin)}
 		}

@@ -162,6 +162,7 @@ func (a *app) open() (*runtimeSet, error) {
 		return nil, err
 	}
 	log := a.logger()
+	cfg.DataDir = a.resolveDataDir(cfg)
 	m, err := manager.FromConfig(cfg, log)
 	if err != nil {
 		return nil, &exitError{code: exitUsage, err: err}
