@@ -55,22 +55,22 @@ Paths are relative to the workspace root (%s) or absolute inside it; paths outsi
 // different number of matches, binary, too large), file_not_found when
 // there is no file to edit.
 func (s *Source) edit(ctx context.Context, a args) (*tool.Result, error) {
-	if err := a.check("path", "old_string", "new_string", "expected_replacements"); err != nil {
+	if err := a.Check("path", "old_string", "new_string", "expected_replacements"); err != nil {
 		return nil, err
 	}
-	p, _, err := a.str("path", true)
+	p, _, err := a.String("path", true)
 	if err != nil {
 		return nil, err
 	}
-	oldS, err := a.text("old_string")
+	oldS, err := a.Text("old_string")
 	if err != nil {
 		return nil, err
 	}
-	newS, err := a.text("new_string")
+	newS, err := a.Text("new_string")
 	if err != nil {
 		return nil, err
 	}
-	expected, hasExpected, err := a.integer("expected_replacements", 1)
+	expected, hasExpected, err := a.Int("expected_replacements", 1)
 	if err != nil {
 		return nil, err
 	}
@@ -78,7 +78,7 @@ func (s *Source) edit(ctx context.Context, a args) (*tool.Result, error) {
 		expected = 1
 	}
 	if oldS == newS {
-		return nil, a.invalid("old_string and new_string are identical, so the edit would change nothing; give the new text as new_string")
+		return nil, a.Invalid("old_string and new_string are identical, so the edit would change nothing; give the new text as new_string")
 	}
 	loc, err := s.ws.resolveNew("path", p)
 	if err != nil {
@@ -104,10 +104,10 @@ func (s *Source) edit(ctx context.Context, a args) (*tool.Result, error) {
 			if fi.IsDir() {
 				return nil, writable(r, loc, p, fi)
 			}
-			return nil, a.invalid("old_string is empty, which creates a new file, but %s already exists; to change it, give the exact text to replace as old_string, or use write_file to replace the whole file", loc.display())
+			return nil, a.Invalid("old_string is empty, which creates a new file, but %s already exists; to change it, give the exact text to replace as old_string, or use write_file to replace the whole file", loc.display())
 		}
 		if int64(len(newS)) > s.limits.maxWriteBytes {
-			return nil, a.invalid("new_string is %d bytes, over the limit of %s for a file", len(newS), size(s.limits.maxWriteBytes))
+			return nil, a.Invalid("new_string is %d bytes, over the limit of %s for a file", len(newS), size(s.limits.maxWriteBytes))
 		}
 		if err := ctx.Err(); err != nil {
 			return nil, err

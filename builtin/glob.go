@@ -40,10 +40,10 @@ path is relative to the workspace root (%s) or absolute inside it; paths outside
 }
 
 func (s *Source) glob(ctx context.Context, a args) (*tool.Result, error) {
-	if err := a.check("pattern", "path"); err != nil {
+	if err := a.Check("pattern", "path"); err != nil {
 		return nil, err
 	}
-	pattern, _, err := a.str("pattern", true)
+	pattern, _, err := a.String("pattern", true)
 	if err != nil {
 		return nil, err
 	}
@@ -142,13 +142,13 @@ func (s *Source) glob(ctx context.Context, a args) (*tool.Result, error) {
 // path: doublestar would otherwise match nothing, silently.
 func checkPattern(a args, name, pattern string) error {
 	if len(pattern) > MaxPathLen {
-		return a.invalid("argument %q is %d bytes long; patterns are limited to %d bytes", name, len(pattern), MaxPathLen)
+		return a.Invalid("argument %q is %d bytes long; patterns are limited to %d bytes", name, len(pattern), MaxPathLen)
 	}
 	if strings.IndexByte(pattern, 0) >= 0 {
-		return a.invalid("argument %q contains a NUL byte", name)
+		return a.Invalid("argument %q contains a NUL byte", name)
 	}
 	if !doublestar.ValidatePattern(filepath.ToSlash(pattern)) {
-		return a.invalid("argument %q is not a valid glob pattern: %q (check for an unclosed '[' or '{', or a trailing '\\')", name, pattern)
+		return a.Invalid("argument %q is not a valid glob pattern: %q (check for an unclosed '[' or '{', or a trailing '\\')", name, pattern)
 	}
 	return nil
 }

@@ -50,18 +50,18 @@ type grepMatch struct {
 }
 
 func (s *Source) grep(ctx context.Context, a args) (*tool.Result, error) {
-	if err := a.check("pattern", "path", "include"); err != nil {
+	if err := a.Check("pattern", "path", "include"); err != nil {
 		return nil, err
 	}
-	pattern, _, err := a.str("pattern", true)
+	pattern, _, err := a.String("pattern", true)
 	if err != nil {
 		return nil, err
 	}
 	re, err := regexp.Compile(pattern)
 	if err != nil {
-		return nil, a.invalid("argument \"pattern\" is not a valid regular expression (Go RE2 syntax): %v", err)
+		return nil, a.Invalid("argument \"pattern\" is not a valid regular expression (Go RE2 syntax): %v", err)
 	}
-	include, _, err := a.str("include", false)
+	include, _, err := a.String("include", false)
 	if err != nil {
 		return nil, err
 	}

@@ -43,7 +43,7 @@ type dirEntry struct {
 }
 
 func (s *Source) listDirectory(ctx context.Context, a args) (*tool.Result, error) {
-	if err := a.check("path"); err != nil {
+	if err := a.Check("path"); err != nil {
 		return nil, err
 	}
 	loc, p, err := s.pathArg(a, "path", true)

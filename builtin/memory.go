@@ -71,33 +71,33 @@ action "save" stores fact (one self-contained statement, at most %s) and returns
 }
 
 func (s *Source) memory(ctx context.Context, a args) (*tool.Result, error) {
-	if err := a.check("action", "fact", "query"); err != nil {
+	if err := a.Check("action", "fact", "query"); err != nil {
 		return nil, err
 	}
-	action, _, err := a.str("action", true)
+	action, _, err := a.String("action", true)
 	if err != nil {
 		return nil, err
 	}
-	factArg, _, err := a.str("fact", false)
+	factArg, _, err := a.String("fact", false)
 	if err != nil {
 		return nil, err
 	}
-	query, _, err := a.str("query", false)
+	query, _, err := a.String("query", false)
 	if err != nil {
 		return nil, err
 	}
 	switch action {
 	case memorySave, memoryList, memoryRecall:
 	default:
-		return nil, a.invalid("argument \"action\" must be \"save\", \"list\" or \"recall\", not %q", action)
+		return nil, a.Invalid("argument \"action\" must be \"save\", \"list\" or \"recall\", not %q", action)
 	}
 	// An argument the action does not use is a sign the model meant another
 	// action; ignoring it would silently do something else.
 	if action != memorySave && strings.TrimSpace(factArg) != "" {
-		return nil, a.invalid("argument \"fact\" is only used with action \"save\"; to store it, call memory with action \"save\"")
+		return nil, a.Invalid("argument \"fact\" is only used with action \"save\"; to store it, call memory with action \"save\"")
 	}
 	if action != memoryRecall && strings.TrimSpace(query) != "" {
-		return nil, a.invalid("argument \"query\" is only used with action \"recall\"")
+		return nil, a.Invalid("argument \"query\" is only used with action \"recall\"")
 	}
 	// Calls outside any task (a Go program calling the source directly)
 	// share the "" namespace.
@@ -108,10 +108,10 @@ func (s *Source) memory(ctx context.Context, a args) (*tool.Result, error) {
 	case memorySave:
 		fact := strings.TrimSpace(factArg)
 		if fact == "" {
-			return nil, a.invalid("action \"save\" needs a non-empty \"fact\" to store")
+			return nil, a.Invalid("action \"save\" needs a non-empty \"fact\" to store")
 		}
 		if len(fact) > s.limits.maxFactBytes {
-			return nil, a.invalid("argument \"fact\" is %d bytes, over the limit of %s; save a shorter statement, or write longer notes to a file with write_file and save its path",
+			return nil, a.Invalid("argument \"fact\" is %d bytes, over the limit of %s; save a shorter statement, or write longer notes to a file with write_file and save its path",
 				len(fact), size(int64(s.limits.maxFactBytes)))
 		}
 		n, dup, err := s.mem.save(task, fact, s.limits.maxFacts)
@@ -138,7 +138,7 @@ func (s *Source) memory(ctx context.Context, a args) (*tool.Result, error) {
 
 	words := queryWords(query)
 	if len(words) == 0 {
-		return nil, a.invalid("action \"recall\" needs a \"query\" with at least one word; to see every fact, use action \"list\"")
+		return nil, a.Invalid("action \"recall\" needs a \"query\" with at least one word; to see every fact, use action \"list\"")
 	}
 	facts, err := s.mem.facts(task)
 	if err != nil {

@@ -63,18 +63,18 @@ Paths are relative to the workspace root (%s) or absolute inside it; paths outsi
 }
 
 func (s *Source) readFile(ctx context.Context, a args) (*tool.Result, error) {
-	if err := a.check("path", "offset", "limit"); err != nil {
+	if err := a.Check("path", "offset", "limit"); err != nil {
 		return nil, err
 	}
 	loc, p, err := s.pathArg(a, "path", true)
 	if err != nil {
 		return nil, err
 	}
-	offset, _, err := a.integer("offset", 0)
+	offset, _, err := a.Int("offset", 0)
 	if err != nil {
 		return nil, err
 	}
-	limit, hasLimit, err := a.integer("limit", 1)
+	limit, hasLimit, err := a.Int("limit", 1)
 	if err != nil {
 		return nil, err
 	}

@@ -11,9 +11,11 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 	"unicode/utf8"
 
+	"github.com/toolmux/toolmux/internal/procgroup"
 	"github.com/toolmux/toolmux/tool"
 )
 
@@ -88,27 +90,27 @@ func shellPath() string {
 }
 
 func (s *Source) shell(ctx context.Context, a args) (*tool.Result, error) {
-	if err := a.check("command", "cwd", "timeout_ms"); err != nil {
+	if err := a.Check("command", "cwd", "timeout_ms"); err != nil {
 		return nil, err
 	}
 	if !shellSupported {
 		return nil, &tool.Error{Kind: tool.KindToolError, Message: "shell is not supported on this operating system"}
 	}
-	command, _, err := a.str("command", true)
+	command, _, err := a.String("command", true)
 	if err != nil {
 		return nil, err
 	}
 	if strings.IndexByte(command, 0) >= 0 {
-		return nil, a.invalid("argument \"command\" contains a NUL byte, which a command line cannot contain")
+		return nil, a.Invalid("argument \"command\" contains a NUL byte, which a command line cannot contain")
 	}
 	if strings.TrimSpace(command) == "" {
-		return nil, a.invalid("argument \"command\" is blank; give the command to run")
+		return nil, a.Invalid("argument \"command\" is blank; give the command to run")
 	}
 	dir, p, err := s.pathArg(a, "cwd", false)
 	if err != nil {
 		return nil, err
 	}
-	ms, hasTimeout, err := a.integer("timeout_ms", 1)
+	ms, hasTimeout, err := a.Int("timeout_ms", 1)
 	if err != nil {
 		return nil, err
 	}
@@ -184,7 +186,9 @@ func (s *Source) runShell(ctx context.Context, command string, dir location, tim
 		cmd.Env = os.Environ()
 	}
 	cmd.Stdout, cmd.Stderr = outW, errW
-	cmd.SysProcAttr = procAttr()
+	// A group of its own, so that the command and everything it starts can
+	// be signalled at once.
+	procgroup.Setup(cmd)
 	err = cmd.Start()
 	// The child has its own copies; ours must go, or the pipes never end.
 	outW.Close()
@@ -313,12 +317,12 @@ func (s *Source) spillDir() string {
 func (s *Source) endGroup(pgid int, exited <-chan struct{}) {
 	select {
 	case <-exited:
-		if !groupAlive(pgid) {
+		if !procgroup.AliveIgnoringZombies(pgid) {
 			return
 		}
 	default:
 	}
-	signalGroup(pgid, false)
+	procgroup.Signal(pgid, syscall.SIGTERM)
 	grace := time.NewTimer(s.limits.shellKillGrace)
 	defer grace.Stop()
 	poll := time.NewTicker(10 * time.Millisecond)
@@ -331,7 +335,7 @@ func (s *Source) endGroup(pgid int, exited <-chan struct{}) {
 			exited = nil
 		case <-poll.C:
 		case <-grace.C:
-			signalGroup(pgid, true)
+			procgroup.Kill(pgid)
 			if !leaderDone {
 				// SIGKILL cannot be caught; only a process stuck in the
 				// kernel could delay this.
@@ -339,10 +343,21 @@ func (s *Source) endGroup(pgid int, exited <-chan struct{}) {
 			}
 			return
 		}
-		if leaderDone && !groupAlive(pgid) {
+		if leaderDone && !procgroup.AliveIgnoringZombies(pgid) {
 			return
 		}
 	}
+}
+
+// exitSignal names the signal that killed the process, if one did, as
+// "SIGSEGV (segmentation fault)": the name people look up and the
+// description that says what it means.
+func exitSignal(ps *os.ProcessState) (string, bool) {
+	_, sig := procgroup.ExitStatus(ps)
+	if sig == 0 {
+		return "", false
+	}
+	return fmt.Sprintf("%s (%s)", procgroup.SignalName(sig), sig), true
 }
 
 // timeoutError builds the error of a killed command, quoting the end of its

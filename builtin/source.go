@@ -27,10 +27,8 @@ package builtin
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -38,6 +36,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/toolmux/toolmux/internal/toolargs"
 	"github.com/toolmux/toolmux/tool"
 	"github.com/toolmux/toolmux/web"
 )
@@ -463,7 +462,7 @@ func (s *Source) Call(ctx context.Context, name string, arguments map[string]any
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	res, err := h.call(s, ctx, args{tool: name, m: arguments})
+	res, err := h.call(s, ctx, args{Tool: name, M: arguments})
 	if err != nil {
 		if te, ok := errors.AsType[*tool.Error](err); ok {
 			if te.Server == "" {
@@ -526,166 +525,14 @@ func objectSchema(props map[string]any, required ...string) map[string]any {
 	}
 }
 
-// args reads a call's arguments. Its methods return invalid_tool_params
-// errors that name the argument and what was expected, for the model to
-// correct its call.
-type args struct {
-	tool string
-	m    map[string]any
-}
-
-func (a args) invalid(format string, v ...any) error {
-	return &tool.Error{Kind: tool.KindInvalidParams, Message: fmt.Sprintf(format, v...)}
-}
-
-// check refuses arguments the tool does not take: the schema forbids them,
-// and a misspelt optional argument would otherwise be ignored silently.
-func (a args) check(known ...string) error {
-	var unknown []string
-	for k := range a.m {
-		if !slices.Contains(known, k) {
-			unknown = append(unknown, k)
-		}
-	}
-	if len(unknown) == 0 {
-		return nil
-	}
-	sort.Strings(unknown)
-	return a.invalid("%s does not take the argument(s) %s; its arguments are %s",
-		a.tool, quoteAll(unknown), quoteAll(known))
-}
-
-// str returns a string argument. A JSON null counts as absent, since models
-// often send null for optional arguments they do not use.
-func (a args) str(name string, required bool) (string, bool, error) {
-	v, ok := a.m[name]
-	if !ok || v == nil {
-		if required {
-			return "", false, a.invalid("missing required argument %q (a string)", name)
-		}
-		return "", false, nil
-	}
-	s, ok := v.(string)
-	if !ok {
-		return "", false, a.invalid("argument %q must be a string, not %s", name, jsonType(v))
-	}
-	if required && s == "" {
-		return "", false, a.invalid("argument %q must not be empty", name)
-	}
-	return s, true, nil
-}
-
-// text returns a required string argument that may be empty: file content
-// and replacement text can legitimately be "".
-func (a args) text(name string) (string, error) {
-	v, ok := a.m[name]
-	if !ok || v == nil {
-		return "", a.invalid("missing required argument %q (a string; it may be empty)", name)
-	}
-	s, ok := v.(string)
-	if !ok {
-		return "", a.invalid("argument %q must be a string, not %s", name, jsonType(v))
-	}
-	return s, nil
-}
-
-// integer returns a non-negative integer argument no smaller than least.
-// JSON numbers arrive as float64, or as json.Number from decoders that keep
-// them; Go callers may pass any integer type.
-func (a args) integer(name string, least int) (int, bool, error) {
-	v, ok := a.m[name]
-	if !ok || v == nil {
-		return 0, false, nil
-	}
-	var n int64
-	switch x := v.(type) {
-	case float64, float32:
-		f, _ := x.(float64)
-		if f32, ok := x.(float32); ok {
-			f = float64(f32)
-		}
-		if f != math.Trunc(f) || math.IsInf(f, 0) || math.IsNaN(f) {
-			return 0, false, a.invalid("argument %q must be an integer, not %v", name, f)
-		}
-		n = int64(max(min(f, 1<<62), -1<<62))
-	case json.Number:
-		i, err := x.Int64()
-		if err != nil {
-			f, ferr := x.Float64()
-			if ferr != nil || f != math.Trunc(f) || math.IsInf(f, 0) {
-				return 0, false, a.invalid("argument %q must be an integer, not %s", name, x.String())
-			}
-			i = int64(max(min(f, 1<<62), -1<<62))
-		}
-		n = i
-	case int:
-		n = int64(x)
-	case int8:
-		n = int64(x)
-	case int16:
-		n = int64(x)
-	case int32:
-		n = int64(x)
-	case int64:
-		n = x
-	case uint:
-		n = clampUint(uint64(x))
-	case uint8:
-		n = int64(x)
-	case uint16:
-		n = int64(x)
-	case uint32:
-		n = int64(x)
-	case uint64:
-		n = clampUint(x)
-	default:
-		return 0, false, a.invalid("argument %q must be an integer, not %s", name, jsonType(v))
-	}
-	if n < int64(least) {
-		return 0, false, a.invalid("argument %q must be at least %d, not %d", name, least, n)
-	}
-	if n > math.MaxInt {
-		n = math.MaxInt
-	}
-	return int(n), true, nil
-}
-
-func clampUint(u uint64) int64 {
-	if u > math.MaxInt64 {
-		return math.MaxInt64
-	}
-	return int64(u)
-}
-
-// jsonType names the JSON type of a decoded value, for error messages.
-func jsonType(v any) string {
-	switch v.(type) {
-	case string:
-		return "a string"
-	case bool:
-		return "a boolean"
-	case float64, float32, json.Number, int, int8, int16, int32, int64, uint, uint8, uint16, uint32, uint64:
-		return "a number"
-	case []any:
-		return "an array"
-	case map[string]any:
-		return "an object"
-	}
-	return fmt.Sprintf("a %T", v)
-}
-
-func quoteAll(ss []string) string {
-	q := make([]string, len(ss))
-	for i, s := range ss {
-		q[i] = fmt.Sprintf("%q", s)
-	}
-	return strings.Join(q, ", ")
-}
+// args reads a call's arguments; the alias keeps the many handler
+// signatures short.
+type args = toolargs.Args
 
 // pathArg reads and resolves a path argument. An absent optional path means
 // the workspace root.
 func (s *Source) pathArg(a args, name string, required bool) (location, string, error) {
-	p, _, err := a.str(name, required)
+	p, _, err := a.String(name, required)
 	if err != nil {
 		return location{}, "", err
 	}

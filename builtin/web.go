@@ -30,7 +30,7 @@ func (s *Source) webFetchTool() tool.Tool {
 }
 
 func (s *Source) webFetch(ctx context.Context, a args) (*tool.Result, error) {
-	return s.fetcher.Call(ctx, a.m)
+	return s.fetcher.Call(ctx, a.M)
 }
 
 func (s *Source) webSearchTool() tool.Tool {
@@ -40,7 +40,7 @@ func (s *Source) webSearchTool() tool.Tool {
 }
 
 func (s *Source) webSearch(ctx context.Context, a args) (*tool.Result, error) {
-	return web.SearchCall(ctx, s.limits.searcher, a.m)
+	return web.SearchCall(ctx, s.limits.searcher, a.M)
 }
 
 // offered reports whether the source lists a tool: web_search only with a

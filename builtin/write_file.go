@@ -46,19 +46,19 @@ Paths are relative to the workspace root (%s) or absolute inside it; paths outsi
 }
 
 func (s *Source) writeFile(ctx context.Context, a args) (*tool.Result, error) {
-	if err := a.check("path", "content"); err != nil {
+	if err := a.Check("path", "content"); err != nil {
 		return nil, err
 	}
-	p, _, err := a.str("path", true)
+	p, _, err := a.String("path", true)
 	if err != nil {
 		return nil, err
 	}
-	content, err := a.text("content")
+	content, err := a.Text("content")
 	if err != nil {
 		return nil, err
 	}
 	if n := int64(len(content)); n > s.limits.maxWriteBytes {
-		return nil, a.invalid("argument \"content\" is %d bytes, over write_file's limit of %s; write the file in smaller parts (write_file for the first part, then edit to add the rest) or generate it with a command",
+		return nil, a.Invalid("argument \"content\" is %d bytes, over write_file's limit of %s; write the file in smaller parts (write_file for the first part, then edit to add the rest) or generate it with a command",
 			n, size(s.limits.maxWriteBytes))
 	}
 	loc, err := s.ws.resolveNew("path", p)

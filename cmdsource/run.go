@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"time"
 	"unicode/utf8"
+
+	"github.com/toolmux/toolmux/internal/procgroup"
 )
 
 // drainGrace is how long the output of a command that has ended is still
@@ -57,7 +59,9 @@ func (s *Source) run(ctx context.Context, argv []string, stdin []byte) (out *out
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Dir = s.cfg.Dir
 	cmd.Env = append(os.Environ(), s.cfg.Env...)
-	setProcessGroup(cmd)
+	// A group of its own, so that everything the command starts (a shell's
+	// pipelines, an interpreter's children) can be signalled together.
+	procgroup.Setup(cmd)
 
 	// The pipes are made here rather than by exec so that Wait does not
 	// wait for them: the group is killed after the leader exits, and only
@@ -125,7 +129,7 @@ func (s *Source) run(ctx context.Context, argv []string, stdin []byte) (out *out
 			s.terminate(pid, exited)
 		}
 	}
-	killGroup(pid)
+	procgroup.Kill(pid)
 
 	drained := make(chan struct{})
 	go func() {
@@ -148,20 +152,20 @@ func (s *Source) run(ctx context.Context, argv []string, stdin []byte) (out *out
 		stdout: stdoutBuf.b, stdoutTotal: stdoutBuf.total,
 		stderr: stderrBuf.bytes(), stderrTotal: stderrBuf.total,
 	}
-	out.code, out.signal = exitStatus(cmd.ProcessState)
+	out.code, out.signal = procgroup.ExitStatus(cmd.ProcessState)
 	return out, stopped, nil
 }
 
 // terminate asks the group to end, then makes it, and returns once the
 // leader has been reaped.
 func (s *Source) terminate(pid int, exited <-chan struct{}) {
-	signalGroup(pid, syscall.SIGTERM)
+	procgroup.Signal(pid, syscall.SIGTERM)
 	t := time.NewTimer(s.cfg.KillGrace)
 	defer t.Stop()
 	select {
 	case <-exited:
 	case <-t.C:
-		killGroup(pid)
+		procgroup.Kill(pid)
 		<-exited
 	}
 }

@@ -32,6 +32,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/toolmux/toolmux/internal/procgroup"
 	"github.com/toolmux/toolmux/tool"
 )
 
@@ -265,7 +266,7 @@ func (s *Source) runDiscovery(ctx context.Context) ([]tool.Tool, []string, error
 		e.Err.(*CommandError).TimedOut = true
 		return nil, nil, e
 	case out.signal != 0:
-		return nil, nil, fail(out, nil, "was killed by %s", signalName(out.signal))
+		return nil, nil, fail(out, nil, "was killed by %s", procgroup.SignalName(out.signal))
 	case out.code != 0:
 		return nil, nil, fail(out, nil, "exited with status %d", out.code)
 	case out.truncated():
@@ -370,7 +371,7 @@ func (s *Source) Call(ctx context.Context, name string, args map[string]any) (*t
 		e.Err.(*CommandError).TimedOut = true
 		return nil, e
 	case out.signal != 0:
-		return nil, fail(tool.KindExecutionFailed, out, nil, "was killed by %s", signalName(out.signal))
+		return nil, fail(tool.KindExecutionFailed, out, nil, "was killed by %s", procgroup.SignalName(out.signal))
 	case out.code != 0:
 		return nil, fail(tool.KindToolError, out, nil, "exited with status %d", out.code)
 	}
@@ -486,7 +487,7 @@ type CommandError struct {
 func (e *CommandError) fill(out *output) {
 	e.ExitCode = out.code
 	if out.signal != 0 {
-		e.Signal = signalName(out.signal)
+		e.Signal = procgroup.SignalName(out.signal)
 	}
 	e.Stdout, e.Stderr = string(out.stdout), string(out.stderr)
 }

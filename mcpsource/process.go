@@ -8,6 +8,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/toolmux/toolmux/internal/procgroup"
 	"github.com/toolmux/toolmux/internal/ringbuf"
 )
 
@@ -47,7 +48,9 @@ func startProcess(cmd *exec.Cmd, ring *ringbuf.Buffer) (*process, io.WriteCloser
 		return nil, nil, nil, err
 	}
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = inR, outW, errW
-	setProcessGroup(cmd)
+	// A group of its own, so that everything the server starts (npx starts
+	// node, shells start pipelines) can be signalled together.
+	procgroup.Setup(cmd)
 	err = cmd.Start()
 	// The child holds its own copies now; the parent keeps only its ends, so
 	// that EOF arrives when the child (and every process it started) is gone.
@@ -77,7 +80,7 @@ func startProcess(cmd *exec.Cmd, ring *ringbuf.Buffer) (*process, io.WriteCloser
 		close(p.exited)
 		// The leader is gone: whatever it started is orphaned. Killing the
 		// group makes them release the pipes, so the session sees EOF.
-		killGroup(p.pid)
+		procgroup.Kill(p.pid)
 	}()
 	return p, inW, outR, nil
 }
@@ -90,15 +93,15 @@ func (p *process) stop(grace time.Duration) {
 	select {
 	case <-p.exited:
 	case <-time.After(grace):
-		signalGroup(p.pid, syscall.SIGTERM)
+		procgroup.Signal(p.pid, syscall.SIGTERM)
 		select {
 		case <-p.exited:
 		case <-time.After(grace):
-			killGroup(p.pid)
+			procgroup.Kill(p.pid)
 			<-p.exited
 		}
 	}
-	killGroup(p.pid)
+	procgroup.Kill(p.pid)
 	// A process outside the group may still hold stderr (a daemonised
 	// grandchild); give the copier a moment to take the last words, then cut.
 	select {
@@ -132,10 +135,11 @@ func (p *process) exitDescription() string {
 		}
 		return "exited"
 	}
-	if ws, ok := p.state.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-		return fmt.Sprintf("killed by signal %s", ws.Signal())
+	code, sig := procgroup.ExitStatus(p.state)
+	if sig != 0 {
+		return fmt.Sprintf("killed by signal %s", sig)
 	}
-	return fmt.Sprintf("exited with status %d", p.state.ExitCode())
+	return fmt.Sprintf("exited with status %d", code)
 }
 
 // alive reports whether the process has not been reaped yet.

@@ -5,10 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math"
-	"slices"
 	"strings"
 
+	"github.com/toolmux/toolmux/internal/toolargs"
 	"github.com/toolmux/toolmux/tool"
 )
 
@@ -89,11 +88,11 @@ Write the query as you would type it into a search engine. Returns %d results un
 // for missing, mistyped or unknown arguments; when ctx ends, Call returns
 // ctx.Err().
 func (f *Fetcher) Call(ctx context.Context, arguments map[string]any) (*tool.Result, error) {
-	a := args{tool: FetchToolName, m: arguments}
-	if err := a.check("url"); err != nil {
+	a := toolargs.Args{Tool: FetchToolName, M: arguments}
+	if err := a.Check("url"); err != nil {
 		return nil, err
 	}
-	rawURL, err := a.str("url", true)
+	rawURL, err := a.NonBlank("url")
 	if err != nil {
 		return nil, err
 	}
@@ -162,18 +161,20 @@ func (p *Page) Markdown() string {
 // structured content, {query, results: [hits]}. A nil s is reported as a
 // tool_error saying that no search backend is configured.
 func SearchCall(ctx context.Context, s Searcher, arguments map[string]any) (*tool.Result, error) {
-	a := args{tool: SearchToolName, m: arguments}
-	if err := a.check("query", "num"); err != nil {
+	a := toolargs.Args{Tool: SearchToolName, M: arguments}
+	if err := a.Check("query", "num"); err != nil {
 		return nil, err
 	}
-	query, err := a.str("query", true)
+	query, err := a.NonBlank("query")
 	if err != nil {
 		return nil, err
 	}
-	num, err := a.integer("num", 1)
+	num, _, err := a.Int("num", 1)
 	if err != nil {
 		return nil, err
 	}
+	// Values past any maximum are lowered by the backend; keep them in range.
+	num = min(num, 1<<30)
 	if s == nil {
 		return nil, &tool.Error{Kind: tool.KindToolError, Tool: SearchToolName,
 			Message: "web_search is not configured: no search backend (Serper or SearXNG URL and key) is set"}
@@ -287,125 +288,4 @@ func countNoun(n int, one, many string) string {
 		return "1 " + one
 	}
 	return fmt.Sprintf("%d %s", n, many)
-}
-
-// args reads a call's arguments. Its methods return invalid_tool_params
-// errors that name the argument and what was expected, for the model to
-// correct its call.
-type args struct {
-	tool string
-	m    map[string]any
-}
-
-func (a args) invalid(format string, v ...any) error {
-	return &tool.Error{Kind: tool.KindInvalidParams, Tool: a.tool, Message: fmt.Sprintf(format, v...)}
-}
-
-// check refuses arguments the tool does not take: the schema forbids them,
-// and a misspelt optional argument would otherwise be ignored silently.
-func (a args) check(known ...string) error {
-	var unknown []string
-	for k := range a.m {
-		if !slices.Contains(known, k) {
-			unknown = append(unknown, fmt.Sprintf("%q", k))
-		}
-	}
-	if len(unknown) == 0 {
-		return nil
-	}
-	slices.Sort(unknown)
-	q := make([]string, len(known))
-	for i, k := range known {
-		q[i] = fmt.Sprintf("%q", k)
-	}
-	return a.invalid("%s does not take the argument(s) %s; its arguments are %s",
-		a.tool, strings.Join(unknown, ", "), strings.Join(q, ", "))
-}
-
-// str returns a required string argument.
-func (a args) str(name string, required bool) (string, error) {
-	v, ok := a.m[name]
-	if !ok || v == nil {
-		if required {
-			return "", a.invalid("missing required argument %q (a string)", name)
-		}
-		return "", nil
-	}
-	s, ok := v.(string)
-	if !ok {
-		return "", a.invalid("argument %q must be a string, not %s", name, jsonType(v))
-	}
-	if required && strings.TrimSpace(s) == "" {
-		return "", a.invalid("argument %q must not be empty", name)
-	}
-	return s, nil
-}
-
-// integer returns an optional integer argument no smaller than least, 0
-// when absent. JSON numbers arrive as float64, or as json.Number from
-// decoders that keep them; Go callers may pass any integer type.
-func (a args) integer(name string, least int) (int, error) {
-	v, ok := a.m[name]
-	if !ok || v == nil {
-		return 0, nil
-	}
-	var f float64
-	switch x := v.(type) {
-	case float64:
-		f = x
-	case float32:
-		f = float64(x)
-	case json.Number:
-		var err error
-		if f, err = x.Float64(); err != nil {
-			return 0, a.invalid("argument %q must be an integer, not %s", name, x.String())
-		}
-	case int:
-		f = float64(x)
-	case int8:
-		f = float64(x)
-	case int16:
-		f = float64(x)
-	case int32:
-		f = float64(x)
-	case int64:
-		f = float64(x)
-	case uint:
-		f = float64(x)
-	case uint8:
-		f = float64(x)
-	case uint16:
-		f = float64(x)
-	case uint32:
-		f = float64(x)
-	case uint64:
-		f = float64(x)
-	default:
-		return 0, a.invalid("argument %q must be an integer, not %s", name, jsonType(v))
-	}
-	if math.IsNaN(f) || math.IsInf(f, 0) || f != math.Trunc(f) {
-		return 0, a.invalid("argument %q must be an integer, not %v", name, v)
-	}
-	if f < float64(least) {
-		return 0, a.invalid("argument %q must be at least %d, not %v", name, least, v)
-	}
-	// Values past any maximum are lowered by the backend; keep them in range.
-	return int(min(f, 1<<30)), nil
-}
-
-// jsonType names the JSON type of a decoded value, for error messages.
-func jsonType(v any) string {
-	switch v.(type) {
-	case string:
-		return "a string"
-	case bool:
-		return "a boolean"
-	case float64, float32, json.Number, int, int8, int16, int32, int64, uint, uint8, uint16, uint32, uint64:
-		return "a number"
-	case []any:
-		return "an array"
-	case map[string]any:
-		return "an object"
-	}
-	return fmt.Sprintf("a %T", v)
 }

@@ -1,4 +1,6 @@
-package builtin
+//go:build linux
+
+package procgroup
 
 import (
 	"bytes"
@@ -7,23 +9,22 @@ import (
 	"syscall"
 )
 
-// procAttr puts the command in a process group of its own, so that it and
-// everything it starts can be signalled at once, and asks the kernel to
-// kill it if toolmux dies first, so that a crash leaves no orphan shell.
+// setDeathSignal makes the kernel kill the leader if toolmux dies without
+// ending it (SIGKILL from outside, a crash), so that it does not outlive
+// toolmux.
 //
 // The death signal fires when the thread that started the process exits,
 // not the process; the Go runtime does not end threads while the program
 // runs (only those of goroutines that exit while locked to their thread,
-// which the callers of Source.Call do not do). It reaches only the shell:
-// a grandchild outlives a killed toolmux unless the shell's death ends it.
-func procAttr() *syscall.SysProcAttr {
-	return &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-}
+// which callers starting commands must not do). It reaches only the
+// leader: a grandchild outlives a killed toolmux unless the leader's death
+// ends it.
+func setDeathSignal(a *syscall.SysProcAttr) { a.Pdeathsig = syscall.SIGKILL }
 
 // liveMember reports whether the group pgid has a member that is not a
-// zombie. A zombie whose parent is not toolmux waits for that parent (in a
-// container, often a pid 1 that never reaps) and would otherwise make the
-// group look alive until the grace period ends.
+// zombie, reading the state of every process in /proc. When /proc cannot
+// be read it says yes: a group wrongly thought alive only costs a wait,
+// one wrongly thought gone would be left running.
 func liveMember(pgid int) bool {
 	d, err := os.Open("/proc")
 	if err != nil {

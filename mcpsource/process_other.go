@@ -1,7 +1,0 @@
-//go:build unix && !linux
-
-package mcpsource
-
-import "syscall"
-
-func setDeathSignal(*syscall.SysProcAttr) {}
