@@ -308,6 +308,24 @@ func (b *backend) requestError(ctx, sctx context.Context, err error) error {
 // malformed reports a response that is not the JSON the backend should
 // send, quoting its start so the operator can see what came instead (an
 // HTML login page, a proxy's error, ...).
+// search sends req and parses the answer with parse: a failure parse
+// reports as a *tool.Error stands, anything else means the answer was not
+// what the backend should send.
+func (b *backend) search(ctx context.Context, req *http.Request, num int, parse func([]byte, int) ([]Hit, error)) ([]Hit, error) {
+	body, err := b.do(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	hits, err := parse(body, num)
+	if err != nil {
+		if _, typed := errors.AsType[*tool.Error](err); typed {
+			return nil, err
+		}
+		return nil, b.malformed(body, err)
+	}
+	return hits, nil
+}
+
 func (b *backend) malformed(body []byte, err error) error {
 	ex := excerpt(bytes.TrimSpace(body), false)
 	if ex == "" {

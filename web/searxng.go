@@ -3,11 +3,8 @@ package web
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"net/http"
 	"strings"
-
-	"github.com/toolmux/toolmux/tool"
 )
 
 // searxngName names the backend in messages.
@@ -56,19 +53,7 @@ func (s *SearXNG) Search(ctx context.Context, query string, num int) ([]Hit, err
 	if s.b.key != "" {
 		req.Header.Set("Authorization", "Bearer "+s.b.key)
 	}
-	body, err := s.b.do(ctx, req)
-	if err != nil {
-		return nil, err
-	}
-	hits, err := parseSearXNG(body, num)
-	if err != nil {
-		var te *tool.Error
-		if errors.As(err, &te) {
-			return nil, err
-		}
-		return nil, s.b.malformed(body, err)
-	}
-	return hits, nil
+	return s.b.search(ctx, req, num, parseSearXNG)
 }
 
 // searxngResult is one ranked result.

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/http"
 	"slices"
@@ -53,19 +52,7 @@ func (s *Serper) Search(ctx context.Context, query string, num int) ([]Hit, erro
 	if s.b.key != "" {
 		req.Header.Set("X-API-KEY", s.b.key)
 	}
-	body, err := s.b.do(ctx, req)
-	if err != nil {
-		return nil, err
-	}
-	hits, err := parseSerper(body, num)
-	if err != nil {
-		var te *tool.Error
-		if errors.As(err, &te) {
-			return nil, err
-		}
-		return nil, s.b.malformed(body, err)
-	}
-	return hits, nil
+	return s.b.search(ctx, req, num, parseSerper)
 }
 
 // serperOrganic is one ranked result.
