@@ -7,10 +7,12 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
 	"sync"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -69,8 +71,32 @@ func New(c Caller, o Options) *Gateway {
 func (g *Gateway) Server() *mcp.Server { return g.server }
 
 // Handler returns the streamable HTTP handler of the MCP endpoint.
-func (g *Gateway) Handler() http.Handler {
-	return mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return g.server }, &mcp.StreamableHTTPOptions{Logger: g.log})
+func (g *Gateway) Handler() http.Handler { return g.streamable(false) }
+
+// streamable returns the MCP handler; the go-sdk's own DNS-rebinding check
+// (loopback listener, non-loopback Host) is turned off where Protect does
+// the same check with the configured allowed hosts.
+func (g *Gateway) streamable(protected bool) http.Handler {
+	return mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return g.server },
+		&mcp.StreamableHTTPOptions{Logger: g.log, DisableLocalhostProtection: protected, SessionTimeout: SessionIdleTimeout})
+}
+
+// SessionIdleTimeout ends an HTTP client's session after this long without
+// a request: clients that vanish without closing their session would
+// otherwise hold it, and its goroutines, for the life of the gateway.
+const SessionIdleTimeout = 30 * time.Minute
+
+// Close ends every client session, HTTP and stdio alike. Serving stops
+// elsewhere (the HTTP server's Shutdown, the stdio transport's end); Close
+// releases what the sessions hold.
+func (g *Gateway) Close() error {
+	var errs []error
+	for ss := range g.server.Sessions() {
+		if err := ss.Close(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // syncMiddleware brings the registered tools up to date with the catalog

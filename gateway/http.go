@@ -40,13 +40,13 @@ func RequireToken(token string, h http.Handler) http.Handler {
 }
 
 // Mux returns the gateway's HTTP routes: the MCP endpoint at /mcp, behind
-// the token when one is set.
-func (g *Gateway) Mux(token string) http.Handler {
+// the token when one is set, every route behind the checks of sec.
+func (g *Gateway) Mux(token string, sec Security) http.Handler {
 	mux := http.NewServeMux()
-	mux.Handle("/mcp", RequireToken(token, g.Handler()))
+	mux.Handle("/mcp", RequireToken(token, g.streamable(true)))
 	mux.HandleFunc("/{$}", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		_, _ = w.Write([]byte("toolmux gateway\n\nMCP endpoint (streamable HTTP): /mcp\n"))
 	})
-	return mux
+	return Protect(sec, mux)
 }

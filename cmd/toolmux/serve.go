@@ -24,6 +24,7 @@ func (a *app) serveCommand() *cobra.Command {
 		addr  string
 		stdio bool
 		token string
+		sec   gateway.Security
 	)
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -36,7 +37,11 @@ policy asks about is refused with a message saying how to allow it
 (--yes, --approval-mode, or a policy rule).
 
 Listening beyond loopback requires a bearer token (--token or TOOLMUX_TOKEN);
-clients then send "Authorization: Bearer TOKEN".`,
+clients then send "Authorization: Bearer TOKEN". On loopback, requests must
+be addressed to localhost, 127.0.0.1 or [::1] (--allowed-host adds names),
+which stops web pages from reaching the gateway through DNS rebinding.
+Browser requests from another origin are refused unless --allowed-origin
+lists it. Request bodies are limited to --max-request-bytes.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if token == "" {
@@ -57,6 +62,7 @@ clients then send "Authorization: Bearer TOKEN".`,
 			// With --stdio, stdin is the MCP transport.
 			s := schedule.New(rt.pipeline, schedule.WithGate(rt.gate(a.approver(false), a.logger())))
 			g := gateway.New(scheduled{catalog: rt.pipeline, Scheduler: s}, gateway.Options{Version: versionString(), Logger: a.logger()})
+			defer g.Close()
 			// Discover now, so problems show at start rather than at the
 			// first client request.
 			cat, err := rt.manager.Tools(ctx)
@@ -71,12 +77,16 @@ clients then send "Authorization: Bearer TOKEN".`,
 				}
 				return nil
 			}
-			return a.serveHTTP(ctx, addr, g.Mux(token), cat)
+			sec.Loopback = gateway.IsLoopback(addr)
+			return a.serveHTTP(ctx, addr, g.Mux(token, sec), cat)
 		},
 	}
 	cmd.Flags().StringVar(&addr, "addr", "127.0.0.1:8931", "address to listen on")
 	cmd.Flags().BoolVar(&stdio, "stdio", false, "serve MCP over stdin/stdout instead of HTTP")
 	cmd.Flags().StringVar(&token, "token", "", "bearer token clients must send (default $TOOLMUX_TOKEN)")
+	cmd.Flags().StringSliceVar(&sec.AllowedHosts, "allowed-host", nil, "further host names requests may be addressed to (repeatable)")
+	cmd.Flags().StringSliceVar(&sec.AllowedOrigins, "allowed-origin", nil, `origins whose pages may call the gateway, e.g. https://app.example.com ("*" for any; repeatable)`)
+	cmd.Flags().Int64Var(&sec.MaxRequestBytes, "max-request-bytes", gateway.DefaultMaxRequestBytes, "largest request body accepted (-1: no limit)")
 	return cmd
 }
 

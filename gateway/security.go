@@ -1,0 +1,106 @@
+package gateway
+
+import (
+	"net"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+)
+
+// DefaultMaxRequestBytes bounds one request body: large enough for a tool
+// call carrying a whole file to write (the built-in write_file takes up to
+// 10 MiB), small enough that a client cannot make the gateway buffer
+// without end.
+const DefaultMaxRequestBytes int64 = 16 << 20
+
+// Security is what Protect checks before a request reaches a route.
+type Security struct {
+	// Loopback says the gateway listens on loopback only. Then the Host
+	// header must name a loopback host (localhost, 127.0.0.1, [::1]) or one
+	// of AllowedHosts: a web page on another site cannot reach the gateway
+	// by pointing a name it controls at 127.0.0.1 (DNS rebinding).
+	Loopback bool
+	// AllowedHosts are further host names (without port) the Host header
+	// may carry; on a non-loopback address an empty list accepts any host
+	// (the bearer token guards it).
+	AllowedHosts []string
+	// AllowedOrigins are origins ("https://app.example.com") whose pages
+	// may call the gateway from a browser. A request with an Origin header
+	// is refused unless the origin is the gateway's own (same scheme-less
+	// host and port as the Host header) or listed here. Clients that are
+	// not browsers send no Origin and are not affected.
+	AllowedOrigins []string
+	// MaxRequestBytes bounds a request body; 0 means
+	// DefaultMaxRequestBytes, negative means no bound.
+	MaxRequestBytes int64
+}
+
+// Protect wraps h with the checks of s: Host, Origin, body size. A refused
+// request gets 403 (421 for a wrong Host) with a sentence saying why.
+func Protect(s Security, h http.Handler) http.Handler {
+	limit := s.MaxRequestBytes
+	if limit == 0 {
+		limit = DefaultMaxRequestBytes
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		host := hostOnly(r.Host)
+		if !s.hostAllowed(host) {
+			http.Error(w, "toolmux: requests must be addressed to localhost (Host "+quoteHeader(r.Host)+" refused; see --allowed-host)", http.StatusMisdirectedRequest)
+			return
+		}
+		if origin := r.Header.Get("Origin"); origin != "" && !s.originAllowed(origin, r.Host) {
+			http.Error(w, "toolmux: cross-origin request from "+quoteHeader(origin)+" refused (see --allowed-origin)", http.StatusForbidden)
+			return
+		}
+		if limit > 0 && r.Body != nil {
+			r.Body = http.MaxBytesReader(w, r.Body, limit)
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+func (s Security) hostAllowed(host string) bool {
+	if slices.ContainsFunc(s.AllowedHosts, func(h string) bool { return strings.EqualFold(h, host) }) {
+		return true
+	}
+	if !s.Loopback {
+		return len(s.AllowedHosts) == 0
+	}
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+func (s Security) originAllowed(origin, requestHost string) bool {
+	if slices.Contains(s.AllowedOrigins, "*") || slices.Contains(s.AllowedOrigins, strings.TrimSuffix(origin, "/")) {
+		return true
+	}
+	u, err := url.Parse(origin)
+	if err != nil || u.Host == "" {
+		return false
+	}
+	// The gateway's own pages (the web UI) come from the address the
+	// request was sent to.
+	return strings.EqualFold(u.Host, requestHost)
+}
+
+// hostOnly strips the port from a Host header value, and the brackets of
+// an IPv6 literal.
+func hostOnly(hostport string) string {
+	if h, _, err := net.SplitHostPort(hostport); err == nil {
+		return h
+	}
+	return strings.Trim(hostport, "[]")
+}
+
+// quoteHeader quotes a header value for an error message, bounded, since
+// it comes from the client.
+func quoteHeader(v string) string {
+	if len(v) > 100 {
+		v = v[:100] + "…"
+	}
+	return `"` + strings.ReplaceAll(v, `"`, `\"`) + `"`
+}

@@ -1,0 +1,135 @@
+package gateway_test
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/toolmux/toolmux/builtin"
+	"github.com/toolmux/toolmux/gateway"
+	"github.com/toolmux/toolmux/manager"
+)
+
+// serveGateway serves a gateway over the built-in tools with sec, on a
+// real HTTP server, and returns its URL.
+func serveGateway(t *testing.T, token string, sec gateway.Security) string {
+	t.Helper()
+	src, err := builtin.New(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := manager.New(manager.WithSource(src, manager.ServerOptions{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := gateway.New(m, gateway.Options{})
+	srv := httptest.NewServer(g.Mux(token, sec))
+	t.Cleanup(func() {
+		srv.Close()
+		g.Close()
+		m.Close()
+	})
+	return srv.URL
+}
+
+const initialize = `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`
+
+// post sends an MCP initialize request with the given Host and Origin
+// headers (empty: left as the client sets them) and returns the status and
+// body.
+func post(t *testing.T, url, host, origin, body string, header map[string]string) (int, string) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, url+"/mcp", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	if host != "" {
+		req.Host = host
+	}
+	if origin != "" {
+		req.Header.Set("Origin", origin)
+	}
+	for k, v := range header {
+		req.Header.Set(k, v)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+// On loopback, only requests addressed to a loopback name get through
+// (DNS rebinding); browser requests from other origins are refused.
+func TestHostAndOriginChecks(t *testing.T) {
+	url := serveGateway(t, "", gateway.Security{Loopback: true, AllowedHosts: []string{"toolmux.internal"},
+		AllowedOrigins: []string{"https://app.example.com"}})
+	port := url[strings.LastIndex(url, ":")+1:]
+	for _, tc := range []struct {
+		name, host, origin string
+		want               int
+	}{
+		{"loopback ip", "", "", http.StatusOK},
+		{"localhost", "localhost:" + port, "", http.StatusOK},
+		{"allowed host", "toolmux.internal:" + port, "", http.StatusOK},
+		{"rebinding name", "attacker.example:" + port, "", http.StatusMisdirectedRequest},
+		{"same origin page", "localhost:" + port, "http://localhost:" + port, http.StatusOK},
+		{"allowed origin", "", "https://app.example.com", http.StatusOK},
+		{"foreign origin", "", "https://evil.example", http.StatusForbidden},
+		{"null origin", "", "null", http.StatusForbidden},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			code, body := post(t, url, tc.host, tc.origin, initialize, nil)
+			if code != tc.want {
+				t.Fatalf("status %d, want %d: %s", code, tc.want, body)
+			}
+			if code == http.StatusOK && !strings.Contains(body, `"serverInfo"`) {
+				t.Fatalf("no initialize result: %s", body)
+			}
+		})
+	}
+}
+
+// A wrong or missing token is 401; the right one passes.
+func TestTokenChecked(t *testing.T) {
+	url := serveGateway(t, "s3cret", gateway.Security{})
+	if code, _ := post(t, url, "", "", initialize, nil); code != http.StatusUnauthorized {
+		t.Fatalf("no token: %d", code)
+	}
+	if code, _ := post(t, url, "", "", initialize, map[string]string{"Authorization": "Bearer wrong"}); code != http.StatusUnauthorized {
+		t.Fatalf("wrong token: %d", code)
+	}
+	if code, body := post(t, url, "", "", initialize, map[string]string{"Authorization": "Bearer s3cret"}); code != http.StatusOK {
+		t.Fatalf("right token: %d %s", code, body)
+	}
+}
+
+// A body over the limit is refused without being read whole; the gateway
+// keeps serving.
+func TestRequestSizeLimit(t *testing.T) {
+	url := serveGateway(t, "", gateway.Security{Loopback: true, MaxRequestBytes: 4096})
+	big := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"pad":"` + strings.Repeat("x", 10000) + `"}}`
+	if code, _ := post(t, url, "", "", big, nil); code < 400 {
+		t.Fatalf("a %d-byte body was accepted", len(big))
+	}
+	// Still serving: a real client connects and lists the tools.
+	client := mcp.NewClient(&mcp.Implementation{Name: "t"}, nil)
+	cs, err := client.Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: url + "/mcp"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	res, err := cs.ListTools(context.Background(), nil)
+	if err != nil || len(res.Tools) == 0 {
+		t.Fatalf("list after a refused body: %v %v", res, err)
+	}
+}
