@@ -195,7 +195,14 @@ func (g *Gateway) handler(t tool.Tool) mcp.ToolHandler {
 		}
 		// One MCP session is one task: first-use instructions and duplicate
 		// detection are per client session.
+		r := &request{session: req.Session, answers: req.Params.InputResponses}
+		ctx = withRequest(ctx, r)
 		rec := g.caller.Call(ctx, tool.Call{Server: t.Server, Tool: t.Name, Arguments: args, Task: sessionID(req)})
+		if q := r.questions(); q != nil {
+			// The call waits for the client's answer to an approval
+			// question; the client retries it with the answer.
+			return &mcp.CallToolResult{InputRequests: q}, nil
+		}
 		return toMCP(rec), nil
 	}
 }

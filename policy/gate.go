@@ -176,6 +176,13 @@ func (g *Gate) Approve(ctx context.Context, t tool.Tool, call tool.Call, d Decis
 		return nil
 	}
 	ans, err := g.approver.Approve(ctx, Request{Tool: t, Call: call, Decision: d})
+	if errors.Is(err, ErrNoApprover) {
+		return g.nonInteractive(server, name, d)
+	}
+	if errors.Is(err, ErrInputRequired) {
+		return &tool.Error{Kind: tool.KindApprovalDenied, Server: server, Tool: name, Err: err,
+			Message: fmt.Sprintf("approval of %s/%s was asked of the client; the call runs when it answers", server, name)}
+	}
 	if err != nil {
 		if ce := ctx.Err(); ce != nil {
 			return waitEnded(server, name, ce)
@@ -200,6 +207,18 @@ func (g *Gate) Approve(ctx context.Context, t tool.Tool, call tool.Call, d Decis
 	}
 	return nil
 }
+
+// ErrNoApprover is what an Approver returns when, for this request, there
+// is nobody to ask (an MCP client that cannot show a question, say): the
+// gate then refuses the call as a non-interactive run would, with the
+// message that says how to allow it.
+var ErrNoApprover = errors.New("nobody can be asked for approval")
+
+// ErrInputRequired is what an Approver returns when it has put the
+// question to a client that answers in a later request (MCP's multi
+// round-trip requests): this attempt of the call is refused, and the
+// client's retry carries the answer.
+var ErrInputRequired = errors.New("approval asked of the client; its answer comes with the retried request")
 
 // remember records an "always" answer and, if persisting is on, saves the
 // allow rule it implies.

@@ -32,9 +32,10 @@ func (a *app) serveCommand() *cobra.Command {
 		Long: `Serve the aggregated, governed catalog as an MCP server: streamable HTTP at
 http://ADDR/mcp, or stdio with --stdio for clients that spawn their servers.
 Tools are named server__tool; every call goes through toolmux's policy,
-pipeline and manager. Nobody can be asked for approval here: a call the
-policy asks about is refused with a message saying how to allow it
-(--yes, --approval-mode, or a policy rule).
+pipeline and manager. A call the policy asks about is put to the client's
+user through MCP elicitation; a client that cannot show a question gets a
+refusal with a message saying how to allow the call (--yes,
+--approval-mode, a policy rule, or trust: true on the server).
 
 Listening beyond loopback requires a bearer token (--token or TOOLMUX_TOKEN);
 clients then send "Authorization: Bearer TOKEN". On loopback, requests must
@@ -57,10 +58,15 @@ lists it. Request bodies are limited to --max-request-bytes.`,
 			defer rt.Close()
 			ctx := cmd.Context()
 			// Calls from clients go through the scheduler, for the policy
-			// and the call events; nobody can be asked, so a call that
-			// needs approval is refused unless --yes or the mode allows it.
-			// With --stdio, stdin is the MCP transport.
-			s := schedule.New(rt.pipeline, schedule.WithGate(rt.gate(a.approver(false), a.logger())))
+			// and the call events. A call that needs approval is asked of
+			// the client's user through MCP elicitation (with --stdio,
+			// stdin is the MCP transport, never a terminal); a client that
+			// cannot show a question gets a refusal saying how to allow it.
+			approver := a.approver(false)
+			if approver == nil {
+				approver = gateway.ElicitApprover{}
+			}
+			s := schedule.New(rt.pipeline, schedule.WithGate(rt.gate(approver, a.logger())))
 			g := gateway.New(scheduled{catalog: rt.pipeline, Scheduler: s}, gateway.Options{Version: versionString(), Logger: a.logger()})
 			defer g.Close()
 			// Discover now, so problems show at start rather than at the

@@ -1,0 +1,153 @@
+package gateway
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"sync"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/toolmux/toolmux/policy"
+)
+
+type requestKey struct{}
+
+// request is what the approver needs of the MCP request a call came from:
+// the client session to check what it can show, the answers the client
+// sent with a retried request, and where to leave a question for it.
+type request struct {
+	session *mcp.ServerSession
+	answers mcp.InputResponseMap
+
+	mu       sync.Mutex
+	question mcp.InputRequestMap
+}
+
+// withRequest puts the MCP request a call came from into ctx, so that an
+// approval can be asked of that request's client.
+func withRequest(ctx context.Context, r *request) context.Context {
+	return context.WithValue(ctx, requestKey{}, r)
+}
+
+func requestFrom(ctx context.Context) *request {
+	r, _ := ctx.Value(requestKey{}).(*request)
+	return r
+}
+
+// ask leaves a question for the client, returned with the result.
+func (r *request) ask(key string, q *mcp.ElicitParams) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.question == nil {
+		r.question = mcp.InputRequestMap{}
+	}
+	r.question[key] = q
+}
+
+func (r *request) questions() mcp.InputRequestMap {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.question
+}
+
+// Decisions a client's user can give in the approval form, and the
+// answers they stand for.
+var elicitDecisions = map[string]policy.Answer{
+	"once":          policy.ProceedOnce,
+	"always_tool":   policy.AlwaysTool,
+	"always_server": policy.AlwaysServer,
+	"deny":          policy.Decline,
+}
+
+// ElicitApprover asks for approval through MCP elicitation, in the way
+// of MCP's multi round-trip requests: the first attempt of a call that
+// needs approval returns the question to the client (inputRequests), the
+// client shows it to its user as a form and retries the call with the
+// answer, and that attempt runs (or is refused). The go-sdk does the same
+// for clients on older protocol versions by asking them directly. A client
+// that did not declare elicitation cannot be asked; the approver then
+// returns policy.ErrNoApprover and the call is refused with the message
+// that says how to allow it. Calls made outside an MCP request are treated
+// the same way.
+type ElicitApprover struct{}
+
+// Approve implements policy.Approver.
+func (ElicitApprover) Approve(ctx context.Context, req policy.Request) (policy.Answer, error) {
+	r := requestFrom(ctx)
+	if r == nil || r.session == nil {
+		return 0, policy.ErrNoApprover
+	}
+	if p := r.session.InitializeParams(); p == nil || p.Capabilities == nil || p.Capabilities.Elicitation == nil {
+		return 0, policy.ErrNoApprover
+	}
+	key := approvalKey(req)
+	if resp, ok := r.answers[key]; ok {
+		res, ok := resp.(*mcp.ElicitResult)
+		if !ok {
+			return 0, fmt.Errorf("the client answered the approval of %s/%s with a %T", req.Call.Server, req.Call.Tool, resp)
+		}
+		return decision(res)
+	}
+	r.ask(key, &mcp.ElicitParams{
+		Mode:    "form",
+		Message: approvalMessage(req),
+		RequestedSchema: map[string]any{
+			"type": "object",
+			"properties": map[string]any{
+				"decision": map[string]any{
+					"type":      "string",
+					"title":     "Run this tool call?",
+					"enum":      []string{"once", "always_tool", "always_server", "deny"},
+					"enumNames": []string{"Yes, once", "Yes, always for this tool", "Yes, always for this server", "No"},
+				},
+			},
+			"required": []string{"decision"},
+		},
+	})
+	return 0, policy.ErrInputRequired
+}
+
+// decision reads the client's answer to the approval form.
+func decision(res *mcp.ElicitResult) (policy.Answer, error) {
+	if res.Action != "accept" { // "decline", "cancel": the user did not approve
+		return policy.Decline, nil
+	}
+	d, _ := res.Content["decision"].(string)
+	ans, ok := elicitDecisions[d]
+	if !ok {
+		return 0, fmt.Errorf("the client answered %q, which is not one of once, always_tool, always_server, deny", d)
+	}
+	return ans, nil
+}
+
+// approvalKey names the question of one call: the same tool with the same
+// arguments, retried, finds its answer under it. A client could answer a
+// question it was never asked, but the client's user is whom the question
+// goes to anyway.
+func approvalKey(req policy.Request) string {
+	b, _ := json.Marshal(req.Call.Arguments) // map keys are sorted
+	sum := sha256.Sum256(append([]byte(req.Call.Server+"/"+req.Call.Tool+"\x00"), b...))
+	return "toolmux-approval-" + hex.EncodeToString(sum[:8])
+}
+
+// approvalMessage is the question: the tool, its server, the policy's
+// reason and the arguments, bounded.
+func approvalMessage(req policy.Request) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "toolmux: approve the call to %s/%s?", req.Call.Server, req.Call.Tool)
+	if req.Decision.Message != "" {
+		fmt.Fprintf(&b, "\n%s", req.Decision.Message)
+	}
+	if args, err := json.MarshalIndent(req.Call.Arguments, "", "  "); err == nil {
+		a := string(args)
+		if len(a) > 2000 {
+			a = a[:2000] + "\n…"
+		}
+		fmt.Fprintf(&b, "\nArguments:\n%s", a)
+	}
+	return b.String()
+}
