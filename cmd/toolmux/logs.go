@@ -1,0 +1,329 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/toolmux/toolmux/tasklog"
+	"github.com/toolmux/toolmux/tool"
+)
+
+func (a *app) logsCommand() *cobra.Command {
+	var (
+		status string
+		limit  int
+		asJSON bool
+	)
+	cmd := &cobra.Command{
+		Use:   "logs",
+		Short: "List recent tasks from the task log",
+		Long: `List the most recent tasks of the task log (tasklog.db in the data
+directory), newest first: id, status, start time, duration, number of tool
+calls (and how many failed) and the first line of the input.
+
+"toolmux logs show ID" prints one task whole: steps, message histories and
+every tool call. "toolmux logs export ID" prints it as MiroFlow-style task
+JSON. See docs/tasklog.md.
+
+Exit status: 0 success, 1 task not found or the log cannot be read,
+2 usage or configuration error.`,
+		Example: `  toolmux logs
+  toolmux logs --status failed --limit 5
+  toolmux logs show 01jq3v7c9d2k8m4n6p0r1s2t3v
+  toolmux logs export 01jq3v7c9d2k8m4n6p0r1s2t3v > task.json`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			st := tasklog.Status(status)
+			if st != "" && !st.Valid() {
+				return usageError("--status %q: want one of %s", status, statusList())
+			}
+			if limit < 0 {
+				return usageError("--limit must not be negative")
+			}
+			l, err := a.openTaskLog(cmd.Context())
+			if err != nil {
+				return err
+			}
+			var tasks []tasklog.TaskSummary
+			if l != nil {
+				defer l.Close()
+				if tasks, err = l.Tasks(cmd.Context(), tasklog.Filter{Status: st, Limit: limit}); err != nil {
+					return &exitError{code: exitFailed, err: err}
+				}
+			}
+			if asJSON {
+				if tasks == nil {
+					tasks = []tasklog.TaskSummary{}
+				}
+				return writeJSON(a, tasks)
+			}
+			printTaskTable(a, tasks)
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&status, "status", "", "only tasks of this status: "+statusList())
+	cmd.Flags().IntVarP(&limit, "limit", "n", 20, "at most this many tasks (0: all)")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON array (for scripts)")
+	cmd.AddCommand(a.logsShowCommand(), a.logsExportCommand())
+	return cmd
+}
+
+func (a *app) logsShowCommand() *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "show ID",
+		Short: "Print one task: steps, messages and every tool call",
+		Long: `Print everything the task log holds about one task: its status, times,
+input and final answer, its step log, the message history of each agent
+session, and every tool call with its server, tool, outcome, duration and
+error kind. With --json, prints the whole structure, call records included.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			d, err := a.taskDetail(cmd.Context(), args[0])
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				return writeJSON(a, d)
+			}
+			printTask(a, d)
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the whole task as JSON")
+	return cmd
+}
+
+func (a *app) logsExportCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:   "export ID",
+		Short: "Print one task as MiroFlow-style task JSON",
+		Long: `Print one task in the JSON shape of MiroFlow's task log files (task_id,
+status, input, final_boxed_answer, main_agent_message_history,
+sub_agent_message_history_sessions, step_logs) with its tool calls, so
+tools written for those files read it. See docs/tasklog.md.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			d, err := a.taskDetail(cmd.Context(), args[0])
+			if err != nil {
+				return err
+			}
+			return writeJSON(a, d.Export())
+		},
+	}
+}
+
+// openTaskLog opens the task log of the data directory; it returns nil and
+// no error when there is none yet (nothing was ever logged), so reading
+// commands do not create one.
+func (a *app) openTaskLog(ctx context.Context) (*tasklog.Log, error) {
+	cfg, err := a.loadConfig()
+	if err != nil {
+		return nil, err
+	}
+	dir := a.resolveDataDir(cfg)
+	if dir == "" {
+		return nil, usageError("no data directory: pass --data-dir or set data_dir in the configuration")
+	}
+	if _, err := os.Stat(filepath.Join(dir, tasklog.FileName)); errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	l, err := tasklog.Open(ctx, dir, tasklog.WithLogger(a.logger()))
+	if err != nil {
+		return nil, &exitError{code: exitFailed, err: err}
+	}
+	return l, nil
+}
+
+// taskDetail reads one task; a task not in the log (or no log) exits 1.
+func (a *app) taskDetail(ctx context.Context, id string) (*tasklog.TaskDetail, error) {
+	l, err := a.openTaskLog(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if l == nil {
+		return nil, &exitError{code: exitFailed, err: &tasklog.NotFoundError{Task: id}}
+	}
+	defer l.Close()
+	d, err := l.Detail(ctx, id)
+	if err != nil {
+		return nil, &exitError{code: exitFailed, err: err}
+	}
+	return d, nil
+}
+
+func statusList() string {
+	var s []string
+	for _, st := range tasklog.Statuses() {
+		s = append(s, string(st))
+	}
+	return strings.Join(s, ", ")
+}
+
+func writeJSON(a *app, v any) error {
+	enc := json.NewEncoder(a.stdout)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+const timeLayout = "2006-01-02 15:04:05"
+
+func printTaskTable(a *app, tasks []tasklog.TaskSummary) {
+	if len(tasks) == 0 {
+		fmt.Fprintln(a.stdout, "no tasks")
+		return
+	}
+	tw := tabwriter.NewWriter(a.stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tSTATUS\tSTARTED\tDURATION\tCALLS\tINPUT")
+	for _, t := range tasks {
+		calls := fmt.Sprint(t.Calls)
+		if t.Errors > 0 {
+			calls += fmt.Sprintf(" (%d failed)", t.Errors)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", t.ID, t.Status, t.Created.Local().Format(timeLayout),
+			taskDuration(t.Created, t.Ended), calls, orDash(oneLine(t.Input, 60)))
+	}
+	tw.Flush()
+}
+
+// taskDuration is how long a finished task took; "-" while it runs.
+func taskDuration(start, end time.Time) string {
+	if end.IsZero() {
+		return "-"
+	}
+	return roundDuration(end.Sub(start)).String()
+}
+
+// roundDuration keeps durations readable: milliseconds under a second,
+// tenths of a second under a minute, seconds above.
+func roundDuration(d time.Duration) time.Duration {
+	switch {
+	case d < time.Second:
+		return d.Round(time.Millisecond)
+	case d < time.Minute:
+		return d.Round(100 * time.Millisecond)
+	}
+	return d.Round(time.Second)
+}
+
+func printTask(a *app, d *tasklog.TaskDetail) {
+	w := a.stdout
+	fmt.Fprintf(w, "task      %s\n", d.ID)
+	fmt.Fprintf(w, "status    %s\n", d.Status)
+	fmt.Fprintf(w, "started   %s\n", d.Created.Local().Format(timeLayout))
+	if !d.Ended.IsZero() {
+		fmt.Fprintf(w, "ended     %s (%s)\n", d.Ended.Local().Format(timeLayout), taskDuration(d.Created, d.Ended))
+	} else {
+		fmt.Fprintf(w, "updated   %s\n", d.Updated.Local().Format(timeLayout))
+	}
+	if len(d.Metadata) > 0 {
+		b, _ := json.Marshal(d.Metadata)
+		fmt.Fprintf(w, "metadata  %s\n", b)
+	}
+	fmt.Fprintf(w, "input\n%s\n", indent(orNone(d.Input), "  "))
+	if d.FinalAnswer != "" || !d.Ended.IsZero() {
+		fmt.Fprintf(w, "answer\n%s\n", indent(orNone(d.FinalAnswer), "  "))
+	}
+
+	fmt.Fprintf(w, "\nsteps (%d)\n", len(d.Steps))
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	for _, s := range d.Steps {
+		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\n", s.Time.Local().Format("15:04:05.000"), s.Level, s.Name, oneLine(s.Message, 80))
+	}
+	tw.Flush()
+
+	fmt.Fprintf(w, "\nsessions (%d)\n", len(d.Sessions))
+	for _, s := range d.Sessions {
+		fmt.Fprintf(w, "  %s (%s)\n", s.Session, plural(len(s.Messages), "message"))
+		for _, m := range s.Messages {
+			line := oneLine(messageText(m.Content), 90)
+			if len(m.ToolCalls) > 0 {
+				line += " [tool calls]"
+			}
+			if m.ToolCallID != "" {
+				line = "(" + m.ToolCallID + ") " + line
+			}
+			fmt.Fprintf(w, "    %-9s %s\n", m.Role, line)
+		}
+	}
+
+	fmt.Fprintf(w, "\ncalls (%d)\n", len(d.Calls))
+	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	for _, r := range d.Calls {
+		state, kind, msg := callState(r)
+		fmt.Fprintf(tw, "  %s\t%s\t%s/%s\t%s\t%s\t%s", r.Started.Local().Format("15:04:05.000"), orDash(r.Session),
+			r.Server, r.Tool, state, roundDuration(r.Duration), orDash(kind))
+		if msg != "" {
+			// Only a non-empty last cell: tabwriter pads every cell a tab ends.
+			fmt.Fprintf(tw, "\t%s", oneLine(msg, 60))
+		}
+		fmt.Fprintln(tw)
+	}
+	tw.Flush()
+}
+
+// callState names a call's outcome as the scheduler does.
+func callState(r *tool.Record) (state, kind, message string) {
+	if r.Error == nil {
+		return "success", "", ""
+	}
+	if r.Error.Kind == tool.KindCancelled {
+		return "cancelled", string(r.Error.Kind), r.Error.Message
+	}
+	return "error", string(r.Error.Kind), r.Error.Message
+}
+
+// messageText renders a message's content for one line: the string, or
+// the text of its parts with other parts named.
+func messageText(raw json.RawMessage) string {
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		return s
+	}
+	var parts []struct {
+		Type string `json:"type"`
+		Text string `json:"text"`
+	}
+	if json.Unmarshal(raw, &parts) != nil {
+		return string(raw)
+	}
+	var out []string
+	for _, p := range parts {
+		if p.Type == "text" {
+			out = append(out, p.Text)
+		} else {
+			out = append(out, "["+p.Type+"]")
+		}
+	}
+	return strings.Join(out, " ")
+}
+
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "(none)"
+	}
+	return s
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}

@@ -1,0 +1,101 @@
+package tasklog_test
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/toolmux/toolmux/tasklog"
+)
+
+func TestMain(m *testing.M) {
+	// The crash test re-executes this binary as the process it kills.
+	if dir := os.Getenv(crashDirEnv); dir != "" {
+		os.Exit(crashWriter(dir))
+	}
+	goleak.VerifyTestMain(m)
+}
+
+// open opens a log in dir (a new temporary directory when empty), closed
+// at the end of the test.
+func open(t testing.TB, dir string, opts ...tasklog.Option) *tasklog.Log {
+	t.Helper()
+	if dir == "" {
+		dir = t.TempDir()
+	}
+	l, err := tasklog.Open(context.Background(), dir, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := l.Close(); err != nil {
+			t.Error(err)
+		}
+	})
+	return l
+}
+
+// rawDB opens the database file directly, for what the API does not
+// expose (pragmas, hand-written schemas).
+func rawDB(t testing.TB, dir string) *sql.DB {
+	t.Helper()
+	db, err := sql.Open("sqlite", filepath.Join(dir, tasklog.FileName)+"?_pragma=busy_timeout(10000)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	db.SetMaxOpenConns(1)
+	t.Cleanup(func() { db.Close() })
+	return db
+}
+
+// clock is a settable clock for WithClock.
+type clock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func newClock() *clock { return &clock{t: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)} }
+
+func (c *clock) now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *clock) advance(d time.Duration) time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.t = c.t.Add(d)
+	return c.t
+}
+
+// syncBuffer is a bytes.Buffer safe for a logger used from many goroutines.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func bufferLogger() (*slog.Logger, *syncBuffer) {
+	b := &syncBuffer{}
+	return slog.New(slog.NewTextHandler(b, nil)), b
+}

@@ -1,0 +1,307 @@
+package tasklog
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// Status is where a task stands.
+type Status string
+
+// The statuses. Every status but running is final.
+const (
+	StatusRunning   Status = "running"
+	StatusSuccess   Status = "success"
+	StatusFailed    Status = "failed"
+	StatusCancelled Status = "cancelled"
+	// StatusInterrupted marks a task whose process went away while it ran;
+	// only [Log.RecoverInterrupted] sets it.
+	StatusInterrupted Status = "interrupted"
+)
+
+// Statuses lists every status, running first.
+func Statuses() []Status {
+	return []Status{StatusRunning, StatusSuccess, StatusFailed, StatusCancelled, StatusInterrupted}
+}
+
+// Valid reports whether s is one of the statuses.
+func (s Status) Valid() bool {
+	switch s {
+	case StatusRunning, StatusSuccess, StatusFailed, StatusCancelled, StatusInterrupted:
+		return true
+	}
+	return false
+}
+
+// Task is one task: an agent run, or a gateway client's session.
+type Task struct {
+	ID     string `json:"id"`
+	Status Status `json:"status"`
+	// Created is when the task started (or its first write, for a task the
+	// log created on its own); Updated is its last write; Ended is when it
+	// finished, zero while it runs.
+	Created time.Time `json:"created_at"`
+	Updated time.Time `json:"updated_at"`
+	Ended   time.Time `json:"ended_at,omitzero"`
+	// Input is what the task was asked.
+	Input string `json:"input"`
+	// FinalAnswer is what it answered (or why it failed).
+	FinalAnswer string `json:"final_answer"`
+	// Metadata is free-form JSON (model, agent, benchmark, ...).
+	Metadata map[string]any `json:"metadata,omitempty"`
+}
+
+// TaskSummary is a task as listed by [Log.Tasks].
+type TaskSummary struct {
+	ID      string    `json:"id"`
+	Status  Status    `json:"status"`
+	Created time.Time `json:"created_at"`
+	Updated time.Time `json:"updated_at"`
+	Ended   time.Time `json:"ended_at,omitzero"`
+	Input   string    `json:"input"`
+	// Calls counts the task's tool calls; Errors those that failed.
+	Calls  int `json:"calls"`
+	Errors int `json:"errors"`
+}
+
+// Filter selects tasks for [Log.Tasks].
+type Filter struct {
+	// Status keeps only tasks of that status; empty keeps all.
+	Status Status
+	// Limit caps the number of tasks; 0 or less is no cap.
+	Limit int
+	// Before keeps only tasks created strictly before it (for paging:
+	// pass the Created of the last task of the previous page); zero keeps
+	// all.
+	Before time.Time
+}
+
+// StartTask records that a task started. A task of that id may already
+// exist: created on its own by an earlier write (a gateway session's first
+// call), or an earlier run being resumed. Then it is set running again, its
+// end time cleared, and its input and metadata replaced when t gives them.
+// t.Created defaults to now; t.Status must be empty or running.
+func (l *Log) StartTask(ctx context.Context, t Task) error {
+	if t.ID == "" {
+		return &ValidationError{Field: "id", Reason: "a task needs an id"}
+	}
+	if t.Status != "" && t.Status != StatusRunning {
+		return &ValidationError{Field: "status", Value: string(t.Status), Reason: "a task starts running; use FinishTask to end it"}
+	}
+	meta := "{}"
+	if len(t.Metadata) > 0 {
+		b, err := json.Marshal(t.Metadata)
+		if err != nil {
+			return &ValidationError{Field: "metadata", Value: fmt.Sprint(t.Metadata), Reason: err.Error()}
+		}
+		meta = string(b)
+	}
+	now := l.opts.now()
+	created := t.Created
+	if created.IsZero() {
+		created = now
+	}
+	return l.write(ctx, func(tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx, `INSERT INTO tasks (id, status, created_at, updated_at, input, metadata)
+			VALUES (?, 'running', ?, ?, ?, ?)
+			ON CONFLICT (id) DO UPDATE SET
+				status = 'running',
+				ended_at = NULL,
+				updated_at = excluded.updated_at,
+				created_at = min(created_at, excluded.created_at),
+				input = CASE WHEN excluded.input <> '' THEN excluded.input ELSE input END,
+				metadata = CASE WHEN excluded.metadata <> '{}' THEN excluded.metadata ELSE metadata END`,
+			t.ID, ns(created), ns(now), t.Input, meta)
+		return err
+	})
+}
+
+// FinishTask records that a task ended with status (any but running) and
+// its final answer. Finishing a task twice keeps the last call's values. A
+// task not in the log is a [*NotFoundError].
+func (l *Log) FinishTask(ctx context.Context, id string, status Status, finalAnswer string) error {
+	if !status.Valid() || status == StatusRunning {
+		return &ValidationError{Field: "status", Value: string(status), Reason: "must be success, failed, cancelled or interrupted"}
+	}
+	now := ns(l.opts.now())
+	return l.write(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, `UPDATE tasks SET status = ?, final_answer = ?, ended_at = ?, updated_at = max(updated_at, ?) WHERE id = ?`,
+			string(status), finalAnswer, now, now, id)
+		if err != nil {
+			return err
+		}
+		if n, err := res.RowsAffected(); err != nil {
+			return err
+		} else if n == 0 {
+			return &NotFoundError{Task: id}
+		}
+		return nil
+	})
+}
+
+// Task returns one task, or a [*NotFoundError].
+func (l *Log) Task(ctx context.Context, id string) (*Task, error) {
+	var t *Task
+	err := l.read(ctx, func(tx *sql.Tx) error {
+		var err error
+		t, err = readTask(ctx, tx, id)
+		return err
+	})
+	return t, err
+}
+
+func readTask(ctx context.Context, tx *sql.Tx, id string) (*Task, error) {
+	var (
+		t                Task
+		created, updated int64
+		ended            sql.NullInt64
+		meta             string
+	)
+	err := tx.QueryRowContext(ctx, `SELECT id, status, created_at, updated_at, ended_at, input, final_answer, metadata
+		FROM tasks WHERE id = ?`, id).Scan(&t.ID, &t.Status, &created, &updated, &ended, &t.Input, &t.FinalAnswer, &meta)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, &NotFoundError{Task: id}
+	}
+	if err != nil {
+		return nil, err
+	}
+	t.Created, t.Updated, t.Ended = fromNS(created), fromNS(updated), fromNullNS(ended)
+	if meta != "" && meta != "{}" {
+		if err := json.Unmarshal([]byte(meta), &t.Metadata); err != nil {
+			return nil, fmt.Errorf("task %s: metadata: %w", id, err)
+		}
+	}
+	return &t, nil
+}
+
+// taskExists returns a [*NotFoundError] unless the task is in the log.
+func taskExists(ctx context.Context, tx *sql.Tx, id string) error {
+	var one int
+	err := tx.QueryRowContext(ctx, `SELECT 1 FROM tasks WHERE id = ?`, id).Scan(&one)
+	if errors.Is(err, sql.ErrNoRows) {
+		return &NotFoundError{Task: id}
+	}
+	return err
+}
+
+// Tasks lists tasks, newest first, with their call counts.
+func (l *Log) Tasks(ctx context.Context, f Filter) ([]TaskSummary, error) {
+	if f.Status != "" && !f.Status.Valid() {
+		return nil, &ValidationError{Field: "status", Value: string(f.Status), Reason: "unknown status"}
+	}
+	var (
+		where []string
+		args  []any
+	)
+	if f.Status != "" {
+		where = append(where, "status = ?")
+		args = append(args, string(f.Status))
+	}
+	if !f.Before.IsZero() {
+		where = append(where, "created_at < ?")
+		args = append(args, ns(f.Before))
+	}
+	q := `SELECT id, status, created_at, updated_at, ended_at, input,
+		(SELECT count(*) FROM calls c WHERE c.task_id = t.id),
+		(SELECT count(*) FROM calls c WHERE c.task_id = t.id AND c.error_kind <> '')
+		FROM tasks t`
+	if len(where) > 0 {
+		q += " WHERE " + strings.Join(where, " AND ")
+	}
+	q += " ORDER BY created_at DESC, id DESC"
+	if f.Limit > 0 {
+		q += " LIMIT ?"
+		args = append(args, f.Limit)
+	}
+	var out []TaskSummary
+	err := l.read(ctx, func(tx *sql.Tx) error {
+		rows, err := tx.QueryContext(ctx, q, args...)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var (
+				s                TaskSummary
+				created, updated int64
+				ended            sql.NullInt64
+			)
+			if err := rows.Scan(&s.ID, &s.Status, &created, &updated, &ended, &s.Input, &s.Calls, &s.Errors); err != nil {
+				return err
+			}
+			s.Created, s.Updated, s.Ended = fromNS(created), fromNS(updated), fromNullNS(ended)
+			out = append(out, s)
+		}
+		return rows.Err()
+	})
+	return out, err
+}
+
+// ensureTask creates the task row when a write arrives for a task nobody
+// started (calls through the gateway carry a client session as their task),
+// and otherwise notes the write in updated_at. An append never fails, and
+// is never dropped, because the task row is missing.
+func (l *Log) ensureTask(ctx context.Context, tx *sql.Tx, id string, first, now time.Time) error {
+	_, err := l.exec(ctx, tx, qEnsureTask, id, ns(first), ns(now))
+	return err
+}
+
+const qEnsureTask = `INSERT INTO tasks (id, status, created_at, updated_at) VALUES (?, 'running', ?, ?)
+	ON CONFLICT (id) DO UPDATE SET updated_at = max(updated_at, excluded.updated_at)`
+
+// RecoverInterrupted marks as interrupted every task still running whose
+// last write is older than olderThan, and returns their ids. Each gets a
+// warning step saying so; its end time is its last write.
+//
+// Open never does this on its own, because another live process may share
+// the file and be running those tasks. Call it when you know better: at
+// startup of the only process using the data directory (olderThan 0), or
+// with olderThan longer than any task stays silent (a task's every step,
+// message and call record counts as a write).
+func (l *Log) RecoverInterrupted(ctx context.Context, olderThan time.Duration) ([]string, error) {
+	now := l.opts.now()
+	cutoff := now.Add(-olderThan)
+	var ids []string
+	err := l.write(ctx, func(tx *sql.Tx) error {
+		ids = ids[:0]
+		rows, err := tx.QueryContext(ctx, `SELECT id, updated_at FROM tasks WHERE status = 'running' AND updated_at <= ? ORDER BY created_at`, ns(cutoff))
+		if err != nil {
+			return err
+		}
+		var last []int64
+		for rows.Next() {
+			var id string
+			var u int64
+			if err := rows.Scan(&id, &u); err != nil {
+				rows.Close()
+				return err
+			}
+			ids, last = append(ids, id), append(last, u)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		for i, id := range ids {
+			if _, err := tx.ExecContext(ctx, `UPDATE tasks SET status = 'interrupted', ended_at = updated_at, updated_at = ? WHERE id = ?`,
+				ns(now), id); err != nil {
+				return err
+			}
+			msg := fmt.Sprintf("no write since %s; marked interrupted", fromNS(last[i]).Format(time.RFC3339))
+			if _, err := tx.ExecContext(ctx, `INSERT INTO steps (task_id, name, message, level, time, metadata) VALUES (?, 'interrupted', ?, 'warning', ?, NULL)`,
+				id, msg, ns(now)); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return ids, nil
+}
