@@ -14,6 +14,7 @@ import (
 
 	"github.com/toolmux/toolmux/pipeline"
 	"github.com/toolmux/toolmux/schedule"
+	"github.com/toolmux/toolmux/tasklog"
 	"github.com/toolmux/toolmux/tool"
 )
 
@@ -70,7 +71,7 @@ Exit status: 0 success, 1 the tool reported an error or the call failed,
 			if err != nil {
 				return &exitError{code: exitUsage, err: err}
 			}
-			rt, err := a.open()
+			rt, err := a.open(cmd.Context(), true)
 			if err != nil {
 				return err
 			}
@@ -97,8 +98,33 @@ Exit status: 0 success, 1 the tool reported an error or the call failed,
 						sp.start()
 					}
 				})))
-			rec := s.Call(ctx, tool.Call{Server: args[0], Tool: args[1], Arguments: callArgs})
+			call := tool.Call{Server: args[0], Tool: args[1], Arguments: callArgs}
+			if rt.log != nil {
+				// One command, one task in the log: `toolmux logs` lists it.
+				call.Task = tool.NewID()
+				input := "toolmux call " + args[0] + " " + args[1]
+				if len(args) == 3 && args[2] != "-" {
+					input += " " + args[2]
+				}
+				if err := rt.log.StartTask(ctx, tasklog.Task{ID: call.Task, Input: input}); err != nil {
+					fmt.Fprintln(a.stderr, "toolmux: task log:", err)
+				}
+			}
+			rec := s.Call(ctx, call)
 			sp.stop()
+			if rt.log != nil {
+				status, answer := tasklog.StatusSuccess, ""
+				switch {
+				case rec.Error == nil:
+				case rec.Error.Kind == tool.KindCancelled:
+					status, answer = tasklog.StatusCancelled, rec.Error.Message
+				default:
+					status, answer = tasklog.StatusFailed, string(rec.Error.Kind)+": "+rec.Error.Message
+				}
+				if err := rt.log.FinishTask(context.WithoutCancel(ctx), call.Task, status, answer); err != nil {
+					fmt.Fprintln(a.stderr, "toolmux: task log:", err)
+				}
+			}
 
 			if asJSON {
 				enc := json.NewEncoder(a.stdout)

@@ -23,6 +23,7 @@ import (
 	"github.com/toolmux/toolmux/manager"
 	"github.com/toolmux/toolmux/pipeline"
 	"github.com/toolmux/toolmux/policy"
+	"github.com/toolmux/toolmux/tasklog"
 )
 
 // Exit codes.
@@ -151,25 +152,51 @@ type runtimeSet struct {
 	pipeline *pipeline.Pipeline
 	policy   *policy.Engine
 	config   *config.Config
+	// log is the task log every call is recorded in; nil for commands
+	// that make no calls, or when there is no data directory.
+	log *tasklog.Log
 }
 
-func (r *runtimeSet) Close() error { return r.manager.Close() }
+func (r *runtimeSet) Close() error {
+	err := r.manager.Close()
+	if r.log != nil {
+		err = errors.Join(err, r.log.Close())
+	}
+	return err
+}
 
 // open loads the configuration and builds the manager and the pipeline.
-func (a *app) open() (*runtimeSet, error) {
+// With recording, every call through the pipeline is recorded in the task
+// log of the data directory.
+func (a *app) open(ctx context.Context, recording bool) (*runtimeSet, error) {
 	cfg, err := a.loadConfig()
 	if err != nil {
 		return nil, err
 	}
 	log := a.logger()
 	cfg.DataDir = a.resolveDataDir(cfg)
+	var tl *tasklog.Log
+	popts := []pipeline.Option{pipeline.WithDataDir(cfg.DataDir), pipeline.WithLogger(log)}
+	if recording && cfg.DataDir != "" {
+		if tl, err = tasklog.Open(ctx, cfg.DataDir, tasklog.WithLogger(log)); err != nil {
+			return nil, &exitError{code: exitFailed, err: fmt.Errorf("task log: %w", err)}
+		}
+		popts = append(popts, pipeline.WithRecorder(tl))
+	}
+	closeLog := func() {
+		if tl != nil {
+			tl.Close()
+		}
+	}
 	m, err := manager.FromConfig(cfg, log)
 	if err != nil {
+		closeLog()
 		return nil, &exitError{code: exitUsage, err: err}
 	}
-	p, err := pipeline.New(m, cfg.Pipeline, pipeline.WithDataDir(a.resolveDataDir(cfg)), pipeline.WithLogger(log))
+	p, err := pipeline.New(m, cfg.Pipeline, popts...)
 	if err != nil {
 		m.Close()
+		closeLog()
 		return nil, &exitError{code: exitUsage, err: err}
 	}
 	engine, err := policy.ForConfig(cfg)
@@ -184,9 +211,10 @@ func (a *app) open() (*runtimeSet, error) {
 	}
 	if err != nil {
 		m.Close()
+		closeLog()
 		return nil, &exitError{code: exitUsage, err: err}
 	}
-	return &runtimeSet{manager: m, pipeline: p, policy: engine, config: cfg}, nil
+	return &runtimeSet{manager: m, pipeline: p, policy: engine, config: cfg, log: tl}, nil
 }
 
 // approver returns who approves calls the policy asks about: everything

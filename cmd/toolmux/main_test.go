@@ -48,6 +48,9 @@ func toolmux(t *testing.T, dir, stdin string, args ...string) result {
 	defer cancel()
 	cmd := exec.CommandContext(ctx, binary, args...)
 	cmd.Dir = dir
+	// State (the task log, spilled outputs) goes to a directory of the
+	// test's own, never to the home directory of whoever runs the tests.
+	cmd.Env = append(os.Environ(), "XDG_DATA_HOME="+t.TempDir())
 	cmd.Stdin = strings.NewReader(stdin)
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
@@ -245,6 +248,7 @@ func TestServeHTTP(t *testing.T) {
 	addr := fmt.Sprintf("127.0.0.1:%d", testservers.FreePort(t))
 	cmd := exec.Command(binary, "serve", "--addr", addr)
 	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "XDG_DATA_HOME="+t.TempDir())
 	var errb syncBuffer
 	cmd.Stderr = &errb
 	if err := cmd.Start(); err != nil {
@@ -276,6 +280,7 @@ func TestServeStdio(t *testing.T) {
 	dir := workspace(t, fixtureConfig(t))
 	cmd := exec.Command(binary, "serve", "--stdio")
 	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "XDG_DATA_HOME="+t.TempDir())
 	client := mcp.NewClient(&mcp.Implementation{Name: "test"}, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()

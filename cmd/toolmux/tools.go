@@ -41,7 +41,7 @@ the approval mode in force (--approval-mode, else policy.mode): allow, ask
 (a person must approve; refused when nobody can be asked) or deny.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			rt, err := a.open()
+			rt, err := a.open(cmd.Context(), false)
 			if err != nil {
 				return err
 			}

@@ -72,6 +72,7 @@ func TestCallAsksOnATerminal(t *testing.T) {
 			defer cancel()
 			cmd := exec.CommandContext(ctx, binary, "call", "builtin", "shell", `{"command": "touch asked.txt"}`)
 			cmd.Dir = dir
+			cmd.Env = append(os.Environ(), "XDG_DATA_HOME="+t.TempDir())
 			cmd.Stdin, cmd.Stdout, cmd.Stderr = tty, tty, tty
 			if err := cmd.Start(); err != nil {
 				t.Fatal(err)
