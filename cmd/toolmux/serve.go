@@ -51,7 +51,7 @@ lists it. Request bodies are limited to --max-request-bytes.`,
 			if !stdio && !gateway.IsLoopback(addr) && token == "" {
 				return usageError("refusing to listen on %s without a token: set --token or TOOLMUX_TOKEN, or listen on 127.0.0.1", addr)
 			}
-			rt, err := a.open()
+			rt, err := a.open(cmd.Context(), true)
 			if err != nil {
 				return err
 			}
