@@ -1,0 +1,236 @@
+package stream
+
+import (
+	"strconv"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	"github.com/toolmux/toolmux/schedule"
+	"github.com/toolmux/toolmux/tool"
+)
+
+// DefaultResultLimit bounds the result text a tool_call result event
+// carries (64 KiB): the stream is for watching, the task log keeps the
+// whole record.
+const DefaultResultLimit = 64 << 10
+
+// maxTracked bounds the calls a ScheduleSink remembers at once (announced
+// and not ended), so that calls announced but never run cannot grow it
+// without end.
+const maxTracked = 16384
+
+// SinkOption configures a ScheduleSink.
+type SinkOption func(*ScheduleSink)
+
+// WithResultLimit sets how many bytes of a result's text a tool_call
+// result event carries (default DefaultResultLimit); longer text is cut at
+// a character boundary and marked.
+func WithResultLimit(n int) SinkOption {
+	return func(k *ScheduleSink) {
+		if n > 0 {
+			k.limit = n
+		}
+	}
+}
+
+// ScheduleSink is a schedule.Sink publishing a scheduler's events to a
+// Hub, for toolmux's UI and for MiroFlow's:
+//
+//   - every state transition as tool_state, with the time spent in the
+//     state left and since the first state;
+//   - awaiting_approval also as approval_request, and the next transition
+//     of that call as approval_resolved (executing: approved; error:
+//     denied; cancelled: cancelled);
+//   - live output and progress of a running call as tool_output;
+//   - MiroFlow's pair of tool_call events per call, tool_call_id being the
+//     call's id and tool_name its exposed name (server__tool): the input
+//     when the call starts executing, and the result ({"result": text, or
+//     "kind: message" for a failure}) when it ends.
+//
+// A schedule.Event does not carry the call's arguments. Announce the calls
+// (with their IDs set) before running them, and the tool_call input event
+// is published when the call starts executing, with approval_request
+// showing the arguments too; a call that was not announced gets its input
+// event just before its result, with the arguments of its record (as
+// repaired by the pipeline).
+type ScheduleSink struct {
+	hub   *Hub
+	limit int
+
+	mu    sync.Mutex
+	calls map[string]*tracked
+}
+
+var _ schedule.Sink = (*ScheduleSink)(nil)
+
+// tracked is what the sink remembers about one call between its events.
+type tracked struct {
+	args      map[string]any
+	announced bool
+	first     time.Time      // first state entered
+	since     time.Time      // current state entered
+	state     schedule.State // current state, "" before the first
+	started   bool           // the tool_call input event was published
+}
+
+// SchedulerSink returns a sink publishing a scheduler's events to h; pass
+// it to schedule.WithSink.
+func SchedulerSink(h *Hub, opts ...SinkOption) *ScheduleSink {
+	k := &ScheduleSink{hub: h, limit: DefaultResultLimit, calls: make(map[string]*tracked)}
+	for _, o := range opts {
+		if o != nil {
+			o(k)
+		}
+	}
+	return k
+}
+
+// Announce tells the sink the arguments of calls about to be run, by their
+// IDs (calls without an ID are skipped: the scheduler would give them one
+// the sink cannot know).
+func (k *ScheduleSink) Announce(calls ...tool.Call) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	for _, c := range calls {
+		if c.ID == "" {
+			continue
+		}
+		t := k.entry(c.ID)
+		t.args, t.announced = c.Arguments, true
+	}
+}
+
+// entry returns the call's entry, making room when the bound is reached by
+// forgetting calls that were announced but never seen; k.mu is held.
+func (k *ScheduleSink) entry(id string) *tracked {
+	if t, ok := k.calls[id]; ok {
+		return t
+	}
+	if len(k.calls) >= maxTracked {
+		for cid, t := range k.calls {
+			if t.state == "" {
+				delete(k.calls, cid)
+				if len(k.calls) < maxTracked/2 {
+					break
+				}
+			}
+		}
+	}
+	t := &tracked{}
+	k.calls[id] = t
+	return t
+}
+
+// Event publishes e; it implements schedule.Sink. It never blocks.
+func (k *ScheduleSink) Event(e schedule.Event) {
+	switch e.Type {
+	case schedule.EventState:
+		k.state(e)
+	case schedule.EventOutput, schedule.EventProgress:
+		k.hub.Publish(EventToolOutput, e.Task, ToolOutputData{CallID: e.Call, Batch: e.Batch, Index: e.Index,
+			Server: e.Server, Tool: e.Tool, Stream: e.Stream, Chunk: e.Chunk, Progress: e.Progress})
+	}
+}
+
+func (k *ScheduleSink) state(e schedule.Event) {
+	at := e.Time
+	if at.IsZero() {
+		at = time.Now()
+	}
+	k.mu.Lock()
+	t := k.entry(e.Call)
+	prev, prevSince := t.state, t.since
+	if t.first.IsZero() {
+		t.first = at
+	}
+	first := t.first
+	t.state, t.since = e.State, at
+	args, announced := t.args, t.announced
+	startNow := e.State == schedule.Executing && announced && !t.started
+	startLate := e.State.Terminal() && !t.started
+	if startNow {
+		t.started = true
+	}
+	if e.State.Terminal() {
+		delete(k.calls, e.Call)
+	}
+	k.mu.Unlock()
+
+	st := ToolStateData{CallID: e.Call, Batch: e.Batch, Index: e.Index, Server: e.Server, Tool: e.Tool,
+		State: string(e.State), Message: e.Message, PreviousState: string(prev), TotalMS: ms(at.Sub(first))}
+	if prev != "" {
+		st.PreviousMS = ms(at.Sub(prevSince))
+	}
+	if e.Record != nil && e.Record.Error != nil {
+		st.Kind = string(e.Record.Error.Kind)
+	}
+	k.hub.Publish(EventToolState, e.Task, st)
+
+	if prev == schedule.AwaitingApproval && e.State != schedule.AwaitingApproval {
+		r := ApprovalResolvedData{CallID: e.Call, Batch: e.Batch, Index: e.Index, Server: e.Server, Tool: e.Tool,
+			Outcome: OutcomeApproved, WaitedMS: ms(at.Sub(prevSince))}
+		switch e.State {
+		case schedule.Cancelled:
+			r.Outcome, r.Message = OutcomeCancelled, e.Message
+		case schedule.Error:
+			r.Outcome, r.Message = OutcomeDenied, e.Message
+		}
+		k.hub.Publish(EventApprovalResolved, e.Task, r)
+	}
+	if e.State == schedule.AwaitingApproval {
+		k.hub.Publish(EventApprovalRequest, e.Task, ApprovalRequestData{CallID: e.Call, Batch: e.Batch,
+			Index: e.Index, Server: e.Server, Tool: e.Tool, Arguments: args, Message: e.Message})
+	}
+	name := tool.ExposedName(e.Server, e.Tool)
+	if startNow {
+		k.hub.Publish(EventToolCall, e.Task, ToolCallInput(e.Call, name, args))
+	}
+	if !e.State.Terminal() {
+		return
+	}
+	if startLate {
+		if !announced && e.Record != nil {
+			args = e.Record.Arguments
+		}
+		k.hub.Publish(EventToolCall, e.Task, ToolCallInput(e.Call, name, args))
+	}
+	k.hub.Publish(EventToolCall, e.Task, ToolCallResult(e.Call, name, k.resultText(e)))
+}
+
+// resultText is what a tool_call result shows: the result's text, or the
+// error as "kind: message" (with the tool's own text for a tool_error).
+func (k *ScheduleSink) resultText(e schedule.Event) string {
+	rec := e.Record
+	var s string
+	switch {
+	case rec == nil:
+		s = e.Message
+	case rec.Error != nil:
+		s = string(rec.Error.Kind) + ": " + rec.Error.Message
+		if rec.Error.Suggestion != "" {
+			s += " (did you mean " + rec.Error.Suggestion + "?)"
+		}
+		if text := rec.Result.Text(); text != "" && text != rec.Error.Message {
+			s += "\n" + text
+		}
+	default:
+		s = rec.Result.Text()
+	}
+	return truncate(s, k.limit)
+}
+
+// truncate cuts s to at most limit bytes at a character boundary and says
+// how much was cut.
+func truncate(s string, limit int) string {
+	if len(s) <= limit {
+		return s
+	}
+	cut := limit
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "\n[… " + strconv.Itoa(len(s)-cut) + " more bytes not shown]"
+}
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
