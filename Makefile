@@ -17,7 +17,8 @@ STAMP   := $(PEERS)/node_modules/.installed
 FUZZ := ./config:FuzzParse ./builtin:FuzzResolvePath ./internal/ringbuf:FuzzRingBuffer \
         ./pipeline:FuzzRepair ./pipeline:FuzzCanonicalURL ./pipeline:FuzzFingerprint \
         ./cmdsource:FuzzDeclarations ./policy:FuzzAnswer ./policy:FuzzArgs \
-        ./web:FuzzHTMLToMarkdown ./web:FuzzSearXNGResponse ./web:FuzzSerperResponse
+        ./web:FuzzHTMLToMarkdown ./web:FuzzSearXNGResponse ./web:FuzzSerperResponse \
+        ./stream:FuzzSSE
 FUZZTIME ?= 5s
 
 all: build
