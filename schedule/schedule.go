@@ -369,7 +369,7 @@ func (b *Batch) enter(e *entry, state State, msg string) {
 	now := time.Now()
 	e.state = state
 	e.transitions = append(e.transitions, Transition{State: state, Time: now})
-	ev := Event{Type: EventState, State: state, Message: msg, Time: now}
+	ev := Event{Type: EventState, State: state, Message: msg, Time: now, Arguments: e.call.Arguments}
 	if state.Terminal() {
 		ev.Record = e.record
 	}

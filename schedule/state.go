@@ -74,6 +74,10 @@ type Event struct {
 	Time   time.Time `json:"time"`
 	// State is the state entered, for EventState.
 	State State `json:"state,omitempty"`
+	// Arguments are the call's arguments, on state events: what a UI shows
+	// of a call, and what an approval question is about. Not to be
+	// modified.
+	Arguments map[string]any `json:"arguments,omitempty"`
 	// Message says why, for awaiting_approval (the policy's message) and
 	// for error and cancelled states (the error's message).
 	Message string `json:"message,omitempty"`

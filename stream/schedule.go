@@ -146,6 +146,11 @@ func (k *ScheduleSink) state(e schedule.Event) {
 	}
 	first := t.first
 	t.state, t.since = e.State, at
+	if !t.announced && e.Arguments != nil {
+		// The scheduler's state events carry the arguments: no Announce
+		// needed.
+		t.args, t.announced = e.Arguments, true
+	}
 	args, announced := t.args, t.announced
 	startNow := e.State == schedule.Executing && announced && !t.started
 	startLate := e.State.Terminal() && !t.started
