@@ -2,6 +2,7 @@ package policy
 
 import (
 	"context"
+	"errors"
 	"strconv"
 	"strings"
 
@@ -89,4 +90,36 @@ type ApproverFunc func(ctx context.Context, req Request) (Answer, error)
 // Approve calls f.
 func (f ApproverFunc) Approve(ctx context.Context, req Request) (Answer, error) {
 	return f(ctx, req)
+}
+
+// AnswerNamed returns the answer whose String is name ("once",
+// "always_tool", "always_server", "deny"): the words APIs and forms use.
+func AnswerNamed(name string) (Answer, bool) {
+	for _, a := range []Answer{ProceedOnce, AlwaysTool, AlwaysServer, Decline} {
+		if a.String() == name {
+			return a, true
+		}
+	}
+	return 0, false
+}
+
+// FirstOf returns an approver that asks each of approvers in turn until
+// one can ask: an approver that returns ErrNoApprover passes the request
+// on to the next (the gateway asks the MCP client by elicitation, and
+// when the client cannot show a question, the web UI). If none can ask,
+// the result is ErrNoApprover.
+func FirstOf(approvers ...Approver) Approver {
+	return ApproverFunc(func(ctx context.Context, req Request) (Answer, error) {
+		for _, a := range approvers {
+			if a == nil {
+				continue
+			}
+			ans, err := a.Approve(ctx, req)
+			if errors.Is(err, ErrNoApprover) {
+				continue
+			}
+			return ans, err
+		}
+		return 0, ErrNoApprover
+	})
 }

@@ -1,0 +1,289 @@
+// Package api is toolmux's HTTP API, served by the gateway under /api/:
+// the servers and their health, the tools and what the policy does with
+// them, calling a tool, the tasks of the task log with their calls, the
+// calls waiting for approval (and answering them), and the event stream.
+//
+// Every answer is JSON; every error is {"error": {"kind", "message"}} with
+// a status that fits it. docs/api.md lists the routes.
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+
+	"github.com/toolmux/toolmux/policy"
+	"github.com/toolmux/toolmux/tasklog"
+	"github.com/toolmux/toolmux/tool"
+)
+
+// Catalog lists the tools: the pipeline or the manager.
+type Catalog interface {
+	Tools(ctx context.Context) (*tool.Catalog, error)
+}
+
+// Caller makes one governed call: the scheduler.
+type Caller interface {
+	Call(ctx context.Context, call tool.Call) *tool.Record
+}
+
+// Options are what the API serves. Catalog and Caller are required; the
+// routes of a missing optional part answer 404 with a sentence saying what
+// is not configured.
+type Options struct {
+	Catalog Catalog
+	Caller  Caller
+	// Health returns the servers' health (manager.Health).
+	Health func() []tool.ServerHealth
+	// Policy says what the policy does with each tool, for /api/tools.
+	Policy *policy.Engine
+	// Approvals is the queue of calls waiting for an answer.
+	Approvals *Approvals
+	// Log is the task log, for /api/tasks.
+	Log *tasklog.Log
+	// Events serves the event stream (a *stream.Hub).
+	Events http.Handler
+	// MaxCallBytes bounds the body of a call request; 0 means 16 MiB.
+	MaxCallBytes int64
+}
+
+// New returns the API's handler, routes rooted at /api/.
+func New(o Options) http.Handler {
+	if o.MaxCallBytes <= 0 {
+		o.MaxCallBytes = 16 << 20
+	}
+	s := &server{o: o}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /api/servers", s.servers)
+	mux.HandleFunc("GET /api/tools", s.tools)
+	mux.HandleFunc("POST /api/tools/{server}/{tool}/call", s.call)
+	mux.HandleFunc("GET /api/tasks", s.tasks)
+	mux.HandleFunc("GET /api/tasks/{id}", s.task)
+	mux.HandleFunc("GET /api/approvals", s.approvals)
+	mux.HandleFunc("POST /api/approvals/{id}", s.decide)
+	mux.HandleFunc("GET /api/events", s.events)
+	mux.HandleFunc("/api/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, http.StatusNotFound, "not_found", fmt.Sprintf("no API route %s %s (see docs/api.md)", r.Method, r.URL.Path))
+	})
+	return mux
+}
+
+type server struct{ o Options }
+
+// ToolInfo is one tool as /api/tools lists it.
+type ToolInfo struct {
+	*tool.Tool
+	// Approval is what the policy does with a call of the tool in the
+	// current mode: allow, ask or deny.
+	Approval string `json:"approval,omitempty"`
+}
+
+func (s *server) servers(w http.ResponseWriter, r *http.Request) {
+	if s.o.Health != nil {
+		writeJSON(w, http.StatusOK, s.o.Health())
+		return
+	}
+	cat, err := s.o.Catalog.Tools(r.Context())
+	if err != nil {
+		writeToolError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, cat.Servers())
+}
+
+func (s *server) tools(w http.ResponseWriter, r *http.Request) {
+	cat, err := s.o.Catalog.Tools(r.Context())
+	if err != nil {
+		writeToolError(w, err)
+		return
+	}
+	out := make([]ToolInfo, 0, cat.Len())
+	for _, t := range cat.Tools() {
+		info := ToolInfo{Tool: &t}
+		if s.o.Policy != nil {
+			info.Approval = string(s.o.Policy.Requires(t))
+		}
+		out = append(out, info)
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// callRequest is the body of a call: the arguments, and optionally the
+// task and session it belongs to.
+type callRequest struct {
+	Arguments map[string]any `json:"arguments"`
+	Task      string         `json:"task,omitempty"`
+	Session   string         `json:"session,omitempty"`
+}
+
+func (s *server) call(w http.ResponseWriter, r *http.Request) {
+	var req callRequest
+	body := http.MaxBytesReader(w, r.Body, s.o.MaxCallBytes)
+	dec := json.NewDecoder(body)
+	dec.UseNumber()
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&req); err != nil && !errors.Is(err, io.EOF) {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			writeError(w, http.StatusRequestEntityTooLarge, string(tool.KindInvalidParams), fmt.Sprintf("the request is larger than %d bytes", s.o.MaxCallBytes))
+			return
+		}
+		writeError(w, http.StatusBadRequest, string(tool.KindInvalidParams),
+			`the body must be {"arguments": {...}} (optionally "task" and "session"): `+err.Error())
+		return
+	}
+	if req.Arguments == nil {
+		req.Arguments = map[string]any{}
+	}
+	rec := s.o.Caller.Call(r.Context(), tool.Call{Server: r.PathValue("server"), Tool: r.PathValue("tool"),
+		Arguments: req.Arguments, Task: req.Task, Session: req.Session})
+	// The call happened (or was refused by governance): its record is the
+	// answer either way; the status says which.
+	status := http.StatusOK
+	if rec.Error != nil && rec.Error.Kind != tool.KindToolError {
+		status = statusOf(rec.Error.Kind)
+	}
+	writeJSON(w, status, rec)
+}
+
+func (s *server) tasks(w http.ResponseWriter, r *http.Request) {
+	if s.o.Log == nil {
+		writeError(w, http.StatusNotFound, "not_configured", "there is no task log (no data directory)")
+		return
+	}
+	f := tasklog.Filter{Status: tasklog.Status(r.URL.Query().Get("status")), Limit: 50}
+	if v := r.URL.Query().Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			writeError(w, http.StatusBadRequest, "bad_request", fmt.Sprintf("limit must be a positive integer, not %q", v))
+			return
+		}
+		f.Limit = n
+	}
+	ts, err := s.o.Log.Tasks(r.Context(), f)
+	if err != nil {
+		var ve *tasklog.ValidationError
+		if errors.As(err, &ve) {
+			writeError(w, http.StatusBadRequest, "bad_request", err.Error())
+			return
+		}
+		writeError(w, http.StatusInternalServerError, "internal", err.Error())
+		return
+	}
+	writeJSON(w, http.StatusOK, ts)
+}
+
+func (s *server) task(w http.ResponseWriter, r *http.Request) {
+	if s.o.Log == nil {
+		writeError(w, http.StatusNotFound, "not_configured", "there is no task log (no data directory)")
+		return
+	}
+	d, err := s.o.Log.Detail(r.Context(), r.PathValue("id"))
+	if err != nil {
+		if errors.Is(err, tasklog.ErrNotFound) {
+			writeError(w, http.StatusNotFound, "not_found", err.Error())
+			return
+		}
+		writeError(w, http.StatusInternalServerError, "internal", err.Error())
+		return
+	}
+	writeJSON(w, http.StatusOK, d)
+}
+
+func (s *server) approvals(w http.ResponseWriter, r *http.Request) {
+	if s.o.Approvals == nil {
+		writeJSON(w, http.StatusOK, []Pending{})
+		return
+	}
+	writeJSON(w, http.StatusOK, s.o.Approvals.Pending())
+}
+
+// decisionRequest is the body of an answer.
+type decisionRequest struct {
+	Decision string `json:"decision"`
+}
+
+func (s *server) decide(w http.ResponseWriter, r *http.Request) {
+	if s.o.Approvals == nil {
+		writeError(w, http.StatusNotFound, "not_found", "approvals are not asked through the API here")
+		return
+	}
+	var req decisionRequest
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, 4096))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&req); err != nil {
+		writeError(w, http.StatusBadRequest, "bad_request", `the body must be {"decision": "once" | "always_tool" | "always_server" | "deny"}: `+err.Error())
+		return
+	}
+	ans, ok := policy.AnswerNamed(req.Decision)
+	if !ok {
+		writeError(w, http.StatusBadRequest, "bad_request", fmt.Sprintf("decision %q is not one of once, always_tool, always_server, deny", req.Decision))
+		return
+	}
+	if err := s.o.Approvals.Decide(r.PathValue("id"), ans); err != nil {
+		writeError(w, http.StatusNotFound, "not_found", err.Error())
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func (s *server) events(w http.ResponseWriter, r *http.Request) {
+	if s.o.Events == nil {
+		writeError(w, http.StatusNotFound, "not_configured", "there is no event stream here")
+		return
+	}
+	s.o.Events.ServeHTTP(w, r)
+}
+
+// statusOf maps a refused or failed call to an HTTP status.
+func statusOf(k tool.Kind) int {
+	switch k {
+	case tool.KindToolNotRegistered, tool.KindServerNotFound:
+		return http.StatusNotFound
+	case tool.KindInvalidParams, tool.KindDuplicateQuery:
+		return http.StatusUnprocessableEntity
+	case tool.KindPolicyViolation, tool.KindApprovalDenied, tool.KindPathNotInWorkspace, tool.KindPermissionDenied:
+		return http.StatusForbidden
+	case tool.KindTimeout:
+		return http.StatusGatewayTimeout
+	case tool.KindServerUnavailable:
+		return http.StatusServiceUnavailable
+	case tool.KindCancelled:
+		return 499 // client closed request, as nginx reports it
+	case tool.KindFileNotFound:
+		return http.StatusNotFound
+	}
+	return http.StatusBadGateway
+}
+
+// apiError is the body of every error answer.
+type apiError struct {
+	Error struct {
+		Kind    string `json:"kind"`
+		Message string `json:"message"`
+	} `json:"error"`
+}
+
+func writeError(w http.ResponseWriter, status int, kind, msg string) {
+	var e apiError
+	e.Error.Kind, e.Error.Message = kind, msg
+	writeJSON(w, status, e)
+}
+
+func writeToolError(w http.ResponseWriter, err error) {
+	te := tool.AsError(err)
+	writeError(w, statusOf(te.Kind), string(te.Kind), te.Message)
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	_ = enc.Encode(v)
+}
