@@ -1,6 +1,10 @@
 // Package gateway serves toolmux's governed catalog as an MCP server, so any
 // MCP client connects once and gets every configured server's tools under
 // their exposed names (server__tool), each call going through the manager.
+// Over HTTP it also serves each configured MCP server on a passthrough
+// route of its own, /servers/{name}/mcp: that server's tools under their
+// own names, still governed, and everything else of MCP forwarded between
+// the client and the server.
 package gateway
 
 import (
@@ -16,6 +20,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/toolmux/toolmux/mcpsource"
 	"github.com/toolmux/toolmux/pipeline"
 	"github.com/toolmux/toolmux/tool"
 )
@@ -33,6 +38,12 @@ type Options struct {
 	Name, Version string
 	// Logger receives diagnostics; nil discards them.
 	Logger *slog.Logger
+	// Passthrough are the MCP servers served one by one at
+	// /servers/{name}/mcp by Mux, each with the transport settings it is
+	// configured with (the Config's Name is the route's name). Their tool
+	// calls still go through the Caller, whose source for the server must
+	// be an mcpsource.Source.
+	Passthrough []mcpsource.Config
 }
 
 // Gateway is an MCP server whose tools are the caller's catalog.
@@ -43,6 +54,8 @@ type Gateway struct {
 
 	mu     sync.Mutex
 	synced *tool.Catalog
+
+	routes map[string]*route // passthrough routes by server name
 }
 
 // New returns a gateway in front of c. The catalog is read on the first
@@ -64,6 +77,10 @@ func New(c Caller, o Options) *Gateway {
 		Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: true}},
 	})
 	g.server.AddReceivingMiddleware(g.syncMiddleware)
+	g.routes = make(map[string]*route, len(o.Passthrough))
+	for _, cfg := range o.Passthrough {
+		g.routes[cfg.Name] = newRoute(g, cfg, o.Version)
+	}
 	return g
 }
 
@@ -73,12 +90,22 @@ func (g *Gateway) Server() *mcp.Server { return g.server }
 // Handler returns the streamable HTTP handler of the MCP endpoint.
 func (g *Gateway) Handler() http.Handler { return g.streamable(false) }
 
-// streamable returns the MCP handler; the go-sdk's own DNS-rebinding check
-// (loopback listener, non-loopback Host) is turned off where Protect does
-// the same check with the configured allowed hosts.
+// streamable returns the MCP handler of /mcp.
 func (g *Gateway) streamable(protected bool) http.Handler {
-	return mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return g.server },
-		&mcp.StreamableHTTPOptions{Logger: g.log, DisableLocalhostProtection: protected, SessionTimeout: SessionIdleTimeout})
+	return mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return g.server }, g.streamableOptions(protected))
+}
+
+// streamableOptions are the options of an MCP handler. Where Protect runs
+// in front of it, the go-sdk's own DNS-rebinding check (loopback listener,
+// non-loopback Host) and body limit (4 MiB) are turned off: Protect does
+// the same check with the configured allowed hosts, and bounds bodies by
+// the configured limit.
+func (g *Gateway) streamableOptions(protected bool) *mcp.StreamableHTTPOptions {
+	o := &mcp.StreamableHTTPOptions{Logger: g.log, DisableLocalhostProtection: protected, SessionTimeout: SessionIdleTimeout}
+	if protected {
+		o.MaxRequestBodyBytes = -1
+	}
+	return o
 }
 
 // SessionIdleTimeout ends an HTTP client's session after this long without
@@ -86,11 +113,17 @@ func (g *Gateway) streamable(protected bool) http.Handler {
 // otherwise hold it, and its goroutines, for the life of the gateway.
 const SessionIdleTimeout = 30 * time.Minute
 
-// Close ends every client session, HTTP and stdio alike. Serving stops
-// elsewhere (the HTTP server's Shutdown, the stdio transport's end); Close
-// releases what the sessions hold.
+// Close ends every client session, HTTP and stdio alike, and on the
+// passthrough routes the upstream sessions (and stdio processes) opened for
+// them. Serving stops elsewhere (the HTTP server's Shutdown, the stdio
+// transport's end); Close releases what the sessions hold.
 func (g *Gateway) Close() error {
 	var errs []error
+	for _, r := range g.routes {
+		if err := r.close(); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	for ss := range g.server.Sessions() {
 		if err := ss.Close(); err != nil {
 			errs = append(errs, err)

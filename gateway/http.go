@@ -2,8 +2,12 @@ package gateway
 
 import (
 	"crypto/subtle"
+	"fmt"
+	"maps"
 	"net"
 	"net/http"
+	"net/url"
+	"slices"
 	"strings"
 )
 
@@ -39,14 +43,43 @@ func RequireToken(token string, h http.Handler) http.Handler {
 	})
 }
 
-// Mux returns the gateway's HTTP routes: the MCP endpoint at /mcp, behind
-// the token when one is set, every route behind the checks of sec.
+// Mux returns the gateway's HTTP routes: the aggregated MCP endpoint at
+// /mcp and a passthrough endpoint at /servers/{name}/mcp for each of
+// Options.Passthrough, behind the token when one is set, every route behind
+// the checks of sec.
 func (g *Gateway) Mux(token string, sec Security) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("/mcp", RequireToken(token, g.streamable(true)))
+	mux.Handle("/servers/{name}/mcp", RequireToken(token, http.HandlerFunc(g.servePassthrough)))
 	mux.HandleFunc("/{$}", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		_, _ = w.Write([]byte("toolmux gateway\n\nMCP endpoint (streamable HTTP): /mcp\n"))
+		var b strings.Builder
+		b.WriteString("toolmux gateway\n\nMCP endpoint (streamable HTTP): /mcp\n")
+		for _, name := range g.PassthroughNames() {
+			fmt.Fprintf(&b, "Passthrough to %s: /servers/%s/mcp\n", name, url.PathEscape(name))
+		}
+		_, _ = w.Write([]byte(b.String()))
 	})
 	return Protect(sec, mux)
+}
+
+// PassthroughNames returns the names of the servers with a passthrough
+// route, sorted.
+func (g *Gateway) PassthroughNames() []string {
+	return slices.Sorted(maps.Keys(g.routes))
+}
+
+func (g *Gateway) servePassthrough(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("name")
+	rt, ok := g.routes[name]
+	if !ok {
+		msg := fmt.Sprintf("toolmux: no passthrough route for server %q", name)
+		if names := g.PassthroughNames(); len(names) > 0 {
+			msg += "; configured MCP servers: " + strings.Join(names, ", ")
+		}
+		msg += " (built-in tools and command servers are served on /mcp only)"
+		http.Error(w, msg, http.StatusNotFound)
+		return
+	}
+	rt.handler.ServeHTTP(w, r)
 }

@@ -133,3 +133,13 @@ func TestRequestSizeLimit(t *testing.T) {
 		t.Fatalf("list after a refused body: %v %v", res, err)
 	}
 }
+
+// The limit in force is the configured one, not the go-sdk's own (4 MiB),
+// so a tool call carrying a whole file to write gets through.
+func TestRequestSizeLimitIsTheConfiguredOne(t *testing.T) {
+	url := serveGateway(t, "", gateway.Security{Loopback: true})
+	big := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"},"_meta":{"pad":"` + strings.Repeat("x", 4<<20+100<<10) + `"}}}`
+	if code, body := post(t, url, "", "", big, nil); code != http.StatusOK {
+		t.Fatalf("a %d-byte body under the 16 MiB limit: %d %.200s", len(big), code, body)
+	}
+}

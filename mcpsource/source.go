@@ -7,6 +7,11 @@
 // process) on the next use, with exponential backoff between attempts. The
 // stderr of a stdio server is kept in a bounded ring buffer and quoted in
 // connection errors. Close ends the process group and every goroutine.
+//
+// Dial opens a connection of its own to the same server for a caller that
+// runs its own go-sdk session (the gateway's passthrough route, one per
+// client session), and WithCallFunc lets such a caller have a Source's
+// calls made over that session while they still go through the manager.
 package mcpsource
 
 import (
@@ -16,8 +21,6 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"net/http"
-	"os"
-	"os/exec"
 	"runtime/debug"
 	"strconv"
 	"sync"
@@ -139,20 +142,44 @@ type conn struct {
 // New returns a source for cfg. It does not connect: the first call, or the
 // first listing, does.
 func New(cfg Config) (*Source, error) {
+	cfg, err := cfg.normalize()
+	if err != nil {
+		return nil, err
+	}
+	s := &Source{cfg: cfg, log: cfg.Logger, stderr: ringbuf.New(cfg.StderrBytes)}
+	s.closing, s.stopAll = context.WithCancel(context.Background())
+	if s.log == nil {
+		s.log = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Transport != Stdio {
+		s.http, s.own = newHTTPClient(cfg)
+	}
+	s.client = mcp.NewClient(&mcp.Implementation{Name: "toolmux", Version: clientVersion()}, &mcp.ClientOptions{
+		Logger:                      s.log,
+		Capabilities:                &mcp.ClientCapabilities{},
+		KeepAlive:                   cfg.KeepAlive,
+		ToolListChangedHandler:      func(context.Context, *mcp.ToolListChangedRequest) { s.toolsChanged() },
+		ProgressNotificationHandler: s.handleProgress,
+	})
+	return s, nil
+}
+
+// normalize checks cfg and fills in the defaults.
+func (cfg Config) normalize() (Config, error) {
 	if cfg.Name == "" {
-		return nil, errors.New("mcpsource: a server needs a name")
+		return cfg, errors.New("mcpsource: a server needs a name")
 	}
 	switch cfg.Transport {
 	case Stdio:
 		if cfg.Command == "" {
-			return nil, fmt.Errorf("mcpsource: server %q: stdio transport needs a command", cfg.Name)
+			return cfg, fmt.Errorf("mcpsource: server %q: stdio transport needs a command", cfg.Name)
 		}
 	case SSE, StreamableHTTP:
 		if cfg.URL == "" {
-			return nil, fmt.Errorf("mcpsource: server %q: %s transport needs a url", cfg.Name, cfg.Transport)
+			return cfg, fmt.Errorf("mcpsource: server %q: %s transport needs a url", cfg.Name, cfg.Transport)
 		}
 	default:
-		return nil, fmt.Errorf("mcpsource: server %q: unknown transport %q (want stdio, sse or http)", cfg.Name, cfg.Transport)
+		return cfg, fmt.Errorf("mcpsource: server %q: unknown transport %q (want stdio, sse or http)", cfg.Name, cfg.Transport)
 	}
 	if cfg.ConnectTimeout <= 0 {
 		cfg.ConnectTimeout = DefaultConnectTimeout
@@ -172,22 +199,7 @@ func New(cfg Config) (*Source, error) {
 	if cfg.StopGrace <= 0 {
 		cfg.StopGrace = 2 * time.Second
 	}
-	s := &Source{cfg: cfg, log: cfg.Logger, stderr: ringbuf.New(cfg.StderrBytes)}
-	s.closing, s.stopAll = context.WithCancel(context.Background())
-	if s.log == nil {
-		s.log = slog.New(slog.DiscardHandler)
-	}
-	if cfg.Transport != Stdio {
-		s.http, s.own = newHTTPClient(cfg)
-	}
-	s.client = mcp.NewClient(&mcp.Implementation{Name: "toolmux", Version: clientVersion()}, &mcp.ClientOptions{
-		Logger:                      s.log,
-		Capabilities:                &mcp.ClientCapabilities{},
-		KeepAlive:                   cfg.KeepAlive,
-		ToolListChangedHandler:      func(context.Context, *mcp.ToolListChangedRequest) { s.toolsChanged() },
-		ProgressNotificationHandler: s.handleProgress,
-	})
-	return s, nil
+	return cfg, nil
 }
 
 // clientVersion is the version toolmux announces to servers: the main
@@ -245,7 +257,13 @@ func (s *Source) Tools(ctx context.Context) ([]tool.Tool, error) {
 
 // Call calls one tool. A tool that reports an error (isError) returns a
 // result, not an error; errors are for calls that did not complete.
+//
+// A context from [WithCallFunc] for this server makes the call through its
+// function instead of over the source's own session.
 func (s *Source) Call(ctx context.Context, name string, args map[string]any) (*tool.Result, error) {
+	if fn := callFuncFrom(ctx, s.cfg.Name); fn != nil {
+		return s.callWith(ctx, fn, name, args)
+	}
 	parent := ctx
 	ctx, done := s.bind(ctx)
 	defer done()
@@ -308,18 +326,34 @@ func (s *Source) callError(parent, ctx context.Context, c *conn, err error, doin
 	if ctx.Err() != nil {
 		return s.closedError(parent, ctx.Err())
 	}
+	if e := s.answerError(err, doing); e != nil {
+		return e
+	}
+	return s.drop(c, fmt.Errorf("%s: %w", doing, notSent(err)))
+}
+
+// answerError returns the error the server answered with, or nil when err
+// is not an answer from the server.
+func (s *Source) answerError(err error, doing string) *tool.Error {
 	var wire *jsonrpc.Error
-	if errors.As(err, &wire) && !localWireError(wire.Code) {
-		kind := tool.KindExecutionFailed
-		if wire.Code == jsonrpc.CodeInvalidParams {
-			kind = tool.KindInvalidParams
-		}
-		return &tool.Error{Kind: kind, Server: s.cfg.Name, Message: fmt.Sprintf("server %s answered %s with error %d: %s", s.cfg.Name, doing, wire.Code, wire.Message), Err: err}
+	if !errors.As(err, &wire) || localWireError(wire.Code) {
+		return nil
 	}
-	if wire != nil && wire.Code == codeRejectedByClient {
-		err = errors.Join(tool.ErrNotSent, err)
+	kind := tool.KindExecutionFailed
+	if wire.Code == jsonrpc.CodeInvalidParams {
+		kind = tool.KindInvalidParams
 	}
-	return s.drop(c, fmt.Errorf("%s: %w", doing, err))
+	return &tool.Error{Kind: kind, Server: s.cfg.Name, Message: fmt.Sprintf("server %s answered %s with error %d: %s", s.cfg.Name, doing, wire.Code, wire.Message), Err: err}
+}
+
+// notSent marks err as tool.ErrNotSent when the go-sdk rejected the
+// request before it reached the server.
+func notSent(err error) error {
+	var wire *jsonrpc.Error
+	if errors.As(err, &wire) && wire.Code == codeRejectedByClient {
+		return errors.Join(tool.ErrNotSent, err)
+	}
+	return err
 }
 
 // The go-sdk reports some failures of its own side with JSON-RPC codes:
@@ -516,29 +550,18 @@ func (s *Source) connect() (*conn, error) {
 	stop := context.AfterFunc(deadline, cancel)
 
 	c := &conn{cancel: cancel}
-	var transport mcp.Transport
-	switch s.cfg.Transport {
-	case Stdio:
-		cmd := exec.Command(s.cfg.Command, s.cfg.Args...)
-		cmd.Dir = s.cfg.Dir
-		cmd.Env = mergeEnv(os.Environ(), s.cfg.Env)
+	if s.cfg.Transport == Stdio {
 		// A new process, a fresh stderr: earlier output would blame the
 		// wrong run.
 		s.stderr.Reset()
-		proc, stdin, stdout, err := startProcess(cmd, s.stderr)
-		if err != nil {
-			stop()
-			cancel()
-			return nil, &tool.Error{Kind: tool.KindServerUnavailable, Server: s.cfg.Name,
-				Message: fmt.Sprintf("server %s: cannot start %q: %v", s.cfg.Name, s.cfg.Command, err), Err: errors.Join(tool.ErrNotSent, err)}
-		}
-		c.proc = proc
-		transport = &mcp.IOTransport{Reader: stdout, Writer: stdin, MaxLineLength: s.cfg.MaxMessageBytes}
-	case SSE:
-		transport = &mcp.SSEClientTransport{Endpoint: s.cfg.URL, HTTPClient: s.http, MaxEventSize: s.cfg.MaxMessageBytes}
-	case StreamableHTTP:
-		transport = &mcp.StreamableClientTransport{Endpoint: s.cfg.URL, HTTPClient: s.http, MaxEventSize: s.cfg.MaxMessageBytes}
 	}
+	transport, proc, err := newTransport(s.cfg, s.http, s.stderr)
+	if err != nil {
+		stop()
+		cancel()
+		return nil, startError(s.cfg, err)
+	}
+	c.proc = proc
 
 	cs, err := s.client.Connect(life, transport, nil)
 	if stop() && err == nil {

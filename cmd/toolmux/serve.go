@@ -4,15 +4,19 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/spf13/cobra"
 
+	"github.com/toolmux/toolmux/config"
 	"github.com/toolmux/toolmux/gateway"
+	"github.com/toolmux/toolmux/mcpsource"
 	"github.com/toolmux/toolmux/schedule"
 	"github.com/toolmux/toolmux/tool"
 )
@@ -36,6 +40,15 @@ pipeline and manager. A call the policy asks about is put to the client's
 user through MCP elicitation; a client that cannot show a question gets a
 refusal with a message saying how to allow the call (--yes,
 --approval-mode, a policy rule, or trust: true on the server).
+
+Over HTTP, each configured MCP server (stdio, SSE or streamable HTTP) is
+also served on its own at http://ADDR/servers/NAME/mcp: its tools under
+their own names, calls still governed, and everything else of MCP
+(resources, prompts, completion, logging, progress, sampling, elicitation,
+roots, notifications) forwarded between the client and the server. Every
+client session there gets a session of its own with the server (for a
+stdio server, a process of its own). The built-in tools and command servers
+are served on /mcp only. See docs/gateway.md.
 
 Listening beyond loopback requires a bearer token (--token or TOOLMUX_TOKEN);
 clients then send "Authorization: Bearer TOKEN". On loopback, requests must
@@ -67,7 +80,11 @@ lists it. Request bodies are limited to --max-request-bytes.`,
 				approver = gateway.ElicitApprover{}
 			}
 			s := schedule.New(rt.pipeline, schedule.WithGate(rt.gate(approver, a.logger())))
-			g := gateway.New(scheduled{catalog: rt.pipeline, Scheduler: s}, gateway.Options{Version: versionString(), Logger: a.logger()})
+			opts := gateway.Options{Version: versionString(), Logger: a.logger()}
+			if !stdio {
+				opts.Passthrough = passthroughServers(rt.config, a.logger())
+			}
+			g := gateway.New(scheduled{catalog: rt.pipeline, Scheduler: s}, opts)
 			defer g.Close()
 			// Discover now, so problems show at start rather than at the
 			// first client request.
@@ -84,7 +101,7 @@ lists it. Request bodies are limited to --max-request-bytes.`,
 				return nil
 			}
 			sec.Loopback = gateway.IsLoopback(addr)
-			return a.serveHTTP(ctx, addr, g.Mux(token, sec), cat)
+			return a.serveHTTP(ctx, addr, g.Mux(token, sec), cat, g.PassthroughNames())
 		},
 	}
 	cmd.Flags().StringVar(&addr, "addr", "127.0.0.1:8931", "address to listen on")
@@ -116,13 +133,47 @@ func (a *app) reportServers(cat *tool.Catalog) {
 	}
 }
 
-func (a *app) serveHTTP(ctx context.Context, addr string, h http.Handler, cat *tool.Catalog) error {
+// passthroughServers returns the MCP servers that get a passthrough route,
+// with the transport settings the manager gives their sources: every
+// enabled stdio, SSE and streamable HTTP server. The built-in tools and
+// command servers speak no MCP of their own to pass through.
+func passthroughServers(cfg *config.Config, log *slog.Logger) []mcpsource.Config {
+	var out []mcpsource.Config
+	for _, sc := range cfg.Servers {
+		if sc.Disabled || sc.Transport == config.Command {
+			continue
+		}
+		timeout := sc.ConnectTimeout
+		if timeout == 0 {
+			timeout = cfg.ConnectTimeout
+		}
+		out = append(out, mcpsource.Config{
+			Name:           sc.Name,
+			Transport:      sc.Transport,
+			Command:        sc.Command,
+			Args:           sc.Args,
+			Env:            sc.Env,
+			Dir:            sc.Cwd,
+			URL:            sc.URL,
+			Headers:        sc.Headers,
+			BearerToken:    sc.BearerToken,
+			ConnectTimeout: timeout,
+			Logger:         log.With("server", sc.Name, "route", "passthrough"),
+		})
+	}
+	return out
+}
+
+func (a *app) serveHTTP(ctx context.Context, addr string, h http.Handler, cat *tool.Catalog, passthrough []string) error {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return &exitError{code: exitFailed, err: err}
 	}
 	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
 	fmt.Fprintf(a.stderr, "toolmux: serving %d tools from %d servers at http://%s/mcp\n", cat.Len(), len(cat.Servers()), ln.Addr())
+	if len(passthrough) > 0 {
+		fmt.Fprintf(a.stderr, "toolmux: passthrough to %s at http://%s/servers/NAME/mcp\n", strings.Join(passthrough, ", "), ln.Addr())
+	}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	select {

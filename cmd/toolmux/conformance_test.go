@@ -1,0 +1,251 @@
+package main_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"sort"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/toolmux/toolmux/internal/testservers"
+)
+
+// The official MCP conformance suite (@modelcontextprotocol/conformance,
+// on the Node 22 of the test peers) runs against the go-sdk's conformance
+// server twice: directly, and through toolmux serve's passthrough route.
+// Every scenario that passes directly must pass through the gateway. The
+// Inspector CLI then lists and calls a tool on the aggregated /mcp.
+func TestConformanceThroughPassthrough(t *testing.T) {
+	node := testservers.Node22(t)
+	suite := testservers.NodeModule(t, "@modelcontextprotocol/conformance/dist/index.js")
+	inspector := testservers.NodeBin(t, "mcp-inspector")
+
+	upstream := startConformanceServer(t)
+	direct := runConformance(t, node, suite, upstream)
+	passing := direct.passing()
+	if len(passing) < 20 {
+		t.Fatalf("only %d scenarios pass against the conformance server itself: %s", len(passing), direct.summary())
+	}
+
+	dir := workspace(t, fmt.Sprintf("servers:\n  everything:\n    url: %s\n    trust: true\n", upstream))
+	addr := serveGateway(t, dir)
+	through := runConformance(t, node, suite, "http://"+addr+"/servers/everything/mcp")
+	t.Logf("directly: %s", direct.summary())
+	t.Logf("through the gateway: %s", through.summary())
+	var lost []string
+	for _, name := range passing {
+		sc, ok := through[name]
+		switch {
+		case !ok:
+			lost = append(lost, name+": did not run")
+		case !sc.passed():
+			lost = append(lost, name+": "+strings.Join(sc.failures, "; "))
+		}
+	}
+	if len(lost) > 0 {
+		t.Errorf("%d of the %d scenarios that pass directly fail through /servers/everything/mcp:\n  %s",
+			len(lost), len(passing), strings.Join(lost, "\n  "))
+	}
+
+	t.Run("inspector", func(t *testing.T) {
+		out := runInspector(t, inspector, "http://"+addr+"/mcp", "--method", "tools/list")
+		if !strings.Contains(out, `"everything__test_simple_text"`) {
+			t.Errorf("tools/list on /mcp lacks everything__test_simple_text:\n%.2000s", out)
+		}
+		out = runInspector(t, inspector, "http://"+addr+"/mcp", "--method", "tools/call", "--tool-name", "everything__test_simple_text")
+		if !strings.Contains(out, "This is a simple text response for testing.") || strings.Contains(out, `"isError": true`) {
+			t.Errorf("tools/call on /mcp:\n%s", out)
+		}
+	})
+}
+
+// startConformanceServer builds the go-sdk's conformance everything-server
+// (a package of the go-sdk module toolmux requires) and runs it over
+// stateful streamable HTTP on a free port: the stateless default cannot
+// send requests to clients, which the sampling and elicitation scenarios
+// need. It returns the endpoint's URL.
+func startConformanceServer(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "everything-server")
+	build := exec.Command("go", "build", "-o", bin, "github.com/modelcontextprotocol/go-sdk/conformance/everything-server")
+	build.Dir = testservers.ModuleRoot(t)
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("building the conformance server: %v\n%s", err, out)
+	}
+	addr := fmt.Sprintf("127.0.0.1:%d", testservers.FreePort(t))
+	cmd := exec.Command(bin, "-http="+addr, "-stateless=false")
+	var out syncBuffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	})
+	ok := testservers.Eventually(15*time.Second, func() bool {
+		c, err := net.DialTimeout("tcp", addr, time.Second)
+		if err == nil {
+			c.Close()
+		}
+		return err == nil
+	})
+	if !ok {
+		t.Fatalf("the conformance server did not listen on %s: %s", addr, out.String())
+	}
+	return "http://" + addr + "/mcp"
+}
+
+// serveGateway runs toolmux serve in dir on a free port until the test
+// ends, then stops it with SIGTERM and expects a clean exit.
+func serveGateway(t *testing.T, dir string) string {
+	t.Helper()
+	addr := fmt.Sprintf("127.0.0.1:%d", testservers.FreePort(t))
+	cmd := exec.Command(binary, "serve", "--addr", addr)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "XDG_DATA_HOME="+t.TempDir())
+	var errb syncBuffer
+	cmd.Stderr = &errb
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		done := make(chan error, 1)
+		go func() { done <- cmd.Wait() }()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("serve did not exit cleanly: %v\n%s", err, errb.String())
+			}
+		case <-time.After(30 * time.Second):
+			_ = cmd.Process.Kill()
+			<-done
+			t.Errorf("serve did not exit within 30s of SIGTERM:\n%s", errb.String())
+		}
+	})
+	if !testservers.Eventually(30*time.Second, func() bool { return strings.Contains(errb.String(), "serving") }) {
+		t.Fatalf("serve did not start: %s", errb.String())
+	}
+	return addr
+}
+
+// scenario is the outcome of one conformance scenario.
+type scenario struct {
+	checks   int
+	failures []string // "check-id: message" of each failed check
+}
+
+func (s scenario) passed() bool { return len(s.failures) == 0 }
+
+type conformance map[string]scenario
+
+func (c conformance) passing() []string {
+	var out []string
+	for name, s := range c {
+		if s.passed() {
+			out = append(out, name)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+func (c conformance) summary() string {
+	checks, failed := 0, 0
+	for _, s := range c {
+		checks += s.checks
+		failed += len(s.failures)
+	}
+	return fmt.Sprintf("%d of %d scenarios pass (%d of %d checks)", len(c.passing()), len(c), checks-failed, checks)
+}
+
+// runConformance runs the suite's server scenarios (its active suite)
+// against url and reads the checks.json it writes for each scenario. The
+// suite's exit status only says whether something failed, so it is not
+// used.
+func runConformance(t *testing.T, node, suite, url string) conformance {
+	t.Helper()
+	out := t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, node, suite, "server", "--url", url, "-o", out)
+	cmd.Dir = out
+	cmd.Env = append(os.Environ(), "PATH="+filepath.Dir(node)+string(os.PathListSeparator)+os.Getenv("PATH"), "NO_COLOR=1")
+	var stdout bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stdout
+	err := cmd.Run()
+	if ctx.Err() != nil {
+		t.Fatalf("the conformance suite did not finish: %v\n%s", err, stdout.String())
+	}
+	// The scenarios run, from the suite's own report.
+	var names []string
+	sc := bufio.NewScanner(bytes.NewReader(stdout.Bytes()))
+	for sc.Scan() {
+		if name, ok := strings.CutPrefix(sc.Text(), "=== Running scenario: "); ok {
+			names = append(names, strings.TrimSuffix(name, " ==="))
+		}
+	}
+	if len(names) == 0 {
+		t.Fatalf("the conformance suite ran no scenario (%v):\n%s", err, stdout.String())
+	}
+	// Results are in OUT/server-SCENARIO-TIMESTAMP/checks.json.
+	stamp := regexp.MustCompile(`-\d{4}-\d{2}-\d{2}T[\d-]+Z$`)
+	dirs, rerr := os.ReadDir(out)
+	if rerr != nil {
+		t.Fatal(rerr)
+	}
+	res := conformance{}
+	for _, name := range names {
+		res[name] = scenario{failures: []string{"no results written"}}
+	}
+	for _, d := range dirs {
+		name := stamp.ReplaceAllString(strings.TrimPrefix(d.Name(), "server-"), "")
+		if !d.IsDir() || !slices.Contains(names, name) {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join(out, d.Name(), "checks.json"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var checks []struct {
+			ID, Status, ErrorMessage string
+		}
+		if err := json.Unmarshal(b, &checks); err != nil {
+			t.Fatalf("%s: %v", d.Name(), err)
+		}
+		s := scenario{checks: len(checks)}
+		for _, c := range checks {
+			if c.Status == "FAILURE" {
+				s.failures = append(s.failures, c.ID+": "+c.ErrorMessage)
+			}
+		}
+		res[name] = s
+	}
+	return res
+}
+
+// runInspector runs the MCP Inspector's CLI mode against url.
+func runInspector(t *testing.T, inspector, url string, args ...string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, inspector, append([]string{"--cli", url, "--transport", "http"}, args...)...)
+	cmd.Dir = t.TempDir()
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("inspector %v: %v\n%s", args, err, out)
+	}
+	return string(out)
+}

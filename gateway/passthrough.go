@@ -1,0 +1,758 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"net/http"
+	"reflect"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/toolmux/toolmux/mcpsource"
+	"github.com/toolmux/toolmux/tool"
+)
+
+// A passthrough route serves one configured MCP server at
+// /servers/{name}/mcp under its own tool names, and forwards everything
+// else of MCP between the client and that server: resources, prompts,
+// completion, logging, progress, cancellation, sampling, elicitation,
+// roots, list_changed notifications and ping.
+//
+// Every client session on the route gets an upstream session of its own
+// (the link), opened with the server's configured transport when the
+// client initializes: so the server's requests (sampling, elicitation,
+// roots) and its notifications (logging, progress, resource updates) reach
+// the client they belong to, and subscriptions and log levels stay per
+// client. For a stdio server that means one process per client session.
+// The client's capabilities are declared upstream as the client declared
+// them, and the server's are answered to the client, so each side sees
+// what the other can do.
+//
+// tools/list is the server's own list, less the tools the manager does not
+// allow. tools/call is governed: it goes through the gateway's Caller (the
+// scheduler, policy and approval, the pipeline, the manager) under the
+// tool's own name, and only its last hop, made by the MCP source, is sent
+// over the link (mcpsource.WithCallFunc), so that what the server asks or
+// reports during the call reaches this client.
+type route struct {
+	g       *Gateway
+	cfg     mcpsource.Config
+	server  *mcp.Server
+	handler http.Handler
+
+	// closing is cancelled by close: links end, connects in progress stop.
+	closing context.Context
+	stop    context.CancelFunc
+	wg      sync.WaitGroup // one per link, for its connect and its watch
+
+	mu     sync.Mutex
+	links  map[*mcp.ServerSession]*link
+	closed bool
+}
+
+func newRoute(g *Gateway, cfg mcpsource.Config, version string) *route {
+	if cfg.ConnectTimeout <= 0 {
+		cfg.ConnectTimeout = mcpsource.DefaultConnectTimeout
+	}
+	r := &route{g: g, cfg: cfg, links: map[*mcp.ServerSession]*link{}}
+	r.closing, r.stop = context.WithCancel(context.Background())
+	// The capabilities, instructions and identity a client sees are the
+	// server's, set per session when it initializes; until then the route
+	// claims nothing.
+	r.server = mcp.NewServer(&mcp.Implementation{Name: "toolmux/" + cfg.Name, Version: version}, &mcp.ServerOptions{
+		Logger:       g.log,
+		Capabilities: &mcp.ServerCapabilities{},
+	})
+	r.server.AddReceivingMiddleware(r.receive)
+	r.server.AddSendingMiddleware(rewriteNotification)
+	// Routes are served by Mux only, behind Protect.
+	r.handler = mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return r.server }, g.streamableOptions(true))
+	return r
+}
+
+// close ends every client session of the route and its upstream session
+// (and process), and waits for them.
+func (r *route) close() error {
+	r.mu.Lock()
+	r.closed = true
+	r.mu.Unlock()
+	r.stop()
+	r.wg.Wait()
+	// Sessions that never got a link (closed before they initialized).
+	var errs []error
+	for ss := range r.server.Sessions() {
+		if err := ss.Close(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// errRouteClosed answers requests that arrive while the gateway closes.
+var errRouteClosed = &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "toolmux: the gateway is shutting down"}
+
+// link returns the upstream session of ss, opening it when there is none.
+// The connection attempt belongs to the route, not to the request that
+// started it: a request that gives up stops waiting, the attempt goes on
+// for the others, bounded by ConnectTimeout and close. A failed attempt is
+// forgotten, so the next request of the session tries again.
+func (r *route) link(ctx context.Context, ss *mcp.ServerSession, version string) (*link, error) {
+	r.mu.Lock()
+	if r.closed {
+		r.mu.Unlock()
+		return nil, errRouteClosed
+	}
+	l := r.links[ss]
+	if l == nil {
+		l = &link{r: r, ss: ss, ready: make(chan struct{}), progress: map[any]*inflight{}}
+		l.closing, l.stop = context.WithCancel(r.closing)
+		r.links[ss] = l
+		r.wg.Add(1)
+		go l.run(version)
+	}
+	r.mu.Unlock()
+	select {
+	case <-l.ready:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	if l.err != nil {
+		return nil, l.err
+	}
+	return l, nil
+}
+
+func (r *route) forget(l *link) {
+	r.mu.Lock()
+	if r.links[l.ss] == l {
+		delete(r.links, l.ss)
+	}
+	r.mu.Unlock()
+}
+
+// Method names the route treats specially.
+const (
+	methodInitialize       = "initialize"
+	methodToolsCall        = "tools/call"
+	methodProgress         = "notifications/progress"
+	methodRootsListChanged = "notifications/roots/list_changed"
+)
+
+// receive is the route server's receiving middleware: it answers
+// initialize with the server's side of the handshake, governs tools/call,
+// and forwards the rest over the session's link.
+func (r *route) receive(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		ss, _ := req.GetSession().(*mcp.ServerSession)
+		switch method {
+		case methodInitialize:
+			res, err := next(ctx, method, req)
+			if err != nil {
+				return nil, err
+			}
+			ir, ok := res.(*mcp.InitializeResult)
+			if !ok || ss == nil {
+				return res, nil
+			}
+			l, err := r.link(ctx, ss, ir.ProtocolVersion)
+			if err != nil {
+				return nil, err
+			}
+			up := l.cs.InitializeResult()
+			ir.Capabilities = forwardedCapabilities(up.Capabilities)
+			ir.Instructions = up.Instructions
+			if up.ServerInfo != nil {
+				ir.ServerInfo = up.ServerInfo
+			}
+			return ir, nil
+		case "notifications/initialized", "notifications/cancelled":
+			return next(ctx, method, req)
+		}
+		if ss == nil {
+			return next(ctx, method, req)
+		}
+		// Requests of a session that skipped initialize (the go-sdk serves
+		// those in a session of their own) open their link here.
+		version := ""
+		if p := ss.InitializeParams(); p != nil {
+			version = p.ProtocolVersion
+		}
+		l, err := r.link(ctx, ss, version)
+		if err != nil {
+			return nil, err
+		}
+		ctx, done := l.bind(ctx)
+		defer done()
+		if method == methodToolsCall {
+			call, ok := req.(*mcp.CallToolRequest)
+			if !ok {
+				return next(ctx, method, req)
+			}
+			return r.callTool(ctx, l, call)
+		}
+		return l.forward(ctx, method, req, next)
+	}
+}
+
+// forwardedCapabilities is what the route can offer of the server's
+// capabilities: the standard features, which it forwards; not experimental
+// ones or extensions, whose methods it does not know.
+func forwardedCapabilities(up *mcp.ServerCapabilities) *mcp.ServerCapabilities {
+	if up == nil {
+		return &mcp.ServerCapabilities{}
+	}
+	return &mcp.ServerCapabilities{
+		Completions: up.Completions,
+		Logging:     up.Logging,
+		Prompts:     up.Prompts,
+		Resources:   up.Resources,
+		Tools:       up.Tools,
+	}
+}
+
+// callTool runs a tools/call through the governed Caller. An approval the
+// policy asks for is put to the client with elicitation, as the go-sdk does
+// for a tool's own questions with clients whose protocol predates multi
+// round-trip requests (every client of a stateful route), and the call is
+// made again with the answer.
+func (r *route) callTool(ctx context.Context, l *link, req *mcp.CallToolRequest) (mcp.Result, error) {
+	cat, err := r.g.caller.Tools(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if _, ok := cat.Find(r.cfg.Name, req.Params.Name); !ok {
+		// What a server answers for a tool it does not have; a tool the
+		// manager does not allow is one.
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("unknown tool %q", req.Params.Name)}
+	}
+	args, err := decodeArgs(req.Params.Arguments)
+	if err != nil {
+		return errorResult(&tool.Error{Kind: tool.KindInvalidParams, Server: r.cfg.Name, Tool: req.Params.Name, Message: err.Error()}), nil
+	}
+	res, err := r.governed(ctx, l, req.Params, args)
+	if err != nil || res.InputRequests == nil {
+		return result(res, err)
+	}
+	answers := make(mcp.InputResponseMap, len(res.InputRequests))
+	for key, q := range res.InputRequests {
+		ep, ok := q.(*mcp.ElicitParams)
+		if !ok {
+			return nil, fmt.Errorf("toolmux: cannot ask the client a %T", q)
+		}
+		if answers[key], err = l.ss.Elicit(ctx, ep); err != nil {
+			return nil, err
+		}
+	}
+	retry := *req.Params
+	retry.InputResponses = answers
+	res, err = r.governed(ctx, l, &retry, args)
+	if err == nil && res.InputRequests != nil {
+		return nil, errors.New("toolmux: the approval was asked again after the client answered it")
+	}
+	return result(res, err)
+}
+
+// result returns res, or err without a (typed nil) result.
+func result[R mcp.Result](res R, err error) (mcp.Result, error) {
+	if err != nil {
+		return nil, err
+	}
+	return res, nil
+}
+
+// governed makes one attempt of a call through the Caller, its last hop
+// over the link.
+func (r *route) governed(ctx context.Context, l *link, params *mcp.CallToolParamsRaw, args map[string]any) (*mcp.CallToolResult, error) {
+	q := &request{session: l.ss, answers: params.InputResponses}
+	ctx = withRequest(ctx, q)
+	ctx = mcpsource.WithCallFunc(ctx, r.cfg.Name, func(ctx context.Context, p *mcp.CallToolParams) (*mcp.CallToolResult, error) {
+		// The client's _meta (its progress token among it) goes upstream
+		// as the client sent it; the arguments are the pipeline's.
+		p.Meta = maps.Clone(params.Meta)
+		done := l.track(ctx, p)
+		defer done()
+		return l.cs.CallTool(ctx, p)
+	})
+	rec := r.g.caller.Call(ctx, tool.Call{Server: r.cfg.Name, Tool: params.Name, Arguments: args, Task: l.ss.ID()})
+	if qs := q.questions(); qs != nil {
+		return &mcp.CallToolResult{InputRequests: qs}, nil
+	}
+	// A JSON-RPC error the server answered goes to the client as it was
+	// (after being recorded), as it would without the gateway.
+	var wire *jsonrpc.Error
+	if rec.Error != nil && rec.Result == nil && errors.As(rec.Error, &wire) && !localCode(wire.Code) {
+		return nil, wire
+	}
+	return toMCP(rec), nil
+}
+
+// link is one client session of a route and the upstream session opened
+// for it. It ends when either session ends, the server's process exits, or
+// the route closes; then both sessions are closed, so a client whose
+// server went away starts again with a new session.
+type link struct {
+	r  *route
+	ss *mcp.ServerSession
+
+	ready chan struct{} // closed when the connect attempt has ended
+	err   error         // why it failed; set before ready is closed
+	cs    *mcp.ClientSession
+	conn  *mcpsource.Conn
+
+	// closing is cancelled when the link ends: every request forwarded in
+	// either direction is bound to it, because closing a go-sdk session
+	// waits for the requests it is handling.
+	closing context.Context
+	stop    context.CancelFunc
+
+	mu       sync.Mutex
+	active   []*inflight       // client requests being forwarded, latest last
+	progress map[any]*inflight // by progress token
+	idle     chan struct{}     // closed when active empties, if set
+}
+
+// cancelGrace is how long a closing link leaves the go-sdk to tell the
+// server of the requests it cancelled.
+const cancelGrace = 100 * time.Millisecond
+
+// waitIdle waits, at most max, until no client request is being forwarded;
+// it reports whether one was.
+func (l *link) waitIdle(max time.Duration) bool {
+	l.mu.Lock()
+	if len(l.active) == 0 {
+		l.mu.Unlock()
+		return false
+	}
+	l.idle = make(chan struct{})
+	idle := l.idle
+	l.mu.Unlock()
+	t := time.NewTimer(max)
+	defer t.Stop()
+	select {
+	case <-idle:
+	case <-t.C:
+	}
+	return true
+}
+
+// inflight is a client request being forwarded upstream.
+type inflight struct {
+	ctx context.Context
+	// report, for a tools/call, receives its progress for the scheduler's
+	// events too.
+	report tool.ProgressFunc
+}
+
+// run opens the upstream session, then waits for the link to end and
+// closes both sessions.
+func (l *link) run(version string) {
+	defer l.r.wg.Done()
+	err := l.connect(version)
+	if err != nil {
+		l.err = err
+		l.r.forget(l)
+		l.stop()
+		close(l.ready)
+		return
+	}
+	close(l.ready)
+	ssDone, csDone := make(chan struct{}), make(chan struct{})
+	go func() { _ = l.ss.Wait(); close(ssDone) }()
+	go func() { _ = l.cs.Wait(); close(csDone) }()
+	select {
+	case <-ssDone:
+	case <-csDone:
+	case <-l.conn.Exited():
+	case <-l.closing.Done():
+	}
+	// In-flight requests first: closing a session waits for them. The
+	// go-sdk tells the server of a cancelled request from a goroutine of
+	// its own, which closing the session right away would cut off: the
+	// server's handler would run on.
+	l.stop()
+	if l.waitIdle(time.Second) {
+		time.Sleep(cancelGrace)
+	}
+	_ = l.cs.Close()
+	_ = l.conn.Close()
+	_ = l.ss.Close()
+	<-ssDone
+	<-csDone
+	l.r.forget(l)
+}
+
+// connect opens the upstream session with the client's capabilities and
+// identity and the protocol version it negotiated (one that predates
+// 2026-07-28, whose sessions have no server-to-client requests).
+func (l *link) connect(version string) error {
+	cfg := l.r.cfg
+	caps, info := &mcp.ClientCapabilities{}, &mcp.Implementation{Name: "toolmux", Version: "dev"}
+	if p := l.ss.InitializeParams(); p != nil {
+		if p.Capabilities != nil {
+			c := *p.Capabilities
+			caps = &c
+		}
+		if p.ClientInfo != nil {
+			info = p.ClientInfo
+		}
+	}
+	client := mcp.NewClient(info, &mcp.ClientOptions{
+		Logger:       l.r.g.log,
+		Capabilities: caps,
+		// Questions a tool returns in its result are the client's to
+		// answer; the gateway has no answers of its own.
+		MultiRoundTrip: &mcp.MultiRoundTripOptions{Disabled: true},
+	})
+	client.AddReceivingMiddleware(l.fromServer)
+	client.AddSendingMiddleware(rewriteNotification)
+
+	conn, err := mcpsource.Dial(cfg)
+	if err != nil {
+		return unavailable(cfg.Name, err)
+	}
+	// The session lives until the link ends (an HTTP stream is bound to
+	// the context it was opened with); the timeout only cuts the
+	// handshake short.
+	life, cancel := context.WithCancel(l.closing)
+	deadline, stopDeadline := context.WithTimeout(l.closing, cfg.ConnectTimeout)
+	defer stopDeadline()
+	stop := context.AfterFunc(deadline, cancel)
+	cs, err := client.Connect(life, conn.Transport(), &mcp.ClientSessionOptions{ProtocolVersion: legacyVersion(version)})
+	if stop() && err == nil {
+		l.cs, l.conn = cs, conn
+		// life is cancelled with l.closing.
+		return nil
+	}
+	// Failed, timed out, or closed (possibly just after succeeding).
+	if cs != nil {
+		_ = cs.Close()
+	}
+	cancel()
+	defer conn.Close()
+	if l.r.closing.Err() != nil {
+		return errRouteClosed
+	}
+	if deadline.Err() != nil {
+		err = fmt.Errorf("no MCP handshake within %s", cfg.ConnectTimeout)
+	}
+	if d := conn.Describe(); d != "" {
+		err = fmt.Errorf("%w (%s)", err, d)
+	}
+	return unavailable(cfg.Name, err)
+}
+
+func unavailable(server string, err error) *jsonrpc.Error {
+	return &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: fmt.Sprintf("toolmux: server %s is unavailable: %v", server, err)}
+}
+
+// legacyVersion is the version to ask the server for: the client's, unless
+// this go-sdk does not know it or it is 2026-07-28 or later.
+func legacyVersion(v string) string {
+	const fallback = "2025-11-25"
+	if v == "" || v >= "2026-07-28" || !slices.Contains(mcp.SupportedProtocolVersions(), v) {
+		return fallback
+	}
+	return v
+}
+
+// bind returns ctx, also cancelled when the link ends.
+func (l *link) bind(ctx context.Context) (context.Context, func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	stop := context.AfterFunc(l.closing, cancel)
+	return ctx, func() { stop(); cancel() }
+}
+
+// track registers a client request being forwarded upstream, until the
+// returned function is called: what the server sends meanwhile that relates
+// to a request (its questions, its log messages) goes on that request's
+// stream, and its progress reports find their way by token. Requests go
+// upstream as the client made them: the gateway adds no progress token of
+// its own, so a call's progress reaches the scheduler's events only when
+// the client asked for progress.
+func (l *link) track(ctx context.Context, p mcp.Params) func() {
+	in := &inflight{ctx: ctx, report: tool.ProgressFrom(ctx)}
+	var token any
+	if !isNil(p) {
+		token = tokenKey(p.GetMeta()["progressToken"])
+	}
+	l.mu.Lock()
+	l.active = append(l.active, in)
+	if token != nil {
+		l.progress[token] = in
+	}
+	l.mu.Unlock()
+	return func() {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		l.active = slices.DeleteFunc(l.active, func(x *inflight) bool { return x == in })
+		if token != nil && l.progress[token] == in {
+			delete(l.progress, token)
+		}
+		if len(l.active) == 0 && l.idle != nil {
+			close(l.idle)
+			l.idle = nil
+		}
+	}
+}
+
+// tokenKey returns a progress token usable as a map key (a string or a
+// number, as the protocol has it), or nil.
+func tokenKey(t any) any {
+	switch t.(type) {
+	case string, float64, int, int64:
+		return t
+	}
+	return nil
+}
+
+// isNil reports whether p is nil or a nil pointer: the go-sdk hands
+// handlers nil params for methods whose params may be missing.
+func isNil(p any) bool {
+	v := reflect.ValueOf(p)
+	return !v.IsValid() || v.Kind() == reflect.Pointer && v.IsNil()
+}
+
+// related returns the client request a message of the server relates to:
+// a progress report, by its token; a request or a log message, the latest
+// request being forwarded; nil for the rest.
+func (l *link) related(method string, p mcp.Params) *inflight {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if pp, ok := p.(*mcp.ProgressNotificationParams); ok {
+		if key := tokenKey(pp.ProgressToken); key != nil {
+			return l.progress[key]
+		}
+		return nil
+	}
+	if strings.HasPrefix(method, "notifications/") && method != "notifications/message" {
+		return nil
+	}
+	if n := len(l.active); n > 0 {
+		return l.active[n-1]
+	}
+	return nil
+}
+
+// forward sends a client's request or notification on to the server and
+// returns the server's answer.
+func (l *link) forward(ctx context.Context, method string, req mcp.Request, next mcp.MethodHandler) (mcp.Result, error) {
+	cs := l.cs
+	switch p := req.GetParams().(type) {
+	case *mcp.PingParams:
+		if err := cs.Ping(ctx, p); err != nil {
+			return nil, upstreamError(l.r.cfg.Name, err)
+		}
+		return next(ctx, method, req)
+	case *mcp.ListToolsParams:
+		res, err := cs.ListTools(ctx, p)
+		if err != nil {
+			return nil, upstreamError(l.r.cfg.Name, err)
+		}
+		cat, err := l.r.g.caller.Tools(ctx)
+		if err != nil {
+			return nil, err
+		}
+		res.Tools = slices.DeleteFunc(res.Tools, func(t *mcp.Tool) bool {
+			_, ok := cat.Find(l.r.cfg.Name, t.Name)
+			return !ok
+		})
+		return res, nil
+	case *mcp.ListResourcesParams:
+		return answer(l, ctx, p, cs.ListResources)
+	case *mcp.ListResourceTemplatesParams:
+		return answer(l, ctx, p, cs.ListResourceTemplates)
+	case *mcp.ReadResourceParams:
+		return answer(l, ctx, p, cs.ReadResource)
+	case *mcp.ListPromptsParams:
+		return answer(l, ctx, p, cs.ListPrompts)
+	case *mcp.GetPromptParams:
+		return answer(l, ctx, p, cs.GetPrompt)
+	case *mcp.CompleteParams:
+		return answer(l, ctx, p, cs.Complete)
+	case *mcp.SubscribeParams:
+		if err := cs.Subscribe(ctx, p); err != nil {
+			return nil, upstreamError(l.r.cfg.Name, err)
+		}
+		return &emptyResult{}, nil
+	case *mcp.UnsubscribeParams:
+		if err := cs.Unsubscribe(ctx, p); err != nil {
+			return nil, upstreamError(l.r.cfg.Name, err)
+		}
+		return &emptyResult{}, nil
+	case *mcp.SetLoggingLevelParams:
+		if err := cs.SetLoggingLevel(ctx, p); err != nil {
+			return nil, upstreamError(l.r.cfg.Name, err)
+		}
+		// The go-sdk keeps the level too.
+		return next(ctx, method, req)
+	case *mcp.ProgressNotificationParams:
+		// The client's progress on a request of the server's.
+		if err := cs.NotifyProgress(ctx, p); err != nil {
+			l.r.g.log.Debug("forwarding progress", "server", l.r.cfg.Name, "error", err)
+		}
+		return nil, nil
+	case *mcp.RootsListChangedParams:
+		if err := notify(ctx, cs, methodRootsListChanged, p); err != nil {
+			l.r.g.log.Debug("forwarding roots/list_changed", "server", l.r.cfg.Name, "error", err)
+		}
+		return nil, nil
+	}
+	return next(ctx, method, req)
+}
+
+// answer forwards one request with a result.
+func answer[P mcp.Params, R mcp.Result](l *link, ctx context.Context, p P, call func(context.Context, P) (R, error)) (mcp.Result, error) {
+	done := l.track(ctx, p)
+	defer done()
+	res, err := call(ctx, p)
+	if err != nil {
+		return nil, upstreamError(l.r.cfg.Name, err)
+	}
+	return res, nil
+}
+
+// emptyResult is the {} of subscribe and unsubscribe.
+type emptyResult struct{ mcp.ResultBase }
+
+// fromServer is the upstream client's receiving middleware: the server's
+// requests go to the client of the link and their answers back; its
+// notifications go to the client as they are.
+func (l *link) fromServer(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		if method == "ping" || method == "notifications/cancelled" {
+			return next(ctx, method, req)
+		}
+		ctx, done := l.bind(ctx)
+		defer done()
+		p := req.GetParams()
+		in := l.related(method, p)
+		down := ctx
+		if in != nil {
+			down = relatedContext{ctx, in.ctx}
+		}
+		switch p := p.(type) {
+		case *mcp.CreateMessageWithToolsParams:
+			return toServer(l.ss.CreateMessageWithTools(down, p))
+		case *mcp.ElicitParams:
+			return toServer(l.ss.Elicit(down, p))
+		case *mcp.ListRootsParams:
+			return toServer(l.ss.ListRoots(down, p))
+		case *mcp.ProgressNotificationParams:
+			if in != nil && in.report != nil {
+				in.report(tool.Progress{Progress: p.Progress, Total: p.Total, Message: p.Message})
+			}
+		}
+		if strings.HasPrefix(method, "notifications/") {
+			err := notify(down, l.ss, method, p)
+			if err != nil && in != nil {
+				// The request has been answered meanwhile: the go-sdk
+				// hands a response to its caller at once but queues the
+				// notifications read before it, so those sent just before
+				// the server's answer can be handled just after ours.
+				// They go on the client's own stream instead.
+				err = notify(ctx, l.ss, method, p)
+			}
+			if err != nil {
+				l.r.g.log.Debug("forwarding a notification", "server", l.r.cfg.Name, "method", method, "error", err)
+			}
+			return nil, nil
+		}
+		return next(ctx, method, req)
+	}
+}
+
+// toServer returns the client's answer to a request of the server, or its
+// error as the client sent it.
+func toServer[R mcp.Result](res R, err error) (mcp.Result, error) {
+	var wire *jsonrpc.Error
+	if errors.As(err, &wire) && !localCode(wire.Code) {
+		err = wire
+	}
+	return result(res, err)
+}
+
+// upstreamError is the error a client gets for a request the server
+// failed: the server's JSON-RPC error as it was, or an internal error
+// saying what happened to the connection.
+func upstreamError(server string, err error) error {
+	var wire *jsonrpc.Error
+	switch {
+	case errors.As(err, &wire) && !localCode(wire.Code):
+		return wire
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return err
+	}
+	return unavailable(server, err)
+}
+
+// localCode reports JSON-RPC codes the go-sdk uses for failures of its own
+// side (the session closing, a request rejected before it was sent): these
+// are not answers from the peer.
+func localCode(code int64) bool { return code == -32003 || code == -32004 || code == -32005 }
+
+// relatedContext lives as long as its Context but carries the values of
+// req first: the go-sdk sends what is sent with it on the stream of the
+// client request req is the context of.
+type relatedContext struct {
+	context.Context
+	req context.Context
+}
+
+func (c relatedContext) Value(key any) any {
+	if v := c.req.Value(key); v != nil {
+		return v
+	}
+	return c.Context.Value(key)
+}
+
+type rewriteKey struct{}
+
+type rewrite struct {
+	method string
+	params mcp.Params
+}
+
+// notify sends any notification to the peer of a session. The go-sdk
+// exports senders for a few notifications only (progress among them), so
+// notify sends a progress notification with the real one in its context,
+// and rewriteNotification, a sending middleware of the route's server and
+// of every upstream client, swaps it in.
+func notify(ctx context.Context, s mcp.Session, method string, params mcp.Params) error {
+	if p, ok := params.(*mcp.ProgressNotificationParams); ok && method == methodProgress {
+		return notifyProgress(ctx, s, p)
+	}
+	return notifyProgress(context.WithValue(ctx, rewriteKey{}, rewrite{method, params}), s, &mcp.ProgressNotificationParams{})
+}
+
+func notifyProgress(ctx context.Context, s mcp.Session, p *mcp.ProgressNotificationParams) error {
+	switch s := s.(type) {
+	case *mcp.ServerSession:
+		return s.NotifyProgress(ctx, p)
+	case *mcp.ClientSession:
+		return s.NotifyProgress(ctx, p)
+	}
+	return fmt.Errorf("toolmux: cannot notify a %T", s)
+}
+
+func rewriteNotification(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		if rw, ok := ctx.Value(rewriteKey{}).(rewrite); ok && method == methodProgress {
+			switch s := req.GetSession().(type) {
+			case *mcp.ServerSession:
+				req = &mcp.ServerRequest[mcp.Params]{Session: s, Params: rw.params}
+			case *mcp.ClientSession:
+				req = &mcp.ClientRequest[mcp.Params]{Session: s, Params: rw.params}
+			}
+			method = rw.method
+			ctx = context.WithValue(ctx, rewriteKey{}, nil)
+		}
+		return next(ctx, method, req)
+	}
+}
