@@ -39,7 +39,8 @@ type Pending struct {
 // Decide is called for the call, the call's context ends, or the timeout
 // passes. Safe for concurrent use.
 type Approvals struct {
-	timeout time.Duration
+	timeout   time.Duration
+	onPending func(Pending)
 
 	mu      sync.Mutex
 	pending map[string]*waiting
@@ -58,6 +59,10 @@ func NewApprovals(timeout time.Duration) *Approvals {
 	}
 	return &Approvals{timeout: timeout, pending: map[string]*waiting{}}
 }
+
+// OnPending sets a function told of every call that starts waiting (to
+// say on a console where to answer). Call it before the queue is used.
+func (a *Approvals) OnPending(f func(Pending)) { a.onPending = f }
 
 // ErrUnknownApproval is returned by Decide for an ID no call waits under
 // (never asked, already answered, or timed out).
@@ -81,6 +86,9 @@ func (a *Approvals) Approve(ctx context.Context, req policy.Request) (policy.Ans
 	}
 	a.pending[id] = w
 	a.mu.Unlock()
+	if a.onPending != nil {
+		a.onPending(w.info)
+	}
 	defer func() {
 		a.mu.Lock()
 		delete(a.pending, id)

@@ -44,6 +44,9 @@ type Options struct {
 	// calls still go through the Caller, whose source for the server must
 	// be an mcpsource.Source.
 	Passthrough []mcpsource.Config
+	// API is served by Mux under /api/, behind the token (the api
+	// package's handler).
+	API http.Handler
 }
 
 // Gateway is an MCP server whose tools are the caller's catalog.
@@ -51,6 +54,7 @@ type Gateway struct {
 	caller Caller
 	server *mcp.Server
 	log    *slog.Logger
+	api    http.Handler
 
 	mu     sync.Mutex
 	synced *tool.Catalog
@@ -67,7 +71,7 @@ func New(c Caller, o Options) *Gateway {
 	if o.Version == "" {
 		o.Version = "dev"
 	}
-	g := &Gateway{caller: c, log: o.Logger}
+	g := &Gateway{caller: c, log: o.Logger, api: o.API}
 	if g.log == nil {
 		g.log = slog.New(slog.DiscardHandler)
 	}

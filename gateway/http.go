@@ -51,10 +51,16 @@ func (g *Gateway) Mux(token string, sec Security) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("/mcp", RequireToken(token, g.streamable(true)))
 	mux.Handle("/servers/{name}/mcp", RequireToken(token, http.HandlerFunc(g.servePassthrough)))
+	if g.api != nil {
+		mux.Handle("/api/", RequireToken(token, g.api))
+	}
 	mux.HandleFunc("/{$}", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		var b strings.Builder
 		b.WriteString("toolmux gateway\n\nMCP endpoint (streamable HTTP): /mcp\n")
+		if g.api != nil {
+			b.WriteString("HTTP API: /api/ (docs/api.md)\n")
+		}
 		for _, name := range g.PassthroughNames() {
 			fmt.Fprintf(&b, "Passthrough to %s: /servers/%s/mcp\n", name, url.PathEscape(name))
 		}

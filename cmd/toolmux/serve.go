@@ -14,10 +14,13 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/spf13/cobra"
 
+	"github.com/toolmux/toolmux/api"
 	"github.com/toolmux/toolmux/config"
 	"github.com/toolmux/toolmux/gateway"
 	"github.com/toolmux/toolmux/mcpsource"
+	"github.com/toolmux/toolmux/policy"
 	"github.com/toolmux/toolmux/schedule"
+	"github.com/toolmux/toolmux/stream"
 	"github.com/toolmux/toolmux/tool"
 )
 
@@ -29,6 +32,8 @@ func (a *app) serveCommand() *cobra.Command {
 		stdio bool
 		token string
 		sec   gateway.Security
+
+		approvalTimeout time.Duration
 	)
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -75,12 +80,35 @@ lists it. Request bodies are limited to --max-request-bytes.`,
 			// the client's user through MCP elicitation (with --stdio,
 			// stdin is the MCP transport, never a terminal); a client that
 			// cannot show a question gets a refusal saying how to allow it.
+			// Without elicitation (or for calls made through the HTTP API),
+			// the call waits for an answer in the API (and the web UI).
+			approvals := api.NewApprovals(approvalTimeout)
+			approvals.OnPending(func(p api.Pending) {
+				fmt.Fprintf(a.stderr, "toolmux: %s/%s waits for approval: POST {\"decision\": \"once\"} to /api/approvals/%s (or \"deny\")\n", p.Server, p.Tool, p.ID)
+			})
 			approver := a.approver(false)
 			if approver == nil {
-				approver = gateway.ElicitApprover{}
+				approver = policy.FirstOf(gateway.ElicitApprover{}, approvals)
 			}
-			s := schedule.New(rt.pipeline, schedule.WithGate(rt.gate(approver, a.logger())))
+			// Every call's states and output are events: /api/events
+			// streams them, the task log keeps them for resumption.
+			hubOpts := []stream.Option{stream.WithLogger(a.logger())}
+			if rt.log != nil {
+				hubOpts = append(hubOpts, stream.WithStore(rt.log.StreamStore()))
+			}
+			hub, err := stream.NewHub(ctx, hubOpts...)
+			if err != nil {
+				return &exitError{code: exitFailed, err: err}
+			}
+			defer func() {
+				cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), shutdownGrace)
+				defer cancel()
+				_ = hub.Close(cctx)
+			}()
+			s := schedule.New(rt.pipeline, schedule.WithGate(rt.gate(approver, a.logger())), schedule.WithSink(stream.SchedulerSink(hub)))
 			opts := gateway.Options{Version: versionString(), Logger: a.logger()}
+			opts.API = api.New(api.Options{Catalog: rt.pipeline, Caller: s, Health: rt.manager.Health,
+				Policy: rt.policy, Approvals: approvals, Log: rt.log, Events: hub})
 			if !stdio {
 				opts.Passthrough = passthroughServers(rt.config, a.logger())
 			}
@@ -109,6 +137,7 @@ lists it. Request bodies are limited to --max-request-bytes.`,
 	cmd.Flags().StringVar(&token, "token", "", "bearer token clients must send (default $TOOLMUX_TOKEN)")
 	cmd.Flags().StringSliceVar(&sec.AllowedHosts, "allowed-host", nil, "further host names requests may be addressed to (repeatable)")
 	cmd.Flags().StringSliceVar(&sec.AllowedOrigins, "allowed-origin", nil, `origins whose pages may call the gateway, e.g. https://app.example.com ("*" for any; repeatable)`)
+	cmd.Flags().DurationVar(&approvalTimeout, "approval-timeout", api.DefaultApprovalTimeout, "how long a call waits for an answer through the HTTP API before it is refused")
 	cmd.Flags().Int64Var(&sec.MaxRequestBytes, "max-request-bytes", gateway.DefaultMaxRequestBytes, "largest request body accepted (-1: no limit)")
 	return cmd
 }
