@@ -67,19 +67,7 @@ func FromConfig(cfg *config.Config, log *slog.Logger, opts ...Option) (m *Manage
 			// what the command printed.
 			sopts.ConnectTimeout = first(sc.ConnectTimeout, cfg.ConnectTimeout) + cmdsource.DefaultKillGrace
 		} else {
-			src, err = mcpsource.New(mcpsource.Config{
-				Name:           sc.Name,
-				Transport:      sc.Transport,
-				Command:        sc.Command,
-				Args:           sc.Args,
-				Env:            sc.Env,
-				Dir:            sc.Cwd,
-				URL:            sc.URL,
-				Headers:        sc.Headers,
-				BearerToken:    sc.BearerToken,
-				ConnectTimeout: first(sc.ConnectTimeout, cfg.ConnectTimeout),
-				Logger:         log.With("server", sc.Name),
-			})
+			src, err = mcpsource.New(SourceConfig(cfg, sc, log.With("server", sc.Name)))
 		}
 		switch {
 		case err != nil && sc.Disabled:
@@ -240,6 +228,25 @@ func newCommandSource(cfg *config.Config, sc config.Server, log *slog.Logger) (*
 		CallTimeout:     callTimeout,
 		Logger:          log.With("server", sc.Name),
 	})
+}
+
+// SourceConfig returns the settings of the MCP source of one configured
+// MCP server (stdio, SSE or streamable HTTP), as FromConfig makes it: the
+// gateway's passthrough routes open their own sessions with the same ones.
+func SourceConfig(cfg *config.Config, sc config.Server, log *slog.Logger) mcpsource.Config {
+	return mcpsource.Config{
+		Name:           sc.Name,
+		Transport:      sc.Transport,
+		Command:        sc.Command,
+		Args:           sc.Args,
+		Env:            sc.Env,
+		Dir:            sc.Cwd,
+		URL:            sc.URL,
+		Headers:        sc.Headers,
+		BearerToken:    sc.BearerToken,
+		ConnectTimeout: first(sc.ConnectTimeout, cfg.ConnectTimeout),
+		Logger:         log,
+	}
 }
 
 func serverOptions(cfg *config.Config, sc config.Server) ServerOptions {

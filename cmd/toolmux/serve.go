@@ -17,6 +17,7 @@ import (
 	"github.com/toolmux/toolmux/api"
 	"github.com/toolmux/toolmux/config"
 	"github.com/toolmux/toolmux/gateway"
+	"github.com/toolmux/toolmux/manager"
 	"github.com/toolmux/toolmux/mcpsource"
 	"github.com/toolmux/toolmux/policy"
 	"github.com/toolmux/toolmux/schedule"
@@ -172,23 +173,7 @@ func passthroughServers(cfg *config.Config, log *slog.Logger) []mcpsource.Config
 		if sc.Disabled || sc.Transport == config.Command {
 			continue
 		}
-		timeout := sc.ConnectTimeout
-		if timeout == 0 {
-			timeout = cfg.ConnectTimeout
-		}
-		out = append(out, mcpsource.Config{
-			Name:           sc.Name,
-			Transport:      sc.Transport,
-			Command:        sc.Command,
-			Args:           sc.Args,
-			Env:            sc.Env,
-			Dir:            sc.Cwd,
-			URL:            sc.URL,
-			Headers:        sc.Headers,
-			BearerToken:    sc.BearerToken,
-			ConnectTimeout: timeout,
-			Logger:         log.With("server", sc.Name, "route", "passthrough"),
-		})
+		out = append(out, manager.SourceConfig(cfg, sc, log.With("server", sc.Name, "route", "passthrough")))
 	}
 	return out
 }
