@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/toolmux/toolmux/internal/testservers"
 	"io"
 	"strings"
 	"sync"
@@ -282,7 +283,7 @@ func TestGateContext(t *testing.T) {
 	t.Run("terminal waiting", func(t *testing.T) {
 		pr, pw := io.Pipe()
 		defer pw.Close()
-		out := &syncBuffer{}
+		out := &testservers.SyncBuffer{}
 		g := policy.NewGate(nil, policy.WithApprover(policy.NewTerminal(pr, out)))
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan error)
@@ -425,24 +426,6 @@ func TestGateSetMode(t *testing.T) {
 	if err := g.SetMode("wild"); err == nil {
 		t.Error("SetMode accepted a bad mode")
 	}
-}
-
-// syncBuffer is a bytes.Buffer safe for a writer and a reader at once.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 func waitFor(t *testing.T, cond func() bool) {

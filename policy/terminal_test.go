@@ -3,6 +3,7 @@ package policy_test
 import (
 	"context"
 	"errors"
+	"github.com/toolmux/toolmux/internal/testservers"
 	"io"
 	"strings"
 	"sync"
@@ -161,7 +162,7 @@ func (w errWriter) Write([]byte) (int, error) { return 0, w.err }
 func TestTerminalCancel(t *testing.T) {
 	pr, pw := io.Pipe()
 	defer pw.Close()
-	out := &syncBuffer{}
+	out := &testservers.SyncBuffer{}
 	term := policy.NewTerminal(pr, out)
 
 	// Cancelled while waiting for the answer.
@@ -237,7 +238,7 @@ func TestTerminalCancel(t *testing.T) {
 func TestTerminalConcurrent(t *testing.T) {
 	pr, pw := io.Pipe()
 	defer pw.Close()
-	out := &syncBuffer{}
+	out := &testservers.SyncBuffer{}
 	term := policy.NewTerminal(pr, out)
 	const n = 8
 	results := make(chan policy.Answer, n)

@@ -1,9 +1,9 @@
 package tasklog_test
 
 import (
-	"bytes"
 	"context"
 	"database/sql"
+	"github.com/toolmux/toolmux/internal/testservers"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -77,25 +77,7 @@ func (c *clock) advance(d time.Duration) time.Time {
 	return c.t
 }
 
-// syncBuffer is a bytes.Buffer safe for a logger used from many goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
-func bufferLogger() (*slog.Logger, *syncBuffer) {
-	b := &syncBuffer{}
+func bufferLogger() (*slog.Logger, *testservers.SyncBuffer) {
+	b := &testservers.SyncBuffer{}
 	return slog.New(slog.NewTextHandler(b, nil)), b
 }

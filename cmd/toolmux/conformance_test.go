@@ -85,7 +85,7 @@ func startConformanceServer(t *testing.T) string {
 	}
 	addr := fmt.Sprintf("127.0.0.1:%d", testservers.FreePort(t))
 	cmd := exec.Command(bin, "-http="+addr, "-stateless=false")
-	var out syncBuffer
+	var out testservers.SyncBuffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -115,7 +115,7 @@ func serveGateway(t *testing.T, dir string) string {
 	cmd := exec.Command(binary, "serve", "--addr", addr)
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), "XDG_DATA_HOME="+t.TempDir())
-	var errb syncBuffer
+	var errb testservers.SyncBuffer
 	cmd.Stderr = &errb
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

@@ -9,7 +9,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -249,7 +248,7 @@ func TestServeHTTP(t *testing.T) {
 	cmd := exec.Command(binary, "serve", "--addr", addr)
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), "XDG_DATA_HOME="+t.TempDir())
-	var errb syncBuffer
+	var errb testservers.SyncBuffer
 	cmd.Stderr = &errb
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -327,24 +326,6 @@ func TestServeRefusesOpenAddressWithoutToken(t *testing.T) {
 	if r.code != 2 || !strings.Contains(r.stderr, "token") {
 		t.Errorf("exit %d, %q", r.code, r.stderr)
 	}
-}
-
-// syncBuffer is a bytes.Buffer safe to read while a process writes to it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 func TestCallThroughThePipeline(t *testing.T) {

@@ -25,7 +25,7 @@ func TestServeAPIApproval(t *testing.T) {
 	cmd := exec.Command(binary, "serve", "--addr", addr)
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), "XDG_DATA_HOME="+t.TempDir())
-	var errb syncBuffer
+	var errb testservers.SyncBuffer
 	cmd.Stderr = &errb
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
