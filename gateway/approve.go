@@ -54,15 +54,6 @@ func (r *request) questions() mcp.InputRequestMap {
 	return r.question
 }
 
-// Decisions a client's user can give in the approval form, and the
-// answers they stand for.
-var elicitDecisions = map[string]policy.Answer{
-	"once":          policy.ProceedOnce,
-	"always_tool":   policy.AlwaysTool,
-	"always_server": policy.AlwaysServer,
-	"deny":          policy.Decline,
-}
-
 // ElicitApprover asks for approval through MCP elicitation, in the way
 // of MCP's multi round-trip requests: the first attempt of a call that
 // needs approval returns the question to the client (inputRequests), the
@@ -117,7 +108,7 @@ func decision(res *mcp.ElicitResult) (policy.Answer, error) {
 		return policy.Decline, nil
 	}
 	d, _ := res.Content["decision"].(string)
-	ans, ok := elicitDecisions[d]
+	ans, ok := policy.AnswerNamed(d)
 	if !ok {
 		return 0, fmt.Errorf("the client answered %q, which is not one of once, always_tool, always_server, deny", d)
 	}
