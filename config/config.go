@@ -83,6 +83,28 @@ type Config struct {
 	// Policy is the approval mode and the rules that allow, deny or ask
 	// before a call (docs/policy.md).
 	Policy Policy
+	// TaskLog controls the task log kept in DataDir (docs/tasklog.md).
+	TaskLog TaskLog
+}
+
+// Task-log durabilities, the values of TaskLog.Durability.
+const (
+	// DurabilityProcess: a recorded call survives the crash or kill of
+	// toolmux (the operating system holds the write), not a power cut.
+	DurabilityProcess = "process"
+	// DurabilityFull: every record is synced to disk before the call
+	// returns, surviving a power cut too, at ≈ 0.2 ms more per call.
+	DurabilityFull = "full"
+)
+
+// TaskLog controls the task log.
+type TaskLog struct {
+	// Enabled records tasks, calls and events (default true). Off, nothing
+	// is recorded: `toolmux logs` has nothing new to show and the event
+	// stream cannot be resumed after a restart.
+	Enabled bool
+	// Durability is DurabilityProcess (the default) or DurabilityFull.
+	Durability string
 }
 
 // Server is one MCP server and the policy that applies only to it.
@@ -254,6 +276,7 @@ func Default() *Config {
 		Timeout:        DefaultTimeout,
 		Retry:          defaultRetry(),
 		CircuitBreaker: defaultBreaker(),
+		TaskLog:        TaskLog{Enabled: true, Durability: DurabilityProcess},
 	}
 }
 

@@ -94,6 +94,7 @@ func TestFullExample(t *testing.T) {
 		Deny:           []string{"filesystem/write_*", "*/delete_*"},
 		Retry:          config.Retry{MaxAttempts: 3, InitialBackoff: 200 * time.Millisecond, MaxBackoff: 5 * time.Second, Tools: []string{"search_*"}},
 		CircuitBreaker: config.Breaker{Failures: 5, Cooldown: 30 * time.Second},
+		TaskLog:        config.TaskLog{Enabled: true, Durability: config.DurabilityProcess},
 		Servers: []config.Server{
 			{
 				Name:           "everything",

@@ -37,6 +37,11 @@
 //	                        # Where toolmux keeps state. Default: empty,
 //	                        # leaving the choice to toolmux (conventionally
 //	                        # ~/.local/share/toolmux).
+//	task_log:               # The task log in data_dir (docs/tasklog.md).
+//	  enabled: true         # Record tasks, calls and events. Default: true.
+//	  durability: process   # process: a recorded call survives a crash or
+//	                        # kill of toolmux; full: also a power cut, at
+//	                        # about 0.2 ms more per call. Default: process.
 //	builtin:                # toolmux's own tools. Every setting left out
 //	                        # keeps the default of package builtin or web.
 //	  enabled: true         # Offer toolmux's built-in tools. Default: true.

@@ -28,7 +28,7 @@ import (
 // order is also the order "expected one of" lists them in.
 var (
 	topKeys = []string{"workspace", "data_dir", "builtin", "connect_timeout", "timeout",
-		"allow", "deny", "retry", "circuit_breaker", "servers", "mcpServers", "pipeline", "policy"}
+		"allow", "deny", "retry", "circuit_breaker", "servers", "mcpServers", "pipeline", "policy", "task_log"}
 	serverKeys = []string{"command", "args", "env", "cwd", "url", "transport", "type",
 		"headers", "bearer_token", "discover", "call", "allow", "deny", "timeout", "tool_timeouts",
 		"connect_timeout", "retry", "circuit_breaker", "disabled", "trust"}
@@ -295,6 +295,8 @@ func (p *parser) config(root *yaml.Node, isJSON bool) *Config {
 			}
 		case "builtin":
 			cfg.Builtin = p.builtin(e.v, kp, cfg.Builtin)
+		case "task_log":
+			cfg.TaskLog = p.taskLog(e.v, kp, cfg.TaskLog)
 		case "connect_timeout":
 			if d, ok := p.duration(e.v, kp); ok {
 				cfg.ConnectTimeout = d
@@ -782,6 +784,25 @@ func (p *parser) breaker(n *yaml.Node, kp string, base Breaker) Breaker {
 		}
 	}
 	return b
+}
+
+var taskLogKeys = []string{"enabled", "durability"}
+
+func (p *parser) taskLog(n *yaml.Node, kp string, base TaskLog) TaskLog {
+	t := base
+	p.fields(n, kp, taskLogKeys, func(e entry, fp string) {
+		switch e.key {
+		case "enabled":
+			if v, ok := p.boolean(e.v, fp); ok {
+				t.Enabled = v
+			}
+		case "durability":
+			if v, ok := p.choice(e.v, fp, "durability", []string{DurabilityProcess, DurabilityFull}); ok {
+				t.Durability = v
+			}
+		}
+	})
+	return t
 }
 
 // ---- Typed values ----

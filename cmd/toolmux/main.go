@@ -177,8 +177,8 @@ func (a *app) open(ctx context.Context, recording bool) (*runtimeSet, error) {
 	cfg.DataDir = a.resolveDataDir(cfg)
 	var tl *tasklog.Log
 	popts := []pipeline.Option{pipeline.WithDataDir(cfg.DataDir), pipeline.WithLogger(log)}
-	if recording && cfg.DataDir != "" {
-		if tl, err = tasklog.Open(ctx, cfg.DataDir, tasklog.WithLogger(log)); err != nil {
+	if recording && cfg.DataDir != "" && cfg.TaskLog.Enabled {
+		if tl, err = tasklog.Open(ctx, cfg.DataDir, tasklog.WithLogger(log), tasklog.WithDurability(durability(cfg.TaskLog))); err != nil {
 			return nil, &exitError{code: exitFailed, err: fmt.Errorf("task log: %w", err)}
 		}
 		popts = append(popts, pipeline.WithRecorder(tl))
@@ -267,4 +267,13 @@ func (a *app) resolveDataDir(cfg *config.Config) string {
 		return filepath.Join(home, ".local", "share", "toolmux")
 	}
 	return ""
+}
+
+// durability is the task log's durability as configured: a recorded call
+// survives a kill of toolmux by default, and a power cut on request.
+func durability(c config.TaskLog) tasklog.Durability {
+	if c.Durability == config.DurabilityFull {
+		return tasklog.DurabilityFull
+	}
+	return tasklog.DurabilityProcess
 }
