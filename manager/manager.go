@@ -447,8 +447,12 @@ func (m *Manager) contextError(ctx context.Context, s *server, toolName string, 
 		return &tool.Error{Kind: tool.KindTimeout, Server: s.name, Tool: toolName, Err: err,
 			Message: fmt.Sprintf("call to %s/%s ran past the caller's deadline and was cancelled", s.name, toolName)}
 	default:
-		return &tool.Error{Kind: tool.KindCancelled, Server: s.name, Tool: toolName, Err: err,
-			Message: fmt.Sprintf("call to %s/%s was cancelled", s.name, toolName)}
+		msg := fmt.Sprintf("call to %s/%s was cancelled", s.name, toolName)
+		// A cause says who cancelled (a shutting-down gateway).
+		if cause := context.Cause(ctx); cause != nil && !errors.Is(cause, context.Canceled) {
+			msg += ": " + cause.Error()
+		}
+		return &tool.Error{Kind: tool.KindCancelled, Server: s.name, Tool: toolName, Err: err, Message: msg}
 	}
 }
 

@@ -96,8 +96,9 @@ func ReadOnly(t tool.Tool, _ tool.Call) bool {
 	return t.Annotations.ReadOnly != nil && *t.Annotations.ReadOnly
 }
 
-// Scheduler runs batches of calls. It holds no state between batches and is
-// safe for concurrent use.
+// Scheduler runs batches of calls. It is safe for concurrent use; the only
+// state it keeps between batches is which of them still run, so that
+// [Scheduler.Shutdown] can wait for them.
 type Scheduler struct {
 	backend     Backend
 	gate        Gate
@@ -105,12 +106,17 @@ type Scheduler struct {
 	maxParallel int
 	parallel    func(tool.Tool, tool.Call) bool
 	log         *slog.Logger
+
+	mu       sync.Mutex
+	running  map[*Batch]struct{}
+	stopping bool
+	idle     chan struct{} // closed when stopping and nothing runs
 }
 
 // New returns a scheduler running calls through b.
 func New(b Backend, opts ...Option) *Scheduler {
 	s := &Scheduler{backend: b, maxParallel: DefaultMaxParallel, parallel: ReadOnly,
-		log: slog.New(slog.DiscardHandler)}
+		log: slog.New(slog.DiscardHandler), running: map[*Batch]struct{}{}, idle: make(chan struct{})}
 	for _, o := range opts {
 		if o != nil {
 			o(s)
@@ -135,8 +141,8 @@ func (s *Scheduler) Call(ctx context.Context, call tool.Call) *tool.Record {
 // Start starts a batch and returns at once; the batch runs until every
 // call has ended. Cancelling ctx cancels the whole batch.
 func (s *Scheduler) Start(ctx context.Context, calls []tool.Call) *Batch {
-	bctx, cancel := context.WithCancel(ctx)
-	b := &Batch{s: s, id: tool.NewID(), cancel: cancel, done: make(chan struct{}),
+	bctx, cancel := context.WithCancelCause(ctx)
+	b := &Batch{s: s, id: tool.NewID(), ctx: bctx, cancel: cancel, done: make(chan struct{}),
 		entries: make([]*entry, len(calls)), byID: make(map[string]*entry, len(calls)),
 		slots: make(chan struct{}, s.maxParallel)}
 	for i, c := range calls {
@@ -153,21 +159,99 @@ func (s *Scheduler) Start(ctx context.Context, calls []tool.Call) *Batch {
 			b.byID[c.ID] = e
 		}
 	}
+	s.mu.Lock()
+	if s.stopping {
+		// Every call ends cancelled, through the usual refusal path, so
+		// it is still recorded and its client told why.
+		cancel(ErrShuttingDown)
+	} else {
+		s.running[b] = struct{}{}
+	}
+	s.mu.Unlock()
 	b.wg.Add(1)
 	go b.admit()
 	go func() {
 		b.wg.Wait()
-		cancel()
+		cancel(nil)
+		s.mu.Lock()
+		delete(s.running, b)
+		if s.stopping && len(s.running) == 0 {
+			closeOnce(s.idle)
+		}
+		s.mu.Unlock()
 		close(b.done)
 	}()
 	return b
+}
+
+// ErrShuttingDown is the cause of calls cancelled by [Scheduler.Shutdown]:
+// their records say "cancelled: toolmux is shutting down".
+var ErrShuttingDown = errors.New("toolmux is shutting down")
+
+// DefaultCancelWait bounds how long [Scheduler.Shutdown] waits for the
+// calls it cancelled to end: a backend that ignores cancellation must not
+// hold up the shutdown forever.
+const DefaultCancelWait = 5 * time.Second
+
+// Shutdown stops the scheduler: batches started from now on end at once,
+// every call cancelled with [ErrShuttingDown]; the running ones are given
+// until ctx ends to finish, then cancelled with that cause. It returns
+// once every batch has ended (or [DefaultCancelWait] after cancelling, if
+// some backend ignores it), with the outcomes of the calls it cancelled
+// (already recorded, like any call, when the backend records). Calling it
+// again waits again and cancels nothing more.
+func (s *Scheduler) Shutdown(ctx context.Context) []Outcome {
+	s.mu.Lock()
+	s.stopping = true
+	if len(s.running) == 0 {
+		closeOnce(s.idle)
+	}
+	s.mu.Unlock()
+	select {
+	case <-s.idle:
+		return nil
+	case <-ctx.Done():
+	}
+	s.mu.Lock()
+	batches := make([]*Batch, 0, len(s.running))
+	for b := range s.running {
+		batches = append(batches, b)
+		b.cancel(ErrShuttingDown)
+	}
+	s.mu.Unlock()
+	t := time.NewTimer(DefaultCancelWait)
+	defer t.Stop()
+	var out []Outcome
+	for _, b := range batches {
+		select {
+		case <-b.done:
+		case <-t.C:
+			s.log.Error("calls still running after being cancelled for shutdown", "batch", b.id)
+			return out
+		}
+		for _, o := range b.Wait() {
+			if o.State == Cancelled && errors.Is(context.Cause(b.ctx), ErrShuttingDown) {
+				out = append(out, o)
+			}
+		}
+	}
+	return out
+}
+
+func closeOnce(c chan struct{}) {
+	select {
+	case <-c:
+	default:
+		close(c)
+	}
 }
 
 // Batch is one running batch.
 type Batch struct {
 	s       *Scheduler
 	id      string
-	cancel  context.CancelFunc
+	ctx     context.Context
+	cancel  context.CancelCauseFunc
 	entries []*entry
 	byID    map[string]*entry
 	slots   chan struct{}
@@ -197,7 +281,7 @@ func (b *Batch) ID() string { return b.id }
 
 // Cancel cancels every call of the batch that has not ended: queued calls
 // end without running, running calls see their context cancelled.
-func (b *Batch) Cancel() { b.cancel() }
+func (b *Batch) Cancel() { b.cancel(nil) }
 
 // CancelCall cancels one call by its ID, whatever its state; it reports
 // whether the batch has a call with that ID.
@@ -232,8 +316,8 @@ func (b *Batch) admit() {
 	var lastExclusive *entry
 	for i, e := range b.entries {
 		b.enter(e, Validating, "")
-		if err := e.ctx.Err(); err != nil {
-			b.refuse(e, cancelled(e.call, err))
+		if e.ctx.Err() != nil {
+			b.refuse(e, cancelled(e.call, context.Cause(e.ctx)))
 			continue
 		}
 		def, err := b.s.backend.Tool(e.ctx, e.call.Server, e.call.Tool)
@@ -274,19 +358,19 @@ func (b *Batch) execute(e *entry, deps []*entry) {
 		select {
 		case <-d.done:
 		case <-e.ctx.Done():
-			b.refuse(e, cancelled(e.call, e.ctx.Err()))
+			b.refuse(e, cancelled(e.call, context.Cause(e.ctx)))
 			return
 		}
 	}
 	select {
 	case b.slots <- struct{}{}:
 	case <-e.ctx.Done():
-		b.refuse(e, cancelled(e.call, e.ctx.Err()))
+		b.refuse(e, cancelled(e.call, context.Cause(e.ctx)))
 		return
 	}
 	defer func() { <-b.slots }()
-	if err := e.ctx.Err(); err != nil {
-		b.refuse(e, cancelled(e.call, err))
+	if e.ctx.Err() != nil {
+		b.refuse(e, cancelled(e.call, context.Cause(e.ctx)))
 		return
 	}
 	b.enter(e, Executing, "")
@@ -399,7 +483,7 @@ func (b *Batch) emit(e *entry, ev Event) {
 // when the call was cancelled meanwhile.
 func (b *Batch) lookupError(e *entry, err error) *tool.Error {
 	if e.ctx.Err() != nil {
-		return cancelled(e.call, e.ctx.Err())
+		return cancelled(e.call, context.Cause(e.ctx))
 	}
 	te := tool.AsError(err)
 	if te.Server == "" {
@@ -413,7 +497,10 @@ func (b *Batch) lookupError(e *entry, err error) *tool.Error {
 
 // gateError is the error of a refused admission.
 func (b *Batch) gateError(e *entry, err error) *tool.Error {
-	if errors.Is(err, context.Canceled) || e.ctx.Err() != nil {
+	if e.ctx.Err() != nil {
+		return cancelled(e.call, context.Cause(e.ctx))
+	}
+	if errors.Is(err, context.Canceled) {
 		return cancelled(e.call, err)
 	}
 	return b.lookupError(e, err)
