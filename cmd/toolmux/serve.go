@@ -2,13 +2,13 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
 	"os"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -25,6 +25,8 @@ import (
 	"github.com/toolmux/toolmux/tool"
 )
 
+// shutdownGrace bounds the parts of a shutdown that should take no time
+// (flushing events, ending streams) once the calls have ended.
 const shutdownGrace = 10 * time.Second
 
 func (a *app) serveCommand() *cobra.Command {
@@ -35,6 +37,7 @@ func (a *app) serveCommand() *cobra.Command {
 		sec   gateway.Security
 
 		approvalTimeout time.Duration
+		shutdownTimeout time.Duration
 	)
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -61,7 +64,12 @@ clients then send "Authorization: Bearer TOKEN". On loopback, requests must
 be addressed to localhost, 127.0.0.1 or [::1] (--allowed-host adds names),
 which stops web pages from reaching the gateway through DNS rebinding.
 Browser requests from another origin are refused unless --allowed-origin
-lists it. Request bodies are limited to --max-request-bytes.`,
+lists it. Request bodies are limited to --max-request-bytes.
+
+On SIGINT or SIGTERM, toolmux stops accepting connections, gives the calls
+in flight --shutdown-timeout to finish, cancels those still running (their
+records say "cancelled: toolmux is shutting down"), ends the event streams,
+closes every upstream server and the task log, and says what it cancelled.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if token == "" {
@@ -124,13 +132,14 @@ lists it. Request bodies are limited to --max-request-bytes.`,
 			a.reportServers(cat)
 			if stdio {
 				err := g.Server().Run(ctx, &mcp.StdioTransport{})
+				a.drain(s, shutdownTimeout)
 				if err != nil && ctx.Err() == nil {
 					return &exitError{code: exitFailed, err: err}
 				}
 				return nil
 			}
 			sec.Loopback = gateway.IsLoopback(addr)
-			return a.serveHTTP(ctx, addr, g.Mux(token, sec), cat, g.PassthroughNames())
+			return a.serveHTTP(ctx, addr, g.Mux(token, sec), cat, g.PassthroughNames(), s, shutdownTimeout)
 		},
 	}
 	cmd.Flags().StringVar(&addr, "addr", "127.0.0.1:8931", "address to listen on")
@@ -139,6 +148,7 @@ lists it. Request bodies are limited to --max-request-bytes.`,
 	cmd.Flags().StringSliceVar(&sec.AllowedHosts, "allowed-host", nil, "further host names requests may be addressed to (repeatable)")
 	cmd.Flags().StringSliceVar(&sec.AllowedOrigins, "allowed-origin", nil, `origins whose pages may call the gateway, e.g. https://app.example.com ("*" for any; repeatable)`)
 	cmd.Flags().DurationVar(&approvalTimeout, "approval-timeout", api.DefaultApprovalTimeout, "how long a call waits for an answer through the HTTP API before it is refused")
+	cmd.Flags().DurationVar(&shutdownTimeout, "shutdown-timeout", 10*time.Second, "on SIGINT/SIGTERM, how long calls in flight may go on before they are cancelled")
 	cmd.Flags().Int64Var(&sec.MaxRequestBytes, "max-request-bytes", gateway.DefaultMaxRequestBytes, "largest request body accepted (-1: no limit)")
 	return cmd
 }
@@ -178,13 +188,21 @@ func passthroughServers(cfg *config.Config, log *slog.Logger) []mcpsource.Config
 	return out
 }
 
-func (a *app) serveHTTP(ctx context.Context, addr string, h http.Handler, cat *tool.Catalog, passthrough []string) error {
+func (a *app) serveHTTP(ctx context.Context, addr string, h http.Handler, cat *tool.Catalog, passthrough []string,
+	s *schedule.Scheduler, grace time.Duration) error {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return &exitError{code: exitFailed, err: err}
 	}
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
-	fmt.Fprintf(a.stderr, "toolmux: serving %d tools from %d servers at http://%s/mcp\n", cat.Len(), len(cat.Servers()), ln.Addr())
+	// Requests live in a context of their own, ended only once the calls
+	// have: streams (/api/events, MCP's GET streams) never end by
+	// themselves, and http.Server.Shutdown would wait for them in vain.
+	reqCtx, endRequests := context.WithCancel(context.WithoutCancel(ctx))
+	defer endRequests()
+	posts := &inflight{}
+	srv := &http.Server{Handler: posts.wrap(h), ReadHeaderTimeout: 10 * time.Second,
+		BaseContext: func(net.Listener) context.Context { return reqCtx }}
+	fmt.Fprintf(a.stderr, "toolmux: serving %d tools from %d servers at http://%s/mcp (web UI at http://%s/)\n", cat.Len(), len(cat.Servers()), ln.Addr(), ln.Addr())
 	if len(passthrough) > 0 {
 		fmt.Fprintf(a.stderr, "toolmux: passthrough to %s at http://%s/servers/NAME/mcp\n", strings.Join(passthrough, ", "), ln.Addr())
 	}
@@ -195,12 +213,85 @@ func (a *app) serveHTTP(ctx context.Context, addr string, h http.Handler, cat *t
 		return &exitError{code: exitFailed, err: err}
 	case <-ctx.Done():
 	}
-	fmt.Fprintln(a.stderr, "toolmux: shutting down")
-	sctx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
-	defer cancel()
-	if err := srv.Shutdown(sctx); err != nil && !errors.Is(err, context.DeadlineExceeded) {
-		return &exitError{code: exitFailed, err: err}
+	// Stop accepting first: Shutdown closes the listener at once, then
+	// waits for the requests in flight, which the drain below ends.
+	stopped := make(chan error, 1)
+	go func() { stopped <- srv.Shutdown(context.WithoutCancel(ctx)) }()
+	a.drain(s, grace)
+	// The calls have ended; let their answers reach the clients before
+	// the streams are cut.
+	posts.wait(shutdownGrace)
+	endRequests()
+	select {
+	case err := <-stopped:
+		if err != nil {
+			srv.Close()
+			return &exitError{code: exitFailed, err: err}
+		}
+	case <-time.After(shutdownGrace):
+		srv.Close()
 	}
-	srv.Close()
 	return nil
+}
+
+// drain ends the calls in flight at shutdown: they get grace to finish,
+// then are cancelled, which is recorded in the task log and said here.
+func (a *app) drain(s *schedule.Scheduler, grace time.Duration) {
+	fmt.Fprintf(a.stderr, "toolmux: shutting down: no new calls; calls in flight have %s to finish\n", grace)
+	ctx, cancel := context.WithTimeout(context.Background(), grace)
+	defer cancel()
+	cancelled := s.Shutdown(ctx)
+	for _, o := range cancelled {
+		fmt.Fprintf(a.stderr, "toolmux: cancelled %s (call %s, task %s)\n", tool.ExposedName(o.Call.Server, o.Call.Tool), o.Call.ID, o.Call.Task)
+	}
+	fmt.Fprintf(a.stderr, "toolmux: stopped; %d calls cancelled\n", len(cancelled))
+}
+
+// inflight counts the requests that are not GETs: the calls and messages
+// whose answers a shutdown must let out before it ends the GET streams,
+// which never end by themselves.
+type inflight struct {
+	mu   sync.Mutex
+	n    int
+	zero chan struct{} // closed when n drops to 0; nil while n is 0
+}
+
+func (f *inflight) wrap(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodGet {
+			h.ServeHTTP(w, r)
+			return
+		}
+		f.mu.Lock()
+		if f.n == 0 {
+			f.zero = make(chan struct{})
+		}
+		f.n++
+		f.mu.Unlock()
+		defer func() {
+			f.mu.Lock()
+			if f.n--; f.n == 0 {
+				close(f.zero)
+				f.zero = nil
+			}
+			f.mu.Unlock()
+		}()
+		h.ServeHTTP(w, r)
+	})
+}
+
+// wait waits until no request counted is in flight, at most d.
+func (f *inflight) wait(d time.Duration) {
+	f.mu.Lock()
+	zero := f.zero
+	f.mu.Unlock()
+	if zero == nil {
+		return
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-zero:
+	case <-t.C:
+	}
 }
