@@ -1,8 +1,9 @@
 # toolmux — build, test and run.
 #
 #   make serve   run the MCP gateway on the built-in tools of this directory
-#   make test    install the npm test peers, then vet, run every test with -race,
-#                and run each fuzz target briefly
+#   make test    install the npm test peers and Debian's chromium (for the
+#                browser tests), then vet, run every test with -race, and run
+#                each fuzz target briefly
 #   make bench   run the benchmarks recorded in BENCHMARKS.md
 
 GO      ?= go
@@ -10,7 +11,7 @@ NPM     ?= npm
 PEERS   := testdata/npm
 STAMP   := $(PEERS)/node_modules/.installed
 
-.PHONY: all build serve test check peers fuzz bench clean
+.PHONY: all build serve test check peers browser fuzz bench clean
 
 # Fuzz targets (package:target), each run briefly by `make test`; their
 # corpora are committed under the packages' testdata/fuzz.
@@ -36,6 +37,20 @@ $(STAMP): $(PEERS)/package.json $(PEERS)/package-lock.json
 	cd $(PEERS) && $(NPM) ci --no-audit --no-fund --loglevel=error
 	touch $@
 
+# The browser the web UI's tests drive (chromedp): Debian's chromium. Test
+# tools may not download a browser of their own.
+CHROMIUM ?= /usr/bin/chromium
+
+browser:
+	@if [ ! -x "$(CHROMIUM)" ]; then \
+		echo "installing Debian's chromium for the browser tests"; \
+		sudo=; [ "$$(id -u)" = 0 ] || sudo=sudo; \
+		export DEBIAN_FRONTEND=noninteractive; \
+		$$sudo apt-get install -y -qq chromium >/dev/null 2>&1 || \
+		{ $$sudo apt-get update -qq && $$sudo apt-get install -y -qq chromium >/dev/null; } || \
+		{ echo "could not install chromium (apt-get install chromium)"; exit 1; }; \
+	fi
+
 check:
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go' -not -path './testdata/*')); \
 	if [ -n "$$unformatted" ]; then echo "gofmt needed:"; echo "$$unformatted"; exit 1; fi
@@ -43,7 +58,7 @@ check:
 
 # TOOLMUX_REQUIRE_PEERS turns "peer not installed" skips into failures, so a
 # broken install cannot pass silently.
-test: peers check
+test: peers browser check
 	TOOLMUX_REQUIRE_PEERS=1 $(GO) test -race -count=1 ./...
 	$(MAKE) fuzz
 
