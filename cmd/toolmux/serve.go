@@ -242,9 +242,20 @@ func (a *app) drain(s *schedule.Scheduler, grace time.Duration) {
 	defer cancel()
 	cancelled := s.Shutdown(ctx)
 	for _, o := range cancelled {
-		fmt.Fprintf(a.stderr, "toolmux: cancelled %s (call %s, task %s)\n", tool.ExposedName(o.Call.Server, o.Call.Tool), o.Call.ID, o.Call.Task)
+		where := "call " + o.Call.ID
+		if o.Call.Task != "" {
+			where += ", task " + o.Call.Task
+		}
+		fmt.Fprintf(a.stderr, "toolmux: cancelled %s (%s)\n", tool.ExposedName(o.Call.Server, o.Call.Tool), where)
 	}
-	fmt.Fprintf(a.stderr, "toolmux: stopped; %d calls cancelled\n", len(cancelled))
+	switch len(cancelled) {
+	case 0:
+		fmt.Fprintln(a.stderr, "toolmux: stopped; every call in flight finished")
+	case 1:
+		fmt.Fprintln(a.stderr, "toolmux: stopped; 1 call cancelled")
+	default:
+		fmt.Fprintf(a.stderr, "toolmux: stopped; %d calls cancelled\n", len(cancelled))
+	}
 }
 
 // inflight counts the requests that are not GETs: the calls and messages

@@ -182,7 +182,7 @@ func TestServeGracefulShutdown(t *testing.T) {
 	if err := p.cmd.Wait(); err != nil {
 		t.Errorf("serve did not exit cleanly: %v\n%s", err, p.stderr.String())
 	}
-	if s := p.stderr.String(); !strings.Contains(s, "cancelled fx__hang") || !strings.Contains(s, "1 calls cancelled") {
+	if s := p.stderr.String(); !strings.Contains(s, "cancelled fx__hang") || !strings.Contains(s, "1 call cancelled") {
 		t.Errorf("serve did not say what it cancelled:\n%s", s)
 	}
 	if b, _ := os.ReadFile(marker); !strings.Contains(string(b), "cancelled hang") {
