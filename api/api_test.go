@@ -49,7 +49,7 @@ func newFixture(t *testing.T) fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := manager.New(manager.WithSource(src, manager.ServerOptions{}))
+	m, err := manager.New(manager.WithSource(src, manager.ServerOptions{Transport: "builtin"}))
 	if err != nil {
 		t.Fatal(err)
 	}
