@@ -27,12 +27,15 @@ type Gate struct {
 	// turn admits one approval request at a time, so that an "always"
 	// answer is known before the next request is put to anyone and calls
 	// it covers are not asked about again. A channel rather than a mutex,
-	// so that waiting for a turn ends with the caller's context.
-	turn chan struct{}
+	// so that waiting for a turn ends with the caller's context. Unused
+	// with concurrent approvals, where changed does that job instead.
+	turn       chan struct{}
+	concurrent bool
 
 	mu      sync.RWMutex
 	tools   map[toolKey]string // remembered "always this tool": decision names
 	servers map[string]string  // remembered "always this server"
+	changed chan struct{}      // closed and replaced when an "always" is remembered
 }
 
 type toolKey struct{ server, name string }
@@ -73,13 +76,24 @@ func WithPersistError(report func(Rule, error)) GateOption {
 	return func(g *Gate) { g.onPersistError = report }
 }
 
+// WithConcurrentApprovals puts approval requests to the approver as they
+// come, several at a time, for an approver that can show many questions at
+// once (a web page's queue, MCP clients asked by elicitation) — a terminal
+// cannot. A request still waiting when an "always" answer covering it is
+// given elsewhere is withdrawn from the approver and approved. Off, the
+// default, requests are put one at a time.
+func WithConcurrentApprovals(on bool) GateOption {
+	return func(g *Gate) { g.concurrent = on }
+}
+
 // NewGate returns a gate over e; a nil engine means the default mode with
 // no rules of the user's.
 func NewGate(e *Engine, opts ...GateOption) *Gate {
 	if e == nil {
 		e, _ = New(ModeDefault, nil)
 	}
-	g := &Gate{turn: make(chan struct{}, 1), tools: map[toolKey]string{}, servers: map[string]string{}}
+	g := &Gate{turn: make(chan struct{}, 1), tools: map[toolKey]string{}, servers: map[string]string{},
+		changed: make(chan struct{})}
 	g.engine.Store(e)
 	for _, o := range opts {
 		o(g)
@@ -139,7 +153,8 @@ func (g *Gate) Check(ctx context.Context, t tool.Tool, call tool.Call) error {
 // Approve gets approval for a call whose decision d is Ask, and returns nil
 // if the call may run. Without an approver it refuses at once (kind
 // approval_denied, with a message saying how to allow the call). Requests
-// are put to the approver one at a time; a request whose tool was answered
+// are put to the approver one at a time (side by side with
+// [WithConcurrentApprovals]); a request whose tool was answered
 // "always" while it waited is approved without asking. If ctx ends first,
 // the error is of kind cancelled (or timeout) and wraps ctx.Err().
 //
@@ -166,6 +181,10 @@ func (g *Gate) Approve(ctx context.Context, t tool.Tool, call tool.Call, d Decis
 	if err := ctx.Err(); err != nil {
 		return waitEnded(server, name, err)
 	}
+	req := Request{Tool: t, Call: call, Decision: d}
+	if g.concurrent {
+		return g.askConcurrently(ctx, req, server, name)
+	}
 	select {
 	case g.turn <- struct{}{}:
 	case <-ctx.Done():
@@ -175,7 +194,52 @@ func (g *Gate) Approve(ctx context.Context, t tool.Tool, call tool.Call, d Decis
 	if g.remembered(server, name) != "" {
 		return nil
 	}
-	ans, err := g.approver.Approve(ctx, Request{Tool: t, Call: call, Decision: d})
+	ans, err := g.approver.Approve(ctx, req)
+	return g.answered(ctx, req, server, name, ans, err)
+}
+
+// askConcurrently puts req to the approver without waiting for other
+// requests, and withdraws it (cancelling the approver's context) when an
+// "always" answer given meanwhile covers it.
+func (g *Gate) askConcurrently(ctx context.Context, req Request, server, name string) error {
+	actx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	type reply struct {
+		ans Answer
+		err error
+	}
+	replies := make(chan reply, 1)
+	go func() {
+		defer func() {
+			if p := recover(); p != nil {
+				replies <- reply{err: fmt.Errorf("approver panicked: %v", p)}
+			}
+		}()
+		ans, err := g.approver.Approve(actx, req)
+		replies <- reply{ans, err}
+	}()
+	for {
+		// Take the channel before looking, so that an answer remembered
+		// in between still wakes us.
+		g.mu.RLock()
+		changed := g.changed
+		g.mu.RUnlock()
+		if g.remembered(server, name) != "" {
+			cancel()
+			<-replies
+			return nil
+		}
+		select {
+		case r := <-replies:
+			return g.answered(ctx, req, server, name, r.ans, r.err)
+		case <-changed:
+		}
+	}
+}
+
+// answered turns the approver's answer into the gate's verdict.
+func (g *Gate) answered(ctx context.Context, req Request, server, name string, ans Answer, err error) error {
+	d := req.Decision
 	if errors.Is(err, ErrNoApprover) {
 		return g.nonInteractive(server, name, d)
 	}
@@ -235,6 +299,8 @@ func (g *Gate) remember(server, name string, ans Answer, d Decision) {
 	} else {
 		g.servers[server] = r.Name + " (this session)"
 	}
+	close(g.changed)
+	g.changed = make(chan struct{})
 	g.mu.Unlock()
 	if !g.persistAlways || g.persist == nil {
 		return

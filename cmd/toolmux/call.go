@@ -92,7 +92,7 @@ Exit status: 0 success, 1 the tool reported an error or the call failed,
 			// never draws over an approval prompt.
 			sp := &lazySpinner{w: a.stderr, label: args[0] + "/" + args[1]}
 			ctx = tool.WithProgress(ctx, sp.progress)
-			s := schedule.New(backend, schedule.WithGate(rt.gate(approver, a.logger())),
+			s := schedule.New(backend, schedule.WithGate(rt.gate(approver, false, a.logger())),
 				schedule.WithSink(schedule.SinkFunc(func(e schedule.Event) {
 					if e.Type == schedule.EventState && e.State == schedule.Executing {
 						sp.start()

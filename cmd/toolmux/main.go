@@ -237,8 +237,11 @@ func (a *app) approver(stdinFree bool) policy.Approver {
 // the policy says to ask about (nil: nobody can be asked, so such calls
 // are refused with a message saying how to allow them), and saving
 // "always" answers to the configuration file when policy.persist is set.
-func (r *runtimeSet) gate(approver policy.Approver, log *slog.Logger) *policy.Gate {
-	opts := []policy.GateOption{policy.WithApprover(approver)}
+// gate is the policy gate of a command. concurrent lets approval
+// requests wait side by side, for approvers that show many questions at
+// once (the gateway's clients and its web page; not a terminal).
+func (r *runtimeSet) gate(approver policy.Approver, concurrent bool, log *slog.Logger) *policy.Gate {
+	opts := []policy.GateOption{policy.WithApprover(approver), policy.WithConcurrentApprovals(concurrent)}
 	if r.config.Policy.Persist && r.config.Path != "" {
 		path := r.config.Path
 		opts = append(opts,

@@ -114,7 +114,7 @@ closes every upstream server and the task log, and says what it cancelled.`,
 				defer cancel()
 				_ = hub.Close(cctx)
 			}()
-			s := schedule.New(rt.pipeline, schedule.WithGate(rt.gate(approver, a.logger())), schedule.WithSink(stream.SchedulerSink(hub)))
+			s := schedule.New(rt.pipeline, schedule.WithGate(rt.gate(approver, true, a.logger())), schedule.WithSink(stream.SchedulerSink(hub)))
 			opts := gateway.Options{Version: versionString(), Logger: a.logger()}
 			opts.API = api.New(api.Options{Catalog: rt.pipeline, Caller: s, Health: rt.manager.Health,
 				Policy: rt.policy, Approvals: approvals, Log: rt.log, Events: hub})
