@@ -9,6 +9,8 @@ import (
 	"net/url"
 	"slices"
 	"strings"
+
+	"github.com/toolmux/toolmux/webui"
 )
 
 // IsLoopback reports whether addr (host:port) listens on loopback only.
@@ -47,26 +49,52 @@ func RequireToken(token string, h http.Handler) http.Handler {
 // /mcp and a passthrough endpoint at /servers/{name}/mcp for each of
 // Options.Passthrough, behind the token when one is set, every route behind
 // the checks of sec.
+//
+// When the gateway serves the API, / is also the web page (docs/ui.md)
+// for a browser (a request whose Accept names text/html), with its files
+// under /ui/. The page and its files are served without the token: they
+// hold no data, and the page sends the token with every request it makes
+// to the API. Any other client gets the plain-text index of the endpoints
+// at /, behind the token like the rest (it names the servers).
 func (g *Gateway) Mux(token string, sec Security) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("/mcp", RequireToken(token, g.streamable(true)))
 	mux.Handle("/servers/{name}/mcp", RequireToken(token, http.HandlerFunc(g.servePassthrough)))
-	if g.api != nil {
-		mux.Handle("/api/", RequireToken(token, g.api))
+	index := RequireToken(token, http.HandlerFunc(g.serveIndex))
+	if g.api == nil {
+		// Without the API the page would have nothing to show.
+		mux.Handle("/{$}", index)
+		return Protect(sec, mux)
 	}
+	mux.Handle("/api/", RequireToken(token, g.api))
+	page := webui.Handler()
+	mux.Handle("/ui/", page)
 	mux.HandleFunc("/{$}", func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		var b strings.Builder
-		b.WriteString("toolmux gateway\n\nMCP endpoint (streamable HTTP): /mcp\n")
-		if g.api != nil {
-			b.WriteString("HTTP API: /api/ (docs/api.md)\n")
+		// The answer depends on Accept: caches must not give one client
+		// the other's.
+		w.Header().Add("Vary", "Accept")
+		if webui.WantsPage(r) {
+			page.ServeHTTP(w, r)
+			return
 		}
-		for _, name := range g.PassthroughNames() {
-			fmt.Fprintf(&b, "Passthrough to %s: /servers/%s/mcp\n", name, url.PathEscape(name))
-		}
-		_, _ = w.Write([]byte(b.String()))
+		index.ServeHTTP(w, r)
 	})
 	return Protect(sec, mux)
+}
+
+// serveIndex answers the plain-text index of the endpoints: for curl, and
+// for the web page, which shows it.
+func (g *Gateway) serveIndex(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	var b strings.Builder
+	b.WriteString("toolmux gateway\n\nMCP endpoint (streamable HTTP): /mcp\n")
+	if g.api != nil {
+		b.WriteString("HTTP API: /api/ (docs/api.md)\nEvent stream (SSE): /api/events\nWeb page: / (in a browser)\n")
+	}
+	for _, name := range g.PassthroughNames() {
+		fmt.Fprintf(&b, "Passthrough to %s: /servers/%s/mcp\n", name, url.PathEscape(name))
+	}
+	_, _ = w.Write([]byte(b.String()))
 }
 
 // PassthroughNames returns the names of the servers with a passthrough

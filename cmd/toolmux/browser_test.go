@@ -1,0 +1,769 @@
+package main_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/chromedp/cdproto/cdp"
+	"github.com/chromedp/cdproto/emulation"
+	"github.com/chromedp/chromedp"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/toolmux/toolmux/internal/testservers"
+)
+
+// The web page of toolmux serve, in a real headless Chromium against a real
+// toolmux serve process. Screenshots of each step go to $TOOLMUX_ARTIFACTS
+// (default: toolmux-artifacts in the temporary directory), for a person to
+// look at.
+
+const uiChromium = "/usr/bin/chromium"
+
+// uiMaxRows is live.js's MAX_ROWS: the rows the live view keeps.
+const uiMaxRows = 500
+
+// uiServed is a toolmux serve process.
+type uiServed struct {
+	addr string
+	dir  string
+	cmd  *exec.Cmd
+	errb *testservers.SyncBuffer
+}
+
+func (s *uiServed) url(path string) string { return "http://" + s.addr + path }
+
+// startUIServe runs toolmux serve on a free port in dir, with its data in a
+// directory of the test's own. It is stopped (SIGTERM, then checked for a
+// clean exit) when the test ends; tests register their browser after it,
+// so the browser is gone first and no event stream holds the shutdown.
+func startUIServe(t *testing.T, dir string, args ...string) *uiServed {
+	t.Helper()
+	s := &uiServed{addr: fmt.Sprintf("127.0.0.1:%d", testservers.FreePort(t)), dir: dir, errb: &testservers.SyncBuffer{}}
+	s.cmd = exec.Command(binary, append([]string{"serve", "--addr", s.addr}, args...)...)
+	s.cmd.Dir = dir
+	s.cmd.Env = append(os.Environ(), "XDG_DATA_HOME="+t.TempDir())
+	s.cmd.Stderr = s.errb
+	if err := s.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- s.cmd.Wait() }()
+	t.Cleanup(func() {
+		_ = s.cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case err := <-exited:
+			if err != nil {
+				t.Errorf("serve did not exit cleanly: %v\n%s", err, s.errb.String())
+			}
+		case <-time.After(30 * time.Second):
+			_ = s.cmd.Process.Kill()
+			<-exited
+			t.Errorf("serve did not stop within 30s of SIGTERM\n%s", s.errb.String())
+		}
+	})
+	if !testservers.Eventually(30*time.Second, func() bool { return strings.Contains(s.errb.String(), "serving") }) {
+		t.Fatalf("serve did not start: %s", s.errb.String())
+	}
+	return s
+}
+
+// uiBrowser is one headless Chromium tab, and what its console said.
+type uiBrowser struct {
+	ctx     context.Context
+	t       *testing.T
+	console *uiConsole
+}
+
+// uiConsole keeps the exceptions and CSP refusals the page reported.
+type uiConsole struct {
+	mu       sync.Mutex
+	problems []string
+}
+
+// on returns the same tab for a subtest, so that its failures stop the
+// subtest and not its parent.
+func (b *uiBrowser) on(t *testing.T) *uiBrowser {
+	return &uiBrowser{ctx: b.ctx, t: t, console: b.console}
+}
+
+// newUIBrowser starts Chromium with a fresh profile, or skips the test when
+// it is not installed (fails it with TOOLMUX_REQUIRE_PEERS set). The tab
+// lives until the test ends; each action is bounded by the test's own
+// waits.
+func newUIBrowser(t *testing.T) *uiBrowser {
+	t.Helper()
+	if _, err := os.Stat(uiChromium); err != nil {
+		if os.Getenv("TOOLMUX_REQUIRE_PEERS") != "" {
+			t.Fatalf("Chromium is not installed at %s (apt-get install chromium), and TOOLMUX_REQUIRE_PEERS is set", uiChromium)
+		}
+		t.Skipf("Chromium is not installed at %s (apt-get install chromium): the browser tests of the web page are skipped", uiChromium)
+	}
+	opts := []chromedp.ExecAllocatorOption{
+		chromedp.ExecPath(uiChromium),
+		chromedp.NoSandbox,
+		chromedp.Headless,
+		chromedp.DisableGPU,
+		chromedp.NoFirstRun,
+		chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true),
+		chromedp.Flag("disable-quic", true),
+		chromedp.Flag("disable-dev-shm-usage", true),
+		// A headless tab is never hidden, but keep timers and frames at full
+		// speed whatever the machine's load.
+		chromedp.Flag("disable-background-timer-throttling", true),
+		chromedp.Flag("disable-renderer-backgrounding", true),
+		chromedp.UserDataDir(t.TempDir()),
+		chromedp.WindowSize(1440, 900),
+	}
+	allocCtx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	ctx, cancelTab := chromedp.NewContext(allocCtx)
+	t.Cleanup(func() {
+		cancelTab()
+		cancelAlloc()
+	})
+	b := &uiBrowser{ctx: ctx, t: t, console: &uiConsole{}}
+	if err := chromedp.Do(ctx); err != nil { // starts the browser
+		t.Fatalf("starting Chromium: %v", err)
+	}
+	// The page must run under its Content-Security-Policy without a
+	// refusal, and without an uncaught exception.
+	console := chromedp.Console(ctx)
+	go func() {
+		for m, err := range console {
+			if err != nil {
+				return
+			}
+			text := m.String()
+			if m.IsException() || strings.Contains(text, "Content Security Policy") {
+				b.console.mu.Lock()
+				b.console.problems = append(b.console.problems, text)
+				b.console.mu.Unlock()
+			}
+		}
+	}()
+	t.Cleanup(func() {
+		b.console.mu.Lock()
+		defer b.console.mu.Unlock()
+		for _, p := range b.console.problems {
+			t.Errorf("browser console: %s", p)
+		}
+	})
+	return b
+}
+
+// do runs actions within a minute.
+func (b *uiBrowser) do(actions ...chromedp.Action[chromedp.Void]) {
+	b.t.Helper()
+	ctx, cancel := context.WithTimeout(b.ctx, time.Minute)
+	defer cancel()
+	if err := chromedp.Do(ctx, actions...); err != nil {
+		b.shot("failure")
+		b.t.Fatalf("browser: %v", err)
+	}
+}
+
+// visible waits for an element to be visible.
+func (b *uiBrowser) visible(css string) {
+	b.t.Helper()
+	b.do(chromedp.WaitVisible(chromedp.CSS(css)))
+}
+
+// eval evaluates a JavaScript expression in the page.
+func uiEval[T any](b *uiBrowser, expr string) T {
+	b.t.Helper()
+	ctx, cancel := context.WithTimeout(b.ctx, time.Minute)
+	defer cancel()
+	v, err := chromedp.Run(ctx, chromedp.Evaluate[T](expr, chromedp.EvalAwaitPromise))
+	if err != nil {
+		b.t.Fatalf("evaluating %s: %v", expr, err)
+	}
+	return v
+}
+
+// until evaluates a boolean expression in the page until it is true.
+// (chromedp's Poll compiles its predicate with new Function, which the
+// page's Content-Security-Policy forbids, as it should.)
+func (b *uiBrowser) until(what, expr string) {
+	b.t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for {
+		ctx, cancel := context.WithTimeout(b.ctx, 10*time.Second)
+		ok, err := chromedp.Run(ctx, chromedp.Evaluate[bool](expr))
+		cancel()
+		if err == nil && ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			b.shot("failure")
+			b.t.Fatalf("waited a minute for %s (%s): %v", what, expr, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// fill sets the value of an input as typing does, with an input event.
+func (b *uiBrowser) fill(css, value string) {
+	b.t.Helper()
+	js, _ := json.Marshal(css)
+	v, _ := json.Marshal(value)
+	uiEval[bool](b, fmt.Sprintf(`(() => { const el = document.querySelector(%s); el.value = %s; el.dispatchEvent(new Event('input', {bubbles: true})); el.dispatchEvent(new Event('change', {bubbles: true})); return true; })()`, js, v))
+}
+
+// text returns an element's text.
+func (b *uiBrowser) text(css string) string {
+	b.t.Helper()
+	ctx, cancel := context.WithTimeout(b.ctx, time.Minute)
+	defer cancel()
+	s, err := chromedp.Run(ctx, chromedp.TextContent(chromedp.CSS(css)))
+	if err != nil {
+		b.t.Fatalf("text of %s: %v", css, err)
+	}
+	return s
+}
+
+// artifacts is where screenshots go: $TOOLMUX_ARTIFACTS, else
+// toolmux-artifacts in $GOTMPDIR or the system's temporary directory.
+func uiArtifacts(t *testing.T) string {
+	dir := os.Getenv("TOOLMUX_ARTIFACTS")
+	if dir == "" {
+		tmp := os.Getenv("GOTMPDIR")
+		if tmp == "" {
+			tmp = os.TempDir()
+		}
+		dir = filepath.Join(tmp, "toolmux-artifacts")
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// shot saves a full-page PNG screenshot as TEST-name.png.
+func (b *uiBrowser) shot(name string) {
+	b.t.Helper()
+	ctx, cancel := context.WithTimeout(b.ctx, 30*time.Second)
+	defer cancel()
+	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+	if err != nil {
+		b.t.Logf("screenshot %s: %v", name, err)
+		return
+	}
+	file := filepath.Join(uiArtifacts(b.t), strings.ReplaceAll(b.t.Name(), "/", "-")+"-"+name+".png")
+	if err := os.WriteFile(file, png, 0o644); err != nil {
+		b.t.Fatal(err)
+	}
+	b.t.Logf("screenshot: %s", file)
+}
+
+// uiAPICall makes a call through the HTTP API and returns its status and
+// record.
+func uiAPICall(t *testing.T, s *uiServed, token, server, tool, body string) (int, map[string]any) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, s.url("/api/tools/"+server+"/"+tool+"/call"), strings.NewReader(body))
+	if err != nil {
+		t.Error(err)
+		return 0, nil
+	}
+	req.Header.Set("Content-Type", "application/json")
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Error(err)
+		return 0, nil
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	var rec map[string]any
+	if err := json.Unmarshal(b, &rec); err != nil {
+		t.Errorf("call %s/%s: %d %s", server, tool, resp.StatusCode, b)
+	}
+	return resp.StatusCode, rec
+}
+
+// The page against a real gateway: the catalog; a call through /mcp by a
+// real MCP client, live with its final state; a call that needs approval,
+// approved by a click; the call form; the tasks; pausing and resuming the
+// stream without losing an event; the page's own modules (SSE parsing,
+// argument skeletons) in the browser.
+func TestBrowserUI(t *testing.T) {
+	s := startUIServe(t, workspace(t, ""))
+	b := newUIBrowser(t)
+
+	b.do(chromedp.Navigate(s.url("/")))
+	b.visible(`#conn[data-state="live"]`)
+
+	t.Run("catalog", func(t *testing.T) {
+		b := b.on(t)
+		b.do(chromedp.Navigate(s.url("/#catalog")))
+		b.visible(`#tools tr[data-name="builtin__read_file"]`)
+		b.visible(`#tools tr[data-name="builtin__shell"][data-approval="ask"] .badge.approval-ask`)
+		b.visible(`#servers tr[data-server="builtin"] .badge.state-ready`)
+		b.until("the endpoints", `document.getElementById('endpoints').textContent.includes('/mcp')`)
+		// The filters narrow the list: by approval, by text.
+		b.fill(`#tools-approval`, "ask")
+		b.until("the approval filter", `(() => {
+			const shown = [...document.querySelectorAll('#tools tbody tr')].filter(r => !r.hidden);
+			return shown.length > 0 && shown.every(r => r.dataset.approval === 'ask') && shown.some(r => r.dataset.name === 'builtin__shell');
+		})()`)
+		b.fill(`#tools-approval`, "")
+		b.do(chromedp.SendKeys(chromedp.CSS(`#tools-filter`), "read_file"))
+		b.until("the text filter", `(() => {
+			const shown = [...document.querySelectorAll('#tools tbody tr')].filter(r => !r.hidden).map(r => r.dataset.name);
+			return shown.includes('builtin__read_file') && shown.length < document.querySelectorAll('#tools tbody tr').length;
+		})()`)
+		b.shot("catalog")
+		b.fill(`#tools-filter`, "")
+	})
+
+	b.do(chromedp.Navigate(s.url("/#live")))
+	b.visible(`#conn[data-state="live"]`)
+
+	t.Run("mcp call live", func(t *testing.T) {
+		b := b.on(t)
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		cs, err := mcp.NewClient(&mcp.Implementation{Name: "browser-test"}, nil).Connect(ctx,
+			&mcp.StreamableClientTransport{Endpoint: s.url("/mcp")}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cs.Close()
+		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "builtin__read_file", Arguments: map[string]any{"path": "notes.txt"}})
+		if err != nil || res.IsError {
+			t.Fatalf("read_file through /mcp: %v %+v", err, res)
+		}
+		row := `#live-rows .row[data-name="builtin__read_file"][data-state="success"]`
+		b.visible(row)
+		if got := b.text(row + ` .c-detail`); !strings.Contains(got, "alpha") {
+			t.Errorf("the row shows %q, want the result (alpha…)", got)
+		}
+		// A failing call shows its error kind.
+		res, err = cs.CallTool(ctx, &mcp.CallToolParams{Name: "builtin__read_file", Arguments: map[string]any{"path": "missing.txt"}})
+		if err != nil || !res.IsError {
+			t.Fatalf("read_file of a missing file: %v %+v", err, res)
+		}
+		bad := `#live-rows .row[data-name="builtin__read_file"][data-state="error"]`
+		b.visible(bad)
+		if got := b.text(bad + ` .c-detail`); !strings.Contains(got, "file_not_found") {
+			t.Errorf("the failed row shows %q, want its kind", got)
+		}
+		// Its details: states, arguments, result.
+		b.do(chromedp.Click(chromedp.CSS(row + ` > summary`)))
+		b.visible(row + ` .states`)
+		if got := b.text(row + ` .body`); !strings.Contains(got, `"path": "notes.txt"`) || !strings.Contains(got, "executing") {
+			t.Errorf("the details show %q", got)
+		}
+		b.shot("live")
+	})
+
+	t.Run("approval", func(t *testing.T) {
+		b := b.on(t)
+		type answer struct {
+			code int
+			rec  map[string]any
+		}
+		done := make(chan answer, 1)
+		go func() {
+			code, rec := uiAPICall(t, s, "", "builtin", "shell", `{"arguments": {"command": "echo approved-in-the-browser"}, "task": "browser-task"}`)
+			done <- answer{code, rec}
+		}()
+		card := `.approval button[data-decision="once"]`
+		b.visible(card)
+		b.visible(`#live-rows .row[data-name="builtin__shell"][data-state="awaiting_approval"]`)
+		id := uiEval[string](b, `document.querySelector('.approval').dataset.callId`)
+		if !strings.Contains(b.text(`.approval[data-call-id="`+id+`"] .args`), "approved-in-the-browser") {
+			t.Errorf("the card does not show the command")
+		}
+		b.shot("approval")
+		b.do(chromedp.Click(chromedp.CSS(`.approval[data-call-id="` + id + `"] button[data-decision="once"]`)))
+		var got answer
+		select {
+		case got = <-done:
+		case <-time.After(time.Minute):
+			b.shot("failure")
+			t.Fatal("the approved call did not return")
+		}
+		if got.code != http.StatusOK || !strings.Contains(fmt.Sprint(got.rec["result"]), "approved-in-the-browser") {
+			t.Fatalf("the approved call: %d %v", got.code, got.rec)
+		}
+		b.visible(`#live-rows .row[data-call-id="` + id + `"][data-state="success"]`)
+		b.do(chromedp.WaitNotVisible(chromedp.CSS(`#approvals`)))
+		b.shot("approved")
+	})
+
+	t.Run("call form", func(t *testing.T) {
+		b := b.on(t)
+		b.do(chromedp.Navigate(s.url("/#call")))
+		b.do(chromedp.WaitReady(chromedp.CSS(`#call-tool option[value="builtin__read_file"]`)))
+		b.fill(`#call-tool`, "builtin__read_file")
+		// The arguments are prefilled from the schema: path is required.
+		if args := uiEval[string](b, `document.getElementById('call-args').value`); !strings.Contains(args, `"path": ""`) {
+			t.Errorf("prefilled arguments %q", args)
+		}
+		b.do(chromedp.SetValue(chromedp.CSS(`#call-args`), `{"path": "notes.txt", "limit": 2}`),
+			chromedp.Click(chromedp.CSS(`#call-submit`)))
+		b.visible(`#call-result .record[data-outcome="success"]`)
+		if got := b.text(`#call-result .result pre`); !strings.Contains(got, "beta") || strings.Contains(got, "gamma") {
+			t.Errorf("the result shows %q", got)
+		}
+		// Bad JSON is refused before anything is sent; an error the
+		// gateway answers is shown with its kind.
+		b.do(chromedp.SetValue(chromedp.CSS(`#call-args`), `{"path": `), chromedp.Click(chromedp.CSS(`#call-submit`)))
+		b.visible(`#call-args-error`)
+		b.do(chromedp.SetValue(chromedp.CSS(`#call-args`), `{"path": "../../etc/passwd"}`), chromedp.Click(chromedp.CSS(`#call-submit`)))
+		b.visible(`#call-result .record[data-outcome="path_not_in_workspace"] .error-box`)
+		b.shot("call")
+	})
+
+	t.Run("tasks", func(t *testing.T) {
+		b := b.on(t)
+		b.do(chromedp.Navigate(s.url("/#tasks")))
+		b.visible(`#tasks tr[data-task="browser-task"]`)
+		b.do(chromedp.Click(chromedp.CSS(`#tasks tr[data-task="browser-task"]`)))
+		b.visible(`#task-detail details.call`)
+		b.do(chromedp.Click(chromedp.CSS(`#task-detail details.call > summary`)))
+		b.visible(`#task-detail details.call .record[data-outcome="success"]`)
+		if got := b.text(`#task-detail`); !strings.Contains(got, "builtin__shell") {
+			t.Errorf("the task shows %q", got)
+		}
+		b.shot("tasks")
+	})
+
+	t.Run("pause and resume", func(t *testing.T) {
+		b := b.on(t)
+		b.do(chromedp.Navigate(s.url("/#live")))
+		b.visible(`#conn[data-state="live"]`)
+		// Something to resume from: the stream has delivered an event.
+		_, first := uiAPICall(t, s, "", "builtin", "list_directory", `{"arguments": {"path": "."}}`)
+		b.visible(`#live-rows .row[data-call-id="` + fmt.Sprint(first["id"]) + `"][data-state="success"]`)
+		b.do(chromedp.Click(chromedp.CSS(`#pause`)))
+		b.visible(`#conn[data-state="paused"]`)
+		// Calls made while the page does not listen are replayed when it
+		// resumes, because it reconnects with Last-Event-ID.
+		var ids []string
+		for range 3 {
+			code, rec := uiAPICall(t, s, "", "builtin", "list_directory", `{"arguments": {"path": "."}}`)
+			if code != http.StatusOK {
+				t.Fatalf("call: %d %v", code, rec)
+			}
+			ids = append(ids, fmt.Sprint(rec["id"]))
+		}
+		for _, id := range ids {
+			if n := uiEval[int](b, `document.querySelectorAll('#live-rows .row[data-call-id="`+id+`"]').length`); n != 0 {
+				t.Fatalf("a call made while paused is shown before resuming")
+			}
+		}
+		b.do(chromedp.Click(chromedp.CSS(`#pause`)))
+		b.visible(`#conn[data-state="live"]`)
+		for _, id := range ids {
+			b.visible(`#live-rows .row[data-call-id="` + id + `"][data-state="success"]`)
+		}
+		// Each call once: no duplicate rows from the replay.
+		if n := uiEval[int](b, `new Set([...document.querySelectorAll('#live-rows .row[data-kind="call"]')].map(r => r.dataset.callId)).size === document.querySelectorAll('#live-rows .row[data-kind="call"]').length ? 1 : 0`); n != 1 {
+			t.Error("a call has two rows after resuming")
+		}
+	})
+
+	t.Run("earlier events", func(t *testing.T) {
+		b := b.on(t)
+		// A new page shows what happens from now on...
+		b.do(chromedp.Reload())
+		b.visible(`#conn[data-state="live"]`)
+		_, rec := uiAPICall(t, s, "", "builtin", "list_directory", `{"arguments": {"path": "."}}`)
+		row := `#live-rows .row[data-call-id="` + fmt.Sprint(rec["id"]) + `"][data-state="success"]`
+		b.visible(row)
+		if n := uiEval[int](b, `document.querySelectorAll('#live-rows .row').length`); n != 1 {
+			t.Fatalf("a new page shows %d rows, want the one call made since", n)
+		}
+		// ...and events from before on demand, in their place (the shell
+		// call approved above).
+		b.do(chromedp.WaitEnabled(chromedp.CSS(`#live-earlier`)), chromedp.Click(chromedp.CSS(`#live-earlier`)))
+		b.visible(`#live-rows .row[data-name="builtin__shell"][data-state="success"]`)
+		b.until("the earlier rows below the later one", `(() => {
+			const rows = [...document.querySelectorAll('#live-rows .row[data-kind="call"]')];
+			return rows.length > 2 && rows[0].dataset.callId === '`+fmt.Sprint(rec["id"])+`';
+		})()`)
+	})
+
+	t.Run("modules", func(t *testing.T) {
+		b := b.on(t)
+		// The SSE parser by the WHATWG rules, fed in awkward chunks.
+		got := uiEval[string](b, `(async () => {
+			const {SSEParser} = await import('/ui/sse.js');
+			const run = (chunks, lastEventId = '') => {
+				const out = [];
+				const retries = [];
+				const p = new SSEParser((e) => out.push([e.type, e.data, e.lastEventId]), {lastEventId, onRetry: (ms) => retries.push(ms)});
+				for (const c of chunks) p.push(c);
+				p.end();
+				return JSON.stringify({out, retries, last: p.lastEventId});
+			};
+			return [
+				run(['id: 1\r', '\nevent: tool_state\r\ndata: {"a":1}\r', '\n\r\n']),
+				run(['\uFEFFdata: a\n', 'data:  b\ndata\n\n']),
+				run([': comment\nretry: 12a\nretry: 250\nid: 7\0\ndata: x\r\rdata: tail']),
+				run(['data: no id\n\n'], '41'),
+				run(['id: 9\nevent: gap\n\n', 'data: after\n\n']),
+			].join('\n');
+		})()`)
+		want := strings.Join([]string{
+			`{"out":[["tool_state","{\"a\":1}","1"]],"retries":[],"last":"1"}`,
+			`{"out":[["message","a\n b\n",""]],"retries":[],"last":""}`,
+			`{"out":[["message","x",""]],"retries":[250],"last":""}`,
+			`{"out":[["message","no id","41"]],"retries":[],"last":"41"}`,
+			`{"out":[["message","after","9"]],"retries":[],"last":"9"}`,
+		}, "\n")
+		if got != want {
+			t.Errorf("SSE parser:\n got %s\nwant %s", got, want)
+		}
+		// A range of events read on a connection of its own, which ends
+		// at the end of the range (what "Load them" on a gap does).
+		got = uiEval[string](b, `(async () => {
+			const {readRange} = await import('/ui/stream.js');
+			const ids = [];
+			const n = await readRange(2, 5, (e) => ids.push(e.id));
+			return JSON.stringify({n, ids});
+		})()`)
+		if want := `{"n":4,"ids":[2,3,4,5]}`; got != want {
+			t.Errorf("readRange: %s, want %s", got, want)
+		}
+		// Arguments prefilled from a schema: required properties, and
+		// optional ones with a default.
+		got = uiEval[string](b, `(async () => {
+			const {skeleton} = await import('/ui/catalog.js');
+			return JSON.stringify(skeleton({type: 'object', required: ['path', 'n', 'tags', 'mode', 'opt'],
+				properties: {path: {type: 'string'}, n: {type: 'integer', minimum: 1}, tags: {type: 'array'},
+					mode: {enum: ['fast', 'slow']}, opt: {type: ['null', 'object'], properties: {deep: {type: 'boolean'}}, required: ['deep']},
+					limit: {type: 'integer', default: 10}, skip: {type: 'boolean'}}}));
+		})()`)
+		if want := `{"path":"","n":1,"tags":[],"mode":"fast","opt":{"deep":false},"limit":10}`; got != want {
+			t.Errorf("skeleton: %s, want %s", got, want)
+		}
+	})
+
+	// The events of an agent run (no agent runs in toolmux serve yet, so
+	// they are fed to the live view's model directly), shown in the page
+	// beside the real rows for the screenshot.
+	t.Run("agent events", func(t *testing.T) {
+		b := b.on(t)
+		b.do(chromedp.Navigate(s.url("/#live")))
+		b.visible(`#conn[data-state="live"]`)
+		got := uiEval[string](b, `(async () => {
+			const {Live} = await import('/ui/live.js');
+			const rows = document.createElement('div');
+			rows.className = 'live-rows';
+			rows.id = 'synthetic';
+			document.getElementById('live-rows').before(rows);
+			const el = () => document.createElement('span');
+			const live = new Live({rows, stats: el(), empty: el(), capped: el(), onLoadRange: async () => 0, onFilterTask: () => {}});
+			const at = (s) => new Date(Date.UTC(2026, 10, 22, 10, 0, s)).toISOString();
+			const ag = {agent_name: 'main', display_name: 'Main agent'};
+			const st = (id, s, state, extra = {}) => ({id, event: 'tool_state', task: 't-1', time: at(s),
+				data: {call_id: 'c-1', batch: 'b-1', index: 0, server: 'builtin', tool: 'read_file', state, ...extra}});
+			const events = [
+				{id: 1, event: 'start_of_workflow', task: 't-1', time: at(0), data: {workflow_id: 'wf-1', input: [{role: 'user', content: 'Summarise README.md'}]}},
+				{id: 2, event: 'start_of_agent', task: 't-1', time: at(0), data: {...ag, agent_id: 'ag-1'}},
+				{id: 3, event: 'start_of_llm', task: 't-1', time: at(1), data: ag},
+				{id: 4, event: 'message', task: 't-1', time: at(2), data: {message_id: 'msg-1', delta: {content: 'Let me read '}}},
+				{id: 5, event: 'message', task: 't-1', time: at(2), data: {message_id: 'msg-1', delta: {content: 'the file'}}},
+				{id: 6, event: 'end_of_llm', task: 't-1', time: at(3), data: ag},
+				{id: 7, event: 'tool_call', task: 't-1', time: at(3), data: {tool_call_id: 'c-1', tool_name: 'builtin__read_file', tool_input: {path: 'README.md'}}},
+				{id: 9, event: 'tool_output', task: 't-1', time: at(4), data: {call_id: 'c-1', server: 'builtin', tool: 'read_file', progress: {progress: 3, total: 10, message: 'page 3 of 10'}}},
+				st(8, 3, 'executing', {previous_state: 'scheduled', previous_ms: 0.1, total_ms: 0.2}),
+				st(10, 5, 'success', {previous_state: 'executing', previous_ms: 2000, total_ms: 2000.2}),
+				{id: 11, event: 'tool_call', task: 't-1', time: at(5), data: {tool_call_id: 'c-1', tool_name: 'builtin__read_file', tool_input: {result: '# toolmux'}}},
+				{id: 12, event: 'end_of_agent', task: 't-1', time: at(30), data: {...ag, agent_id: 'ag-1'}},
+				{event: 'gap', task: 't-1', time: at(31), data: {missed: 312, from_id: 13, to_id: 324, reason: 'slow'}},
+				{id: 325, event: 'show_error', task: 't-1', time: at(40), data: {error: 'the model provider answered 401'}},
+				{id: 326, event: 'end_of_workflow', task: 't-1', time: at(41), data: {workflow_id: 'wf-1'}},
+			];
+			for (const e of events) live.handle(e);
+			live.flush();
+			return JSON.stringify([...rows.children].map((r) => [r.dataset.kind, r.dataset.state,
+				r.querySelector('.c-what').textContent, r.querySelector('.c-detail').textContent, r.querySelector('.c-dur').textContent]));
+		})()`)
+		want := `[["error","error","error","the model provider answered 401",""],` +
+			`["gap","gap","gap","312 events missed (ids 13–324, slow)",""],` +
+			`["call","success","builtin__read_file","# toolmux","2.00 s"],` +
+			`["message","message","message","Let me read the file",""],` +
+			`["llm","done","LLM · Main agent","model turn","2.00 s"],` +
+			`["agent","done","agent Main agent","main","30.0 s"],` +
+			`["workflow","failed","workflow wf-1","Summarise README.md","41.0 s"]]`
+		if got != want {
+			t.Errorf("agent events:\n got %s\nwant %s", got, want)
+		}
+		b.do(chromedp.Click(chromedp.CSS(`#synthetic .row[data-kind="call"] > summary`)))
+		b.visible(`#synthetic .row[data-kind="call"] .states`)
+		b.shot("agent-events")
+		uiEval[bool](b, `(document.getElementById('synthetic').remove(), true)`)
+	})
+
+	// The same page in the system's dark mode.
+	t.Run("dark", func(t *testing.T) {
+		b := b.on(t)
+		dark := func(on bool) chromedp.Action[chromedp.Void] {
+			return chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
+				var features []*emulation.MediaFeature
+				if on {
+					features = []*emulation.MediaFeature{{Name: "prefers-color-scheme", Value: "dark"}}
+				}
+				_, err := cdp.Call(ctx, tg, emulation.SetEmulatedMedia, emulation.SetEmulatedMediaParams{Features: features})
+				return err
+			})
+		}
+		b.do(dark(true))
+		defer b.do(dark(false))
+		b.until("dark colours", `getComputedStyle(document.body).backgroundColor === 'rgb(18, 21, 27)'`)
+		b.do(chromedp.Click(chromedp.CSS(`#live-rows .row[data-kind="call"][data-state="error"] > summary`)))
+		b.shot("dark")
+	})
+
+	// The live view keeps at most maxRows rows, never drops a call that
+	// still runs, and ignores late events of a dropped row.
+	t.Run("row cap", func(t *testing.T) {
+		b := b.on(t)
+		got := uiEval[string](b, `(async () => {
+			const {Live, MAX_ROWS} = await import('/ui/live.js');
+			const rows = document.createElement('div');
+			const el = () => document.createElement('span');
+			const live = new Live({rows, stats: el(), empty: el(), capped: el(), onLoadRange: async () => 0, onFilterTask: () => {}});
+			const time = new Date().toISOString();
+			const state = (id, call, s) => ({id, event: 'tool_state', time, data: {call_id: call, server: 'fx', tool: 'echo', state: s, total_ms: 1}});
+			let id = 0;
+			live.handle(state(++id, 'running', 'executing'));
+			for (let i = 0; i < MAX_ROWS + 100; i++) {
+				live.handle(state(++id, 'c' + i, 'executing'));
+				live.handle(state(++id, 'c' + i, 'success'));
+			}
+			live.flush();
+			live.handle(state(++id, 'c0', 'error')); // c0 was dropped
+			live.flush();
+			return JSON.stringify({max: MAX_ROWS, rows: rows.children.length,
+				running: !!rows.querySelector('[data-call-id="running"][data-state="executing"]'),
+				c0: !!rows.querySelector('[data-call-id="c0"]'), last: !!rows.querySelector('[data-call-id="c599"]')});
+		})()`)
+		if want := fmt.Sprintf(`{"max":%d,"rows":%d,"running":true,"c0":false,"last":true}`, uiMaxRows, uiMaxRows); got != want {
+			t.Errorf("row cap: %s, want %s", got, want)
+		}
+	})
+}
+
+// The page with a gateway that wants a token: the page and its files load
+// without it, the page asks for it when the API answers 401, and then
+// shows the data and streams events with it.
+func TestBrowserToken(t *testing.T) {
+	const token = "browser-test-token"
+	s := startUIServe(t, workspace(t, ""), "--token", token)
+	// The page needs no token; the API and the plain-text index do.
+	for path, want := range map[string]int{"/ui/app.js": 200, "/api/tools": 401, "/mcp": 401} {
+		resp, err := http.Get(s.url(path))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != want {
+			t.Errorf("GET %s without the token: %d, want %d", path, resp.StatusCode, want)
+		}
+	}
+	b := newUIBrowser(t)
+	b.do(chromedp.Navigate(s.url("/#catalog")))
+	b.visible(`#token-dialog[open] #token-input`)
+	b.visible(`#conn[data-state="unauthorized"]`)
+	b.shot("asks")
+	b.do(chromedp.SendKeys(chromedp.CSS(`#token-input`), token), chromedp.Click(chromedp.CSS(`#token-form button[type="submit"]`)))
+	b.visible(`#tools tr[data-name="builtin__read_file"]`)
+	b.visible(`#conn[data-state="live"]`)
+	if got := uiEval[string](b, `sessionStorage.getItem('toolmux.token')`); got != token {
+		t.Errorf("session storage holds %q", got)
+	}
+	// Events come with the token too; a reload keeps it.
+	b.do(chromedp.Navigate(s.url("/#live")))
+	b.visible(`#conn[data-state="live"]`)
+	_, rec := uiAPICall(t, s, token, "builtin", "list_directory", `{"arguments": {"path": "."}}`)
+	b.visible(`#live-rows .row[data-call-id="` + fmt.Sprint(rec["id"]) + `"][data-state="success"]`)
+	b.shot("with-token")
+}
+
+// Thousands of events: the page keeps up, stays responsive and keeps a
+// bounded number of rows.
+func TestBrowserManyEvents(t *testing.T) {
+	s := startUIServe(t, workspace(t, ""))
+	b := newUIBrowser(t)
+	b.do(chromedp.Navigate(s.url("/")))
+	b.visible(`#conn[data-state="live"]`)
+
+	// Every call is six events (four states, its input and its result):
+	// 850 calls make 5100.
+	const calls, workers = 850, 8
+	start := time.Now()
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() {
+			for i := w; i < calls; i += workers {
+				if code, rec := uiAPICall(t, s, "", "builtin", "list_directory", `{"arguments": {"path": "."}}`); code != http.StatusOK {
+					t.Errorf("call %d: %d %v", i, code, rec)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if t.Failed() {
+		t.FailNow()
+	}
+	// The last call's row in its final state means the page has read
+	// everything before it.
+	_, last := uiAPICall(t, s, "", "builtin", "list_directory", `{"arguments": {"path": "."}}`)
+	b.visible(`#live-rows .row[data-call-id="` + fmt.Sprint(last["id"]) + `"][data-state="success"]`)
+	t.Logf("%d calls made and shown in %s", calls+1, time.Since(start).Round(time.Millisecond))
+
+	type stats struct {
+		Events, Missed, Rows int
+		Capped               bool
+		Sum                  int
+	}
+	raw := uiEval[string](b, `JSON.stringify({
+		events: Number(document.getElementById('live-stats').dataset.events),
+		missed: [...document.querySelectorAll('#live-rows .row[data-kind="gap"]')].length,
+		rows: document.querySelectorAll('#live-rows > .row').length,
+		capped: !document.getElementById('live-capped').hidden,
+		sum: 1 + 1,
+	})`)
+	var st stats
+	if err := json.Unmarshal([]byte(raw), &st); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("page: %+v", st)
+	if st.Sum != 2 {
+		t.Errorf("the page did not evaluate a script: %s", raw)
+	}
+	if st.Events < 5000 && st.Missed == 0 {
+		t.Errorf("the page counted %d events, want at least 5000", st.Events)
+	}
+	if st.Rows > uiMaxRows || st.Rows < uiMaxRows/2 {
+		t.Errorf("%d rows in the page, want at most %d (and many)", st.Rows, uiMaxRows)
+	}
+	if !st.Capped {
+		t.Error("the page does not say that older rows left it")
+	}
+	// Still responsive: the filter applies to what is shown.
+	b.fill(`#live-filter`, fmt.Sprint(last["id"]))
+	b.until("the filter", `[...document.querySelectorAll('#live-rows > .row')].filter(r => !r.hidden).length === 1`)
+	b.fill(`#live-filter`, "")
+	b.until("the filter cleared", `[...document.querySelectorAll('#live-rows > .row')].filter(r => !r.hidden).length > 1`)
+	b.shot("5000-events")
+}

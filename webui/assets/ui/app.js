@@ -1,0 +1,201 @@
+// The page's entry point: finds its elements, wires the views to the API
+// and the event stream, and handles the token and the tabs.
+
+import {getToken, setToken, onTokenChange, onUnauthorized} from './api.js';
+import {EventStream, readRange} from './stream.js';
+import {Live} from './live.js';
+import {Approvals} from './approvals.js';
+import {Catalog} from './catalog.js';
+import {Tasks} from './tasks.js';
+import {debounce, setText} from './util.js';
+
+const $ = (id) => document.getElementById(id);
+
+const banner = $('banner');
+function say(text) {
+  banner.hidden = !text;
+  setText(banner, text || '');
+}
+
+// --- approvals ------------------------------------------------------------
+
+const approvals = new Approvals({
+  section: $('approvals'),
+  cards: $('approval-cards'),
+  count: $('approvals-count'),
+  onCount: (n) => { document.title = n ? `(${n}) toolmux` : 'toolmux'; },
+});
+
+// --- the live view and the stream ----------------------------------------
+
+const liveFilter = $('live-filter');
+const liveKind = $('live-kind');
+
+const live = new Live({
+  rows: $('live-rows'),
+  stats: $('live-stats'),
+  empty: $('live-empty'),
+  capped: $('live-capped'),
+  onLoadRange: (from, to) => readRange(from, to, (env) => live.handle(env, {replayed: true})),
+  onFilterTask: (task) => {
+    liveFilter.value = task;
+    live.setFilter(task, liveKind.value);
+  },
+});
+
+const refilter = debounce(() => live.setFilter(liveFilter.value, liveKind.value), 120);
+liveFilter.addEventListener('input', refilter);
+liveKind.addEventListener('change', refilter);
+$('live-clear').addEventListener('click', () => live.clear());
+
+// "Load earlier events" replays the 500 events before the oldest one the
+// page has (or before the gateway's last id, which heartbeats tell).
+const earlier = $('live-earlier');
+let earliestAsked = 0;
+function earlierRange() {
+  const below = earliestAsked || live.minId || (live.serverLastId ? live.serverLastId + 1 : 0);
+  const to = below - 1;
+  return to >= 1 ? [Math.max(1, to - 499), to] : null;
+}
+earlier.addEventListener('click', async () => {
+  const r = earlierRange();
+  if (!r) return;
+  earlier.disabled = true;
+  setText(earlier, 'Loading…');
+  try {
+    await readRange(r[0], r[1], (env) => live.handle(env, {replayed: true}));
+    earliestAsked = r[0];
+  } catch (e) {
+    say(`Could not load earlier events: ${e.message}`);
+  }
+  setText(earlier, 'Load earlier events');
+  earlier.disabled = !earlierRange();
+});
+function updateEarlier() {
+  if (earlier.textContent !== 'Loading…') earlier.disabled = !earlierRange();
+}
+setInterval(updateEarlier, 1000);
+
+const conn = $('conn');
+const pauseBtn = $('pause');
+let reconnectAt = 0;
+let lastStatus = '';
+
+function showStatus(status, detail = {}) {
+  conn.dataset.state = status;
+  reconnectAt = status === 'reconnecting' ? detail.until : 0;
+  conn.title = detail.error ? `The event stream: ${detail.error}` : 'The event stream /api/events';
+  switch (status) {
+    case 'connecting': setText(conn, 'connecting…'); break;
+    case 'live': setText(conn, 'live'); break;
+    case 'paused': setText(conn, 'paused'); break;
+    case 'unauthorized': setText(conn, 'token needed'); break;
+    case 'reconnecting': tickStatus(); break;
+    default: setText(conn, status);
+  }
+  setText(pauseBtn, status === 'paused' ? 'Resume' : 'Pause');
+  if (status === 'live' && lastStatus !== 'live') {
+    // Answers given while the page was away are not replayed as a list:
+    // read the queue again.
+    approvals.refresh();
+    say('');
+  }
+  if (status === 'reconnecting' && detail.error) say(`The event stream is down (${detail.error}); the page reconnects by itself and resumes where it stopped.`);
+  lastStatus = status;
+}
+function tickStatus() {
+  if (!reconnectAt) return;
+  setText(conn, `reconnecting in ${Math.max(0, Math.ceil((reconnectAt - Date.now()) / 1000))}s`);
+}
+setInterval(tickStatus, 1000);
+
+// The tasks list follows the calls while it is shown.
+const tasksSoon = debounce(() => { if (location.hash === '#tasks') tasks.refresh({detail: false}); }, 1000);
+
+const stream = new EventStream({
+  onEvent: (env) => {
+    live.handle(env);
+    if (earlier.disabled) updateEarlier();
+    if (env.event === 'approval_request' || env.event === 'approval_resolved') approvals.refreshSoon();
+    if (env.event === 'end_of_workflow' || (env.event === 'tool_state' && ['success', 'error', 'cancelled'].includes(env.data && env.data.state))) tasksSoon();
+  },
+  onStatus: showStatus,
+});
+
+conn.addEventListener('click', () => { if (stream.status === 'reconnecting') stream.start(); });
+pauseBtn.addEventListener('click', () => {
+  if (stream.status === 'paused') stream.start();
+  else stream.pause();
+});
+
+// --- catalog, call form, tasks --------------------------------------------
+
+const catalog = new Catalog({
+  servers: $('servers'), serversError: $('servers-error'), serversRefresh: $('servers-refresh'),
+  endpoints: $('endpoints'),
+  tools: $('tools'), toolsError: $('tools-error'), toolsCount: $('tools-count'),
+  toolsFilter: $('tools-filter'), toolsServer: $('tools-server'), toolsApproval: $('tools-approval'),
+  callForm: $('call-form'), callTool: $('call-tool'), callDesc: $('call-desc'), callArgs: $('call-args'),
+  callArgsError: $('call-args-error'), callTask: $('call-task'), callSubmit: $('call-submit'),
+  callReset: $('call-reset'), callSchema: $('call-schema'), callResult: $('call-result'),
+});
+
+const tasks = new Tasks({
+  table: $('tasks'), empty: $('tasks-empty'), error: $('tasks-error'), detail: $('task-detail'),
+  status: $('tasks-status'), refresh: $('tasks-refresh'),
+});
+
+// --- tabs -----------------------------------------------------------------
+
+const TABS = ['live', 'catalog', 'tasks', 'call'];
+function showTab() {
+  const name = TABS.includes(location.hash.slice(1)) ? location.hash.slice(1) : 'live';
+  for (const panel of document.querySelectorAll('[data-tab-panel]')) panel.hidden = panel.dataset.tabPanel !== name;
+  for (const a of document.querySelectorAll('[data-tab]')) {
+    if (a.dataset.tab === name) a.setAttribute('aria-current', 'page');
+    else a.removeAttribute('aria-current');
+  }
+  if (name === 'catalog') catalog.refresh();
+  if (name === 'call' && !catalog.loaded) catalog.refresh();
+  if (name === 'tasks') tasks.refresh();
+}
+window.addEventListener('hashchange', showTab);
+
+// --- the token --------------------------------------------------------------
+
+const dialog = $('token-dialog');
+const tokenInput = $('token-input');
+function askToken() {
+  if (dialog.open) return;
+  tokenInput.value = getToken();
+  dialog.showModal();
+  tokenInput.focus();
+}
+onUnauthorized(() => {
+  say('This gateway wants a bearer token.');
+  askToken();
+});
+$('token-btn').addEventListener('click', askToken);
+$('token-form').addEventListener('submit', (e) => {
+  e.preventDefault();
+  dialog.close();
+  setToken(tokenInput.value.trim());
+});
+$('token-clear').addEventListener('click', () => {
+  tokenInput.value = '';
+  dialog.close();
+  setToken('');
+});
+$('token-cancel').addEventListener('click', () => dialog.close());
+onTokenChange(() => {
+  say('');
+  stream.restart();
+  approvals.refresh();
+  showTab();
+});
+
+// --- start ------------------------------------------------------------------
+
+stream.start();
+approvals.refresh();
+showTab();

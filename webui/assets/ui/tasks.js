@@ -1,0 +1,111 @@
+// Past tasks from the task log (GET /api/tasks) and one task with its
+// steps, message histories and calls (GET /api/tasks/{id}).
+
+import {api} from './api.js';
+import {h, fmtDateTime, fmtDuration, showError, truncate, prettyJSON} from './util.js';
+import {renderRecord, recordOutcome} from './record.js';
+
+export class Tasks {
+  constructor({table, empty, error, detail, status, refresh}) {
+    this.table = table;
+    this.emptyEl = empty;
+    this.errorEl = error;
+    this.detail = detail;
+    this.statusEl = status;
+    this.selected = '';
+    status.addEventListener('change', () => this.refresh());
+    refresh.addEventListener('click', () => this.refresh());
+  }
+
+  // refresh reads the list again, and the open task unless detail is
+  // false (the list follows the stream; the task a person reads does not
+  // change under them).
+  async refresh({detail = true} = {}) {
+    const q = new URLSearchParams({limit: '100'});
+    if (this.statusEl.value) q.set('status', this.statusEl.value);
+    let list;
+    try {
+      list = await api(`/api/tasks?${q}`);
+      showError(this.errorEl, null);
+    } catch (e) {
+      showError(this.errorEl, e);
+      return;
+    }
+    list = Array.isArray(list) ? list : [];
+    this.emptyEl.hidden = list.length > 0;
+    const body = this.table.tBodies[0];
+    body.replaceChildren(...list.map((t) => {
+      const end = t.ended_at ? Date.parse(t.ended_at) : NaN;
+      const dur = Number.isNaN(end) ? '–' : fmtDuration(end - Date.parse(t.created_at));
+      const row = h('tr', {tabIndex: 0, dataset: {task: t.id}, class: t.id === this.selected ? 'selected' : '',
+        on: {
+          click: () => this.open(t.id),
+          keydown: (e) => { if (e.key === 'Enter') this.open(t.id); },
+        }},
+      h('td', {}, h('div', {class: 'mono', text: truncate(t.id, 40), title: t.id}), t.input ? h('div', {class: 'muted', text: truncate(t.input, 80)}) : null),
+      h('td', {}, h('span', {class: `badge task-${t.status}`, text: t.status})),
+      h('td', {class: 'when', text: fmtDateTime(t.created_at)}),
+      h('td', {class: 'num', text: dur}),
+      h('td', {class: 'num', text: String(t.calls ?? '')}),
+      h('td', {class: `num${t.errors ? ' bad' : ''}`, text: String(t.errors ?? '')}));
+      return row;
+    }));
+    if (this.selected && detail) await this.open(this.selected, {quiet: true});
+  }
+
+  async open(id, {quiet = false} = {}) {
+    this.selected = id;
+    for (const r of this.table.tBodies[0].rows) r.classList.toggle('selected', r.dataset.task === id);
+    if (!quiet) this.detail.replaceChildren(h('p', {class: 'muted', text: 'Loading…'}));
+    let t;
+    try {
+      t = await api(`/api/tasks/${encodeURIComponent(id)}`);
+    } catch (e) {
+      this.detail.replaceChildren(h('div', {class: 'error-box'}, h('strong', {class: 'kind', text: e.kind}), ' ', e.message));
+      return;
+    }
+    const parts = [
+      h('h2', {}, 'Task ', h('span', {class: 'mono', text: t.id})),
+      h('div', {class: 'kvs'},
+        kv('status', t.status), kv('started', fmtDateTime(t.created_at)),
+        kv('ended', t.ended_at ? fmtDateTime(t.ended_at) : ''),
+        kv('calls', (t.calls || []).length)),
+    ];
+    if (t.input) parts.push(h('div', {class: 'section'}, h('h4', {text: 'Input'}), h('pre', {text: t.input})));
+    if (t.final_answer) parts.push(h('div', {class: 'section'}, h('h4', {text: 'Final answer'}), h('pre', {text: t.final_answer})));
+    if (t.steps && t.steps.length) {
+      parts.push(h('div', {class: 'section'}, h('h4', {text: `Steps (${t.steps.length})`}),
+        h('ol', {class: 'steps'}, ...t.steps.map((s) => h('li', {class: `level-${s.level}`},
+          h('span', {class: 'muted', text: fmtDateTime(s.time)}), ' ', h('strong', {text: s.name}), ' ', s.message || '')))));
+    }
+    for (const sh of t.sessions || []) {
+      parts.push(h('details', {class: 'section'}, h('summary', {text: `Messages of ${sh.session || 'the main agent'} (${(sh.messages || []).length})`}),
+        ...(sh.messages || []).map((m) => h('div', {class: `msg role-${m.role}`}, h('span', {class: 'tag', text: m.role}),
+          h('pre', {text: typeof m.content === 'string' ? m.content : prettyJSON(m.content)})))));
+    }
+    const calls = t.calls || [];
+    if (calls.length) {
+      parts.push(h('h3', {text: `Calls (${calls.length})`}));
+      for (const rec of calls) {
+        const outcome = recordOutcome(rec);
+        const d = h('details', {class: 'call'},
+          h('summary', {},
+            h('span', {class: `badge state-${outcome === 'success' ? 'success' : 'error'}`, text: outcome}), ' ',
+            h('span', {class: 'mono', text: rec.name || `${rec.server}__${rec.tool}`}), ' ',
+            h('span', {class: 'muted', text: `${fmtDuration(rec.duration_ms)} · ${fmtDateTime(rec.started_at)}`})));
+        d.addEventListener('toggle', () => {
+          if (d.open && d.children.length === 1) d.append(renderRecord(rec));
+        }, {once: true});
+        parts.push(d);
+      }
+    } else {
+      parts.push(h('p', {class: 'muted', text: 'No calls.'}));
+    }
+    this.detail.replaceChildren(...parts);
+  }
+}
+
+function kv(k, v) {
+  if (v === undefined || v === null || v === '') return null;
+  return h('div', {class: 'kv'}, h('span', {class: 'k', text: k}), h('span', {class: 'v', text: String(v)}));
+}
