@@ -7,11 +7,9 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -19,8 +17,6 @@ import (
 	"github.com/chromedp/cdproto/emulation"
 	"github.com/chromedp/chromedp"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
-
-	"github.com/toolmux/toolmux/internal/testservers"
 )
 
 // The web page of toolmux serve, in a real headless Chromium against a real
@@ -32,51 +28,6 @@ const uiChromium = "/usr/bin/chromium"
 
 // uiMaxRows is live.js's MAX_ROWS: the rows the live view keeps.
 const uiMaxRows = 500
-
-// uiServed is a toolmux serve process.
-type uiServed struct {
-	addr string
-	dir  string
-	cmd  *exec.Cmd
-	errb *testservers.SyncBuffer
-}
-
-func (s *uiServed) url(path string) string { return "http://" + s.addr + path }
-
-// startUIServe runs toolmux serve on a free port in dir, with its data in a
-// directory of the test's own. It is stopped (SIGTERM, then checked for a
-// clean exit) when the test ends; tests register their browser after it,
-// so the browser is gone first and no event stream holds the shutdown.
-func startUIServe(t *testing.T, dir string, args ...string) *uiServed {
-	t.Helper()
-	s := &uiServed{addr: fmt.Sprintf("127.0.0.1:%d", testservers.FreePort(t)), dir: dir, errb: &testservers.SyncBuffer{}}
-	s.cmd = exec.Command(binary, append([]string{"serve", "--addr", s.addr}, args...)...)
-	s.cmd.Dir = dir
-	s.cmd.Env = append(os.Environ(), "XDG_DATA_HOME="+t.TempDir())
-	s.cmd.Stderr = s.errb
-	if err := s.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- s.cmd.Wait() }()
-	t.Cleanup(func() {
-		_ = s.cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case err := <-exited:
-			if err != nil {
-				t.Errorf("serve did not exit cleanly: %v\n%s", err, s.errb.String())
-			}
-		case <-time.After(30 * time.Second):
-			_ = s.cmd.Process.Kill()
-			<-exited
-			t.Errorf("serve did not stop within 30s of SIGTERM\n%s", s.errb.String())
-		}
-	})
-	if !testservers.Eventually(30*time.Second, func() bool { return strings.Contains(s.errb.String(), "serving") }) {
-		t.Fatalf("serve did not start: %s", s.errb.String())
-	}
-	return s
-}
 
 // uiBrowser is one headless Chromium tab, and what its console said.
 type uiBrowser struct {
@@ -269,7 +220,7 @@ func (b *uiBrowser) shot(name string) {
 
 // uiAPICall makes a call through the HTTP API and returns its status and
 // record.
-func uiAPICall(t *testing.T, s *uiServed, token, server, tool, body string) (int, map[string]any) {
+func uiAPICall(t *testing.T, s *serveProc, token, server, tool, body string) (int, map[string]any) {
 	t.Helper()
 	req, err := http.NewRequest(http.MethodPost, s.url("/api/tools/"+server+"/"+tool+"/call"), strings.NewReader(body))
 	if err != nil {
@@ -300,7 +251,7 @@ func uiAPICall(t *testing.T, s *uiServed, token, server, tool, body string) (int
 // stream without losing an event; the page's own modules (SSE parsing,
 // argument skeletons) in the browser.
 func TestBrowserUI(t *testing.T) {
-	s := startUIServe(t, workspace(t, ""))
+	s := startServeProc(t, workspace(t, ""), "")
 	b := newUIBrowser(t)
 
 	b.do(chromedp.Navigate(s.url("/")))
@@ -667,7 +618,7 @@ func TestBrowserUI(t *testing.T) {
 // shows the data and streams events with it.
 func TestBrowserToken(t *testing.T) {
 	const token = "browser-test-token"
-	s := startUIServe(t, workspace(t, ""), "--token", token)
+	s := startServeProc(t, workspace(t, ""), "", "--token", token)
 	// The page needs no token; the API and the plain-text index do.
 	for path, want := range map[string]int{"/ui/app.js": 200, "/api/tools": 401, "/mcp": 401} {
 		resp, err := http.Get(s.url(path))
@@ -701,7 +652,7 @@ func TestBrowserToken(t *testing.T) {
 // Thousands of events: the page keeps up, stays responsive and keeps a
 // bounded number of rows.
 func TestBrowserManyEvents(t *testing.T) {
-	s := startUIServe(t, workspace(t, ""))
+	s := startServeProc(t, workspace(t, ""), "")
 	b := newUIBrowser(t)
 	b.do(chromedp.Navigate(s.url("/")))
 	b.visible(`#conn[data-state="live"]`)

@@ -34,10 +34,10 @@ func TestServeEventsResumeAcrossRestart(t *testing.T) {
 	if len(all) < 5*3 {
 		t.Fatalf("only %d events for 5 calls", len(all))
 	}
-	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+	if err := p.signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
-	if err := p.cmd.Wait(); err != nil {
+	if err := p.wait(); err != nil {
 		t.Fatalf("serve: %v\n%s", err, p.stderr.String())
 	}
 

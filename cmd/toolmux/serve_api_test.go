@@ -2,11 +2,9 @@ package main_test
 
 import (
 	"encoding/json"
-	"fmt"
 	"io"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -21,20 +19,8 @@ import (
 // /api/approvals; the call is then in the task log.
 func TestServeAPIApproval(t *testing.T) {
 	dir := workspace(t, "")
-	addr := fmt.Sprintf("127.0.0.1:%d", testservers.FreePort(t))
-	cmd := exec.Command(binary, "serve", "--addr", addr)
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "XDG_DATA_HOME="+t.TempDir())
-	var errb testservers.SyncBuffer
-	cmd.Stderr = &errb
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer cmd.Process.Kill()
-	if !testservers.Eventually(30*time.Second, func() bool { return strings.Contains(errb.String(), "serving") }) {
-		t.Fatalf("serve did not start: %s", errb.String())
-	}
-	base := "http://" + addr + "/api"
+	p := startServeProc(t, dir, "")
+	base := p.url("/api")
 	getJSON := func(path string, v any) {
 		t.Helper()
 		resp, err := http.Get(base + path)
@@ -82,10 +68,10 @@ func TestServeAPIApproval(t *testing.T) {
 		getJSON("/approvals", &pending)
 		return len(pending) == 1
 	}) {
-		t.Fatalf("no pending approval; stderr: %s", errb.String())
+		t.Fatalf("no pending approval; stderr: %s", p.stderr.String())
 	}
-	if !strings.Contains(errb.String(), "/api/approvals/"+pending[0].ID) {
-		t.Errorf("the console does not say where to answer: %s", errb.String())
+	if !strings.Contains(p.stderr.String(), "/api/approvals/"+pending[0].ID) {
+		t.Errorf("the console does not say where to answer: %s", p.stderr.String())
 	}
 	resp, err := http.Post(base+"/approvals/"+pending[0].ID, "application/json", strings.NewReader(`{"decision": "once"}`))
 	if err != nil {
@@ -114,10 +100,10 @@ func TestServeAPIApproval(t *testing.T) {
 	if !ok {
 		t.Errorf("the call is not in the task log: %+v", tasks)
 	}
-	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+	if err := p.signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
-	if err := cmd.Wait(); err != nil {
-		t.Errorf("serve did not exit cleanly: %v\n%s", err, errb.String())
+	if err := p.wait(); err != nil {
+		t.Errorf("serve did not exit cleanly: %v\n%s", err, p.stderr.String())
 	}
 }

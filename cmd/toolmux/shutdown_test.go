@@ -3,12 +3,10 @@ package main_test
 import (
 	"bufio"
 	"context"
-	"encoding/json"
 	"fmt"
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -20,84 +18,6 @@ import (
 
 	"github.com/toolmux/toolmux/internal/testservers"
 )
-
-// serveProc is a `toolmux serve` process of a test.
-type serveProc struct {
-	cmd    *exec.Cmd
-	addr   string
-	stderr *testservers.SyncBuffer
-}
-
-// startServeProc starts `toolmux serve` in dir with its data under
-// dataHome, and waits until it serves.
-func startServeProc(t *testing.T, dir, dataHome string, args ...string) *serveProc {
-	t.Helper()
-	addr := fmt.Sprintf("127.0.0.1:%d", testservers.FreePort(t))
-	cmd := exec.Command(binary, append([]string{"serve", "--addr", addr}, args...)...)
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "XDG_DATA_HOME="+dataHome)
-	p := &serveProc{cmd: cmd, addr: addr, stderr: &testservers.SyncBuffer{}}
-	cmd.Stderr = p.stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	if !testservers.Eventually(30*time.Second, func() bool { return strings.Contains(p.stderr.String(), "serving") }) {
-		t.Fatalf("serve did not start: %s", p.stderr.String())
-	}
-	return p
-}
-
-func (p *serveProc) connect(t *testing.T, ctx context.Context) *mcp.ClientSession {
-	t.Helper()
-	client := mcp.NewClient(&mcp.Implementation{Name: "test"}, nil)
-	cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: "http://" + p.addr + "/mcp"}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return cs
-}
-
-// getJSON decodes the answer of a GET to the process's API.
-func (p *serveProc) getJSON(t *testing.T, path string, v any) {
-	t.Helper()
-	resp, err := http.Get("http://" + p.addr + path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("GET %s: %s", path, resp.Status)
-	}
-	if err := json.NewDecoder(resp.Body).Decode(v); err != nil {
-		t.Fatalf("GET %s: %v", path, err)
-	}
-}
-
-// recordedCalls returns every call record in the task log, through the
-// API: its tasks, then each task's calls.
-func (p *serveProc) recordedCalls(t *testing.T) []callRecord {
-	t.Helper()
-	var tasks []struct{ ID string }
-	p.getJSON(t, "/api/tasks?limit=1000", &tasks)
-	var out []callRecord
-	for _, task := range tasks {
-		var d struct{ Calls []callRecord }
-		p.getJSON(t, "/api/tasks/"+task.ID, &d)
-		out = append(out, d.Calls...)
-	}
-	return out
-}
-
-type callRecord struct {
-	ID        string         `json:"id"`
-	Tool      string         `json:"tool"`
-	Arguments map[string]any `json:"arguments"`
-	Error     *struct {
-		Kind    string `json:"kind"`
-		Message string `json:"message"`
-	} `json:"error"`
-}
 
 // On SIGTERM, serve stops accepting connections at once, lets a call in
 // flight go on for --shutdown-timeout, then cancels it: the client gets
@@ -147,7 +67,7 @@ func TestServeGracefulShutdown(t *testing.T) {
 	case <-ctx.Done():
 		t.Fatalf("the call never ran: %s", p.stderr.String())
 	}
-	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+	if err := p.signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
 	// New connections are refused while the call is still in flight.
@@ -179,7 +99,7 @@ func TestServeGracefulShutdown(t *testing.T) {
 	if !a.res.IsError || !strings.Contains(text, "toolmux is shutting down") {
 		t.Errorf("the client got %q (isError %v), want the shutdown's cancellation", text, a.res.IsError)
 	}
-	if err := p.cmd.Wait(); err != nil {
+	if err := p.wait(); err != nil {
 		t.Errorf("serve did not exit cleanly: %v\n%s", err, p.stderr.String())
 	}
 	if s := p.stderr.String(); !strings.Contains(s, "cancelled fx__hang") || !strings.Contains(s, "1 call cancelled") {
@@ -245,11 +165,11 @@ func TestServeKilledLosesNoCompletedCall(t *testing.T) {
 	}) {
 		t.Fatalf("only %d calls completed", len(completed))
 	}
-	if err := p.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+	if err := p.signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
 	wg.Wait()
-	_ = p.cmd.Wait()
+	_ = p.wait()
 
 	p2 := startServeProc(t, dir, data)
 	recorded := map[string]bool{}
