@@ -1,7 +1,9 @@
 package testservers
 
 import (
+	"bufio"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -124,6 +126,57 @@ func StartEverything(tb testing.TB, transport string) string {
 		path = "/sse"
 	}
 	return "http://" + addr + path
+}
+
+// StartFixtureHTTP runs the fixture command (see [Fixture]) as a
+// streamable HTTP MCP server on a free port of 127.0.0.1, with the further
+// flags args, and returns its endpoint URL (http://127.0.0.1:PORT/mcp).
+// The process is killed when the test ends.
+func StartFixtureHTTP(tb testing.TB, args ...string) string {
+	tb.Helper()
+	cmd := exec.Command(Fixture(tb), append([]string{"-http", "127.0.0.1:0"}, args...)...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		tb.Fatal(err)
+	}
+	// The first line naming the URL; the rest of stderr is drained so the
+	// server never blocks writing to it.
+	urls := make(chan string, 1)
+	done := make(chan struct{})
+	var out SyncBuffer
+	tb.Cleanup(func() {
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		<-done // the reader is done with the pipe
+		_ = cmd.Wait()
+	})
+	go func() {
+		defer close(done)
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			line := sc.Text()
+			fmt.Fprintln(&out, line)
+			if u, ok := strings.CutPrefix(line, "fixture: serving "); ok {
+				select {
+				case urls <- u:
+				default:
+				}
+			}
+		}
+		_, _ = io.Copy(io.Discard, stderr)
+	}()
+	select {
+	case u := <-urls:
+		return u
+	case <-done:
+		tb.Fatalf("fixture -http exited before serving: %s", out.String())
+	case <-time.After(30 * time.Second):
+		tb.Fatalf("fixture -http did not serve within 30s: %s", out.String())
+	}
+	return ""
 }
 
 // ProcessGone reports whether pid no longer runs: it does not exist, or it

@@ -1,0 +1,556 @@
+package main_test
+
+// Benchmarks of `toolmux serve` as a real process (BENCHMARKS.md §8):
+//
+//   - BenchmarkGatewayHop: a tools/call through the gateway against the
+//     same call made directly to the upstream server (and through
+//     TBXark/mcp-proxy when TOOLMUX_BENCH_MCP_PROXY names its binary);
+//   - BenchmarkEventFanout: calls through /mcp with 0 or 10 SSE subscribers
+//     of /api/events reading the stream;
+//   - BenchmarkRecordedCall: calls with the task log off, with process
+//     durability and with full durability.
+//
+// The upstream is the fixture command serving streamable HTTP (-http), a
+// process of its own; every client is an MCP session of its own (go-sdk
+// StreamableClientTransport, its own HTTP transport), as separate agents
+// would be. Each op is one echo call whose result is checked; the metrics
+// are the median and 99th percentile of the calls' latencies and the
+// calls per second of all clients together.
+//
+// Benchmarks run only with -bench, so `go test` does not build or start
+// anything for them.
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/toolmux/toolmux/internal/testservers"
+	"github.com/toolmux/toolmux/stream"
+	"github.com/toolmux/toolmux/tasklog"
+)
+
+var (
+	benchBuild    sync.Once
+	benchBinPath  string
+	benchBuildErr error
+	benchBuildOut []byte
+)
+
+// benchBinary returns toolmux built without the race detector: the tests'
+// binary (TestMain) is a -race build, and the race detector's cost is not
+// the gateway's. It is built once, next to the tests' binary, so TestMain
+// removes it.
+func benchBinary(b *testing.B) string {
+	b.Helper()
+	benchBuild.Do(func() {
+		benchBinPath = filepath.Join(filepath.Dir(binary), "toolmux-bench")
+		benchBuildOut, benchBuildErr = exec.Command("go", "build", "-o", benchBinPath, ".").CombinedOutput()
+	})
+	if benchBuildErr != nil {
+		b.Fatalf("building toolmux: %v\n%s", benchBuildErr, benchBuildOut)
+	}
+	return benchBinPath
+}
+
+// benchProc is a server process started by a benchmark, stopped when the
+// benchmark that started it ends.
+type benchProc struct {
+	cmd    *exec.Cmd
+	out    *testservers.SyncBuffer
+	exited chan struct{}
+	once   sync.Once
+}
+
+// startBenchProc starts cmd and waits until its output contains ready.
+func startBenchProc(b *testing.B, cmd *exec.Cmd, ready string) *benchProc {
+	b.Helper()
+	p := &benchProc{cmd: cmd, out: new(testservers.SyncBuffer), exited: make(chan struct{})}
+	cmd.Stdout, cmd.Stderr = p.out, p.out
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	go func() {
+		_ = cmd.Wait()
+		close(p.exited)
+	}()
+	b.Cleanup(func() { p.stop(b) })
+	gone := func() bool {
+		select {
+		case <-p.exited:
+			return true
+		default:
+			return false
+		}
+	}
+	if !testservers.Eventually(30*time.Second, func() bool { return gone() || strings.Contains(p.out.String(), ready) }) || gone() {
+		b.Fatalf("%s did not start (no %q in its output):\n%s", filepath.Base(cmd.Path), ready, p.out.String())
+	}
+	return p
+}
+
+// stop sends SIGTERM, waits up to 15 s for a clean exit, then kills the
+// process group.
+func (p *benchProc) stop(b *testing.B) {
+	p.once.Do(func() {
+		_ = p.cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-p.exited:
+		case <-time.After(15 * time.Second):
+			b.Logf("%s did not stop within 15s after SIGTERM; killed", filepath.Base(p.cmd.Path))
+		}
+		_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+		<-p.exited
+	})
+}
+
+// benchGateway is one `toolmux serve` process.
+type benchGateway struct {
+	*benchProc
+	base    string // http://127.0.0.1:PORT
+	dataDir string
+}
+
+// startBenchServe runs `toolmux serve` with the fixture at upstream as its one
+// server, fx (streamable HTTP, trusted), no built-in tools, and extra as
+// further configuration.
+func startBenchServe(b *testing.B, upstream, extra string) *benchGateway {
+	b.Helper()
+	dir := b.TempDir()
+	cfg := fmt.Sprintf(`builtin: {enabled: false}
+servers:
+  fx:
+    url: %s
+    transport: http
+    trust: true
+%s`, upstream, extra)
+	path := filepath.Join(dir, "toolmux.yaml")
+	if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
+		b.Fatal(err)
+	}
+	addr := fmt.Sprintf("127.0.0.1:%d", testservers.FreePort(b))
+	g := &benchGateway{base: "http://" + addr, dataDir: filepath.Join(dir, "data")}
+	cmd := exec.Command(benchBinary(b), "serve", "--addr", addr, "--config", path, "--data-dir", g.dataDir)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "XDG_DATA_HOME="+dir)
+	g.benchProc = startBenchProc(b, cmd, "toolmux: serving ")
+	return g
+}
+
+// startBenchMCPProxy runs TBXark/mcp-proxy (streamable HTTP, stateless, its
+// default for that type) in front of upstream and returns its endpoint
+// and process id.
+func startBenchMCPProxy(b *testing.B, bin, upstream string) (string, int) {
+	b.Helper()
+	dir := b.TempDir()
+	addr := fmt.Sprintf("127.0.0.1:%d", testservers.FreePort(b))
+	cfg, err := json.Marshal(map[string]any{
+		"mcpProxy": map[string]any{
+			"baseURL": "http://" + addr, "addr": addr, "name": "mcp-proxy", "version": "1.0.0",
+			"type": "streamable-http", "options": map[string]any{"logEnabled": false},
+		},
+		"mcpServers": map[string]any{"fx": map[string]any{"url": upstream, "transportType": "streamable-http"}},
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	path := filepath.Join(dir, "config.json")
+	if err := os.WriteFile(path, cfg, 0o644); err != nil {
+		b.Fatal(err)
+	}
+	p := startBenchProc(b, exec.Command(bin, "-config", path), "<fx> Handling requests at")
+	return "http://" + addr + "/fx/mcp", p.cmd.Process.Pid
+}
+
+// startBenchUpstream runs the fixture as a streamable HTTP server and returns
+// its endpoint and process id (which its pid tool tells).
+func startBenchUpstream(b *testing.B) (string, int) {
+	b.Helper()
+	url := testservers.StartFixtureHTTP(b)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "bench", Version: "1"}, nil).
+		Connect(ctx, &mcp.StreamableClientTransport{Endpoint: url}, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer cs.Close()
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "pid"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	pid, err := strconv.Atoi(res.Content[0].(*mcp.TextContent).Text)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return url, pid
+}
+
+// benchConnect opens n MCP sessions to endpoint, each with an HTTP
+// transport of its own, lists the tools and makes one call on each. They
+// are closed when the benchmark ends.
+func benchConnect(b *testing.B, endpoint, name string, n int) []*mcp.ClientSession {
+	b.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	out := make([]*mcp.ClientSession, n)
+	for i := range out {
+		tr := http.DefaultTransport.(*http.Transport).Clone()
+		c := mcp.NewClient(&mcp.Implementation{Name: "bench", Version: "1"}, nil)
+		cs, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: endpoint, HTTPClient: &http.Client{Transport: tr}}, nil)
+		if err != nil {
+			b.Fatalf("client %d: %v", i, err)
+		}
+		b.Cleanup(func() {
+			_ = cs.Close()
+			tr.CloseIdleConnections()
+		})
+		tools, err := cs.ListTools(ctx, nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if !slices.ContainsFunc(tools.Tools, func(t *mcp.Tool) bool { return t.Name == name }) {
+			b.Fatalf("%s lists no tool %s", endpoint, name)
+		}
+		if err := benchEcho(ctx, cs, name, "warm-up"); err != nil {
+			b.Fatal(err)
+		}
+		out[i] = cs
+	}
+	return out
+}
+
+// benchEcho calls the echo tool with message and checks the answer.
+func benchEcho(ctx context.Context, cs *mcp.ClientSession, name, message string) error {
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: name, Arguments: map[string]any{"message": message}})
+	if err != nil {
+		return err
+	}
+	if res.IsError || len(res.Content) == 0 {
+		return fmt.Errorf("%s: error result %+v", name, res.Content)
+	}
+	if tc, ok := res.Content[0].(*mcp.TextContent); !ok || !strings.Contains(tc.Text, "Echo: "+message) {
+		return fmt.Errorf("%s: unexpected result %+v", name, res.Content[0])
+	}
+	return nil
+}
+
+// benchCPUTime returns the CPU time (user and system, all threads) process
+// pid has used, in steps of its 10 ms clock ticks; pid -1 is this process.
+func benchCPUTime(pid int) time.Duration {
+	if pid == -1 {
+		var ru syscall.Rusage
+		if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+			return 0
+		}
+		return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	s := string(b)
+	// utime and stime are the 14th and 15th fields; the 3rd follows the
+	// parenthesised command name.
+	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+	if len(f) < 13 {
+		return 0
+	}
+	ut, _ := strconv.ParseInt(f[11], 10, 64)
+	st, _ := strconv.ParseInt(f[12], 10, 64)
+	return time.Duration(ut+st) * 10 * time.Millisecond
+}
+
+// benchWatched is a process whose CPU time per call is reported as
+// cpu-NAME-µs: the benchmark's own (pid -1: the clients), the proxy's,
+// the upstream's.
+type benchWatched struct {
+	name string
+	pid  int
+}
+
+// benchCallLoop makes b.N echo calls, spread over the sessions, each session
+// making one call at a time, and reports the latencies' p50 and p99,
+// calls/s and the CPU time per call of the watched processes. It returns
+// when the timer started.
+func benchCallLoop(b *testing.B, sessions []*mcp.ClientSession, name string, watch ...benchWatched) time.Time {
+	b.Helper()
+	ctx := context.Background()
+	cpu0 := make([]time.Duration, len(watch))
+	for i, w := range watch {
+		cpu0[i] = benchCPUTime(w.pid)
+	}
+	var (
+		next    atomic.Int64
+		mu      sync.Mutex
+		failure error
+		wg      sync.WaitGroup
+	)
+	lats := make([][]time.Duration, len(sessions))
+	b.ResetTimer()
+	start := time.Now()
+	for i, cs := range sessions {
+		wg.Go(func() {
+			lat := make([]time.Duration, 0, b.N/len(sessions)+1)
+			for n := next.Add(1); n <= int64(b.N); n = next.Add(1) {
+				msg := "m" + strconv.FormatInt(n, 10)
+				t0 := time.Now()
+				err := benchEcho(ctx, cs, name, msg)
+				lat = append(lat, time.Since(t0))
+				if err != nil {
+					mu.Lock()
+					failure = errors.Join(failure, err)
+					mu.Unlock()
+					return
+				}
+			}
+			lats[i] = lat
+		})
+	}
+	wg.Wait()
+	b.StopTimer()
+	if failure != nil {
+		b.Fatal(failure)
+	}
+	for i, w := range watch {
+		b.ReportMetric(float64((benchCPUTime(w.pid)-cpu0[i]).Microseconds())/float64(b.N), "cpu-"+w.name+"-µs")
+	}
+	all := slices.Concat(lats...)
+	slices.Sort(all)
+	us := func(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1e3 }
+	b.ReportMetric(us(all[len(all)/2]), "p50-µs")
+	b.ReportMetric(us(all[len(all)*99/100]), "p99-µs")
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "calls/s")
+	return start
+}
+
+var benchClientCounts = []int{1, 16, 64}
+
+// BenchmarkGatewayHop measures echo calls made directly to the upstream
+// streamable HTTP server, through `toolmux serve` (which adds scheduler,
+// policy, pipeline with the task log, and events), and through
+// TBXark/mcp-proxy, at 1, 16 and 64 concurrent clients.
+//
+// The metrics cpu-client-µs, cpu-proxy-µs and cpu-upstream-µs are the CPU
+// time per call of the benchmark process (the clients), of the gateway or
+// mcp-proxy process, and of the upstream process.
+func BenchmarkGatewayHop(b *testing.B) {
+	upstream, upPID := startBenchUpstream(b)
+	run := func(b *testing.B, endpoint, name string, proxyPID int) {
+		watch := []benchWatched{{"client", -1}, {"upstream", upPID}}
+		if proxyPID != 0 {
+			watch = append(watch, benchWatched{"proxy", proxyPID})
+		}
+		for _, n := range benchClientCounts {
+			b.Run(fmt.Sprintf("clients=%d", n), func(b *testing.B) {
+				benchCallLoop(b, benchConnect(b, endpoint, name, n), name, watch...)
+			})
+		}
+	}
+	b.Run("direct", func(b *testing.B) { run(b, upstream, "echo", 0) })
+	b.Run("gateway", func(b *testing.B) {
+		g := startBenchServe(b, upstream, "")
+		run(b, g.base+"/mcp", "fx__echo", g.cmd.Process.Pid)
+	})
+	b.Run("mcp-proxy", func(b *testing.B) {
+		bin := os.Getenv("TOOLMUX_BENCH_MCP_PROXY")
+		if bin == "" {
+			b.Skip("TOOLMUX_BENCH_MCP_PROXY (the path of a TBXark/mcp-proxy binary) is not set")
+		}
+		endpoint, pid := startBenchMCPProxy(b, bin, upstream)
+		run(b, endpoint, "echo", pid)
+	})
+}
+
+// benchSubscriber reads /api/events and counts what it receives.
+type benchSubscriber struct {
+	events atomic.Int64 // events, markers excluded
+	missed atomic.Int64 // the sum of the gap markers' missed
+	last   atomic.Int64 // when the last event arrived, Unix ns
+}
+
+// benchSubscribe attaches n subscribers to the gateway's event stream (live
+// events only). They are detached when the benchmark ends.
+func benchSubscribe(b *testing.B, base string, n int) []*benchSubscriber {
+	b.Helper()
+	subs := make([]*benchSubscriber, n)
+	for i := range subs {
+		ctx, cancel := context.WithCancel(context.Background())
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/api/events", nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		tr := http.DefaultTransport.(*http.Transport).Clone()
+		resp, err := (&http.Client{Transport: tr}).Do(req)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if resp.StatusCode != http.StatusOK {
+			b.Fatalf("GET /api/events: %s", resp.Status)
+		}
+		// The hub subscribes before it answers: from here on, every event
+		// is queued for this subscriber.
+		s := &benchSubscriber{}
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			d := stream.NewDecoder(resp.Body)
+			for {
+				e, err := d.NextEvent()
+				if err != nil {
+					return
+				}
+				switch e.Name {
+				case stream.EventHeartbeat:
+				case stream.EventGap:
+					var g stream.GapData
+					_ = json.Unmarshal(e.Data, &g)
+					s.missed.Add(g.Missed)
+				default:
+					s.events.Add(1)
+					s.last.Store(time.Now().UnixNano())
+				}
+			}
+		}()
+		b.Cleanup(func() {
+			cancel()
+			resp.Body.Close()
+			<-done
+			tr.CloseIdleConnections()
+		})
+		subs[i] = s
+	}
+	return subs
+}
+
+// benchSettle waits until the subscribers have received nothing for 300 ms
+// (at most 30 s) and returns their totals.
+func benchSettle(subs []*benchSubscriber) (events, missed int64, last time.Time) {
+	total := func() (e, m int64) {
+		for _, s := range subs {
+			e += s.events.Load()
+			m += s.missed.Load()
+		}
+		return e, m
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	pe, pm := total()
+	quiet := time.Now()
+	for time.Since(quiet) < 300*time.Millisecond && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+		if e, m := total(); e != pe || m != pm {
+			pe, pm, quiet = e, m, time.Now()
+		}
+	}
+	for _, s := range subs {
+		if t := s.last.Load(); t > last.UnixNano() {
+			last = time.Unix(0, t)
+		}
+	}
+	return pe, pm, last
+}
+
+// BenchmarkEventFanout measures echo calls through `toolmux serve` with 0
+// and with 10 SSE subscribers of /api/events attached, each reading and
+// decoding the stream, and the events delivered to the subscribers per
+// second (all subscribers together, from the first call until the last
+// event arrived). The task log has its default settings.
+func BenchmarkEventFanout(b *testing.B) {
+	upstream, _ := startBenchUpstream(b)
+	for _, nsubs := range []int{0, 10} {
+		b.Run(fmt.Sprintf("subscribers=%d", nsubs), func(b *testing.B) {
+			g := startBenchServe(b, upstream, "")
+			for _, n := range []int{1, 16} {
+				b.Run(fmt.Sprintf("clients=%d", n), func(b *testing.B) {
+					sessions := benchConnect(b, g.base+"/mcp", "fx__echo", n)
+					subs := benchSubscribe(b, g.base, nsubs)
+					start := benchCallLoop(b, sessions, "fx__echo", benchWatched{"client", -1}, benchWatched{"proxy", g.cmd.Process.Pid})
+					if nsubs == 0 {
+						return
+					}
+					events, missed, last := benchSettle(subs)
+					b.ReportMetric(float64(events)/last.Sub(start).Seconds(), "events/s")
+					b.ReportMetric(float64(events)/float64(nsubs)/float64(b.N), "events/call")
+					b.ReportMetric(float64(missed), "missed")
+				})
+			}
+		})
+	}
+}
+
+// BenchmarkRecordedCall measures echo calls through `toolmux serve` with
+// the task log off (task_log.enabled: false: neither calls nor events are
+// stored) and on, with each durability. Every call is recorded (one call
+// record, synchronously, before the answer) and its events are stored
+// (asynchronously, in batches). At the end the task log is checked to hold
+// every call made.
+func BenchmarkRecordedCall(b *testing.B) {
+	upstream, _ := startBenchUpstream(b)
+	for _, v := range []struct{ name, cfg string }{
+		{"tasklog=off", "task_log: {enabled: false}\n"},
+		{"tasklog=process", "task_log: {durability: process}\n"},
+		{"tasklog=full", "task_log: {durability: full}\n"},
+	} {
+		b.Run(v.name, func(b *testing.B) {
+			g := startBenchServe(b, upstream, v.cfg)
+			var made int64
+			for _, n := range []int{1, 16} {
+				b.Run(fmt.Sprintf("clients=%d", n), func(b *testing.B) {
+					sessions := benchConnect(b, g.base+"/mcp", "fx__echo", n)
+					benchCallLoop(b, sessions, "fx__echo", benchWatched{"proxy", g.cmd.Process.Pid})
+					made += int64(n + b.N)
+				})
+			}
+			if made == 0 { // the leaves were filtered out
+				return
+			}
+			g.stop(b)
+			if v.name == "tasklog=off" {
+				if _, err := os.Stat(filepath.Join(g.dataDir, tasklog.FileName)); err == nil {
+					b.Errorf("task_log.enabled: false, yet %s exists", tasklog.FileName)
+				}
+				return
+			}
+			calls, events, maxID := benchCountLog(b, g.dataDir)
+			if calls != made {
+				b.Errorf("task log holds %d calls; %d were made", calls, made)
+			}
+			b.Logf("task log: %d calls recorded of %d made; %d events stored, ids up to %d", calls, made, events, maxID)
+		})
+	}
+}
+
+// benchCountLog returns the number of call records and events in the task log
+// of dir, and the largest event id.
+func benchCountLog(b *testing.B, dir string) (calls, events, maxID int64) {
+	b.Helper()
+	db, err := sql.Open("sqlite", filepath.Join(dir, tasklog.FileName)+"?_pragma=query_only(1)")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer db.Close()
+	if err := db.QueryRow(`SELECT count(*) FROM calls`).Scan(&calls); err != nil {
+		b.Fatal(err)
+	}
+	if err := db.QueryRow(`SELECT count(*), coalesce(max(id), 0) FROM events`).Scan(&events, &maxID); err != nil {
+		b.Fatal(err)
+	}
+	return calls, events, maxID
+}
