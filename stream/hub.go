@@ -24,6 +24,12 @@ const (
 	DefaultHeartbeat = 15 * time.Second
 	// DefaultPersistQueue is how many events may wait for the store.
 	DefaultPersistQueue = 4096
+	// DefaultPersistLinger is how long the persister waits for more
+	// events before it appends a batch: a tool call publishes about six
+	// events around its execution, and one commit for many of them costs
+	// the task log's single writer (which also commits call records, on
+	// the calls' path) far less than one per event or two per call.
+	DefaultPersistLinger = 10 * time.Millisecond
 	// maxPersistBatch bounds one AppendEvents call.
 	maxPersistBatch = 256
 	// replayPage is how many events one EventsAfter call asks for.
@@ -46,6 +52,7 @@ type config struct {
 	memEvents    int
 	memBytes     int64
 	persistQueue int
+	linger       time.Duration
 }
 
 // WithBuffer sets how many events wait for each subscriber before it loses
@@ -105,6 +112,15 @@ func WithPersistQueue(n int) Option {
 	}
 }
 
+// WithPersistLinger sets how long the persister waits for more events
+// before appending a batch to the store (default DefaultPersistLinger; 0
+// appends what the queue holds at once). A replay from the store waits
+// for the events before it, so this also delays a resumption that reaches
+// back to the newest events by at most d.
+func WithPersistLinger(d time.Duration) Option {
+	return func(c *config) { c.linger = max(d, 0) }
+}
+
 // Hub publishes events to subscribers and to a store. Publish never
 // blocks on them and never fails; see the package documentation. A Hub is
 // safe for concurrent use; Close releases its goroutines.
@@ -143,7 +159,7 @@ type Hub struct {
 // (bounded by ctx) so that ids continue where the store's end, and starts
 // the goroutine that persists events; the error is then a *StoreError.
 func NewHub(ctx context.Context, opts ...Option) (*Hub, error) {
-	cfg := config{buffer: DefaultBuffer, heartbeat: DefaultHeartbeat, persistQueue: DefaultPersistQueue,
+	cfg := config{buffer: DefaultBuffer, heartbeat: DefaultHeartbeat, persistQueue: DefaultPersistQueue, linger: DefaultPersistLinger,
 		log: slog.New(slog.DiscardHandler)}
 	for _, o := range opts {
 		if o != nil {
@@ -259,8 +275,18 @@ func (h *Hub) persist() {
 	defer close(h.persisterDone)
 	batch := make([]Event, 0, maxPersistBatch)
 	failed := 0 // events lost since the store last accepted a batch
+	var linger *time.Timer
+	if h.cfg.linger > 0 {
+		linger = time.NewTimer(h.cfg.linger)
+		linger.Stop()
+	}
 	for e := range h.persistQ {
 		batch = append(batch[:0], e)
+		var due <-chan time.Time
+		if linger != nil {
+			linger.Reset(h.cfg.linger)
+			due = linger.C
+		}
 	fill:
 		for len(batch) < maxPersistBatch {
 			select {
@@ -269,9 +295,27 @@ func (h *Hub) persist() {
 					break fill
 				}
 				batch = append(batch, e)
+				continue
 			default:
+			}
+			if due == nil {
+				break
+			}
+			// Nothing queued: wait for more until the batch is due.
+			select {
+			case e, ok := <-h.persistQ:
+				if !ok {
+					break fill
+				}
+				batch = append(batch, e)
+			case <-due:
+				break fill
+			case <-h.persistCtx.Done():
 				break fill
 			}
+		}
+		if linger != nil {
+			linger.Stop()
 		}
 		if h.persistCtx.Err() != nil {
 			// Close gave up waiting: what is left is not persisted.
