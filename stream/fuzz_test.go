@@ -79,7 +79,8 @@ func FuzzSSE(f *testing.F) {
 				t.Fatalf("id %q accepted as %d", name, got)
 			}
 		default:
-			if v, perr := strconv.ParseInt(trimmed, 10, 64); perr == nil && v >= 0 && trimmed[0] != '+' {
+			// Only digits are an id: a sign is refused, even on "-0".
+			if v, perr := strconv.ParseInt(trimmed, 10, 64); perr == nil && v >= 0 && trimmed[0] != '+' && trimmed[0] != '-' {
 				t.Fatalf("id %q refused: %v", name, err)
 			}
 		}
