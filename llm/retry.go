@@ -103,3 +103,33 @@ func ParseRetryAfter(h http.Header, now time.Time) time.Duration {
 	}
 	return 0
 }
+
+// retryResponse makes a provider's request with attempt under Retry, and
+// fills in the Response's Attempts and Duration. When the caller's context
+// ends while Retry waits between attempts, the error says so (kind
+// cancelled) rather than report the failure it meant to retry.
+func retryResponse(ctx context.Context, provider string, p RetryPolicy,
+	attempt func(ctx context.Context, n int) (*Response, error)) (*Response, error) {
+	start := time.Now()
+	var resp *Response
+	attempts := 0
+	err := Retry(ctx, p, func(ctx context.Context, n int) error {
+		attempts = n
+		r, err := attempt(ctx, n)
+		if err != nil {
+			return err
+		}
+		resp = r
+		return nil
+	})
+	if err != nil {
+		if ctx.Err() != nil && KindOf(err) != KindCancelled {
+			return nil, &Error{Kind: KindCancelled, Provider: provider, Attempts: attempts,
+				Message: "cancelled while waiting to retry after: " + err.Error(), Err: context.Cause(ctx)}
+		}
+		return nil, err
+	}
+	resp.Attempts = attempts
+	resp.Duration = time.Since(start)
+	return resp, nil
+}
