@@ -29,25 +29,7 @@ type step struct {
 // default mode and an approver that says yes: every call's events come in
 // order, as MiroFlow's front end and toolmux's UI expect them.
 func TestSchedulerSink(t *testing.T) {
-	dir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, "a.txt"), []byte("alpha\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	src, err := builtin.New(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := manager.New(manager.WithSource(src, manager.ServerOptions{}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer m.Close()
-	eng, err := policy.New(policy.ModeDefault, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	gate := policy.NewGate(eng, policy.WithApprover(policy.ApproverFunc(
-		func(context.Context, policy.Request) (policy.Answer, error) { return policy.ProceedOnce, nil })))
+	m, gate := builtinStack(t, "a.txt", "alpha\n", policy.ProceedOnce)
 
 	h := newHub(t, stream.WithBuffer(10000))
 	s := subscribe(t, h, stream.Filter{Task: "task-1"}, stream.Live)
@@ -189,25 +171,7 @@ func TestSchedulerSink(t *testing.T) {
 
 // A denied approval resolves as denied; long results are cut.
 func TestSchedulerSinkDenialAndLimit(t *testing.T) {
-	dir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, "big.txt"), []byte(strings.Repeat("é", 5000)), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	src, err := builtin.New(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := manager.New(manager.WithSource(src, manager.ServerOptions{}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer m.Close()
-	eng, err := policy.New(policy.ModeDefault, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	gate := policy.NewGate(eng, policy.WithApprover(policy.ApproverFunc(
-		func(context.Context, policy.Request) (policy.Answer, error) { return policy.Decline, nil })))
+	m, gate := builtinStack(t, "big.txt", strings.Repeat("é", 5000), policy.Decline)
 	h := newHub(t, stream.WithBuffer(1000))
 	s := subscribe(t, h, stream.Filter{Names: []string{stream.EventApprovalResolved, stream.EventToolCall}}, stream.Live)
 	sched := schedule.New(m, schedule.WithGate(gate), schedule.WithSink(stream.SchedulerSink(h, stream.WithResultLimit(1001))))
@@ -251,4 +215,30 @@ func indexOf(calls []tool.Call, id string) int {
 		}
 	}
 	panic("unknown call " + id)
+}
+
+// builtinStack is a manager over the built-in tools of a workspace holding
+// one file, and a default-mode policy gate whose approver always answers
+// ans.
+func builtinStack(t *testing.T, file, content string, ans policy.Answer) (*manager.Manager, *policy.Gate) {
+	t.Helper()
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, file), []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	src, err := builtin.New(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := manager.New(manager.WithSource(src, manager.ServerOptions{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = m.Close() })
+	eng, err := policy.New(policy.ModeDefault, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m, policy.NewGate(eng, policy.WithApprover(policy.ApproverFunc(
+		func(context.Context, policy.Request) (policy.Answer, error) { return ans, nil })))
 }
