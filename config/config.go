@@ -85,6 +85,15 @@ type Config struct {
 	Policy Policy
 	// TaskLog controls the task log kept in DataDir (docs/tasklog.md).
 	TaskLog TaskLog
+	// Model is the language model of the agents (`model:`); not Set when
+	// the file names none.
+	Model Model
+	// Agent is the main agent of `toolmux run` (`agent:`), defaults
+	// applied.
+	Agent Agent
+	// Agents are the sub-agents (`agents:`), in file order, names unique;
+	// each is offered as the tool agent-NAME__TOOL.
+	Agents []Agent
 }
 
 // Task-log durabilities, the values of TaskLog.Durability.
@@ -277,6 +286,7 @@ func Default() *Config {
 		Retry:          defaultRetry(),
 		CircuitBreaker: defaultBreaker(),
 		TaskLog:        TaskLog{Enabled: true, Durability: DurabilityProcess},
+		Agent:          DefaultAgent("main"),
 	}
 }
 

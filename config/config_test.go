@@ -95,6 +95,7 @@ func TestFullExample(t *testing.T) {
 		Retry:          config.Retry{MaxAttempts: 3, InitialBackoff: 200 * time.Millisecond, MaxBackoff: 5 * time.Second, Tools: []string{"search_*"}},
 		CircuitBreaker: config.Breaker{Failures: 5, Cooldown: 30 * time.Second},
 		TaskLog:        config.TaskLog{Enabled: true, Durability: config.DurabilityProcess},
+		Agent:          config.DefaultAgent("main"),
 		Servers: []config.Server{
 			{
 				Name:           "everything",

@@ -28,7 +28,8 @@ import (
 // order is also the order "expected one of" lists them in.
 var (
 	topKeys = []string{"workspace", "data_dir", "builtin", "connect_timeout", "timeout",
-		"allow", "deny", "retry", "circuit_breaker", "servers", "mcpServers", "pipeline", "policy", "task_log"}
+		"allow", "deny", "retry", "circuit_breaker", "servers", "mcpServers", "pipeline", "policy", "task_log",
+		"model", "agent", "agents"}
 	serverKeys = []string{"command", "args", "env", "cwd", "url", "transport", "type",
 		"headers", "bearer_token", "discover", "call", "allow", "deny", "timeout", "tool_timeouts",
 		"connect_timeout", "retry", "circuit_breaker", "disabled", "trust"}
@@ -262,6 +263,7 @@ func (p *parser) config(root *yaml.Node, isJSON bool) *Config {
 		cfg.Workspace = filepath.Clean(p.dir)
 	}
 	var gemini []entry
+	var agents agentDecls
 	for _, e := range entries {
 		kp := e.key
 		if lenient && slices.Contains(geminiKeys, e.key) {
@@ -317,6 +319,12 @@ func (p *parser) config(root *yaml.Node, isJSON bool) *Config {
 			cfg.Pipeline = p.pipeline(e.v, kp)
 		case "policy":
 			cfg.Policy = p.policy(e.v, kp)
+		case "model":
+			cfg.Model = p.model(e, kp)
+		case "agent":
+			cfg.Agent = p.agent(e, kp, cfg.Agent, &agents)
+		case "agents":
+			cfg.Agents = p.agents(e.v, kp, &agents)
 		}
 	}
 	seen := map[string]*yaml.Node{}
@@ -331,6 +339,7 @@ func (p *parser) config(root *yaml.Node, isJSON bool) *Config {
 	if len(gemini) > 0 {
 		p.geminiDiscovered(gemini, cfg, seen)
 	}
+	p.checkAgents(cfg, &agents)
 	return cfg
 }
 

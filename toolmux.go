@@ -1,0 +1,195 @@
+// Package toolmux assembles toolmux's parts into one runtime: the manager
+// of a configuration's tool sources, the governance pipeline around it
+// (recording into the task log), the policy gate, the scheduler, the event
+// hub and the agents with their sub-agents. It is the shortest way to use
+// toolmux as a library:
+//
+//	rt, err := toolmux.Open(ctx, config.Default(), toolmux.Options{Model: model})
+//	defer rt.Close(ctx)
+//	a, err := rt.Agent()
+//	res, err := a.Run(ctx, "Summarise README.md")
+//
+// Each part can also be built on its own from its package (see
+// docs/design.md); Open is what `toolmux run` does.
+package toolmux
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+
+	"github.com/toolmux/toolmux/agent"
+	"github.com/toolmux/toolmux/config"
+	"github.com/toolmux/toolmux/llm"
+	"github.com/toolmux/toolmux/manager"
+	"github.com/toolmux/toolmux/pipeline"
+	"github.com/toolmux/toolmux/policy"
+	"github.com/toolmux/toolmux/schedule"
+	"github.com/toolmux/toolmux/stream"
+	"github.com/toolmux/toolmux/tasklog"
+)
+
+// Options adjust Open. The zero value is a runtime of the configuration
+// alone: its model, its sources, no task log unless cfg.DataDir is set,
+// and nobody to approve calls the policy asks about (they are refused with
+// a message saying how to allow them).
+type Options struct {
+	// Logger receives diagnostics (default: discarded).
+	Logger *slog.Logger
+	// Model is the agents' model; nil: the configuration's `model:`
+	// section, if any.
+	Model llm.Model
+	// Sources are further tool sources beside the configuration's (a
+	// program's own tools; see package funcsource), with the default
+	// per-server policy.
+	Sources []manager.Source
+	// Mode overrides the configuration's approval mode ("" keeps it).
+	Mode policy.Mode
+	// Approver answers the calls the policy asks about.
+	Approver policy.Approver
+	// ConcurrentApprovals lets approval questions wait side by side (an
+	// approver that shows many at once, such as a web page).
+	ConcurrentApprovals bool
+	// NoTaskLog keeps no task log even when cfg.DataDir is set.
+	NoTaskLog bool
+	// Hub options for the event hub (the task log is its store when
+	// there is one).
+	Hub []stream.Option
+}
+
+// Runtime is an assembled toolmux. Its fields are the parts, for callers
+// that need one (the gateway takes the pipeline and the scheduler).
+type Runtime struct {
+	Config    *config.Config
+	Manager   *manager.Manager
+	Pipeline  *pipeline.Pipeline
+	Policy    *policy.Engine
+	Gate      *policy.Gate
+	Scheduler *schedule.Scheduler
+	Events    *stream.Hub
+	// Log is the task log; nil when there is none.
+	Log *tasklog.Log
+	// Model is the agents' model; nil when none is configured.
+	Model llm.Model
+
+	agents    agent.Runtime
+	subAgents []*agent.SubAgent
+}
+
+// Open builds the runtime of cfg. Nothing is started until it is used:
+// servers connect at the first listing or call.
+func Open(ctx context.Context, cfg *config.Config, o Options) (rt *Runtime, err error) {
+	log := o.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	rt = &Runtime{Config: cfg, Model: o.Model}
+	defer func() {
+		if err != nil {
+			rt.Close(context.WithoutCancel(ctx))
+			rt = nil
+		}
+	}()
+	if rt.Model == nil && cfg.Model.Set {
+		if rt.Model, err = llm.FromConfig(cfg.Model); err != nil {
+			return rt, fmt.Errorf("model: %w", err)
+		}
+	}
+	models := map[string]llm.Model{}
+	for _, a := range append([]config.Agent{cfg.Agent}, cfg.Agents...) {
+		if a.Model.Set {
+			if models[a.Name], err = llm.FromConfig(a.Model); err != nil {
+				return rt, fmt.Errorf("agent %s: model: %w", a.Name, err)
+			}
+		}
+	}
+	popts := []pipeline.Option{pipeline.WithDataDir(cfg.DataDir), pipeline.WithLogger(log)}
+	if cfg.DataDir != "" && cfg.TaskLog.Enabled && !o.NoTaskLog {
+		d := tasklog.DurabilityProcess
+		if cfg.TaskLog.Durability == config.DurabilityFull {
+			d = tasklog.DurabilityFull
+		}
+		if rt.Log, err = tasklog.Open(ctx, cfg.DataDir, tasklog.WithLogger(log), tasklog.WithDurability(d)); err != nil {
+			return rt, fmt.Errorf("task log: %w", err)
+		}
+		popts = append(popts, pipeline.WithRecorder(rt.Log))
+	}
+	var mopts []manager.Option
+	for _, src := range o.Sources {
+		mopts = append(mopts, manager.WithSource(src, manager.ServerOptions{}))
+	}
+	for _, a := range cfg.Agents {
+		sa := agent.NewSubAgent(a)
+		rt.subAgents = append(rt.subAgents, sa)
+		// A sub-agent runs as long as its own turn limit takes; the
+		// manager's default call timeout still bounds it, and it is
+		// never retried.
+		mopts = append(mopts, manager.WithSource(sa, manager.ServerOptions{Timeout: cfg.Timeout, Retry: manager.Retry{MaxAttempts: 1}}))
+	}
+	if rt.Manager, err = manager.FromConfig(cfg, log, mopts...); err != nil {
+		return rt, err
+	}
+	if rt.Pipeline, err = pipeline.New(rt.Manager, cfg.Pipeline, popts...); err != nil {
+		return rt, err
+	}
+	if rt.Policy, err = policy.ForConfig(cfg); err != nil {
+		return rt, err
+	}
+	if o.Mode != "" {
+		if rt.Policy, err = rt.Policy.WithMode(o.Mode); err != nil {
+			return rt, err
+		}
+	}
+	rt.Gate = policy.NewGate(rt.Policy, policy.WithApprover(o.Approver), policy.WithConcurrentApprovals(o.ConcurrentApprovals))
+	hubOpts := append([]stream.Option{stream.WithLogger(log)}, o.Hub...)
+	if rt.Log != nil {
+		hubOpts = append(hubOpts, stream.WithStore(rt.Log.StreamStore()))
+	}
+	if rt.Events, err = stream.NewHub(ctx, hubOpts...); err != nil {
+		return rt, err
+	}
+	rt.Scheduler = schedule.New(rt.Pipeline, schedule.WithGate(rt.Gate), schedule.WithSink(stream.SchedulerSink(rt.Events)),
+		schedule.WithLogger(log))
+	rt.agents = agent.Runtime{Model: rt.Model, Models: models, Calls: rt.Scheduler, Catalog: rt.Pipeline,
+		Turns: rt.Pipeline, Events: rt.Events, Logger: log}
+	if rt.Log != nil {
+		rt.agents.Log = rt.Log
+	}
+	for _, sa := range rt.subAgents {
+		if err := sa.Bind(rt.agents); err != nil && agent.KindOf(err) != agent.ErrNoModel {
+			return rt, err
+		}
+	}
+	return rt, nil
+}
+
+// Agent returns the main agent of the configuration (its `agent:`
+// section). It fails with an *agent.Error of kind no_model when no model
+// is configured.
+func (rt *Runtime) Agent() (*agent.Agent, error) {
+	return agent.New(rt.agents, rt.Config.Agent)
+}
+
+// AgentRuntime is what the runtime's agents run on, for building other
+// agents with agent.New.
+func (rt *Runtime) AgentRuntime() agent.Runtime { return rt.agents }
+
+// Close ends the running batches, closes the event hub (flushing its
+// events into the task log), every source and the task log.
+func (rt *Runtime) Close(ctx context.Context) error {
+	var errs []error
+	if rt.Scheduler != nil {
+		rt.Scheduler.Shutdown(ctx)
+	}
+	if rt.Events != nil {
+		errs = append(errs, rt.Events.Close(ctx))
+	}
+	if rt.Manager != nil {
+		errs = append(errs, rt.Manager.Close())
+	}
+	if rt.Log != nil {
+		errs = append(errs, rt.Log.Close())
+	}
+	return errors.Join(errs...)
+}
