@@ -1,0 +1,389 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/spf13/cobra"
+	"golang.org/x/term"
+
+	"github.com/toolmux/toolmux"
+	"github.com/toolmux/toolmux/agent"
+	"github.com/toolmux/toolmux/api"
+	"github.com/toolmux/toolmux/config"
+	"github.com/toolmux/toolmux/gateway"
+	"github.com/toolmux/toolmux/policy"
+	"github.com/toolmux/toolmux/stream"
+	"github.com/toolmux/toolmux/tool"
+)
+
+// exitInterrupted is the exit status of a run stopped by SIGINT/SIGTERM,
+// the shell's convention for a process ended by SIGINT.
+const exitInterrupted = 130
+
+// runFlags are the flags of `toolmux run`.
+type runFlags struct {
+	model, baseURL, apiKey, provider string
+	maxTurns                         int
+	json                             bool
+	serve                            string
+	token                            string
+}
+
+func (a *app) runCommand() *cobra.Command {
+	var f runFlags
+	cmd := &cobra.Command{
+		Use:   "run TASK",
+		Short: "Run an agent on a task with the configured tools",
+		Long: `Run the configured agent (the agent: section, or the defaults) on TASK with
+every configured tool, and print its final answer. The model comes from the
+model: section of the configuration; --model, --base-url and --api-key
+override it, and OPENAI_API_KEY, OPENAI_BASE_URL (ANTHROPIC_API_KEY with
+--provider anthropic) fill in what neither gives.
+
+  toolmux run --model qwen3:8b --base-url http://localhost:11434/v1 "Summarise README.md"
+
+Progress goes to stderr: each model turn and each tool call with its state
+and time. A call the policy asks about is put to you on the terminal (or
+refused with a message saying how to allow it, when stdin is not a
+terminal; --yes approves them). With --json, stdout gets every event as a
+JSON line and then the result. With --serve ADDR, the web UI shows the run
+live at http://ADDR/ and takes approvals.
+
+Exit status: 0 with an answer, 1 when the run failed (model error), 2 for
+usage errors (no model configured), 130 when interrupted. The run is
+recorded in the task log (toolmux logs).`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return a.runTask(cmd.Context(), strings.TrimSpace(args[0]), f)
+		},
+	}
+	cmd.Flags().StringVar(&f.model, "model", "", "model name (overrides model.model)")
+	cmd.Flags().StringVar(&f.baseURL, "base-url", "", "API base URL, e.g. http://localhost:11434/v1 (default: model.base_url, $OPENAI_BASE_URL)")
+	cmd.Flags().StringVar(&f.apiKey, "api-key", "", "API key (default: model.api_key, $OPENAI_API_KEY or $ANTHROPIC_API_KEY)")
+	cmd.Flags().StringVar(&f.provider, "provider", "", "openai (any OpenAI-compatible server) or anthropic (default: model.provider, else openai)")
+	cmd.Flags().IntVar(&f.maxTurns, "max-turns", 0, "most turns before the agent must answer (default: agent.max_turns, 20)")
+	cmd.Flags().BoolVar(&f.json, "json", false, "write the events as JSON lines to stdout, then the result")
+	cmd.Flags().StringVar(&f.serve, "serve", "", "also serve the web UI and API for the run at ADDR (e.g. 127.0.0.1:8931)")
+	cmd.Flags().StringVar(&f.token, "token", "", "bearer token for --serve beyond loopback (default $TOOLMUX_TOKEN)")
+	return cmd
+}
+
+// resolveModel applies the flags and the environment to the model
+// section; it reports whether a model is configured.
+func resolveModel(m config.Model, f runFlags, env func(string) string) (config.Model, error) {
+	if f.provider != "" {
+		if f.provider != config.ProviderOpenAI && f.provider != config.ProviderAnthropic {
+			return m, usageError("--provider %q: want openai or anthropic", f.provider)
+		}
+		m.Provider = f.provider
+	}
+	if f.model != "" {
+		m.Set, m.Name = true, f.model
+	}
+	if f.baseURL != "" {
+		m.BaseURL = f.baseURL
+	}
+	if f.apiKey != "" {
+		m.APIKey = f.apiKey
+	}
+	if m.Provider == "" {
+		m.Provider = config.ProviderOpenAI
+	}
+	if m.Provider == config.ProviderAnthropic {
+		if m.APIKey == "" {
+			m.APIKey = env("ANTHROPIC_API_KEY")
+		}
+	} else {
+		if m.APIKey == "" {
+			m.APIKey = env("OPENAI_API_KEY")
+		}
+		if m.BaseURL == "" {
+			m.BaseURL = env("OPENAI_BASE_URL")
+		}
+	}
+	if !m.Set || m.Name == "" {
+		return m, usageError(`no model is configured. Name one:
+  toolmux run --model qwen3:8b --base-url http://localhost:11434/v1 TASK   (Ollama; vLLM: http://localhost:8000/v1)
+  OPENAI_API_KEY=... toolmux run --model gpt-4.1 TASK
+  or a model: section in toolmux.yaml (docs/config.md, "Models and agents")`)
+	}
+	return m, nil
+}
+
+func (a *app) runTask(ctx context.Context, task string, f runFlags) error {
+	if task == "" {
+		return usageError("the task is empty")
+	}
+	cfg, err := a.loadConfig()
+	if err != nil {
+		return err
+	}
+	if cfg.Model, err = resolveModel(cfg.Model, f, os.Getenv); err != nil {
+		return err
+	}
+	if f.maxTurns < 0 {
+		return usageError("--max-turns must be positive")
+	}
+	if f.maxTurns > 0 {
+		cfg.Agent.MaxTurns = f.maxTurns
+	}
+	cfg.DataDir = a.resolveDataDir(cfg)
+	var mode policy.Mode
+	if a.approvalMode != "" {
+		if mode, err = policy.ParseMode(a.approvalMode); err != nil {
+			return usageError("--approval-mode: %v", err)
+		}
+	}
+	token := f.token
+	if token == "" {
+		token = os.Getenv("TOOLMUX_TOKEN")
+	}
+	if f.serve != "" && !gateway.IsLoopback(f.serve) && token == "" {
+		return usageError("refusing to serve on %s without a token: set --token or TOOLMUX_TOKEN, or use 127.0.0.1", f.serve)
+	}
+	// Approvals: the terminal when there is one (stdin is free: the task
+	// is an argument), else the web UI with --serve, else nobody.
+	approver := a.approver(true)
+	var approvals *api.Approvals
+	if f.serve != "" {
+		approvals = api.NewApprovals(api.DefaultApprovalTimeout)
+		if approver == nil {
+			approver = approvals
+		} else {
+			approver = policy.FirstOf(approver, approvals)
+		}
+	}
+	rt, err := toolmux.Open(ctx, cfg, toolmux.Options{Logger: a.logger(), Mode: mode, Approver: approver,
+		ConcurrentApprovals: f.serve != "", Hub: []stream.Option{stream.WithBuffer(1 << 14)}})
+	if err != nil {
+		return &exitError{code: exitUsage, err: err}
+	}
+	defer func() {
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), shutdownGrace)
+		defer cancel()
+		rt.Close(cctx)
+	}()
+	ag, err := rt.Agent()
+	if err != nil {
+		return &exitError{code: exitUsage, err: err}
+	}
+	if f.serve != "" {
+		stop, err := a.serveRun(ctx, f.serve, token, rt, approvals)
+		if err != nil {
+			return err
+		}
+		defer stop()
+	}
+	id := tool.NewID()
+	sub, err := rt.Events.Subscribe(ctx, stream.Filter{Task: id}, stream.Live)
+	if err != nil {
+		return &exitError{code: exitInternal, err: err}
+	}
+	var out eventWriter
+	if f.json {
+		out = &jsonEvents{w: a.stdout}
+	} else {
+		out = newProgress(a.stderr, a.verbose)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for e := range sub.Events() {
+			out.event(e)
+			if e.Name == stream.EventEndOfWorkflow {
+				return
+			}
+		}
+	}()
+	res, runErr := ag.Run(ctx, task, agent.WithTask(id), agent.WithMetadata(map[string]any{"model": cfg.Model.Name, "provider": cfg.Model.Provider}))
+	// The workflow's last event ends the printing; a hub closed early
+	// (it is not) would end it too.
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+	}
+	sub.Close()
+	out.finish(res, runErr)
+	if !f.json && runErr == nil {
+		fmt.Fprintln(a.stdout, res.Answer)
+	}
+	switch {
+	case runErr == nil:
+		return nil
+	case agent.KindOf(runErr) == agent.ErrCancelled:
+		return &exitError{code: exitInterrupted, err: errors.New("interrupted; the task log records the run as cancelled")}
+	default:
+		return &exitError{code: exitFailed, err: runErr}
+	}
+}
+
+// serveRun serves the web UI and the API of the run; stop ends it.
+func (a *app) serveRun(ctx context.Context, addr, token string, rt *toolmux.Runtime, approvals *api.Approvals) (stop func(), err error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, &exitError{code: exitFailed, err: err}
+	}
+	g := gateway.New(scheduled{catalog: rt.Pipeline, Scheduler: rt.Scheduler}, gateway.Options{Version: versionString(), Logger: a.logger(),
+		API: api.New(api.Options{Catalog: rt.Pipeline, Caller: rt.Scheduler, Health: rt.Manager.Health, Policy: rt.Policy,
+			Approvals: approvals, Log: rt.Log, Events: rt.Events})})
+	reqCtx, endRequests := context.WithCancel(context.WithoutCancel(ctx))
+	srv := &http.Server{Handler: g.Mux(token, gateway.Security{Loopback: gateway.IsLoopback(addr)}), ReadHeaderTimeout: 10 * time.Second,
+		BaseContext: func(net.Listener) context.Context { return reqCtx }}
+	go srv.Serve(ln)
+	fmt.Fprintf(a.stderr, "toolmux: watch the run at http://%s/\n", ln.Addr())
+	return func() {
+		endRequests()
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), shutdownGrace)
+		defer cancel()
+		if srv.Shutdown(sctx) != nil {
+			srv.Close()
+		}
+		g.Close()
+	}, nil
+}
+
+// eventWriter shows a run's events.
+type eventWriter interface {
+	event(e stream.Event)
+	finish(res *agent.Result, err error)
+}
+
+// jsonEvents writes each event as one JSON line, then the result.
+type jsonEvents struct{ w io.Writer }
+
+func (j *jsonEvents) event(e stream.Event) {
+	b, err := json.Marshal(e)
+	if err == nil {
+		j.w.Write(append(b, '\n'))
+	}
+}
+
+func (j *jsonEvents) finish(res *agent.Result, err error) {
+	line := map[string]any{"event": "result", "data": res}
+	if err != nil {
+		line["error"] = map[string]any{"kind": agent.KindOf(err), "message": err.Error()}
+	}
+	b, _ := json.Marshal(line)
+	j.w.Write(append(b, '\n'))
+}
+
+// progress shows a run for a person: each agent, model turn and tool call
+// as a line on stderr, with a spinner and the elapsed time while something
+// runs (on a terminal).
+type progress struct {
+	w       io.Writer
+	tty     bool
+	verbose bool
+
+	mu      sync.Mutex
+	spin    *spinner
+	turns   map[string]int // agent name -> model turns
+	started map[string]time.Time
+	waiting bool // an approval question is on the terminal
+}
+
+func newProgress(w io.Writer, verbose bool) *progress {
+	p := &progress{w: w, verbose: verbose, turns: map[string]int{}, started: map[string]time.Time{}}
+	if f, ok := w.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
+		p.tty = true
+	}
+	return p
+}
+
+func (p *progress) line(format string, args ...any) {
+	if p.spin != nil {
+		p.spin.stop()
+		p.spin = nil
+	}
+	fmt.Fprintf(p.w, format+"\n", args...)
+}
+
+func (p *progress) spinning(label string) {
+	if p.spin != nil {
+		p.spin.stop()
+	}
+	p.spin = nil
+	if p.tty && !p.waiting {
+		p.spin = startSpinner(p.w, label)
+	}
+}
+
+func (p *progress) event(e stream.Event) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	v, _ := e.DecodeData()
+	switch d := v.(type) {
+	case *stream.AgentData:
+		if e.Name == stream.EventStartOfAgent {
+			p.line("● %s started", d.DisplayName)
+		} else {
+			p.line("● %s finished", d.DisplayName)
+		}
+	case *stream.LLMData:
+		if e.Name == stream.EventStartOfLLM {
+			p.turns[d.AgentName]++
+			p.started["llm:"+d.AgentName] = e.Time
+			p.spinning(fmt.Sprintf("%s: thinking (model call %d)", d.DisplayName, p.turns[d.AgentName]))
+		} else {
+			took := e.Time.Sub(p.started["llm:"+d.AgentName])
+			p.line("  %s: model call %d (%s)", d.DisplayName, p.turns[d.AgentName], took.Round(time.Millisecond))
+		}
+	case *stream.ToolStateData:
+		name := d.Server + "/" + d.Tool
+		switch d.State {
+		case "executing":
+			p.line("  → %s", name)
+			p.spinning(name + " running")
+		case "awaiting_approval":
+			p.waiting = true
+			p.line("  ? %s waits for approval", name)
+		case "success":
+			p.line("  ✓ %s (%s)", name, ms(d.TotalMS))
+		case "error", "cancelled":
+			p.line("  ✗ %s: %s: %s (%s)", name, d.Kind, oneLine(d.Message, 160), ms(d.TotalMS))
+		}
+	case *stream.ApprovalResolvedData:
+		p.waiting = false
+	case *stream.ErrorData:
+		p.line("  ✗ %s", d.Error)
+	case *stream.ToolCallData:
+		if d.ToolName == "find_tools" && p.verbose {
+			p.line("  ⌕ find_tools")
+		}
+	}
+}
+
+func (p *progress) finish(res *agent.Result, err error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.spin != nil {
+		p.spin.stop()
+		p.spin = nil
+	}
+	if res == nil {
+		return
+	}
+	for _, n := range res.Notes {
+		fmt.Fprintf(p.w, "  note: %s\n", n)
+	}
+	status := string(res.Status)
+	if err != nil {
+		status = "failed"
+	}
+	fmt.Fprintf(p.w, "● %s after %d turns, %d tool calls, %d rollbacks, %s (task %s)\n", status, res.Turns, res.Calls,
+		res.Rollbacks, res.Duration.Round(time.Millisecond), res.Task)
+}
+
+func ms(v float64) string {
+	return (time.Duration(v * float64(time.Millisecond))).Round(time.Millisecond).String()
+}
