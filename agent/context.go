@@ -12,12 +12,22 @@ import (
 // that take more bytes per character. It errs on the high side, which is
 // the safe side of a budget.
 func Tokens(text string) int {
-	n := len(text)
-	if n == 0 {
-		return 0
+	// ASCII bytes and other runes are counted apart: max(bytes/4,
+	// runes*2/3) over the whole text counted plain English at 2/3 of a
+	// token per byte (4000 bytes: 2666 tokens, not 1000), so budgets
+	// elided results long before they were reached.
+	ascii, other := 0, 0
+	for i := 0; i < len(text); {
+		if text[i] < utf8.RuneSelf {
+			ascii++
+			i++
+			continue
+		}
+		_, size := utf8.DecodeRuneInString(text[i:])
+		other++
+		i += size
 	}
-	runes := utf8.RuneCountInString(text)
-	return max((n+3)/4, runes*2/3)
+	return (ascii+3)/4 + other
 }
 
 // messageTokens estimates one message with its overhead.
@@ -31,10 +41,11 @@ func messageTokens(m llm.Message) int {
 
 // window is the history as the next request sends it: the latest
 // KeepToolResults tool results whole, older ones elided, and more of them
-// elided, oldest first, while the estimate exceeds the context budget.
-// The results of the latest turn are never elided. The history itself is
-// kept whole (and so is the task log).
-func (s *session) window() []llm.Message {
+// elided, oldest first, while the estimate (with system, the request's
+// system prompt) exceeds the context budget. The results of the latest
+// turn are never elided. The history itself is kept whole (and so is the
+// task log).
+func (s *session) window(system string) []llm.Message {
 	ctxCfg := s.a.cfg.Context
 	keep := ctxCfg.KeepToolResults
 	last := 0
@@ -45,16 +56,24 @@ func (s *session) window() []llm.Message {
 	kept := 0
 	for i := len(s.history) - 1; i >= 0; i-- {
 		e := s.history[i]
-		if !e.result || e.turn == last {
+		if !e.result {
 			continue
 		}
+		// The latest turn's results count among the ones kept (they are
+		// the latest), though they are sent whole even past the count.
 		kept++
+		if e.turn == last {
+			continue
+		}
 		if s.shrunk || (keep >= 0 && kept > keep) {
 			elide[i] = true
 		}
 	}
 	if ctxCfg.MaxTokens > 0 {
-		total := Tokens(s.a.cfg.SystemPrompt)
+		// The system prompt as sent: the default one when none is
+		// configured, and with the text protocol the tool listing, often
+		// the largest part of the request.
+		total := Tokens(system)
 		for i, e := range s.history {
 			if elide[i] {
 				total += 40
@@ -76,7 +95,12 @@ func (s *session) window() []llm.Message {
 	for i, e := range s.history {
 		out[i] = e.msg
 		if elide[i] {
-			out[i].Content = fmt.Sprintf("[Result elided to save context: %d characters. Call the tool again if you need it.]", len(e.msg.Content))
+			// Made once per result: an elided result stays elided in
+			// every later request.
+			if e.elided == "" {
+				s.history[i].elided = fmt.Sprintf("[Result elided to save context: %d characters. Call the tool again if you need it.]", len(e.msg.Content))
+			}
+			out[i].Content = s.history[i].elided
 			elided++
 		}
 	}

@@ -46,6 +46,7 @@ type entry struct {
 	turn   int
 	result bool // a tool result, which may be elided
 	name   string
+	elided string // what is sent instead, once elided
 }
 
 // plannedCall is one call of a turn as the model asked it.
@@ -86,7 +87,10 @@ func (a *Agent) run(ctx context.Context, task, name, input string) (*Result, err
 	}
 	a.publish(stream.EventStartOfAgent, task, stream.Agent(a.cfg.Name, display, agentID))
 	defer a.publish(stream.EventEndOfAgent, task, stream.Agent(a.cfg.Name, display, agentID))
-	s.logMessages(ctx, llm.Message{Role: llm.RoleSystem, Content: a.cfg.SystemPrompt})
+	// The prompt the model gets (the default one when none is
+	// configured), not the configuration's; the text protocol's tool
+	// listing, which changes with the offer, is left out.
+	s.logMessages(ctx, llm.Message{Role: llm.RoleSystem, Content: a.prompt()})
 	s.commit(ctx, 0, false, llm.Message{Role: llm.RoleUser, Content: input})
 	res, err := s.loop(ctx)
 	if err != nil {
@@ -183,11 +187,12 @@ func (s *session) loop(ctx context.Context) (*Result, error) {
 // think asks the model for one turn.
 func (s *session) think(ctx context.Context, turn int, off *offer, hint string, choice llm.ToolChoice) (*llm.Response, error) {
 	a := s.a
-	msgs := s.window()
+	system := s.system(off)
+	msgs := s.window(system)
 	if hint != "" {
 		msgs = append(msgs, llm.Message{Role: llm.RoleUser, Content: hint})
 	}
-	req := llm.Request{System: s.system(off), Messages: msgs, ToolChoice: choice}
+	req := llm.Request{System: system, Messages: msgs, ToolChoice: choice}
 	if a.cfg.ToolProtocol != config.ProtocolText {
 		req.Tools = off.llm
 	}

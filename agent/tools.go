@@ -167,10 +167,7 @@ func (s *session) query() string {
 // system is the system prompt of a turn; with the text protocol it lists
 // the tools offered.
 func (s *session) system(off *offer) string {
-	prompt := s.a.cfg.SystemPrompt
-	if strings.TrimSpace(prompt) == "" {
-		prompt = DefaultSystemPrompt
-	}
+	prompt := s.a.prompt()
 	if s.a.cfg.ToolProtocol != config.ProtocolText {
 		return prompt
 	}
@@ -188,6 +185,15 @@ func (s *session) system(off *offer) string {
 		list = append(list, TextProtocolTool{Server: metaServer, Name: m.Name, Description: m.Description, Schema: string(schema)})
 	}
 	return prompt + "\n\n" + TextProtocolPrompt(list)
+}
+
+// prompt is the agent's system prompt without the text protocol's
+// listing: the configuration's, or DefaultSystemPrompt.
+func (a *Agent) prompt() string {
+	if strings.TrimSpace(a.cfg.SystemPrompt) == "" {
+		return DefaultSystemPrompt
+	}
+	return a.cfg.SystemPrompt
 }
 
 // act runs the calls of a turn: the tool calls as one batch through the

@@ -377,7 +377,10 @@ func (p *progress) finish(res *agent.Result, err error) {
 		fmt.Fprintf(p.w, "  note: %s\n", n)
 	}
 	status := string(res.Status)
-	if err != nil {
+	switch {
+	case agent.KindOf(err) == agent.ErrCancelled:
+		status = "cancelled"
+	case err != nil:
 		status = "failed"
 	}
 	fmt.Fprintf(p.w, "● %s after %d turns, %d tool calls, %d rollbacks, %s (task %s)\n", status, res.Turns, res.Calls,

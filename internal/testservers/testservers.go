@@ -30,6 +30,9 @@ type Options struct {
 	Marker string
 	// Tools, when positive, adds that many generated tools gen_0000...
 	Tools int
+	// Catalog, when positive, adds that many tools of a realistic catalog
+	// (see CatalogTool), all read-only, for tool selection tests.
+	Catalog int
 }
 
 // NewServer returns the fixture MCP server.
@@ -227,7 +230,215 @@ func NewServer(o Options) *mcp.Server {
 				return text(name), nil, nil
 			})
 	}
+	type catalogIn struct {
+		Target string `json:"target,omitempty" jsonschema:"what to act on: a name, an id or a few words"`
+		Limit  int    `json:"limit,omitempty" jsonschema:"the most items to return"`
+	}
+	for i := range min(o.Catalog, CatalogSize) {
+		name, desc := CatalogTool(i)
+		mcp.AddTool(s, &mcp.Tool{Name: name, Description: desc, Annotations: ro},
+			func(_ context.Context, _ *mcp.CallToolRequest, in catalogIn) (*mcp.CallToolResult, any, error) {
+				return text(fmt.Sprintf("%s done for %q", name, in.Target)), nil, nil
+			})
+	}
 	return s
+}
+
+// catalogDomain is one service of the generated catalog: its name, the
+// phrase describing it, and the objects its tools act on.
+type catalogDomain struct {
+	name, service string
+	objects       []catalogObject
+}
+
+// catalogObject is what a catalog tool acts on: its name in tool names,
+// the noun and plural descriptions use, and where it lives.
+type catalogObject struct {
+	name, noun, plural, scope string
+}
+
+// catalogVerb is an action every object of the catalog has, with the
+// sentence describing it (%[1]s noun, %[2]s plural, %[3]s scope).
+type catalogVerb struct {
+	name, sentence string
+}
+
+var catalogVerbs = []catalogVerb{
+	{"get", "Get the %[1]s %[3]s, with every detail."},
+	{"list", "List the %[2]s %[3]s, newest first."},
+	{"search", "Search the %[2]s %[3]s by keyword and return the best matches."},
+	{"create", "Create a new %[1]s %[3]s."},
+	{"update", "Update an existing %[1]s %[3]s: change any of its fields."},
+	{"delete", "Delete a %[1]s %[3]s; it cannot be undone."},
+	{"export", "Export the %[2]s %[3]s as CSV or JSON."},
+	{"summarize", "Summarize the %[2]s %[3]s in a few sentences."},
+	{"share", "Share a %[1]s %[3]s with other people, by email address."},
+	{"watch", "Watch the %[2]s %[3]s and report what changes."},
+}
+
+func obj(name, noun, plural, scope string) catalogObject {
+	return catalogObject{name: name, noun: noun, plural: plural, scope: scope}
+}
+
+var catalogDomains = []catalogDomain{
+	{"calendar", "the calendar service", []catalogObject{
+		obj("event", "event", "events", "in a calendar"),
+		obj("reminder", "reminder", "reminders", "for a calendar event"),
+		obj("attendee", "attendee", "attendees", "of a calendar event"),
+		obj("availability", "free/busy availability", "free/busy slots", "of people in a calendar"),
+		obj("calendar", "calendar", "calendars", "of the user or the team"),
+	}},
+	{"weather", "the weather service", []catalogObject{
+		obj("forecast", "weather forecast", "weather forecasts", "for a city and a date"),
+		obj("alert", "severe weather alert", "severe weather alerts", "for a region"),
+		obj("observation", "current weather observation", "weather observations", "from the nearest weather station"),
+		obj("radar", "precipitation radar image", "radar images", "for an area"),
+		obj("air_quality", "air quality index", "air quality readings", "for a city"),
+	}},
+	{"email", "the mail service", []catalogObject{
+		obj("message", "email message", "email messages", "in the mailbox"),
+		obj("draft", "email draft", "email drafts", "in the mailbox"),
+		obj("thread", "email thread", "email threads", "in the inbox"),
+		obj("attachment", "email attachment", "email attachments", "of a message"),
+		obj("label", "mailbox label", "mailbox labels", "used to file messages"),
+	}},
+	{"contacts", "the address book", []catalogObject{
+		obj("contact", "contact", "contacts", "in the address book"),
+		obj("group", "contact group", "contact groups", "in the address book"),
+		obj("address", "postal address", "postal addresses", "of a contact"),
+		obj("phone_number", "phone number", "phone numbers", "of a contact"),
+		obj("birthday", "birthday", "birthdays", "of your contacts"),
+	}},
+	{"files", "the file storage service", []catalogObject{
+		obj("document", "document", "documents", "in cloud storage"),
+		obj("folder", "folder", "folders", "in cloud storage"),
+		obj("permission", "sharing permission", "sharing permissions", "of a file"),
+		obj("revision", "revision", "revisions", "of a document"),
+		obj("comment", "comment", "comments", "on a document"),
+	}},
+	{"maps", "the maps service", []catalogObject{
+		obj("route", "driving or walking route", "routes", "between two places"),
+		obj("place", "place of interest", "places of interest", "near a location"),
+		obj("geocode", "geocoded coordinate", "geocoded coordinates", "of a street address"),
+		obj("traffic", "traffic report", "traffic reports", "on a road"),
+		obj("distance", "travel distance", "travel distances", "between cities"),
+	}},
+	{"news", "the news service", []catalogObject{
+		obj("headline", "top headline", "top headlines", "of the day"),
+		obj("article", "news article", "news articles", "from the press"),
+		obj("source", "news source", "news sources", "you follow"),
+		obj("topic", "news topic", "news topics", "that are trending"),
+		obj("digest", "daily news digest", "news digests", "for the user"),
+	}},
+	{"finance", "the finance service", []catalogObject{
+		obj("stock_quote", "stock quote", "stock quotes", "for a ticker symbol"),
+		obj("exchange_rate", "currency exchange rate", "currency exchange rates", "between two currencies"),
+		obj("invoice", "invoice", "invoices", "of a customer"),
+		obj("expense", "expense", "expenses", "in an expense report"),
+		obj("budget", "budget", "budgets", "of a department"),
+	}},
+	{"shopping", "the online store", []catalogObject{
+		obj("product", "product", "products", "in the store catalog"),
+		obj("cart", "shopping cart", "shopping carts", "of a customer"),
+		obj("order", "order", "orders", "placed in the store"),
+		obj("review", "product review", "product reviews", "written by customers"),
+		obj("wishlist", "wishlist", "wishlists", "of a customer"),
+	}},
+	{"travel", "the travel agency", []catalogObject{
+		obj("flight", "flight", "flights", "between two airports"),
+		obj("hotel", "hotel room", "hotel rooms", "in a city"),
+		obj("booking", "travel booking", "travel bookings", "of a traveller"),
+		obj("itinerary", "trip itinerary", "trip itineraries", "of a traveller"),
+		obj("visa_requirement", "visa requirement", "visa requirements", "for a destination country"),
+	}},
+	{"music", "the music streaming service", []catalogObject{
+		obj("track", "song", "songs", "in the music library"),
+		obj("playlist", "playlist", "playlists", "of the listener"),
+		obj("album", "album", "albums", "of an artist"),
+		obj("artist", "artist profile", "artist profiles", "in the music library"),
+		obj("lyrics", "song lyrics", "song lyrics", "of a track"),
+	}},
+	{"video", "the video platform", []catalogObject{
+		obj("clip", "video clip", "video clips", "on the platform"),
+		obj("channel", "video channel", "video channels", "on the platform"),
+		obj("transcript", "transcript", "transcripts", "of a video"),
+		obj("subtitle", "subtitle track", "subtitle tracks", "of a video"),
+		obj("livestream", "live stream", "live streams", "on a channel"),
+	}},
+	{"notes", "the note-taking app", []catalogObject{
+		obj("note", "note", "notes", "in a notebook"),
+		obj("notebook", "notebook", "notebooks", "of the user"),
+		obj("tag", "tag", "tags", "attached to notes"),
+		obj("checklist", "checklist", "checklists", "in a note"),
+		obj("sketch", "hand-drawn sketch", "sketches", "in a note"),
+	}},
+	{"tasks", "the project tracker", []catalogObject{
+		obj("task", "task", "tasks", "in a to-do list"),
+		obj("project", "project", "projects", "of the team"),
+		obj("milestone", "milestone", "milestones", "of a project"),
+		obj("assignee", "assignee", "assignees", "of a task"),
+		obj("sprint", "sprint", "sprints", "of an agile team"),
+	}},
+	{"crm", "the customer relationship manager", []catalogObject{
+		obj("lead", "sales lead", "sales leads", "in the pipeline"),
+		obj("deal", "deal", "deals", "in the sales pipeline"),
+		obj("account", "customer account", "customer accounts", "in the CRM"),
+		obj("opportunity", "sales opportunity", "sales opportunities", "of an account"),
+		obj("campaign", "marketing campaign", "marketing campaigns", "sent to customers"),
+	}},
+	{"hr", "the human resources system", []catalogObject{
+		obj("employee", "employee record", "employee records", "in the company directory"),
+		obj("payslip", "payslip", "payslips", "of an employee"),
+		obj("leave_request", "leave request", "leave requests", "of an employee"),
+		obj("job_posting", "job posting", "job postings", "on the careers page"),
+		obj("candidate", "job candidate", "job candidates", "for an open position"),
+	}},
+	{"analytics", "the analytics platform", []catalogObject{
+		obj("report", "analytics report", "analytics reports", "of a website"),
+		obj("dashboard", "dashboard", "dashboards", "of the team"),
+		obj("metric", "metric", "metrics", "tracked for a product"),
+		obj("funnel", "conversion funnel", "conversion funnels", "of a website"),
+		obj("cohort", "user cohort", "user cohorts", "of an app"),
+	}},
+	{"database", "the database service", []catalogObject{
+		obj("table", "table", "tables", "in a SQL database"),
+		obj("query", "saved SQL query", "saved SQL queries", "of a database"),
+		obj("index", "table index", "table indexes", "of a database"),
+		obj("backup", "database backup", "database backups", "of a cluster"),
+		obj("schema", "database schema", "database schemas", "of a cluster"),
+	}},
+	{"cloud", "the cloud provider", []catalogObject{
+		obj("instance", "virtual machine", "virtual machines", "in a cloud region"),
+		obj("bucket", "storage bucket", "storage buckets", "in object storage"),
+		obj("function", "serverless function", "serverless functions", "of a project"),
+		obj("load_balancer", "load balancer", "load balancers", "in front of a service"),
+		obj("dns_record", "DNS record", "DNS records", "of a domain name"),
+	}},
+	{"code", "the code hosting service", []catalogObject{
+		obj("repository", "git repository", "git repositories", "of an organisation"),
+		obj("pull_request", "pull request", "pull requests", "of a repository"),
+		obj("issue", "issue", "issues", "in a repository's tracker"),
+		obj("commit", "commit", "commits", "of a branch"),
+		obj("release", "release", "releases", "of a repository"),
+	}},
+}
+
+// CatalogSize is how many distinct tools the generated catalog has.
+var CatalogSize = len(catalogDomains) * 5 * len(catalogVerbs)
+
+// CatalogTool returns the name and description of the i-th tool of the
+// generated catalog (0 <= i < CatalogSize): DOMAIN_VERB_OBJECT, such as
+// weather_get_forecast, "Get the weather forecast for a city and a date,
+// with every detail. Part of the weather service." The order is fixed:
+// domain by domain, object by object, verb by verb.
+func CatalogTool(i int) (name, description string) {
+	nv := len(catalogVerbs)
+	d := catalogDomains[i/(5*nv)]
+	o := d.objects[i/nv%5]
+	v := catalogVerbs[i%nv]
+	name = d.name + "_" + v.name + "_" + o.name
+	description = fmt.Sprintf(v.sentence, o.noun, o.plural, o.scope) + " Part of " + d.service + "."
+	return name, description
 }
 
 func text(s string) *mcp.CallToolResult {
