@@ -42,13 +42,13 @@ func newValidate(cfg config.Validate, tools ToolLookup) (Middleware, error) {
 }
 
 // schemaValidator is the validation middleware's state: the compiled input
-// schema of each tool.
+// schemas of each tool (the latest two).
 type schemaValidator struct {
 	limit int64
 	tools ToolLookup
 
 	mu    sync.Mutex
-	cache map[schemaKey]*schemaEntry
+	cache map[schemaKey][]*schemaEntry
 
 	// compiles counts schema compilations, for tests.
 	compiles atomic.Int64
@@ -75,7 +75,7 @@ func newSchemaValidator(cfg config.Validate, tools ToolLookup) (*schemaValidator
 	if limit <= 0 {
 		limit = config.DefaultMaxArgumentBytes
 	}
-	return &schemaValidator{limit: limit, tools: tools, cache: make(map[schemaKey]*schemaEntry)}, nil
+	return &schemaValidator{limit: limit, tools: tools, cache: make(map[schemaKey][]*schemaEntry)}, nil
 }
 
 func (v *schemaValidator) wrap(next Handler) Handler {
@@ -188,10 +188,22 @@ func validateInstance(sch *jsonschema.Schema, instance any) (verr *jsonschema.Va
 func (v *schemaValidator) entry(server, name string, schema map[string]any) (e *schemaEntry, first bool) {
 	k := schemaKey{server, name}
 	v.mu.Lock()
-	e = v.cache[k]
-	if e == nil || !sameMap(e.src, schema) {
+	// The two latest schemas of a tool are kept: calls that looked the
+	// tool up just before a refresh still carry the old map, and must not
+	// evict the new entry (nor it theirs), or each would compile again.
+	entries := v.cache[k]
+	for _, c := range entries {
+		if sameMap(c.src, schema) {
+			e = c
+			break
+		}
+	}
+	if e == nil {
 		e = &schemaEntry{src: schema}
-		v.cache[k] = e
+		if len(entries) >= 2 {
+			entries = entries[:1]
+		}
+		v.cache[k] = append([]*schemaEntry{e}, entries...)
 	}
 	v.mu.Unlock()
 	e.once.Do(func() {
