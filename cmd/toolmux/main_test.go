@@ -43,13 +43,19 @@ type result struct {
 
 func toolmux(t *testing.T, dir, stdin string, args ...string) result {
 	t.Helper()
+	// State (the task log, spilled outputs) goes to a directory of the
+	// test's own, never to the home directory of whoever runs the tests.
+	return execToolmux(t, dir, stdin, append(os.Environ(), "XDG_DATA_HOME="+t.TempDir()), args...)
+}
+
+// execToolmux runs the binary in dir with exactly env, stdin as its input.
+func execToolmux(t *testing.T, dir, stdin string, env []string, args ...string) result {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, binary, args...)
 	cmd.Dir = dir
-	// State (the task log, spilled outputs) goes to a directory of the
-	// test's own, never to the home directory of whoever runs the tests.
-	cmd.Env = append(os.Environ(), "XDG_DATA_HOME="+t.TempDir())
+	cmd.Env = env
 	cmd.Stdin = strings.NewReader(stdin)
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb

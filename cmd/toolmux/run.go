@@ -193,7 +193,11 @@ func (a *app) runTask(ctx context.Context, task string, f runFlags) error {
 	if f.json {
 		out = &jsonEvents{w: a.stdout}
 	} else {
-		out = newProgress(a.stderr, a.verbose)
+		asking := ""
+		if f.serve != "" && !a.yes && a.approver(true) == nil {
+			asking = "the web page of --serve"
+		}
+		out = newProgress(a.stderr, a.verbose, asking)
 	}
 	done := make(chan struct{})
 	go func() {
@@ -290,10 +294,14 @@ type progress struct {
 	turns   map[string]int // agent name -> model turns
 	started map[string]time.Time
 	waiting bool // an approval question is on the terminal
+	// asking is where approvals are answered when it is not the
+	// terminal (the web page of --serve); "" when the terminal asks by
+	// itself, or --yes answers at once, and a line would only mislead.
+	asking string
 }
 
-func newProgress(w io.Writer, verbose bool) *progress {
-	p := &progress{w: w, verbose: verbose, turns: map[string]int{}, started: map[string]time.Time{}}
+func newProgress(w io.Writer, verbose bool, asking string) *progress {
+	p := &progress{w: w, verbose: verbose, asking: asking, turns: map[string]int{}, started: map[string]time.Time{}}
 	if f, ok := w.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
 		p.tty = true
 	}
@@ -346,7 +354,9 @@ func (p *progress) event(e stream.Event) {
 			p.spinning(name + " running")
 		case "awaiting_approval":
 			p.waiting = true
-			p.line("  ? %s waits for approval", name)
+			if p.asking != "" {
+				p.line("  ? %s waits for approval at %s", name, p.asking)
+			}
 		case "success":
 			p.line("  ✓ %s (%s)", name, ms(d.TotalMS))
 		case "error", "cancelled":

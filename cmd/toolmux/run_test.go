@@ -1,8 +1,6 @@
 package main_test
 
 import (
-	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -29,22 +27,7 @@ import (
 // environment (no OPENAI_* or ANTHROPIC_* of whoever runs the tests).
 func runToolmux(t *testing.T, dir string, env []string, args ...string) result {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, binary, args...)
-	cmd.Dir = dir
-	cmd.Env = append(modelFreeEnv(), "XDG_DATA_HOME="+dataHome(t, dir))
-	cmd.Env = append(cmd.Env, env...)
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	err := cmd.Run()
-	code := 0
-	if ee, ok := err.(*exec.ExitError); ok {
-		code = ee.ExitCode()
-	} else if err != nil {
-		t.Fatal(err)
-	}
-	return result{out.String(), errb.String(), code}
+	return execToolmux(t, dir, "", append(append(modelFreeEnv(), "XDG_DATA_HOME="+dataHome(t, dir)), env...), args...)
 }
 
 // dataHome is the XDG_DATA_HOME of the runs in dir, so that a later

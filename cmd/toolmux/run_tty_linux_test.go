@@ -30,19 +30,7 @@ func TestRunAsksOnATerminal(t *testing.T) {
 		t.Fatal(err)
 	}
 	tty.Close()
-	scr := &screen{}
-	copied := make(chan struct{})
-	go func() {
-		defer close(copied)
-		buf := make([]byte, 4096)
-		for {
-			n, err := ctl.Read(buf)
-			scr.Write(buf[:n])
-			if err != nil {
-				return
-			}
-		}
-	}()
+	scr, copied := watchTerminal(ctl)
 	if !testservers.Eventually(time.Minute, func() bool { return strings.Contains(scr.String(), "[n/4] no") }) {
 		t.Fatalf("no approval prompt on the terminal; it shows:\n%s", scr.String())
 	}

@@ -53,6 +53,25 @@ func (s *screen) Write(p []byte) (int, error) {
 }
 func (s *screen) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.buf.String() }
 
+// watchTerminal copies what is written to the terminal of ctl into a
+// screen until the terminal closes; copied is closed then.
+func watchTerminal(ctl *os.File) (scr *screen, copied <-chan struct{}) {
+	scr = &screen{}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		buf := make([]byte, 4096)
+		for {
+			n, err := ctl.Read(buf)
+			scr.Write(buf[:n])
+			if err != nil {
+				return
+			}
+		}
+	}()
+	return scr, done
+}
+
 // On a terminal, a call the policy asks about is put to the user: the
 // prompt shows the tool and its arguments, "n" refuses it, "y" runs it.
 func TestCallAsksOnATerminal(t *testing.T) {
@@ -78,19 +97,7 @@ func TestCallAsksOnATerminal(t *testing.T) {
 				t.Fatal(err)
 			}
 			tty.Close()
-			scr := &screen{}
-			copied := make(chan struct{})
-			go func() {
-				defer close(copied)
-				buf := make([]byte, 4096)
-				for {
-					n, err := ctl.Read(buf)
-					scr.Write(buf[:n])
-					if err != nil {
-						return
-					}
-				}
-			}()
+			scr, copied := watchTerminal(ctl)
 			deadline := time.Now().Add(time.Minute)
 			for !strings.Contains(scr.String(), "[n/4] no") {
 				if time.Now().After(deadline) {
