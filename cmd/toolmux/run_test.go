@@ -5,9 +5,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/http/httptest"
-	"net/http/httputil"
-	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,7 +12,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -141,37 +137,13 @@ func (p *runProc) waitStderr(t *testing.T, s string) {
 	}
 }
 
-// headerLog records the headers of the requests a proxy passed on.
-type headerLog struct {
-	mu sync.Mutex
-	h  []http.Header
-}
-
-func (l *headerLog) all() []http.Header {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return append([]http.Header(nil), l.h...)
-}
-
-// recordingProxy serves a reverse proxy to the scripted model server m,
-// recording every request's headers; it returns the proxy's URL with m's
-// base path.
-func recordingProxy(t *testing.T, m *llmtest.Server) (string, *headerLog) {
-	t.Helper()
-	target, err := url.Parse(m.URL)
-	if err != nil {
-		t.Fatal(err)
+// headers returns the HTTP headers of the requests m received.
+func headers(m *llmtest.Server) []http.Header {
+	var out []http.Header
+	for _, r := range m.Requests() {
+		out = append(out, r.Header)
 	}
-	log := &headerLog{}
-	rp := &httputil.ReverseProxy{Rewrite: func(r *httputil.ProxyRequest) { r.SetURL(target) }, FlushInterval: -1}
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		log.mu.Lock()
-		log.h = append(log.h, r.Header.Clone())
-		log.mu.Unlock()
-		rp.ServeHTTP(w, r)
-	}))
-	t.Cleanup(srv.Close)
-	return srv.URL + strings.TrimPrefix(m.BaseURL(), m.URL), log
+	return out
 }
 
 // taskSummary is an entry of `toolmux logs --json`.
@@ -199,13 +171,13 @@ func TestRunModelFromEnvironmentAndConfig(t *testing.T) {
 	answer := llmtest.Reply{Content: "done"}
 	t.Run("env", func(t *testing.T) {
 		m := llmtest.OpenAI(t, llmtest.Replies(answer))
-		base, headers := recordingProxy(t, m)
+		base := m.BaseURL()
 		r := runToolmux(t, workspace(t, ""), []string{"OPENAI_BASE_URL=" + base, "OPENAI_API_KEY=sk-from-env"},
 			"run", "--model", "scripted", "say done")
 		if r.code != 0 || strings.TrimSpace(r.stdout) != "done" {
 			t.Fatalf("exit %d\nstdout: %s\nstderr: %s", r.code, r.stdout, r.stderr)
 		}
-		h := headers.all()
+		h := headers(m)
 		if len(h) != 1 || h[0].Get("Authorization") != "Bearer sk-from-env" {
 			t.Errorf("requests' headers: %v", h)
 		}
@@ -215,7 +187,7 @@ func TestRunModelFromEnvironmentAndConfig(t *testing.T) {
 	})
 	t.Run("config", func(t *testing.T) {
 		m := llmtest.OpenAI(t, llmtest.Replies(answer))
-		base, headers := recordingProxy(t, m)
+		base := m.BaseURL()
 		cfg := fmt.Sprintf("model:\n  base_url: %s\n  api_key: ${MY_KEY}\n  model: from-config\n", base)
 		// The environment's OpenAI settings do not override the section.
 		r := runToolmux(t, workspace(t, cfg), []string{"MY_KEY=sk-from-config", "OPENAI_API_KEY=sk-wrong",
@@ -223,7 +195,7 @@ func TestRunModelFromEnvironmentAndConfig(t *testing.T) {
 		if r.code != 0 || strings.TrimSpace(r.stdout) != "done" {
 			t.Fatalf("exit %d\nstdout: %s\nstderr: %s", r.code, r.stdout, r.stderr)
 		}
-		h := headers.all()
+		h := headers(m)
 		if len(h) != 1 || h[0].Get("Authorization") != "Bearer sk-from-config" {
 			t.Errorf("requests' headers: %v", h)
 		}
@@ -233,13 +205,13 @@ func TestRunModelFromEnvironmentAndConfig(t *testing.T) {
 	})
 	t.Run("anthropic", func(t *testing.T) {
 		m := llmtest.Anthropic(t, llmtest.Replies(answer))
-		base, headers := recordingProxy(t, m)
+		base := m.BaseURL()
 		r := runToolmux(t, workspace(t, ""), []string{"ANTHROPIC_API_KEY=ak-from-env", "OPENAI_API_KEY=sk-wrong"},
 			"run", "--provider", "anthropic", "--model", "claude-scripted", "--base-url", base, "say done")
 		if r.code != 0 || strings.TrimSpace(r.stdout) != "done" {
 			t.Fatalf("exit %d\nstdout: %s\nstderr: %s", r.code, r.stdout, r.stderr)
 		}
-		h := headers.all()
+		h := headers(m)
 		if len(h) != 1 || h[0].Get("X-Api-Key") != "ak-from-env" || h[0].Get("Authorization") != "" {
 			t.Errorf("requests' headers: %v", h)
 		}

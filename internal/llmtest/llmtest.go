@@ -56,6 +56,9 @@ type Request struct {
 	ToolChoice any
 	Stream     bool
 	Raw        map[string]any
+	// Header is the request's HTTP header (the API key's header, the
+	// client's identification).
+	Header http.Header
 }
 
 // Text is every message's text content joined, for assertions on what the
@@ -167,6 +170,7 @@ func (s *Server) handle(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	req := decode(raw, s.anthropic)
+	req.Header = r.Header.Clone()
 	s.mu.Lock()
 	n := len(s.reqs)
 	s.reqs = append(s.reqs, req)
