@@ -61,14 +61,7 @@ func TestCancelWhileToolRuns(t *testing.T) {
 	r := newRig(t, llmtest.Replies(calls(call("fixture__hang", `{}`)), answer("unreachable")), "")
 	id := "cancel-" + tool.NewID()
 	cancel, done := runInBackground(t, r, id, "Wait forever.")
-	r.evs.wait(t, "the hang call executing", func(evs []stream.Event) bool {
-		for _, s := range toolStates(t, evs) {
-			if s.Tool == "hang" && s.State == string(schedule.Executing) {
-				return true
-			}
-		}
-		return false
-	}, id)
+	waitExecuting(t, r, id, "hang")
 	cancel()
 	out := awaitRun(t, done)
 	if agent.KindOf(out.err) != agent.ErrCancelled || !errors.Is(out.err, context.Canceled) {
@@ -161,14 +154,7 @@ func TestCancelInsideSubAgent(t *testing.T) {
 	}), subAgentConfig)
 	id := "cancel-" + tool.NewID()
 	cancel, done := runInBackground(t, r, id, "Delegate the wait.")
-	r.evs.wait(t, "the hang call executing", func(evs []stream.Event) bool {
-		for _, s := range toolStates(t, evs) {
-			if s.Tool == "hang" && s.State == string(schedule.Executing) {
-				return true
-			}
-		}
-		return false
-	}, id)
+	waitExecuting(t, r, id, "hang")
 	cancel()
 	out := awaitRun(t, done)
 	if agent.KindOf(out.err) != agent.ErrCancelled {
@@ -209,4 +195,18 @@ func TestCancelInsideSubAgent(t *testing.T) {
 	if strings.Join(agents, ",") != "browsing,main" {
 		t.Fatalf("end_of_agent events: %v", agents)
 	}
+}
+
+// waitExecuting waits until a call of the tool name is executing in the
+// task id.
+func waitExecuting(t *testing.T, r *rig, id, name string) {
+	t.Helper()
+	r.evs.wait(t, "the "+name+" call executing", func(evs []stream.Event) bool {
+		for _, s := range toolStates(t, evs) {
+			if s.Tool == name && s.State == string(schedule.Executing) {
+				return true
+			}
+		}
+		return false
+	}, id)
 }

@@ -59,14 +59,20 @@ func execToolmux(t *testing.T, dir, stdin string, env []string, args ...string) 
 	cmd.Stdin = strings.NewReader(stdin)
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
-	err := cmd.Run()
-	code := 0
+	code := exitCode(t, cmd.Run()) // before the output is read
+	return result{out.String(), errb.String(), code}
+}
+
+// exitCode is the exit status of a finished run of the binary; an error
+// other than a non-zero exit fails the test.
+func exitCode(t *testing.T, err error) int {
+	t.Helper()
 	if ee, ok := err.(*exec.ExitError); ok {
-		code = ee.ExitCode()
+		return ee.ExitCode()
 	} else if err != nil {
 		t.Fatal(err)
 	}
-	return result{out.String(), errb.String(), code}
+	return 0
 }
 
 // workspace makes a directory with a file and, when cfg is not empty, a

@@ -121,12 +121,7 @@ func (p *runProc) wait(t *testing.T, timeout time.Duration) int {
 	case <-time.After(timeout):
 		t.Fatalf("toolmux run did not exit within %s\nstdout: %s\nstderr: %s", timeout, p.stdout, p.stderr)
 	}
-	if ee, ok := p.err.(*exec.ExitError); ok {
-		return ee.ExitCode()
-	} else if p.err != nil {
-		t.Fatal(p.err)
-	}
-	return 0
+	return exitCode(t, p.err)
 }
 
 // waitStderr waits until the process's stderr holds s.

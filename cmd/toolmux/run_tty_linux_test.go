@@ -43,13 +43,7 @@ func TestRunAsksOnATerminal(t *testing.T) {
 	if _, err := ctl.Write([]byte("y\n")); err != nil {
 		t.Fatal(err)
 	}
-	err := cmd.Wait()
-	code := 0
-	if ee, ok := err.(*exec.ExitError); ok {
-		code = ee.ExitCode()
-	} else if err != nil {
-		t.Fatal(err)
-	}
+	code := exitCode(t, cmd.Wait())
 	ctl.Close()
 	<-copied
 	s := scr.String()

@@ -111,13 +111,7 @@ func TestCallAsksOnATerminal(t *testing.T) {
 			if _, err := ctl.Write([]byte(tc.answer + "\n")); err != nil {
 				t.Fatal(err)
 			}
-			err := cmd.Wait()
-			code := 0
-			if ee, ok := err.(*exec.ExitError); ok {
-				code = ee.ExitCode()
-			} else if err != nil {
-				t.Fatal(err)
-			}
+			code := exitCode(t, cmd.Wait())
 			ctl.Close()
 			<-copied
 			if code != tc.wantCode {
