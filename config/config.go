@@ -85,6 +85,9 @@ type Config struct {
 	Policy Policy
 	// TaskLog controls the task log kept in DataDir (docs/tasklog.md).
 	TaskLog TaskLog
+	// Passthrough bounds the client sessions of toolmux serve's
+	// passthrough routes, for every server that does not set its own.
+	Passthrough Passthrough
 	// Model is the language model of the agents (`model:`); not Set when
 	// the file names none.
 	Model Model
@@ -165,6 +168,10 @@ type Server struct {
 	// CircuitBreaker, when non-nil, replaces Config.CircuitBreaker for this
 	// server, filled in from the global policy like Retry.
 	CircuitBreaker *Breaker
+	// Passthrough, when non-nil, replaces Config.Passthrough for this
+	// server's passthrough route, filled in from the global section like
+	// Retry. Command servers have no route, so they cannot set it.
+	Passthrough *Passthrough
 
 	// Disabled servers are kept (so tooling can list them) but not started.
 	Disabled bool
@@ -203,6 +210,19 @@ type Breaker struct {
 	Failures int
 	// Cooldown is how long the breaker stays open before a trial call.
 	Cooldown time.Duration
+}
+
+// Passthrough bounds the sessions of a passthrough route
+// (/servers/NAME/mcp of toolmux serve), each of which holds a session of its
+// own with the server: for a stdio server, a process. Zero values mean the
+// defaults of package gateway, so that the defaults live in one place.
+type Passthrough struct {
+	// MaxSessions is how many client sessions the route serves at once;
+	// one more is refused until a session ends.
+	MaxSessions int
+	// IdleTimeout ends a client session that has made no request for this
+	// long, and with it the server's session (and process).
+	IdleTimeout time.Duration
 }
 
 // Builtin configures toolmux's own tools (file access in Workspace, shell,

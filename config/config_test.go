@@ -446,6 +446,35 @@ servers:
 	}
 }
 
+// A server's passthrough section overrides the global one key by key,
+// wherever the global one is in the file; servers without one use it.
+func TestPassthrough(t *testing.T) {
+	cfg, _ := mustLoad(t, "toolmux.yaml", `servers:
+  a:
+    command: a
+    passthrough: {idle_timeout: 1m}
+  b:
+    command: b
+  c:
+    url: http://localhost:1/mcp
+    passthrough: {max_sessions: 2, idle_timeout: 30s}
+passthrough:
+  max_sessions: 4
+`)
+	if cfg.Passthrough != (config.Passthrough{MaxSessions: 4}) {
+		t.Errorf("global: %+v", cfg.Passthrough)
+	}
+	want := []*config.Passthrough{{MaxSessions: 4, IdleTimeout: time.Minute}, nil, {MaxSessions: 2, IdleTimeout: 30 * time.Second}}
+	for i, s := range cfg.Servers {
+		if !reflect.DeepEqual(s.Passthrough, want[i]) {
+			t.Errorf("%s: %+v, want %+v", s.Name, s.Passthrough, want[i])
+		}
+	}
+	if def := config.Default(); def.Passthrough != (config.Passthrough{}) {
+		t.Errorf("default: %+v (zero means the gateway's defaults)", def.Passthrough)
+	}
+}
+
 // The reference in the package documentation must itself be a valid file,
 // or it would teach users mistakes.
 func TestDocReference(t *testing.T) {

@@ -95,6 +95,13 @@
 //	                        # Default: 5.
 //	  cooldown: 30s         # How long it stays open before a trial call.
 //	                        # Default: 30s.
+//	passthrough:            # Sessions of toolmux serve's passthrough routes
+//	                        # (/servers/NAME/mcp), for every server.
+//	  max_sessions: 8       # Client sessions served at once per server, each
+//	                        # with its own server session (a process, for
+//	                        # stdio); more are refused. Default: 8.
+//	  idle_timeout: 5m      # End a client session (and its server session)
+//	                        # after this long without a request. Default: 5m.
 //	servers:                # MCP servers by name, in the order given.
 //	  everything:
 //	    command: npx        # Start a stdio server with this program...
@@ -117,6 +124,8 @@
 //	                        # keep the global tools that apply here.
 //	    circuit_breaker: {failures: 3}
 //	                        # Overrides the global breaker likewise.
+//	    passthrough: {max_sessions: 4}
+//	                        # Overrides the passthrough section likewise.
 //	    disabled: false     # Keep the entry but do not start it.
 //	  remote:
 //	    url: https://example.com/mcp   # Reach an HTTP server instead.

@@ -50,8 +50,28 @@ func TestErrors(t *testing.T) {
 `,
 			want: []wantErr{
 				{2, 3, "servers.everything", "needs command (to start a stdio server), url (to reach an sse or http server), or discover and call (to run tools found by a command)"},
-				{3, 5, "servers.everything.comand", "unknown key (expected one of: command, args, env, cwd, url, transport, type, headers, bearer_token, discover, call, allow, deny, timeout, tool_timeouts, connect_timeout, retry, circuit_breaker, disabled, trust); did you mean command?"},
+				{3, 5, "servers.everything.comand", "unknown key (expected one of: command, args, env, cwd, url, transport, type, headers, bearer_token, discover, call, allow, deny, timeout, tool_timeouts, connect_timeout, retry, circuit_breaker, passthrough, disabled, trust); did you mean command?"},
 			},
+		},
+		{
+			name:    "passthrough: no sessions",
+			content: "passthrough:\n  max_sessions: 0\n",
+			want:    []wantErr{{2, 17, "passthrough.max_sessions", "must be between 1 and 10000, got 0"}},
+		},
+		{
+			name:    "passthrough: a bare idle timeout",
+			content: "servers:\n  a:\n    command: a\n    passthrough: {idle_timeout: 300}\n",
+			want:    []wantErr{{4, 33, "servers.a.passthrough.idle_timeout", `"300" is not a duration`}},
+		},
+		{
+			name:    "passthrough: misspelt key",
+			content: "passthrough: {max_session: 3}\n",
+			want:    []wantErr{{1, 15, "passthrough.max_session", "did you mean max_sessions?"}},
+		},
+		{
+			name:    "passthrough: a command server has no route",
+			content: "servers:\n  d:\n    discover: [d]\n    call: [c]\n    passthrough: {max_sessions: 2}\n",
+			want:    []wantErr{{5, 5, "servers.d.passthrough", "applies only to stdio, sse and http servers"}},
 		},
 		{
 			name:    "unknown key without suggestion",
@@ -448,7 +468,7 @@ func TestErrorMessages(t *testing.T) {
 		t.Errorf("got  %v\nwant %s", err, want)
 	}
 	_, err = config.ParseWith("toolmux.yaml", []byte("servers:\n  everything:\n    comand: npx\n    command: npx\n"), config.Options{LookupEnv: envOf(nil)})
-	if want := "toolmux.yaml:3:5: servers.everything.comand: unknown key (expected one of: command, args, env, cwd, url, transport, type, headers, bearer_token, discover, call, allow, deny, timeout, tool_timeouts, connect_timeout, retry, circuit_breaker, disabled, trust); did you mean command?"; err == nil || err.Error() != want {
+	if want := "toolmux.yaml:3:5: servers.everything.comand: unknown key (expected one of: command, args, env, cwd, url, transport, type, headers, bearer_token, discover, call, allow, deny, timeout, tool_timeouts, connect_timeout, retry, circuit_breaker, passthrough, disabled, trust); did you mean command?"; err == nil || err.Error() != want {
 		t.Errorf("got  %v\nwant %s", err, want)
 	}
 }

@@ -29,12 +29,15 @@ import (
 var (
 	topKeys = []string{"workspace", "data_dir", "builtin", "connect_timeout", "timeout",
 		"allow", "deny", "retry", "circuit_breaker", "servers", "mcpServers", "pipeline", "policy", "task_log",
-		"model", "agent", "agents"}
+		"model", "agent", "agents", "passthrough"}
 	serverKeys = []string{"command", "args", "env", "cwd", "url", "transport", "type",
 		"headers", "bearer_token", "discover", "call", "allow", "deny", "timeout", "tool_timeouts",
-		"connect_timeout", "retry", "circuit_breaker", "disabled", "trust"}
+		"connect_timeout", "retry", "circuit_breaker", "passthrough", "disabled", "trust"}
 	retryKeys   = []string{"max_attempts", "initial_backoff", "max_backoff", "tools"}
 	breakerKeys = []string{"failures", "cooldown"}
+	// passthroughKeys are the keys of a passthrough section, global or a
+	// server's.
+	passthroughKeys = []string{"max_sessions", "idle_timeout"}
 
 	// mcpServers entries as Claude Desktop, Cursor and Gemini CLI write them.
 	commonKeys = []string{"command", "args", "env", "cwd", "url", "httpUrl", "type",
@@ -299,6 +302,8 @@ func (p *parser) config(root *yaml.Node, isJSON bool) *Config {
 			cfg.Builtin = p.builtin(e.v, kp, cfg.Builtin)
 		case "task_log":
 			cfg.TaskLog = p.taskLog(e.v, kp, cfg.TaskLog)
+		case "passthrough":
+			cfg.Passthrough = p.passthrough(e.v, kp, cfg.Passthrough)
 		case "connect_timeout":
 			if d, ok := p.duration(e.v, kp); ok {
 				cfg.ConnectTimeout = d
@@ -457,6 +462,7 @@ func (p *parser) server(se entry, sp string, common bool, cfg *Config) Server {
 		trNode             *yaml.Node
 		urlOK              bool
 		retryE, breakerE   *entry
+		passthroughE       *entry
 		cmdNode, urlKeyN   *yaml.Node
 		urlValue           *yaml.Node
 		discNode, callNode *yaml.Node
@@ -552,6 +558,8 @@ func (p *parser) server(se entry, sp string, common bool, cfg *Config) Server {
 			retryE = &entries[i]
 		case "circuit_breaker":
 			breakerE = &entries[i]
+		case "passthrough":
+			passthroughE = &entries[i]
 		}
 	}
 
@@ -685,6 +693,14 @@ func (p *parser) server(se entry, sp string, common bool, cfg *Config) Server {
 		b := p.breaker(breakerE.v, sp+".circuit_breaker", cfg.CircuitBreaker)
 		s.CircuitBreaker = &b
 	}
+	if passthroughE != nil {
+		if hasDisc && !hasCmd && !hasURL {
+			p.errAt(passthroughE.k, sp+".passthrough", "applies only to stdio, sse and http servers: a command server has no passthrough route")
+		} else {
+			pt := p.passthrough(passthroughE.v, sp+".passthrough", cfg.Passthrough)
+			s.Passthrough = &pt
+		}
+	}
 	return s
 }
 
@@ -793,6 +809,29 @@ func (p *parser) breaker(n *yaml.Node, kp string, base Breaker) Breaker {
 		}
 	}
 	return b
+}
+
+// maxPassthroughSessions bounds max_sessions: each session may be a
+// process, and a typo of an extra digit or two should be caught.
+const maxPassthroughSessions = 10_000
+
+// passthrough reads a passthrough section over base: keys the section
+// omits keep base's values.
+func (p *parser) passthrough(n *yaml.Node, kp string, base Passthrough) Passthrough {
+	pt := base
+	p.fields(n, kp, passthroughKeys, func(e entry, fp string) {
+		switch e.key {
+		case "max_sessions":
+			if v, ok := p.integer(e.v, fp, 1, maxPassthroughSessions); ok {
+				pt.MaxSessions = v
+			}
+		case "idle_timeout":
+			if d, ok := p.duration(e.v, fp); ok {
+				pt.IdleTimeout = d
+			}
+		}
+	})
+	return pt
 }
 
 var taskLogKeys = []string{"enabled", "durability"}
