@@ -20,7 +20,6 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/toolmux/toolmux/mcpsource"
 	"github.com/toolmux/toolmux/pipeline"
 	"github.com/toolmux/toolmux/tool"
 )
@@ -40,10 +39,14 @@ type Options struct {
 	Logger *slog.Logger
 	// Passthrough are the MCP servers served one by one at
 	// /servers/{name}/mcp by Mux, each with the transport settings it is
-	// configured with (the Config's Name is the route's name). Their tool
-	// calls still go through the Caller, whose source for the server must
-	// be an mcpsource.Source.
-	Passthrough []mcpsource.Config
+	// configured with (the Config's Name is the route's name) and the
+	// bounds of its sessions. Their tool calls still go through the
+	// Caller, whose source for the server must be an mcpsource.Source.
+	Passthrough []Route
+	// OnSessionRefused, when set, is told when a passthrough route refuses
+	// a client session for its limit (at most once a second per route,
+	// with the counts so far); when nil, refusals are logged instead.
+	OnSessionRefused func(RouteSessions)
 	// API is served by Mux under /api/, behind the token (the api
 	// package's handler).
 	API http.Handler
@@ -59,7 +62,8 @@ type Gateway struct {
 	mu     sync.Mutex
 	synced *tool.Catalog
 
-	routes map[string]*route // passthrough routes by server name
+	routes    map[string]*route // passthrough routes by server name
+	onRefused func(RouteSessions)
 }
 
 // New returns a gateway in front of c. The catalog is read on the first
@@ -71,7 +75,7 @@ func New(c Caller, o Options) *Gateway {
 	if o.Version == "" {
 		o.Version = "dev"
 	}
-	g := &Gateway{caller: c, log: o.Logger, api: o.API}
+	g := &Gateway{caller: c, log: o.Logger, api: o.API, onRefused: o.OnSessionRefused}
 	if g.log == nil {
 		g.log = slog.New(slog.DiscardHandler)
 	}
@@ -82,8 +86,8 @@ func New(c Caller, o Options) *Gateway {
 	})
 	g.server.AddReceivingMiddleware(g.syncMiddleware)
 	g.routes = make(map[string]*route, len(o.Passthrough))
-	for _, cfg := range o.Passthrough {
-		g.routes[cfg.Name] = newRoute(g, cfg, o.Version)
+	for _, rt := range o.Passthrough {
+		g.routes[rt.Server.Name] = newRoute(g, rt, o.Version)
 	}
 	return g
 }
@@ -112,9 +116,10 @@ func (g *Gateway) streamableOptions(protected bool) *mcp.StreamableHTTPOptions {
 	return o
 }
 
-// SessionIdleTimeout ends an HTTP client's session after this long without
-// a request: clients that vanish without closing their session would
-// otherwise hold it, and its goroutines, for the life of the gateway.
+// SessionIdleTimeout ends an HTTP client's session of /mcp after this long
+// without a request: clients that vanish without closing their session
+// would otherwise hold it, and its goroutines, for the life of the gateway.
+// Passthrough routes have their own (Route.IdleTimeout).
 const SessionIdleTimeout = 30 * time.Minute
 
 // Close ends every client session, HTTP and stdio alike, and on the

@@ -91,8 +91,9 @@ func (g *Gateway) serveIndex(w http.ResponseWriter, _ *http.Request) {
 	if g.api != nil {
 		b.WriteString("HTTP API: /api/ (docs/api.md)\nEvent stream (SSE): /api/events\nWeb page: / (in a browser)\n")
 	}
-	for _, name := range g.PassthroughNames() {
-		fmt.Fprintf(&b, "Passthrough to %s: /servers/%s/mcp\n", name, url.PathEscape(name))
+	for _, rs := range g.PassthroughSessions() {
+		fmt.Fprintf(&b, "Passthrough to %s: /servers/%s/mcp (%d of %d sessions open, %d refused)\n",
+			rs.Server, url.PathEscape(rs.Server), rs.Open, rs.Max, rs.Refused)
 	}
 	_, _ = w.Write([]byte(b.String()))
 }
@@ -115,5 +116,5 @@ func (g *Gateway) servePassthrough(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, msg, http.StatusNotFound)
 		return
 	}
-	rt.handler.ServeHTTP(w, r)
+	rt.serveHTTP(w, r)
 }

@@ -35,6 +35,10 @@ import (
 // them, and the server's are answered to the client, so each side sees
 // what the other can do.
 //
+// The route serves at most MaxSessions client sessions (slot), and ends
+// those idle for IdleTimeout: the go-sdk's session timeout, which closes
+// the client session, and the link closes the upstream one.
+//
 // tools/list is the server's own list, less the tools the manager does not
 // allow. tools/call is governed: it goes through the gateway's Caller (the
 // scheduler, policy and approval, the pipeline, the manager) under the
@@ -44,6 +48,8 @@ import (
 type route struct {
 	g       *Gateway
 	cfg     mcpsource.Config
+	max     int           // client sessions served at once
+	idle    time.Duration // idle client sessions are ended after it
 	server  *mcp.Server
 	handler http.Handler
 
@@ -52,16 +58,26 @@ type route struct {
 	stop    context.CancelFunc
 	wg      sync.WaitGroup // one per link, for its connect and its watch
 
-	mu     sync.Mutex
-	links  map[*mcp.ServerSession]*link
-	closed bool
+	mu       sync.Mutex
+	links    map[*mcp.ServerSession]*link
+	closed   bool
+	used     int       // slots taken or claimed
+	refused  int64     // client sessions refused for the limit
+	reported time.Time // when a refusal was last reported
 }
 
-func newRoute(g *Gateway, cfg mcpsource.Config, version string) *route {
+func newRoute(g *Gateway, rt Route, version string) *route {
+	cfg := rt.Server
 	if cfg.ConnectTimeout <= 0 {
 		cfg.ConnectTimeout = mcpsource.DefaultConnectTimeout
 	}
-	r := &route{g: g, cfg: cfg, links: map[*mcp.ServerSession]*link{}}
+	if rt.MaxSessions <= 0 {
+		rt.MaxSessions = DefaultMaxSessions
+	}
+	if rt.IdleTimeout <= 0 {
+		rt.IdleTimeout = DefaultIdleTimeout
+	}
+	r := &route{g: g, cfg: cfg, max: rt.MaxSessions, idle: rt.IdleTimeout, links: map[*mcp.ServerSession]*link{}}
 	r.closing, r.stop = context.WithCancel(context.Background())
 	// The capabilities, instructions and identity a client sees are the
 	// server's, set per session when it initializes; until then the route
@@ -72,8 +88,11 @@ func newRoute(g *Gateway, cfg mcpsource.Config, version string) *route {
 	})
 	r.server.AddReceivingMiddleware(r.receive)
 	r.server.AddSendingMiddleware(rewriteNotification)
-	// Routes are served by Mux only, behind Protect.
-	r.handler = mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return r.server }, g.streamableOptions(true))
+	// Routes are served by Mux only, behind Protect; their sessions idle
+	// out sooner than /mcp's, for each holds a server session.
+	opts := g.streamableOptions(true)
+	opts.SessionTimeout = r.idle
+	r.handler = mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return r.server }, opts)
 	return r
 }
 
@@ -103,6 +122,10 @@ var errRouteClosed = &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "t
 // started it: a request that gives up stops waiting, the attempt goes on
 // for the others, bounded by ConnectTimeout and close. A failed attempt is
 // forgotten, so the next request of the session tries again.
+//
+// A new link claims the slot taken for the request that created the
+// session, or, when that one is spent (a link before it failed), takes
+// another; none left is the limit's error.
 func (r *route) link(ctx context.Context, ss *mcp.ServerSession, version string) (*link, error) {
 	r.mu.Lock()
 	if r.closed {
@@ -111,7 +134,20 @@ func (r *route) link(ctx context.Context, ss *mcp.ServerSession, version string)
 	}
 	l := r.links[ss]
 	if l == nil {
-		l = &link{r: r, ss: ss, ready: make(chan struct{}), progress: map[any]*inflight{}}
+		s := slotFrom(ctx)
+		if !s.claim() {
+			var refusal *jsonrpc.Error
+			var report bool
+			if s, refusal, report = r.takeLocked(); refusal != nil {
+				r.mu.Unlock()
+				if report {
+					r.reportRefusal()
+				}
+				return nil, refusal
+			}
+			s.claim()
+		}
+		l = &link{r: r, ss: ss, slot: s, ready: make(chan struct{}), progress: map[any]*inflight{}}
 		l.closing, l.stop = context.WithCancel(r.closing)
 		r.links[ss] = l
 		r.wg.Add(1)
@@ -178,13 +214,16 @@ func (r *route) receive(next mcp.MethodHandler) mcp.MethodHandler {
 		if ss == nil {
 			return next(ctx, method, req)
 		}
-		// Requests of a session that skipped initialize (the go-sdk serves
-		// those in a session of their own) open their link here.
-		version := ""
-		if p := ss.InitializeParams(); p != nil {
-			version = p.ProtocolVersion
+		// A session that has not initialized is one the go-sdk made for a
+		// request without a session (a client's server/discover probe, a
+		// ping) and closes after it: the go-sdk answers it, and refuses
+		// the rest, without the server. A session whose link failed at
+		// initialize opens one again here.
+		p := ss.InitializeParams()
+		if p == nil {
+			return next(ctx, method, req)
 		}
-		l, err := r.link(ctx, ss, version)
+		l, err := r.link(ctx, ss, p.ProtocolVersion)
 		if err != nil {
 			return nil, err
 		}
@@ -301,6 +340,7 @@ type link struct {
 	r  *route
 	ss *mcp.ServerSession
 
+	slot  *slot         // released when the link has ended
 	ready chan struct{} // closed when the connect attempt has ended
 	err   error         // why it failed; set before ready is closed
 	cs    *mcp.ClientSession
@@ -358,6 +398,7 @@ func (l *link) run(version string) {
 	if err != nil {
 		l.err = err
 		l.r.forget(l)
+		l.slot.release()
 		l.stop()
 		close(l.ready)
 		return
@@ -386,6 +427,9 @@ func (l *link) run(version string) {
 	<-ssDone
 	<-csDone
 	l.r.forget(l)
+	// The process has been reaped (Conn.Close waits for it): its place
+	// is free.
+	l.slot.release()
 }
 
 // connect opens the upstream session with the client's capabilities and

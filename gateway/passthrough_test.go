@@ -172,9 +172,17 @@ func (c chain) Call(ctx context.Context, call tool.Call) *tool.Record { return c
 
 type passthrough struct {
 	url     string // of the route
+	base    string // of the gateway
 	g       *gateway.Gateway
 	mu      sync.Mutex
 	records []*tool.Record
+	refused []gateway.RouteSessions // as reported to OnSessionRefused
+}
+
+func (p *passthrough) reports() []gateway.RouteSessions {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return slices.Clone(p.refused)
 }
 
 func (p *passthrough) recorded() []*tool.Record {
@@ -187,6 +195,13 @@ func (p *passthrough) recorded() []*tool.Record {
 // in default approval mode, asking approvals through elicitation, and
 // returns the URL of its passthrough route.
 func servePassthrough(t *testing.T, cfg mcpsource.Config, deny ...string) *passthrough {
+	t.Helper()
+	return serveRoute(t, cfg, gateway.Route{Server: cfg}, deny...)
+}
+
+// serveRoute is servePassthrough for a route of its own: the manager
+// reaches the server with cfg, the route's sessions with rt.Server.
+func serveRoute(t *testing.T, cfg mcpsource.Config, rt gateway.Route, deny ...string) *passthrough {
 	t.Helper()
 	src, err := mcpsource.New(cfg)
 	if err != nil {
@@ -210,14 +225,19 @@ func servePassthrough(t *testing.T, cfg mcpsource.Config, deny ...string) *passt
 		t.Fatal(err)
 	}
 	s := schedule.New(p, schedule.WithGate(policy.NewGate(engine, policy.WithApprover(gateway.ElicitApprover{}))))
-	pt.g = gateway.New(chain{p, s}, gateway.Options{Passthrough: []mcpsource.Config{cfg}})
+	pt.g = gateway.New(chain{p, s}, gateway.Options{Passthrough: []gateway.Route{rt}, OnSessionRefused: func(rs gateway.RouteSessions) {
+		pt.mu.Lock()
+		pt.refused = append(pt.refused, rs)
+		pt.mu.Unlock()
+	}})
 	hs := httptest.NewServer(pt.g.Mux("", gateway.Security{Loopback: true}))
 	t.Cleanup(func() {
 		pt.g.Close()
 		hs.Close()
 		m.Close()
 	})
-	pt.url = hs.URL + "/servers/" + cfg.Name + "/mcp"
+	pt.base = hs.URL
+	pt.url = hs.URL + "/servers/" + rt.Server.Name + "/mcp"
 	return pt
 }
 
@@ -627,7 +647,7 @@ func TestPassthroughStdioProcessPerSession(t *testing.T) {
 // An unknown server gets a 404 saying which servers have a route; the
 // token is checked first.
 func TestPassthroughRoutes(t *testing.T) {
-	g := gateway.New(chain{}, gateway.Options{Passthrough: []mcpsource.Config{{Name: "up", Transport: mcpsource.StreamableHTTP, URL: "http://127.0.0.1:1/mcp"}}})
+	g := gateway.New(chain{}, gateway.Options{Passthrough: []gateway.Route{{Server: mcpsource.Config{Name: "up", Transport: mcpsource.StreamableHTTP, URL: "http://127.0.0.1:1/mcp"}}}})
 	defer g.Close()
 	hs := httptest.NewServer(g.Mux("sekret", gateway.Security{Loopback: true}))
 	defer hs.Close()

@@ -111,6 +111,14 @@ func startConformanceServer(t *testing.T) string {
 // ends, then stops it with SIGTERM and expects a clean exit.
 func serveGateway(t *testing.T, dir string) string {
 	t.Helper()
+	addr, _ := serveGatewayLog(t, dir)
+	return addr
+}
+
+// serveGatewayLog is serveGateway, also returning what serve writes on
+// stderr.
+func serveGatewayLog(t *testing.T, dir string) (string, *testservers.SyncBuffer) {
+	t.Helper()
 	addr := fmt.Sprintf("127.0.0.1:%d", testservers.FreePort(t))
 	cmd := exec.Command(binary, "serve", "--addr", addr)
 	cmd.Dir = dir
@@ -138,7 +146,7 @@ func serveGateway(t *testing.T, dir string) string {
 	if !testservers.Eventually(30*time.Second, func() bool { return strings.Contains(errb.String(), "serving") }) {
 		t.Fatalf("serve did not start: %s", errb.String())
 	}
-	return addr
+	return addr, &errb
 }
 
 // scenario is the outcome of one conformance scenario.
@@ -239,13 +247,21 @@ func runConformance(t *testing.T, node, suite, url string) conformance {
 // runInspector runs the MCP Inspector's CLI mode against url.
 func runInspector(t *testing.T, inspector, url string, args ...string) string {
 	t.Helper()
+	out, err := inspect(t, inspector, url, args...)
+	if err != nil {
+		t.Fatalf("inspector %v: %v\n%s", args, err, out)
+	}
+	return out
+}
+
+// inspect runs the MCP Inspector's CLI mode against url, returning its
+// output and how it exited.
+func inspect(t *testing.T, inspector, url string, args ...string) (string, error) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, inspector, append([]string{"--cli", url, "--transport", "http"}, args...)...)
 	cmd.Dir = t.TempDir()
 	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("inspector %v: %v\n%s", args, err, out)
-	}
-	return string(out)
+	return string(out), err
 }

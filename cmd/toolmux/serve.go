@@ -19,7 +19,6 @@ import (
 	"github.com/toolmux/toolmux/config"
 	"github.com/toolmux/toolmux/gateway"
 	"github.com/toolmux/toolmux/manager"
-	"github.com/toolmux/toolmux/mcpsource"
 	"github.com/toolmux/toolmux/policy"
 	"github.com/toolmux/toolmux/schedule"
 	"github.com/toolmux/toolmux/stream"
@@ -122,6 +121,10 @@ closes every upstream server and the task log, and says what it cancelled.`,
 				Policy: rt.policy, Approvals: approvals, Log: rt.log, Events: hub})
 			if !stdio {
 				opts.Passthrough = passthroughServers(rt.config, a.logger())
+				opts.OnSessionRefused = func(rs gateway.RouteSessions) {
+					fmt.Fprintf(a.stderr, "toolmux: passthrough to %s refused a client session: %d of %d sessions open "+
+						"(servers.%s.passthrough.max_sessions); %d refused so far\n", rs.Server, rs.Open, rs.Max, rs.Server, rs.Refused)
+				}
 			}
 			g := gateway.New(scheduled{catalog: rt.pipeline, Scheduler: s}, opts)
 			defer g.Close()
@@ -176,16 +179,18 @@ func (a *app) reportServers(cat *tool.Catalog) {
 }
 
 // passthroughServers returns the MCP servers that get a passthrough route,
-// with the transport settings the manager gives their sources: every
-// enabled stdio, SSE and streamable HTTP server. The built-in tools and
-// command servers speak no MCP of their own to pass through.
-func passthroughServers(cfg *config.Config, log *slog.Logger) []mcpsource.Config {
-	var out []mcpsource.Config
+// with the transport settings the manager gives their sources and the
+// bounds of their sessions: every enabled stdio, SSE and streamable HTTP
+// server. The built-in tools and command servers speak no MCP of their own
+// to pass through.
+func passthroughServers(cfg *config.Config, log *slog.Logger) []gateway.Route {
+	var out []gateway.Route
 	for _, sc := range cfg.Servers {
 		if sc.Disabled || sc.Transport == config.Command {
 			continue
 		}
-		out = append(out, manager.SourceConfig(cfg, sc, log.With("server", sc.Name, "route", "passthrough")))
+		src := manager.SourceConfig(cfg, sc, log.With("server", sc.Name, "route", "passthrough"))
+		out = append(out, gateway.RouteFromConfig(cfg, sc, src))
 	}
 	return out
 }
