@@ -129,10 +129,12 @@ func (s *server) call(w http.ResponseWriter, r *http.Request) {
 	if err := dec.Decode(&req); err != nil && !errors.Is(err, io.EOF) {
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
-			writeError(w, http.StatusRequestEntityTooLarge, string(tool.KindInvalidParams), fmt.Sprintf("the request is larger than %d bytes", s.o.MaxCallBytes))
+			writeError(w, http.StatusRequestEntityTooLarge, "too_large", fmt.Sprintf("the request is larger than %d bytes", s.o.MaxCallBytes))
 			return
 		}
-		writeError(w, http.StatusBadRequest, string(tool.KindInvalidParams),
+		// The body is not a call request: no call was made, so this is the
+		// API's bad_request, not a call's invalid_tool_params.
+		writeError(w, http.StatusBadRequest, "bad_request",
 			`the body must be {"arguments": {...}} (optionally "task" and "session"): `+err.Error())
 		return
 	}

@@ -150,8 +150,13 @@ func TestServersToolsAndCalls(t *testing.T) {
 		t.Fatalf("unknown tool: %d %+v", code, rec.Error)
 	}
 	var e apiErr
-	if code := f.post(t, "/api/tools/builtin/read_file/call", `{"args": {}}`, &e); code != 400 || !strings.Contains(e.Error.Message, "arguments") {
+	if code := f.post(t, "/api/tools/builtin/read_file/call", `{"args": {}}`, &e); code != 400 || e.Error.Kind != "bad_request" || !strings.Contains(e.Error.Message, "arguments") {
 		t.Fatalf("bad body: %d %+v", code, e)
+	}
+	e = apiErr{}
+	huge := `{"arguments": {"path": "` + strings.Repeat("x", 17<<20) + `"}}`
+	if code := f.post(t, "/api/tools/builtin/read_file/call", huge, &e); code != 413 || e.Error.Kind != "too_large" {
+		t.Fatalf("a body over 16 MiB: %d %+v", code, e)
 	}
 	e = apiErr{}
 	if code := f.get(t, "/api/nothing", &e); code != 404 || e.Error.Kind != "not_found" {

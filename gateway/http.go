@@ -28,7 +28,10 @@ func IsLoopback(addr string) bool {
 }
 
 // RequireToken wraps h so that requests must carry "Authorization: Bearer
-// token". An empty token lets every request through.
+// token". An empty token lets every request through. A request without
+// the token gets 401 with a WWW-Authenticate challenge (what MCP clients
+// look for) and the JSON error body of the HTTP API,
+// {"error": {"kind": "unauthorized", "message": ...}}, on every route.
 func RequireToken(token string, h http.Handler) http.Handler {
 	if token == "" {
 		return h
@@ -38,12 +41,18 @@ func RequireToken(token string, h http.Handler) http.Handler {
 		got := []byte(strings.TrimSpace(r.Header.Get("Authorization")))
 		if subtle.ConstantTimeCompare(got, want) != 1 {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="toolmux"`)
-			http.Error(w, "missing or wrong bearer token", http.StatusUnauthorized)
+			w.Header().Set("Content-Type", "application/json")
+			w.Header().Set("Cache-Control", "no-store")
+			w.WriteHeader(http.StatusUnauthorized)
+			_, _ = w.Write(unauthorizedBody)
 			return
 		}
 		h.ServeHTTP(w, r)
 	})
 }
+
+// unauthorizedBody is the answer to a request without the token.
+var unauthorizedBody = []byte(`{"error": {"kind": "unauthorized", "message": "missing or wrong bearer token: send Authorization: Bearer TOKEN"}}` + "\n")
 
 // Mux returns the gateway's HTTP routes: the aggregated MCP endpoint at
 // /mcp and a passthrough endpoint at /servers/{name}/mcp for each of

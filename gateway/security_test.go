@@ -2,11 +2,13 @@ package gateway_test
 
 import (
 	"context"
+	"encoding/json"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -99,18 +101,61 @@ func TestHostAndOriginChecks(t *testing.T) {
 	}
 }
 
-// A wrong or missing token is 401; the right one passes.
+// A wrong or missing token is 401, with a Bearer challenge and the API's
+// JSON error; the right one passes. A real MCP client is refused without
+// it and served with it.
 func TestTokenChecked(t *testing.T) {
 	url := serveGateway(t, "s3cret", gateway.Security{})
-	if code, _ := post(t, url, "", "", initialize, nil); code != http.StatusUnauthorized {
-		t.Fatalf("no token: %d", code)
-	}
-	if code, _ := post(t, url, "", "", initialize, map[string]string{"Authorization": "Bearer wrong"}); code != http.StatusUnauthorized {
-		t.Fatalf("wrong token: %d", code)
+	for name, header := range map[string]map[string]string{"no token": nil, "wrong token": {"Authorization": "Bearer wrong"}} {
+		req, _ := http.NewRequest(http.MethodPost, url+"/mcp", strings.NewReader(initialize))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		for k, v := range header {
+			req.Header.Set(k, v)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var body struct {
+			Error struct{ Kind, Message string }
+		}
+		err = json.NewDecoder(resp.Body).Decode(&body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusUnauthorized || err != nil || body.Error.Kind != "unauthorized" || body.Error.Message == "" ||
+			resp.Header.Get("Content-Type") != "application/json" || !strings.HasPrefix(resp.Header.Get("WWW-Authenticate"), "Bearer ") {
+			t.Errorf("%s: %d %v %+v %v", name, resp.StatusCode, err, body, resp.Header)
+		}
 	}
 	if code, body := post(t, url, "", "", initialize, map[string]string{"Authorization": "Bearer s3cret"}); code != http.StatusOK {
 		t.Fatalf("right token: %d %s", code, body)
 	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	client := mcp.NewClient(&mcp.Implementation{Name: "t"}, nil)
+	if cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: url + "/mcp"}, nil); err == nil {
+		cs.Close()
+		t.Error("a client without the token connected")
+	}
+	cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: url + "/mcp",
+		HTTPClient: &http.Client{Transport: bearerTransport("s3cret")}}, nil)
+	if err != nil {
+		t.Fatalf("a client with the token: %v", err)
+	}
+	defer cs.Close()
+	if _, err := cs.ListTools(ctx, nil); err != nil {
+		t.Errorf("tools/list with the token: %v", err)
+	}
+}
+
+// bearerTransport sends the token with every request.
+type bearerTransport string
+
+func (b bearerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+string(b))
+	return http.DefaultTransport.RoundTrip(r)
 }
 
 // A body over the limit is refused without being read whole; the gateway

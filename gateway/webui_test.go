@@ -73,8 +73,10 @@ func TestWebPageRoutes(t *testing.T) {
 		t.Errorf("the index: %d %q %v", resp.StatusCode, body, resp.Header)
 	}
 
-	if resp, _ := do(http.MethodGet, "/api/tools", map[string]string{"Accept": browser}); resp.StatusCode != http.StatusUnauthorized {
-		t.Errorf("the API without the token: %d", resp.StatusCode)
+	// The API's 401 is JSON like its other errors; the page reads the status.
+	if resp, body := do(http.MethodGet, "/api/tools", map[string]string{"Accept": browser}); resp.StatusCode != http.StatusUnauthorized ||
+		resp.Header.Get("Content-Type") != "application/json" || !strings.Contains(body, `"kind": "unauthorized"`) {
+		t.Errorf("the API without the token: %d %q", resp.StatusCode, body)
 	}
 	// What the page sends: same origin (POST carries Origin), the token.
 	if resp, body := do(http.MethodPost, "/api/approvals/x", map[string]string{"Authorization": bearer, "Origin": hs.URL}); resp.StatusCode != http.StatusOK {

@@ -146,9 +146,41 @@ func WithLogger(l *slog.Logger) Option {
 	}
 }
 
+// Listing reports one server's tool listing during discovery ([Manager.Tools],
+// [Manager.Refresh]): once when it starts, once when it ends.
+type Listing struct {
+	// Server is the server's name.
+	Server string
+	// Done is false when the listing starts, true when it has ended.
+	Done bool
+	// Took is how long the listing took (start-up and handshake
+	// included), once Done.
+	Took time.Duration
+	// Tools counts the tools the server listed that the allow and deny
+	// lists let through, once Done without Err.
+	Tools int
+	// Err is why the listing failed (a *tool.Error, or the context's error
+	// when the caller gave up), once Done.
+	Err error
+}
+
+// WithListingObserver has f told when discovery starts and ends listing
+// each server, so that a caller can show servers coming up. f is called
+// from the goroutines that list, concurrently, and delays the listing it
+// reports on: it must be safe for concurrent use and return quickly.
+// Listings made for a call (a tool looked up on a server never listed)
+// are not reported.
+func WithListingObserver(f func(Listing)) Option {
+	return func(m *Manager) error {
+		m.observe = f
+		return nil
+	}
+}
+
 // Manager aggregates sources. It is safe for concurrent use.
 type Manager struct {
 	log     *slog.Logger
+	observe func(Listing) // nil: nobody watches discovery
 	filter  filter
 	servers map[string]*server
 	order   []string
@@ -253,9 +285,30 @@ func (m *Manager) discover(ctx context.Context, all bool) {
 		if !s.needsListing(all) {
 			continue
 		}
-		wg.Go(func() { _ = s.list(ctx) })
+		wg.Go(func() { m.listObserved(ctx, s) })
 	}
 	wg.Wait()
+}
+
+// listObserved lists one server for discovery, telling the observer.
+func (m *Manager) listObserved(ctx context.Context, s *server) {
+	if m.observe == nil {
+		_ = s.list(ctx)
+		return
+	}
+	m.observe(Listing{Server: s.name})
+	start := time.Now()
+	err := s.list(ctx)
+	l := Listing{Server: s.name, Done: true, Took: time.Since(start), Err: err}
+	if err == nil {
+		listed, _ := s.snapshot()
+		for _, t := range listed {
+			if m.allowed(s, t.Name) == "" {
+				l.Tools++
+			}
+		}
+	}
+	m.observe(l)
 }
 
 // rebuild makes a new catalog from what the servers last listed.
@@ -444,8 +497,12 @@ func (m *Manager) contextError(ctx context.Context, s *server, toolName string, 
 		return &tool.Error{Kind: tool.KindTimeout, Server: s.name, Tool: toolName, Err: err,
 			Message: fmt.Sprintf("call to %s/%s timed out after %s and was cancelled", s.name, toolName, s.timeout(toolName))}
 	case errors.Is(ctx.Err(), context.DeadlineExceeded) || errors.Is(err, context.DeadlineExceeded):
-		return &tool.Error{Kind: tool.KindTimeout, Server: s.name, Tool: toolName, Err: err,
-			Message: fmt.Sprintf("call to %s/%s ran past the caller's deadline and was cancelled", s.name, toolName)}
+		msg := fmt.Sprintf("call to %s/%s ran past the caller's deadline and was cancelled", s.name, toolName)
+		// A cause says whose deadline it was (toolmux call --timeout).
+		if cause := context.Cause(ctx); cause != nil && !errors.Is(cause, context.DeadlineExceeded) {
+			msg += ": " + cause.Error()
+		}
+		return &tool.Error{Kind: tool.KindTimeout, Server: s.name, Tool: toolName, Err: err, Message: msg}
 	default:
 		msg := fmt.Sprintf("call to %s/%s was cancelled", s.name, toolName)
 		// A cause says who cancelled (a shutting-down gateway).

@@ -566,3 +566,89 @@ func TestToolDefinition(t *testing.T) {
 		t.Errorf("unknown server: %v", err)
 	}
 }
+
+// The observer hears every server discovery lists, start and end, with
+// the tools the filters let through or the failure; disabled servers are
+// not listed, and listings made for a call are not reported.
+func TestListingObserver(t *testing.T) {
+	var (
+		mu     sync.Mutex
+		events []manager.Listing
+	)
+	observe := func(l manager.Listing) {
+		mu.Lock()
+		events = append(events, l)
+		mu.Unlock()
+	}
+	m := newManager(t,
+		manager.WithListingObserver(observe),
+		manager.WithSource(stdio(t, "good"), manager.ServerOptions{Deny: []string{"pid"}}),
+		manager.WithSource(stdio(t, "broken", "-exit", "2"), manager.ServerOptions{}),
+		manager.WithSource(stdio(t, "off"), manager.ServerOptions{Disabled: true}),
+	)
+	cat, err := m.Tools(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	got := slices.Clone(events)
+	mu.Unlock()
+	started, ended := map[string]int{}, map[string]manager.Listing{}
+	for _, l := range got {
+		if !l.Done {
+			if _, over := ended[l.Server]; over {
+				t.Errorf("%s: a start after its end", l.Server)
+			}
+			started[l.Server]++
+			continue
+		}
+		ended[l.Server] = l
+	}
+	if started["good"] != 1 || started["broken"] != 1 || len(started) != 2 || len(ended) != 2 {
+		t.Fatalf("events %+v", got)
+	}
+	inCatalog := 0
+	for _, tl := range cat.Tools() {
+		if tl.Server == "good" {
+			inCatalog++
+		}
+	}
+	if _, denied := cat.Find("good", "pid"); denied {
+		t.Error("denied tool in the catalog")
+	}
+	if g := ended["good"]; g.Err != nil || g.Tools != inCatalog || g.Tools == 0 || g.Took <= 0 {
+		t.Errorf("good: %+v (%d tools in the catalog)", g, inCatalog)
+	}
+	if b := ended["broken"]; tool.KindOf(b.Err) != tool.KindServerUnavailable || b.Took <= 0 {
+		t.Errorf("broken: %+v", b)
+	}
+
+	// A call looking up a tool lists nothing new; a refresh reports again.
+	if r := do(m, "good", "echo", map[string]any{"message": "x"}); r.Err() != nil {
+		t.Fatal(r.Err())
+	}
+	if _, err := m.Refresh(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	n := len(events)
+	mu.Unlock()
+	if n != len(got)+4 {
+		t.Errorf("%d events after a refresh, want %d", n, len(got)+4)
+	}
+}
+
+// A deadline of the caller's own makes the call a timeout, whose message
+// gives the deadline's cause.
+func TestCallerDeadlineIsATimeout(t *testing.T) {
+	m := newManager(t, manager.WithSource(stdio(t, "fx"), manager.ServerOptions{}))
+	if _, err := m.Tools(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeoutCause(context.Background(), 200*time.Millisecond, errors.New("--timeout 200ms ran out"))
+	defer cancel()
+	r := m.Call(ctx, tool.Call{Server: "fx", Tool: "hang"})
+	if kind(r) != tool.KindTimeout || !strings.Contains(r.Error.Message, "--timeout 200ms ran out") {
+		t.Fatalf("got %+v", r.Error)
+	}
+}

@@ -20,11 +20,13 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"net"
 	"net/http"
 	"runtime/debug"
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -583,6 +585,10 @@ func (s *Source) connect() (*conn, error) {
 		return nil, s.closedErr()
 	case deadline.Err() != nil:
 		msg = fmt.Sprintf("server %s did not complete the MCP handshake within %s", s.cfg.Name, s.cfg.ConnectTimeout)
+	case c.proc == nil && networkCause(err) != "":
+		// The cause (a refused connection, an unknown host) ends a long
+		// chain of wrapped errors; say it first, the chain in the detail.
+		msg = fmt.Sprintf("server %s: cannot reach %s: %s", s.cfg.Name, s.cfg.URL, networkCause(err))
 	default:
 		msg = fmt.Sprintf("server %s: connecting: %v", s.cfg.Name, err)
 	}
@@ -597,8 +603,27 @@ func (s *Source) connect() (*conn, error) {
 	// Stopping a hung process can take two grace periods; nobody waiting
 	// for this server should wait for that too.
 	e := s.unavailable(msg, errors.Join(tool.ErrNotSent, err))
+	if c.proc == nil && e.Detail == "" && networkCause(err) != "" {
+		e.Detail = err.Error()
+	}
 	s.cleanupAsync(c)
 	return nil, e
+}
+
+// networkCause names why a server could not be reached over the network,
+// from the error at the bottom of err ("connection refused", "no such host
+// example.invalid"); "" when err is no network failure.
+func networkCause(err error) string {
+	if de, ok := errors.AsType[*net.DNSError](err); ok {
+		return fmt.Sprintf("cannot resolve %s: %s", de.Name, de.Err)
+	}
+	if errno, ok := errors.AsType[syscall.Errno](err); ok {
+		return errno.Error()
+	}
+	if oe, ok := errors.AsType[*net.OpError](err); ok && oe.Err != nil {
+		return oe.Err.Error()
+	}
+	return ""
 }
 
 func (s *Source) cleanupAsync(c *conn) {

@@ -3,6 +3,7 @@ package mcpsource_test
 import (
 	"context"
 	"errors"
+	"net"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -584,5 +585,37 @@ func TestConfigValidation(t *testing.T) {
 		if _, err := mcpsource.New(cfg); err == nil {
 			t.Errorf("config %+v accepted", cfg)
 		}
+	}
+}
+
+// A server that cannot be reached says why first (the refused connection,
+// the unknown host), with the whole chain of errors as the detail.
+func TestHTTPServerUnreachableSaysWhy(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	refused := "http://" + ln.Addr().String() + "/mcp"
+	ln.Close() // nothing listens there now
+	for _, c := range []struct{ transport, url, want string }{
+		{mcpsource.StreamableHTTP, refused, "cannot reach " + refused + ": connection refused"},
+		{mcpsource.SSE, refused, "cannot reach " + refused + ": connection refused"},
+		{mcpsource.StreamableHTTP, "http://toolmux-test.invalid/mcp", "cannot resolve toolmux-test.invalid"},
+	} {
+		t.Run(c.transport+" "+c.url, func(t *testing.T) {
+			s, err := mcpsource.New(mcpsource.Config{Name: "remote", Transport: c.transport, URL: c.url, ConnectTimeout: 10 * time.Second})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			_, err = s.Tools(context.Background())
+			te := tool.AsError(err)
+			if te == nil || te.Kind != tool.KindServerUnavailable || !strings.Contains(te.Message, c.want) || te.Detail == "" {
+				t.Fatalf("got %#v, want server_unavailable saying %q, with a detail", te, c.want)
+			}
+			if h := s.Health(); !strings.Contains(h.Error, c.want) || h.Detail != te.Detail {
+				t.Errorf("health %+v", h)
+			}
+		})
 	}
 }

@@ -3,6 +3,7 @@ package tasklog
 import (
 	"errors"
 	"fmt"
+	"strings"
 )
 
 // ErrNotFound is in the chain of every [NotFoundError]: test with
@@ -23,6 +24,27 @@ func (e *NotFoundError) Error() string { return fmt.Sprintf("tasklog: task %q no
 
 // Is makes errors.Is(err, ErrNotFound) true.
 func (e *NotFoundError) Is(target error) bool { return target == ErrNotFound }
+
+// AmbiguousError says that a prefix given to [Log.ResolveID] is the start
+// of more than one task's id. errors.Is(err, ErrNotFound) is false: the
+// tasks exist, the prefix is too short to choose.
+type AmbiguousError struct {
+	// Prefix is what was asked for.
+	Prefix string
+	// Candidates are ids it starts, newest task first, at most 10.
+	Candidates []string
+	// More says that further tasks match too.
+	More bool
+}
+
+// Error implements the error interface.
+func (e *AmbiguousError) Error() string {
+	more := ""
+	if e.More {
+		more = ", …"
+	}
+	return fmt.Sprintf("tasklog: %q is the start of several task ids: %s%s", e.Prefix, strings.Join(e.Candidates, ", "), more)
+}
 
 // ValidationError says that an argument cannot be stored as given: an
 // unknown status or level, or text that should be JSON and is not.

@@ -369,12 +369,13 @@ func (l *Log) dbErr(err error) error {
 	}
 	var (
 		nf *NotFoundError
+		ae *AmbiguousError
 		ve *ValidationError
 		de *DuplicateEventError
 		vv *VersionError
 	)
 	switch {
-	case errors.As(err, &nf), errors.As(err, &ve), errors.As(err, &de), errors.As(err, &vv), errors.Is(err, ErrClosed):
+	case errors.As(err, &nf), errors.As(err, &ae), errors.As(err, &ve), errors.As(err, &de), errors.As(err, &vv), errors.Is(err, ErrClosed):
 		return err
 	case errors.Is(err, sql.ErrConnDone) || l.closed() && strings.Contains(err.Error(), "database is closed"):
 		return ErrClosed

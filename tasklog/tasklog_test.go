@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io/fs"
 	"math"
 	"os"
@@ -127,6 +128,45 @@ func TestNotFound(t *testing.T) {
 	}
 	if _, err := l.Task(ctx, "nope"); err == nil || !strings.Contains(err.Error(), `"nope" not found`) {
 		t.Errorf("message: %v", err)
+	}
+}
+
+// A task is found by its id or by a prefix of it that no other task's id
+// starts with; an ambiguous prefix lists the candidates, newest first and
+// at most ten; GLOB's wildcards in a prefix are plain characters.
+func TestResolveID(t *testing.T) {
+	c := newClock()
+	l := open(t, "", tasklog.WithClock(c.now))
+	for _, id := range []string{"06ab1", "06ab2", "06b", "x*y", "xzy", "06ab"} {
+		c.advance(time.Second)
+		if err := l.StartTask(ctx, tasklog.Task{ID: id}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for in, want := range map[string]string{"06b": "06b", "06ab1": "06ab1", "06ab": "06ab", "x*": "x*y", "xz": "xzy"} {
+		if got, err := l.ResolveID(ctx, in); err != nil || got != want {
+			t.Errorf("ResolveID(%q) = %q, %v; want %q", in, got, err, want)
+		}
+	}
+	var ae *tasklog.AmbiguousError
+	_, err := l.ResolveID(ctx, "06a")
+	if !errors.As(err, &ae) || errors.Is(err, tasklog.ErrNotFound) || ae.More ||
+		strings.Join(ae.Candidates, ",") != "06ab,06ab2,06ab1" {
+		t.Errorf("ambiguous prefix: %v %+v", err, ae)
+	}
+	for _, in := range []string{"", "07", "x?", "06ab3"} {
+		var nf *tasklog.NotFoundError
+		if _, err := l.ResolveID(ctx, in); !errors.As(err, &nf) || nf.Task != in {
+			t.Errorf("ResolveID(%q): %v, want a NotFoundError", in, err)
+		}
+	}
+	for i := range 12 {
+		if err := l.StartTask(ctx, tasklog.Task{ID: fmt.Sprintf("many-%02d", i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := l.ResolveID(ctx, "many-"); !errors.As(err, &ae) || len(ae.Candidates) != 10 || !ae.More {
+		t.Errorf("twelve matches: %v", err)
 	}
 }
 

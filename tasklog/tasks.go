@@ -189,6 +189,76 @@ func taskExists(ctx context.Context, tx *sql.Tx, id string) error {
 	return err
 }
 
+// maxCandidates bounds the ids an [AmbiguousError] lists.
+const maxCandidates = 10
+
+// ResolveID returns the id of the task id names: the task of that very
+// id, else the one task whose id starts with it, so that people may type
+// a short prefix of a long id. No match is a [*NotFoundError]; more than
+// one is an [*AmbiguousError] listing them.
+func (l *Log) ResolveID(ctx context.Context, id string) (string, error) {
+	if id == "" {
+		return "", &NotFoundError{Task: id}
+	}
+	var ids []string
+	err := l.read(ctx, func(tx *sql.Tx) error {
+		var exact string
+		switch err := tx.QueryRowContext(ctx, `SELECT id FROM tasks WHERE id = ?`, id).Scan(&exact); {
+		case err == nil:
+			ids = []string{exact}
+			return nil
+		case !errors.Is(err, sql.ErrNoRows):
+			return err
+		}
+		// GLOB is case-sensitive like ids, and uses the primary key's
+		// index for a prefix.
+		rows, err := tx.QueryContext(ctx, `SELECT id FROM tasks WHERE id GLOB ? ORDER BY created_at DESC, id DESC LIMIT ?`,
+			globPrefix(id), maxCandidates+1)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var m string
+			if err := rows.Scan(&m); err != nil {
+				return err
+			}
+			ids = append(ids, m)
+		}
+		return rows.Err()
+	})
+	switch {
+	case err != nil:
+		return "", err
+	case len(ids) == 0:
+		return "", &NotFoundError{Task: id}
+	case len(ids) > 1:
+		e := &AmbiguousError{Prefix: id, Candidates: ids}
+		if len(ids) > maxCandidates {
+			e.Candidates, e.More = ids[:maxCandidates], true
+		}
+		return "", e
+	}
+	return ids[0], nil
+}
+
+// globPrefix is a GLOB pattern matching the strings that start with p.
+func globPrefix(p string) string {
+	var b strings.Builder
+	for _, r := range p {
+		switch r {
+		case '*', '?', '[':
+			b.WriteByte('[')
+			b.WriteRune(r)
+			b.WriteByte(']')
+		default:
+			b.WriteRune(r)
+		}
+	}
+	b.WriteByte('*')
+	return b.String()
+}
+
 // Tasks lists tasks, newest first, with their call counts.
 func (l *Log) Tasks(ctx context.Context, f Filter) ([]TaskSummary, error) {
 	if f.Status != "" && !f.Status.Valid() {

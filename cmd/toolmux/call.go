@@ -7,11 +7,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/toolmux/toolmux/manager"
 	"github.com/toolmux/toolmux/pipeline"
 	"github.com/toolmux/toolmux/schedule"
 	"github.com/toolmux/toolmux/tasklog"
@@ -27,8 +29,10 @@ func (a *app) callCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "call SERVER TOOL [ARGS_JSON | -]",
 		Short: "Call one tool and print its result",
-		Long: `Call one tool of one server. Arguments are a JSON object, given inline or
-read from standard input with "-"; without them the tool gets {}.
+		Long: `Call one tool of one server. Name the tool as SERVER TOOL, or by the
+name models and MCP clients see, SERVER__TOOL (as toolmux tools lists it).
+Arguments are a JSON object, given inline or read from standard input with
+"-"; without them the tool gets {}.
 
 The call goes through the governance pipeline configured in the
 configuration's pipeline section (argument repair, schema validation, URL
@@ -42,6 +46,10 @@ message saying how to allow it: --yes approves, --approval-mode picks
 another mode (plan, default, auto_edit, yolo), or a policy rule in the
 configuration allows the tool.
 
+--timeout bounds the call itself, from when it starts to run: not the
+server's start-up (bounded by connect_timeout) nor the time an approval
+takes. A call that runs out of time fails with the kind timeout.
+
 Prints what the model would see: the result's text (and a line describing
 each non-text part), or a sentence explaining the failure. With --json,
 prints the whole call record: server, tool, arguments (as sent, secrets
@@ -51,103 +59,258 @@ masked), result or error {kind, message}, duration_ms, attempts, notes
 Exit status: 0 success, 1 the tool reported an error or the call failed,
 2 usage or configuration error, 3 internal failure.`,
 		Example: `  toolmux call builtin read_file '{"path": "README.md", "limit": 20}'
+  toolmux call builtin__read_file '{"path": "README.md", "limit": 20}'
   echo '{"pattern": "TODO", "include": "*.go"}' | toolmux call builtin grep -
   toolmux call everything echo '{"message": "hi"}' --json
   toolmux call builtin shell '{"command": "go test ./..."}' --yes`,
-		Args: cobra.RangeArgs(2, 3),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			var raw []byte
-			if len(args) == 3 {
-				raw = []byte(args[2])
-				if args[2] == "-" {
-					b, err := io.ReadAll(a.stdin)
-					if err != nil {
-						return usageError("reading arguments from stdin: %v", err)
-					}
-					raw = b
-				}
-			}
-			callArgs, err := parseArgs(raw)
-			if err != nil {
-				return &exitError{code: exitUsage, err: err}
-			}
-			rt, err := a.open(cmd.Context(), true)
-			if err != nil {
-				return err
-			}
-			defer rt.Close()
-			var backend schedule.Backend = rt.pipeline
-			if bypass {
-				backend = rt.manager
-			}
-			approver := a.approver(len(args) < 3 || args[2] != "-")
-
-			ctx := cmd.Context()
-			if timeout > 0 {
-				var cancel func()
-				ctx, cancel = context.WithTimeout(ctx, timeout)
-				defer cancel()
-			}
-			// The spinner starts when the call starts executing, so it
-			// never draws over an approval prompt.
-			sp := &lazySpinner{w: a.stderr, label: args[0] + "/" + args[1]}
-			ctx = tool.WithProgress(ctx, sp.progress)
-			s := schedule.New(backend, schedule.WithGate(rt.gate(approver, false, a.logger())),
-				schedule.WithSink(schedule.SinkFunc(func(e schedule.Event) {
-					if e.Type == schedule.EventState && e.State == schedule.Executing {
-						sp.start()
-					}
-				})))
-			call := tool.Call{Server: args[0], Tool: args[1], Arguments: callArgs}
-			if rt.log != nil {
-				// One command, one task in the log: `toolmux logs` lists it.
-				call.Task = tool.NewID()
-				input := "toolmux call " + args[0] + " " + args[1]
-				if len(args) == 3 && args[2] != "-" {
-					input += " " + args[2]
-				}
-				if err := rt.log.StartTask(ctx, tasklog.Task{ID: call.Task, Input: input}); err != nil {
-					fmt.Fprintln(a.stderr, "toolmux: task log:", err)
-				}
-			}
-			rec := s.Call(ctx, call)
-			sp.stop()
-			if rt.log != nil {
-				status, answer := tasklog.StatusSuccess, ""
-				switch {
-				case rec.Error == nil:
-				case rec.Error.Kind == tool.KindCancelled:
-					status, answer = tasklog.StatusCancelled, rec.Error.Message
-				default:
-					status, answer = tasklog.StatusFailed, string(rec.Error.Kind)+": "+rec.Error.Message
-				}
-				if err := rt.log.FinishTask(context.WithoutCancel(ctx), call.Task, status, answer); err != nil {
-					fmt.Fprintln(a.stderr, "toolmux: task log:", err)
-				}
-			}
-
-			if asJSON {
-				enc := json.NewEncoder(a.stdout)
-				enc.SetIndent("", "  ")
-				if err := enc.Encode(rec); err != nil {
-					return &exitError{code: exitInternal, err: err}
-				}
-			} else if rec.Error == nil || rec.Error.Kind == tool.KindToolError {
-				printResult(a.stdout, rec)
-			}
-			if rec.Error != nil {
-				if asJSON {
-					return &exitError{code: exitFailed, err: errors.New("")}
-				}
-				return &exitError{code: exitFailed, err: describe(rec.Error)}
+		Args: func(_ *cobra.Command, args []string) error {
+			switch {
+			case len(args) == 0:
+				return usageError("name the tool to call: SERVER TOOL, or SERVER__TOOL as toolmux tools lists it")
+			case len(args) > 3:
+				return usageError("too many arguments (%d): give the tool's arguments as one JSON object, quoted, like '{\"path\": \"README.md\"}'", len(args))
 			}
 			return nil
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return a.callTool(cmd.Context(), args, callFlags{json: asJSON, raw: bypass, timeout: timeout})
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the whole call record as JSON")
 	cmd.Flags().BoolVar(&bypass, "raw", false, "bypass the governance pipeline (the manager's rules and the policy still apply)")
-	cmd.Flags().DurationVar(&timeout, "timeout", 0, "give up after this long (default: the configured timeout)")
+	cmd.Flags().DurationVar(&timeout, "timeout", 0, "give up on the call after this long, once it runs (default: the configured timeout; start-up is bounded by connect_timeout)")
 	return cmd
+}
+
+// callFlags are the flags of `toolmux call`.
+type callFlags struct {
+	json, raw bool
+	timeout   time.Duration
+}
+
+// callTarget is what the command line of `toolmux call` names: a tool,
+// as SERVER TOOL or by its exposed name, and its arguments.
+type callTarget struct {
+	server, tool string
+	exposed      string // set when the tool was named SERVER__TOOL
+	args         string // the arguments as given: JSON, "-" (stdin) or ""
+	hasArgs      bool
+}
+
+// target reads the command line of `toolmux call`. Two words are
+// SERVER__TOOL and its arguments when the second is arguments (JSON or
+// "-"), else SERVER TOOL.
+func target(args []string) callTarget {
+	switch len(args) {
+	case 1:
+		return callTarget{exposed: args[0]}
+	case 2:
+		if looksLikeArgs(args[1]) {
+			return callTarget{exposed: args[0], args: args[1], hasArgs: true}
+		}
+		return callTarget{server: args[0], tool: args[1]}
+	}
+	return callTarget{server: args[0], tool: args[1], args: args[2], hasArgs: true}
+}
+
+// looksLikeArgs reports whether a word is arguments rather than a tool
+// name: "-", or JSON (no tool name starts with {, [ or ").
+func looksLikeArgs(s string) bool {
+	s = strings.TrimSpace(s)
+	return s == "-" || strings.HasPrefix(s, "{") || strings.HasPrefix(s, "[") || strings.HasPrefix(s, `"`)
+}
+
+func (a *app) callTool(ctx context.Context, args []string, f callFlags) error {
+	rt, err := a.open(ctx, true)
+	if err != nil {
+		return err
+	}
+	defer rt.Close()
+	tg := target(args)
+	if slices.Contains(rt.manager.Servers(), tg.exposed) {
+		return usageError("%s is a server: name one of its tools too, as in toolmux call %s TOOL (toolmux tools lists them)", tg.exposed, tg.exposed)
+	}
+	var raw []byte
+	switch {
+	case tg.args == "-":
+		b, err := io.ReadAll(a.stdin)
+		if err != nil {
+			return usageError("reading arguments from stdin: %v", err)
+		}
+		raw = b
+	case tg.hasArgs:
+		raw = []byte(tg.args)
+	}
+	callArgs, err := parseArgs(raw)
+	if err != nil {
+		return &exitError{code: exitUsage, usage: true, err: err}
+	}
+	// An exposed name is resolved before the call, so that the servers it
+	// takes to find it start under their connect timeouts, never under
+	// --timeout.
+	var unresolved *tool.Error
+	if tg.exposed != "" {
+		tg.server, tg.tool, unresolved = resolveExposed(ctx, rt.manager, tg.exposed)
+	}
+
+	var backend schedule.Backend = rt.pipeline
+	if f.raw {
+		backend = rt.manager
+	}
+	if f.timeout > 0 {
+		backend = timeoutBackend{Backend: backend, d: f.timeout}
+	}
+	approver := a.approver(tg.args != "-")
+
+	label := tg.server + "/" + tg.tool
+	if tg.exposed != "" {
+		label = tg.exposed
+	}
+	// The spinner starts when the call starts executing, so it never
+	// draws over an approval prompt.
+	sp := &lazySpinner{w: a.stderr, label: label}
+	ctx = tool.WithProgress(ctx, sp.progress)
+	s := schedule.New(backend, schedule.WithGate(rt.gate(approver, false, a.logger())),
+		schedule.WithSink(schedule.SinkFunc(func(e schedule.Event) {
+			if e.Type == schedule.EventState && e.State == schedule.Executing {
+				sp.start()
+			}
+		})))
+	call := tool.Call{Server: tg.server, Tool: tg.tool, Arguments: callArgs}
+	if rt.log != nil {
+		// One command, one task in the log: `toolmux logs` lists it.
+		call.Task = tool.NewID()
+		words := args
+		if tg.args == "-" {
+			words = args[:len(args)-1] // what stdin held is in the call's record
+		}
+		input := "toolmux call " + strings.Join(words, " ")
+		if err := rt.log.StartTask(ctx, tasklog.Task{ID: call.Task, Input: input}); err != nil {
+			fmt.Fprintln(a.stderr, "toolmux: task log:", taskLogMessage(err))
+		}
+	}
+	var rec *tool.Record
+	if unresolved != nil {
+		rec = refuse(ctx, backend, call, unresolved)
+	} else {
+		rec = s.Call(ctx, call)
+	}
+	sp.stop()
+	if rt.log != nil {
+		status, answer := tasklog.StatusSuccess, ""
+		switch {
+		case rec.Error == nil:
+		case rec.Error.Kind == tool.KindCancelled:
+			status, answer = tasklog.StatusCancelled, rec.Error.Message
+		default:
+			status, answer = tasklog.StatusFailed, string(rec.Error.Kind)+": "+rec.Error.Message
+		}
+		if err := rt.log.FinishTask(context.WithoutCancel(ctx), call.Task, status, answer); err != nil {
+			fmt.Fprintln(a.stderr, "toolmux: task log:", taskLogMessage(err))
+		}
+	}
+
+	if f.json {
+		enc := json.NewEncoder(a.stdout)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(rec); err != nil {
+			return &exitError{code: exitInternal, err: err}
+		}
+	} else if rec.Error == nil || rec.Error.Kind == tool.KindToolError {
+		printResult(a.stdout, rec)
+	}
+	if rec.Error != nil {
+		if f.json {
+			return &exitError{code: exitFailed, err: errors.New("")}
+		}
+		return &exitError{code: exitFailed, err: describe(rec.Error)}
+	}
+	return nil
+}
+
+// resolveExposed finds the server and tool an exposed name stands for.
+// It first tries the configured servers the name starts with, listing
+// only those; then the whole catalog, which also knows the shortened and
+// hashed names. A name found nowhere is tool_not_registered, with the
+// closest exposed name; the error comes back with a best guess of the
+// server and tool, so that the refusal is recorded under them.
+func resolveExposed(ctx context.Context, m *manager.Manager, name string) (server, toolName string, _ *tool.Error) {
+	for _, srv := range m.Servers() {
+		prefix := tool.Sanitize(srv) + tool.Separator
+		rest, ok := strings.CutPrefix(name, prefix)
+		if !ok || rest == "" {
+			continue
+		}
+		t, err := m.Tool(ctx, srv, rest)
+		switch {
+		case err == nil && t.Exposed == name:
+			return srv, rest, nil
+		case err != nil && tool.KindOf(err) != tool.KindToolNotRegistered && tool.ExposedName(srv, rest) == name:
+			// Denied, disabled or down: the call says so, and is recorded.
+			return srv, rest, nil
+		}
+	}
+	server, toolName, found := strings.Cut(name, tool.Separator)
+	if !found {
+		server, toolName = "", name
+	}
+	cat, err := m.Tools(ctx)
+	if err != nil {
+		return server, toolName, tool.AsError(err)
+	}
+	if t, ok := cat.Lookup(name); ok {
+		return t.Server, t.Name, nil
+	}
+	msg := fmt.Sprintf("no tool is exposed as %q (toolmux tools lists them; name a tool as SERVER__TOOL or SERVER TOOL)", name)
+	if _, configured := cat.Server(server); found && !configured {
+		msg = fmt.Sprintf("no tool is exposed as %q: no server named %q is configured (toolmux tools lists the tools)", name, server)
+	}
+	return server, toolName, &tool.Error{Kind: tool.KindToolNotRegistered, Server: server, Tool: toolName,
+		Message: msg, Suggestion: cat.Suggest(name)}
+}
+
+// refuse makes the record of a call refused before it was made: the
+// backend's, which records it, when it has Refuse (the pipeline).
+func refuse(ctx context.Context, b schedule.Backend, call tool.Call, err *tool.Error) *tool.Record {
+	if call.ID == "" {
+		call.ID = tool.NewID()
+	}
+	if r, ok := b.(schedule.Refuser); ok {
+		if rec := r.Refuse(ctx, call, err); rec != nil {
+			return rec
+		}
+	}
+	now := time.Now()
+	return &tool.Record{ID: call.ID, Task: call.Task, Server: call.Server, Tool: call.Tool,
+		Name: tool.ExposedName(call.Server, call.Tool), Arguments: call.Arguments, Started: now, Ended: now, Error: err}
+}
+
+// timeoutBackend bounds each call it makes by d, from when the scheduler
+// runs it: after the tool was found (its server started) and the call
+// approved, so that --timeout is the call's own time.
+type timeoutBackend struct {
+	schedule.Backend
+	d time.Duration
+}
+
+// errCallTimeout is the cause of a call's end at --timeout.
+type errCallTimeout time.Duration
+
+func (e errCallTimeout) Error() string { return fmt.Sprintf("--timeout %s ran out", time.Duration(e)) }
+
+func (b timeoutBackend) Call(ctx context.Context, call tool.Call) *tool.Record {
+	ctx, cancel := context.WithTimeoutCause(ctx, b.d, errCallTimeout(b.d))
+	defer cancel()
+	return b.Backend.Call(ctx, call)
+}
+
+// Refuse passes refusals on to the backend when it records them; nil
+// leaves the record to the scheduler.
+func (b timeoutBackend) Refuse(ctx context.Context, call tool.Call, err *tool.Error) *tool.Record {
+	if r, ok := b.Backend.(schedule.Refuser); ok {
+		return r.Refuse(ctx, call, err)
+	}
+	return nil
 }
 
 // parseArgs decodes the arguments object. Numbers keep their exact text, so

@@ -34,8 +34,8 @@ calls (and how many failed) and the first line of the input.
 every tool call. "toolmux logs export ID" prints it as MiroFlow-style task
 JSON. See docs/tasklog.md.
 
-Exit status: 0 success, 1 task not found or the log cannot be read,
-2 usage or configuration error.`,
+Exit status: 0 success, 1 task not found (or an ambiguous id prefix) or
+the log cannot be read, 2 usage or configuration error.`,
 		Example: `  toolmux logs
   toolmux logs --status failed --limit 5
   toolmux logs show 01jq3v7c9d2k8m4n6p0r1s2t3v
@@ -57,7 +57,7 @@ Exit status: 0 success, 1 task not found or the log cannot be read,
 			if l != nil {
 				defer l.Close()
 				if tasks, err = l.Tasks(cmd.Context(), tasklog.Filter{Status: st, Limit: limit}); err != nil {
-					return &exitError{code: exitFailed, err: err}
+					return &exitError{code: exitFailed, err: fmt.Errorf("task log: %s", taskLogMessage(err))}
 				}
 			}
 			if asJSON {
@@ -85,7 +85,10 @@ func (a *app) logsShowCommand() *cobra.Command {
 		Long: `Print everything the task log holds about one task: its status, times,
 input and final answer, its step log, the message history of each agent
 session, and every tool call with its server, tool, outcome, duration and
-error kind. With --json, prints the whole structure, call records included.`,
+error kind. With --json, prints the whole structure, call records included.
+
+ID may be the start of a task's id, as long as no other task's id starts
+with it; an ambiguous start lists the tasks it could mean.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			d, err := a.taskDetail(cmd.Context(), args[0])
@@ -106,7 +109,7 @@ error kind. With --json, prints the whole structure, call records included.`,
 func (a *app) logsExportCommand() *cobra.Command {
 	return &cobra.Command{
 		Use:   "export ID",
-		Short: "Print one task as MiroFlow-style task JSON",
+		Short: "Print one task as MiroFlow-style task JSON (ID or a unique start of it)",
 		Long: `Print one task in the JSON shape of MiroFlow's task log files (task_id,
 status, input, final_boxed_answer, main_agent_message_history,
 sub_agent_message_history_sessions, step_logs) with its tool calls, so
@@ -139,26 +142,54 @@ func (a *app) openTaskLog(ctx context.Context) (*tasklog.Log, error) {
 	}
 	l, err := tasklog.Open(ctx, dir, tasklog.WithLogger(a.logger()))
 	if err != nil {
-		return nil, &exitError{code: exitFailed, err: err}
+		return nil, &exitError{code: exitFailed, err: fmt.Errorf("task log: %s", taskLogMessage(err))}
 	}
 	return l, nil
 }
 
-// taskDetail reads one task; a task not in the log (or no log) exits 1.
+// taskDetail reads one task, named by its id or a prefix of it that only
+// its id starts with; a task not in the log (or no log), or an ambiguous
+// prefix, exits 1.
 func (a *app) taskDetail(ctx context.Context, id string) (*tasklog.TaskDetail, error) {
 	l, err := a.openTaskLog(ctx)
 	if err != nil {
 		return nil, err
 	}
 	if l == nil {
-		return nil, &exitError{code: exitFailed, err: &tasklog.NotFoundError{Task: id}}
+		return nil, &exitError{code: exitFailed, err: errors.New(taskLogMessage(&tasklog.NotFoundError{Task: id}))}
 	}
 	defer l.Close()
-	d, err := l.Detail(ctx, id)
+	full, err := l.ResolveID(ctx, id)
 	if err != nil {
-		return nil, &exitError{code: exitFailed, err: err}
+		return nil, &exitError{code: exitFailed, err: errors.New(taskLogMessage(err))}
+	}
+	d, err := l.Detail(ctx, full)
+	if err != nil {
+		return nil, &exitError{code: exitFailed, err: errors.New(taskLogMessage(err))}
 	}
 	return d, nil
+}
+
+// taskLogMessage says what went wrong with the task log in the words of
+// the command line, without the package's prefix.
+func taskLogMessage(err error) string {
+	if nf, ok := errors.AsType[*tasklog.NotFoundError](err); ok {
+		return fmt.Sprintf("no task %q in the task log (toolmux logs lists the tasks)", nf.Task)
+	}
+	if ae, ok := errors.AsType[*tasklog.AmbiguousError](err); ok {
+		var b strings.Builder
+		fmt.Fprintf(&b, "%q is the start of several task ids; give more of the one you mean:", ae.Prefix)
+		for _, c := range ae.Candidates {
+			b.WriteString("\n  " + c)
+		}
+		if ae.More {
+			b.WriteString("\n  …")
+		}
+		return b.String()
+	}
+	// The package's other errors begin with its name; the command speaks
+	// of "the task log" instead.
+	return strings.TrimPrefix(err.Error(), "tasklog: ")
 }
 
 func statusList() string {

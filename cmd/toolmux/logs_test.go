@@ -164,8 +164,8 @@ func TestLogsErrors(t *testing.T) {
 		code int
 		msg  string
 	}{
-		{[]string{"logs", "show", "nope"}, 1, `task "nope" not found`},
-		{[]string{"logs", "export", "nope"}, 1, `task "nope" not found`},
+		{[]string{"logs", "show", "nope"}, 1, `no task "nope" in the task log`},
+		{[]string{"logs", "export", "nope"}, 1, `no task "nope" in the task log`},
 		{[]string{"logs", "--status", "done"}, 2, "--status"},
 		{[]string{"logs", "--limit", "-1"}, 2, "--limit"},
 		{[]string{"logs", "show"}, 2, "accepts 1 arg"},
@@ -175,6 +175,10 @@ func TestLogsErrors(t *testing.T) {
 		r := toolmux(t, dir, "", append([]string{"--data-dir", data}, tc.args...)...)
 		if r.code != tc.code || !strings.Contains(r.stderr, tc.msg) {
 			t.Errorf("%v: exit %d, stderr %q; want %d and %q", tc.args, r.code, r.stderr, tc.code, tc.msg)
+		}
+		// The command speaks of the task log, not of Go packages.
+		if strings.Contains(r.stderr, "tasklog") {
+			t.Errorf("%v: a package name in %q", tc.args, r.stderr)
 		}
 	}
 	// A data directory without a task log: nothing listed, nothing created.
@@ -193,5 +197,37 @@ func TestLogsErrors(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(empty, tasklog.FileName)); !os.IsNotExist(err) {
 		t.Errorf("reading created a task log: %v", err)
+	}
+}
+
+// A task is named by its id or by any start of it that no other id has;
+// an ambiguous start lists the tasks it could mean, and exits 1.
+func TestLogsShowByPrefix(t *testing.T) {
+	data := taskLogFixture(t)
+	l, err := tasklog.Open(context.Background(), data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.StartTask(context.Background(), tasklog.Task{ID: "task-pisa", Input: "Where is the leaning tower?"}); err != nil {
+		t.Fatal(err)
+	}
+	l.Close()
+	dir := workspace(t, "")
+	r := toolmux(t, dir, "", "--data-dir", data, "logs", "show", "task-pa")
+	if r.code != 0 || !strings.Contains(r.stdout, "task      task-paris") {
+		t.Errorf("show task-pa: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	r = toolmux(t, dir, "", "--data-dir", data, "logs", "export", "task-pi")
+	var e map[string]any
+	if err := json.Unmarshal([]byte(r.stdout), &e); err != nil || r.code != 0 || e["task_id"] != "task-pisa" {
+		t.Errorf("export task-pi: exit %d %v\n%s%s", r.code, err, r.stdout, r.stderr)
+	}
+	r = toolmux(t, dir, "", "--data-dir", data, "logs", "show", "task-p")
+	if r.code != 1 || !strings.Contains(r.stderr, `"task-p" is the start of several task ids`) ||
+		!strings.Contains(r.stderr, "\n  task-pisa\n  task-paris\n") || strings.Contains(r.stderr, "tasklog") {
+		t.Errorf("ambiguous: exit %d\n%s", r.code, r.stderr)
+	}
+	if r.stdout != "" {
+		t.Errorf("ambiguous: stdout %q", r.stdout)
 	}
 }

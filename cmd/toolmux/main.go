@@ -38,13 +38,18 @@ const (
 type exitError struct {
 	code int
 	err  error
+	// usage marks a command line that is wrong: the command's usage line
+	// and a --help hint follow the message.
+	usage bool
 }
 
 func (e *exitError) Error() string { return e.err.Error() }
 func (e *exitError) Unwrap() error { return e.err }
 
+// usageError is a mistake in the command line (exit 2), shown with the
+// command's usage line.
 func usageError(format string, args ...any) error {
-	return &exitError{code: exitUsage, err: fmt.Errorf(format, args...)}
+	return &exitError{code: exitUsage, usage: true, err: fmt.Errorf(format, args...)}
 }
 
 // app holds what every command shares.
@@ -79,7 +84,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	root.SetIn(stdin)
 	root.SetOut(stdout)
 	root.SetErr(stderr)
-	err := root.ExecuteContext(ctx)
+	cmd, err := root.ExecuteContextC(ctx)
 	if err == nil {
 		return exitOK
 	}
@@ -88,11 +93,29 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		if ee.err != nil && ee.err.Error() != "" {
 			fmt.Fprintln(stderr, "toolmux:", ee.err)
 		}
+		if ee.usage {
+			printUsageHint(stderr, cmd)
+		}
 		return ee.code
 	}
-	// Anything cobra itself rejects (unknown flag, wrong arity) is usage.
+	// Anything cobra itself rejects (unknown flag or command, wrong
+	// arity) is usage.
 	fmt.Fprintln(stderr, "toolmux:", err)
+	printUsageHint(stderr, cmd)
 	return exitUsage
+}
+
+// printUsageHint ends a usage error: the command's usage line and where
+// to read more.
+func printUsageHint(w io.Writer, cmd *cobra.Command) {
+	if cmd == nil {
+		return
+	}
+	line := cmd.UseLine()
+	if !cmd.Runnable() && cmd.HasAvailableSubCommands() {
+		line = cmd.CommandPath() + " COMMAND [flags]"
+	}
+	fmt.Fprintf(w, "Usage: %s\nRun '%s --help' for more.\n", line, cmd.CommandPath())
 }
 
 func (a *app) rootCommand() *cobra.Command {
@@ -165,10 +188,10 @@ func (r *runtimeSet) Close() error {
 	return err
 }
 
-// open loads the configuration and builds the manager and the pipeline.
-// With recording, every call through the pipeline is recorded in the task
-// log of the data directory.
-func (a *app) open(ctx context.Context, recording bool) (*runtimeSet, error) {
+// open loads the configuration and builds the manager (with mopts) and the
+// pipeline. With recording, every call through the pipeline is recorded in
+// the task log of the data directory.
+func (a *app) open(ctx context.Context, recording bool, mopts ...manager.Option) (*runtimeSet, error) {
 	cfg, err := a.loadConfig()
 	if err != nil {
 		return nil, err
@@ -179,7 +202,7 @@ func (a *app) open(ctx context.Context, recording bool) (*runtimeSet, error) {
 	popts := []pipeline.Option{pipeline.WithDataDir(cfg.DataDir), pipeline.WithLogger(log)}
 	if recording && cfg.DataDir != "" && cfg.TaskLog.Enabled {
 		if tl, err = tasklog.Open(ctx, cfg.DataDir, tasklog.WithLogger(log), tasklog.WithDurability(durability(cfg.TaskLog))); err != nil {
-			return nil, &exitError{code: exitFailed, err: fmt.Errorf("task log: %w", err)}
+			return nil, &exitError{code: exitFailed, err: fmt.Errorf("task log: %s", taskLogMessage(err))}
 		}
 		popts = append(popts, pipeline.WithRecorder(tl))
 	}
@@ -188,7 +211,7 @@ func (a *app) open(ctx context.Context, recording bool) (*runtimeSet, error) {
 			tl.Close()
 		}
 	}
-	m, err := manager.FromConfig(cfg, log)
+	m, err := manager.FromConfig(cfg, log, mopts...)
 	if err != nil {
 		closeLog()
 		return nil, &exitError{code: exitUsage, err: err}

@@ -202,7 +202,7 @@ func TestCallFailures(t *testing.T) {
 		{"unknown server", []string{"call", "nope", "echo"}, 1, "server_not_found"},
 		{"bad json", []string{"call", "fx", "echo", `{"message":`}, 2, "not valid JSON"},
 		{"not an object", []string{"call", "fx", "echo", `[1,2]`}, 2, "not an array"},
-		{"missing tool", []string{"call", "fx"}, 2, "accepts between 2 and 3 arg"},
+		{"missing tool", []string{"call", "fx"}, 2, "fx is a server: name one of its tools too"},
 		{"unknown flag", []string{"call", "fx", "echo", "--nope"}, 2, "unknown flag"},
 	}
 	for _, c := range cases {

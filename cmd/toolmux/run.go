@@ -34,6 +34,7 @@ const exitInterrupted = 130
 type runFlags struct {
 	model, baseURL, apiKey, provider string
 	maxTurns                         int
+	maxTurnsSet                      bool
 	json                             bool
 	serve                            string
 	token                            string
@@ -62,8 +63,17 @@ live at http://ADDR/ and takes approvals.
 Exit status: 0 with an answer, 1 when the run failed (model error), 2 for
 usage errors (no model configured), 130 when interrupted. The run is
 recorded in the task log (toolmux logs).`,
-		Args: cobra.ExactArgs(1),
+		Args: func(_ *cobra.Command, args []string) error {
+			switch {
+			case len(args) == 0:
+				return usageError("say what the agent should do: toolmux run \"TASK\"")
+			case len(args) > 1:
+				return usageError("the task must be one argument: quote it, as in toolmux run %q", strings.Join(args, " "))
+			}
+			return nil
+		},
 		RunE: func(cmd *cobra.Command, args []string) error {
+			f.maxTurnsSet = cmd.Flags().Changed("max-turns")
 			return a.runTask(cmd.Context(), strings.TrimSpace(args[0]), f)
 		},
 	}
@@ -124,15 +134,15 @@ func (a *app) runTask(ctx context.Context, task string, f runFlags) error {
 	if task == "" {
 		return usageError("the task is empty")
 	}
+	if f.maxTurnsSet && f.maxTurns < 1 {
+		return usageError("--max-turns must be at least 1, not %d (leave it out for agent.max_turns)", f.maxTurns)
+	}
 	cfg, err := a.loadConfig()
 	if err != nil {
 		return err
 	}
 	if cfg.Model, err = resolveModel(cfg.Model, f, os.Getenv); err != nil {
 		return err
-	}
-	if f.maxTurns < 0 {
-		return usageError("--max-turns must be positive")
 	}
 	if f.maxTurns > 0 {
 		cfg.Agent.MaxTurns = f.maxTurns
@@ -147,6 +157,11 @@ func (a *app) runTask(ctx context.Context, task string, f runFlags) error {
 	token := f.token
 	if token == "" {
 		token = os.Getenv("TOOLMUX_TOKEN")
+	}
+	if f.serve != "" {
+		if err := checkAddr(f.serve); err != nil {
+			return err
+		}
 	}
 	if f.serve != "" && !gateway.IsLoopback(f.serve) && token == "" {
 		return usageError("refusing to serve on %s without a token: set --token or TOOLMUX_TOKEN, or use 127.0.0.1", f.serve)
@@ -233,9 +248,9 @@ func (a *app) runTask(ctx context.Context, task string, f runFlags) error {
 
 // serveRun serves the web UI and the API of the run; stop ends it.
 func (a *app) serveRun(ctx context.Context, addr, token string, rt *toolmux.Runtime, approvals *api.Approvals) (stop func(), err error) {
-	ln, err := net.Listen("tcp", addr)
+	ln, err := listen(addr)
 	if err != nil {
-		return nil, &exitError{code: exitFailed, err: err}
+		return nil, err
 	}
 	g := gateway.New(scheduled{catalog: rt.Pipeline, Scheduler: rt.Scheduler}, gateway.Options{Version: versionString(), Logger: a.logger(),
 		API: api.New(api.Options{Catalog: rt.Pipeline, Caller: rt.Scheduler, Health: rt.Manager.Health, Policy: rt.Policy,
@@ -393,8 +408,8 @@ func (p *progress) finish(res *agent.Result, err error) {
 	case err != nil:
 		status = "failed"
 	}
-	fmt.Fprintf(p.w, "● %s after %d turns, %d tool calls, %d rollbacks, %s (task %s)\n", status, res.Turns, res.Calls,
-		res.Rollbacks, res.Duration.Round(time.Millisecond), res.Task)
+	fmt.Fprintf(p.w, "● %s after %s, %s, %s, %s (task %s)\n", status, plural(res.Turns, "turn"), plural(res.Calls, "tool call"),
+		plural(res.Rollbacks, "rollback"), res.Duration.Round(time.Millisecond), res.Task)
 }
 
 func ms(v float64) string {

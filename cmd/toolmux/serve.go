@@ -2,14 +2,17 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
 	"os"
 	"runtime/debug"
+	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -75,11 +78,27 @@ closes every upstream server and the task log, and says what it cancelled.`,
 			if token == "" {
 				token = os.Getenv("TOOLMUX_TOKEN")
 			}
+			if !stdio {
+				if err := checkAddr(addr); err != nil {
+					return err
+				}
+			}
 			if !stdio && !gateway.IsLoopback(addr) && token == "" {
 				return usageError("refusing to listen on %s without a token: set --token or TOOLMUX_TOKEN, or listen on 127.0.0.1", addr)
 			}
+			// The address is taken before any server starts, so that a
+			// port in use is said at once.
+			var ln net.Listener
+			if !stdio {
+				var err error
+				if ln, err = listen(addr); err != nil {
+					return err
+				}
+				defer ln.Close()
+			}
 			tuneGC()
-			rt, err := a.open(cmd.Context(), true)
+			st := newStartup(a.stderr)
+			rt, err := a.open(cmd.Context(), true, st.option())
 			if err != nil {
 				return err
 			}
@@ -130,11 +149,13 @@ closes every upstream server and the task log, and says what it cancelled.`,
 			defer g.Close()
 			// Discover now, so problems show at start rather than at the
 			// first client request.
+			st.begin()
 			cat, err := rt.manager.Tools(ctx)
+			st.end()
 			if err != nil {
 				return &exitError{code: exitFailed, err: err}
 			}
-			a.reportServers(cat)
+			a.reportServers(cat, st)
 			if stdio {
 				err := g.Server().Run(ctx, &mcp.StdioTransport{})
 				a.drain(s, shutdownTimeout)
@@ -144,7 +165,7 @@ closes every upstream server and the task log, and says what it cancelled.`,
 				return nil
 			}
 			sec.Loopback = gateway.IsLoopback(addr)
-			return a.serveHTTP(ctx, addr, g.Mux(token, sec), cat, g.PassthroughNames(), s, shutdownTimeout)
+			return a.serveHTTP(ctx, ln, g.Mux(token, sec), cat, g.PassthroughNames(), s, shutdownTimeout)
 		},
 	}
 	cmd.Flags().StringVar(&addr, "addr", "127.0.0.1:8931", "address to listen on")
@@ -170,9 +191,11 @@ type scheduled struct {
 // Tools returns the catalog.
 func (s scheduled) Tools(ctx context.Context) (*tool.Catalog, error) { return s.catalog.Tools(ctx) }
 
-func (a *app) reportServers(cat *tool.Catalog) {
+// reportServers says which servers failed to start, unless the start-up
+// lines said so already.
+func (a *app) reportServers(cat *tool.Catalog, st *startup) {
 	for _, h := range cat.Servers() {
-		if h.State == tool.StateFailed {
+		if h.State == tool.StateFailed && !st.wasReported(h.Name) {
 			fmt.Fprintf(a.stderr, "toolmux: server %s failed: %s\n", h.Name, h.Error)
 		}
 	}
@@ -195,12 +218,44 @@ func passthroughServers(cfg *config.Config, log *slog.Logger) []gateway.Route {
 	return out
 }
 
-func (a *app) serveHTTP(ctx context.Context, addr string, h http.Handler, cat *tool.Catalog, passthrough []string,
-	s *schedule.Scheduler, grace time.Duration) error {
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return &exitError{code: exitFailed, err: err}
+// checkAddr refuses an address without a port, which net.Listen would
+// only call "missing port in address".
+func checkAddr(addr string) error {
+	if _, port, err := net.SplitHostPort(addr); err != nil || port == "" {
+		return usageError("address %q has no port: give HOST:PORT, such as 127.0.0.1:8931 (port 0: any free one)", addr)
 	}
+	return nil
+}
+
+// listen takes the address to serve on. An address without a port, or
+// one in use, is a mistake of the command line (exit 2) said in its words.
+func listen(addr string) (net.Listener, error) {
+	if err := checkAddr(addr); err != nil {
+		return nil, err
+	}
+	ln, err := net.Listen("tcp", addr)
+	switch {
+	case errors.Is(err, syscall.EADDRINUSE):
+		return nil, &exitError{code: exitUsage, err: fmt.Errorf("%s is already in use (another toolmux serve?): choose another address with --addr, such as --addr %s", addr, nextPort(addr))}
+	case err != nil:
+		return nil, &exitError{code: exitUsage, err: fmt.Errorf("cannot listen on %s: %v (choose another address with --addr)", addr, err)}
+	}
+	return ln, nil
+}
+
+// nextPort is addr with the port after its own, an address to suggest
+// when addr is taken.
+func nextPort(addr string) string {
+	host, port, _ := net.SplitHostPort(addr)
+	n, err := strconv.Atoi(port)
+	if err != nil || n <= 0 || n >= 65535 {
+		return net.JoinHostPort(host, "0")
+	}
+	return net.JoinHostPort(host, strconv.Itoa(n+1))
+}
+
+func (a *app) serveHTTP(ctx context.Context, ln net.Listener, h http.Handler, cat *tool.Catalog, passthrough []string,
+	s *schedule.Scheduler, grace time.Duration) error {
 	// Requests live in a context of their own, ended only once the calls
 	// have: streams (/api/events, MCP's GET streams) never end by
 	// themselves, and http.Server.Shutdown would wait for them in vain.
@@ -209,7 +264,8 @@ func (a *app) serveHTTP(ctx context.Context, addr string, h http.Handler, cat *t
 	posts := &inflight{}
 	srv := &http.Server{Handler: posts.wrap(h), ReadHeaderTimeout: 10 * time.Second,
 		BaseContext: func(net.Listener) context.Context { return reqCtx }}
-	fmt.Fprintf(a.stderr, "toolmux: serving %d tools from %d servers at http://%s/mcp (web UI at http://%s/)\n", cat.Len(), len(cat.Servers()), ln.Addr(), ln.Addr())
+	fmt.Fprintf(a.stderr, "toolmux: serving %s from %s at http://%s/mcp (web UI at http://%s/)\n",
+		plural(cat.Len(), "tool"), serverCount(cat.Servers()), ln.Addr(), ln.Addr())
 	if len(passthrough) > 0 {
 		fmt.Fprintf(a.stderr, "toolmux: passthrough to %s at http://%s/servers/NAME/mcp\n", strings.Join(passthrough, ", "), ln.Addr())
 	}

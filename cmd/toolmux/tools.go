@@ -38,15 +38,22 @@ Servers that failed are listed with their error; they never stop the others.
 
 The APPROVAL column says what the policy does with a call of each tool in
 the approval mode in force (--approval-mode, else policy.mode): allow, ask
-(a person must approve; refused when nobody can be asked) or deny.`,
+(a person must approve; refused when nobody can be asked) or deny.
+
+While the servers start, stderr shows each as it comes up, with the time it
+took, when it is a terminal; elsewhere it names only the servers slower
+than a few seconds.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			rt, err := a.open(cmd.Context(), false)
+			st := newStartup(a.stderr)
+			rt, err := a.open(cmd.Context(), false, st.option())
 			if err != nil {
 				return err
 			}
 			defer rt.Close()
+			st.begin()
 			cat, err := rt.manager.Tools(cmd.Context())
+			st.end()
 			if err != nil {
 				return &exitError{code: exitFailed, err: err}
 			}
@@ -97,19 +104,22 @@ func printToolTable(a *app, cat *tool.Catalog, entries []toolEntry, mode policy.
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", e.Server, e.State, e.Exposed, e.Approval, oneLine(e.Description, 80))
 	}
 	tw.Flush()
-	var failed []tool.ServerHealth
+	// The table cuts errors to one short line; the cause of a failure (a
+	// refused connection, the stderr of a crashed process) is at the end
+	// of the error or in its detail, so both are given in full below it.
 	for _, h := range cat.Servers() {
-		if h.State == tool.StateFailed && h.Detail != "" {
-			failed = append(failed, h)
+		if h.State != tool.StateFailed || h.Error == "" {
+			continue
 		}
-	}
-	for _, h := range failed {
-		fmt.Fprintf(a.stdout, "\n%s: %s\n%s\n", h.Name, h.Error, indent(h.Detail, "  "))
+		fmt.Fprintf(a.stdout, "\n%s: %s\n", h.Name, h.Error)
+		if h.Detail != "" {
+			fmt.Fprintln(a.stdout, indent(h.Detail, "  "))
+		}
 	}
 	for _, c := range cat.Collisions() {
 		fmt.Fprintf(a.stdout, "\nnote: %s/%s is exposed as %s (%s is taken by %s)\n", c.Server, c.Tool, c.Assigned, c.Name, c.Holder)
 	}
-	fmt.Fprintf(a.stdout, "\n%d tools from %d servers; approval mode %s\n", cat.Len(), len(cat.Servers()), mode)
+	fmt.Fprintf(a.stdout, "\n%s from %s; approval mode %s\n", plural(cat.Len(), "tool"), serverCount(cat.Servers()), mode)
 }
 
 // oneLine returns the first line of s, cut to max runes.
