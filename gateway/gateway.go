@@ -47,6 +47,12 @@ type Options struct {
 	// API is served by Mux under /api/, behind the token (the api
 	// package's handler).
 	API http.Handler
+	// Sessions, when set, is told of every client session, on every
+	// route, as it starts and ends: each is a task (docs/gateway.md).
+	Sessions SessionLog
+	// SessionTimeout ends an HTTP client's session after this long
+	// without a request; 0 means SessionIdleTimeout.
+	SessionTimeout time.Duration
 }
 
 // Gateway is an MCP server whose tools are the caller's catalog.
@@ -59,7 +65,8 @@ type Gateway struct {
 	mu     sync.Mutex
 	synced *tool.Catalog
 
-	routes map[string]*route // passthrough routes by server name
+	routes   map[string]*route // passthrough routes by server name
+	sessions *sessions
 }
 
 // New returns a gateway in front of c. The catalog is read on the first
@@ -71,7 +78,10 @@ func New(c Caller, o Options) *Gateway {
 	if o.Version == "" {
 		o.Version = "dev"
 	}
-	g := &Gateway{caller: c, log: o.Logger, api: o.API}
+	if o.SessionTimeout <= 0 {
+		o.SessionTimeout = SessionIdleTimeout
+	}
+	g := &Gateway{caller: c, log: o.Logger, api: o.API, sessions: newSessions(o.Sessions, o.SessionTimeout)}
 	if g.log == nil {
 		g.log = slog.New(slog.DiscardHandler)
 	}
@@ -80,7 +90,7 @@ func New(c Caller, o Options) *Gateway {
 		Instructions: "Tools of several servers, named server__tool. Calls are governed by toolmux.",
 		Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: true}},
 	})
-	g.server.AddReceivingMiddleware(g.syncMiddleware)
+	g.server.AddReceivingMiddleware(g.sessionMiddleware, g.syncMiddleware)
 	g.routes = make(map[string]*route, len(o.Passthrough))
 	for _, cfg := range o.Passthrough {
 		g.routes[cfg.Name] = newRoute(g, cfg, o.Version)
@@ -96,7 +106,7 @@ func (g *Gateway) Handler() http.Handler { return g.streamable(false) }
 
 // streamable returns the MCP handler of /mcp.
 func (g *Gateway) streamable(protected bool) http.Handler {
-	return mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return g.server }, g.streamableOptions(protected))
+	return g.sessions.serveHTTP(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return g.server }, g.streamableOptions(protected)))
 }
 
 // streamableOptions are the options of an MCP handler. Where Protect runs
@@ -105,7 +115,7 @@ func (g *Gateway) streamable(protected bool) http.Handler {
 // the same check with the configured allowed hosts, and bounds bodies by
 // the configured limit.
 func (g *Gateway) streamableOptions(protected bool) *mcp.StreamableHTTPOptions {
-	o := &mcp.StreamableHTTPOptions{Logger: g.log, DisableLocalhostProtection: protected, SessionTimeout: SessionIdleTimeout}
+	o := &mcp.StreamableHTTPOptions{Logger: g.log, DisableLocalhostProtection: protected, SessionTimeout: g.sessions.idle}
 	if protected {
 		o.MaxRequestBodyBytes = -1
 	}
@@ -117,11 +127,21 @@ func (g *Gateway) streamableOptions(protected bool) *mcp.StreamableHTTPOptions {
 // otherwise hold it, and its goroutines, for the life of the gateway.
 const SessionIdleTimeout = 30 * time.Minute
 
+// BeginShutdown says the gateway is stopping: sessions that end from now
+// on end by a shutdown (their tasks say so), not because their client
+// closed them. Close implies it; call it earlier when the sessions may end
+// before Close is reached (serve --stdio, whose transport ends with the
+// signal).
+func (g *Gateway) BeginShutdown() { g.sessions.stopping.Store(true) }
+
 // Close ends every client session, HTTP and stdio alike, and on the
 // passthrough routes the upstream sessions (and stdio processes) opened for
-// them. Serving stops elsewhere (the HTTP server's Shutdown, the stdio
-// transport's end); Close releases what the sessions hold.
+// them, and records the end of each session's task. Serving stops
+// elsewhere (the HTTP server's Shutdown, the stdio transport's end); Close
+// releases what the sessions hold.
 func (g *Gateway) Close() error {
+	g.BeginShutdown()
+	defer g.sessions.wait()
 	var errs []error
 	for _, r := range g.routes {
 		if err := r.close(); err != nil {
@@ -134,6 +154,21 @@ func (g *Gateway) Close() error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// sessionMiddleware tracks the client sessions of /mcp, each a task.
+func (g *Gateway) sessionMiddleware(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		if ss, ok := req.GetSession().(*mcp.ServerSession); ok {
+			route := "/mcp"
+			if ss.ID() == "" {
+				route = routeStdio
+			}
+			init, _ := req.GetParams().(*mcp.InitializeParams)
+			g.sessions.track(ctx, ss, route, init)
+		}
+		return next(ctx, method, req)
+	}
 }
 
 // syncMiddleware brings the registered tools up to date with the catalog
@@ -230,11 +265,15 @@ func (g *Gateway) handler(t tool.Tool) mcp.ToolHandler {
 				})
 			})
 		}
+		// The call ends with the HTTP request it came in, when the client
+		// goes away.
+		ctx, done := g.sessions.bind(ctx, req.Extra)
+		defer done()
 		// One MCP session is one task: first-use instructions and duplicate
 		// detection are per client session.
 		r := &request{session: req.Session, answers: req.Params.InputResponses}
 		ctx = withRequest(ctx, r)
-		rec := g.caller.Call(ctx, tool.Call{Server: t.Server, Tool: t.Name, Arguments: args, Task: sessionID(req)})
+		rec := g.caller.Call(ctx, tool.Call{Server: t.Server, Tool: t.Name, Arguments: args, Task: g.sessions.task(req.Session)})
 		if q := r.questions(); q != nil {
 			// The call waits for the client's answer to an approval
 			// question; the client retries it with the answer.
@@ -242,13 +281,6 @@ func (g *Gateway) handler(t tool.Tool) mcp.ToolHandler {
 		}
 		return toMCP(rec), nil
 	}
-}
-
-func sessionID(req *mcp.CallToolRequest) string {
-	if req.Session == nil {
-		return ""
-	}
-	return req.Session.ID()
 }
 
 func decodeArgs(raw json.RawMessage) (map[string]any, error) {

@@ -73,7 +73,7 @@ func newRoute(g *Gateway, cfg mcpsource.Config, version string) *route {
 	r.server.AddReceivingMiddleware(r.receive)
 	r.server.AddSendingMiddleware(rewriteNotification)
 	// Routes are served by Mux only, behind Protect.
-	r.handler = mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return r.server }, g.streamableOptions(true))
+	r.handler = g.sessions.serveHTTP(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return r.server }, g.streamableOptions(true)))
 	return r
 }
 
@@ -151,6 +151,10 @@ const (
 func (r *route) receive(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
 		ss, _ := req.GetSession().(*mcp.ServerSession)
+		if ss != nil {
+			init, _ := req.GetParams().(*mcp.InitializeParams)
+			r.g.sessions.track(ctx, ss, "/servers/"+r.cfg.Name+"/mcp", init)
+		}
 		switch method {
 		case methodInitialize:
 			res, err := next(ctx, method, req)
@@ -195,6 +199,8 @@ func (r *route) receive(next mcp.MethodHandler) mcp.MethodHandler {
 			if !ok {
 				return next(ctx, method, req)
 			}
+			ctx, unbind := r.g.sessions.bind(ctx, call.Extra)
+			defer unbind()
 			return r.callTool(ctx, l, call)
 		}
 		return l.forward(ctx, method, req, next)
@@ -280,7 +286,7 @@ func (r *route) governed(ctx context.Context, l *link, params *mcp.CallToolParam
 		defer done()
 		return l.cs.CallTool(ctx, p)
 	})
-	rec := r.g.caller.Call(ctx, tool.Call{Server: r.cfg.Name, Tool: params.Name, Arguments: args, Task: l.ss.ID()})
+	rec := r.g.caller.Call(ctx, tool.Call{Server: r.cfg.Name, Tool: params.Name, Arguments: args, Task: r.g.sessions.task(l.ss)})
 	if qs := q.questions(); qs != nil {
 		return &mcp.CallToolResult{InputRequests: qs}, nil
 	}

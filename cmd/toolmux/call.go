@@ -113,14 +113,7 @@ Exit status: 0 success, 1 the tool reported an error or the call failed,
 			rec := s.Call(ctx, call)
 			sp.stop()
 			if rt.log != nil {
-				status, answer := tasklog.StatusSuccess, ""
-				switch {
-				case rec.Error == nil:
-				case rec.Error.Kind == tool.KindCancelled:
-					status, answer = tasklog.StatusCancelled, rec.Error.Message
-				default:
-					status, answer = tasklog.StatusFailed, string(rec.Error.Kind)+": "+rec.Error.Message
-				}
+				status, answer := tasklog.OneCallStatus(rec)
 				if err := rt.log.FinishTask(context.WithoutCancel(ctx), call.Task, status, answer); err != nil {
 					fmt.Fprintln(a.stderr, "toolmux: task log:", err)
 				}
