@@ -78,12 +78,12 @@ func WithClock(now func() time.Time) Option { return func(o *options) { o.now = 
 type Log struct {
 	owner owner // this process, recorded on the tasks it runs
 	path  string
-	w    *sql.DB // one connection: writes are serialised in the process
-	r    *sql.DB // readers, concurrent with the writer (WAL)
-	opts options
-	log  *slog.Logger
-	done chan struct{} // closed by Close
-	once sync.Once
+	w     *sql.DB // one connection: writes are serialised in the process
+	r     *sql.DB // readers, concurrent with the writer (WAL)
+	opts  options
+	log   *slog.Logger
+	done  chan struct{} // closed by Close
+	once  sync.Once
 	// ops hands writes to the writer goroutine, which closes stopped when
 	// it ends; prepared holds the hot statements, used only by the writer.
 	ops      chan *writeOp
