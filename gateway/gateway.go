@@ -106,7 +106,7 @@ func (g *Gateway) Handler() http.Handler { return g.streamable(false) }
 
 // streamable returns the MCP handler of /mcp.
 func (g *Gateway) streamable(protected bool) http.Handler {
-	return g.sessions.serveHTTP(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return g.server }, g.streamableOptions(protected)))
+	return jsonRPCErrors(g.sessions.serveHTTP(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return g.server }, g.streamableOptions(protected))))
 }
 
 // streamableOptions are the options of an MCP handler. Where Protect runs

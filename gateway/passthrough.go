@@ -73,7 +73,7 @@ func newRoute(g *Gateway, cfg mcpsource.Config, version string) *route {
 	r.server.AddReceivingMiddleware(r.receive)
 	r.server.AddSendingMiddleware(rewriteNotification)
 	// Routes are served by Mux only, behind Protect.
-	r.handler = g.sessions.serveHTTP(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return r.server }, g.streamableOptions(true)))
+	r.handler = jsonRPCErrors(g.sessions.serveHTTP(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return r.server }, g.streamableOptions(true))))
 	return r
 }
 

@@ -147,7 +147,7 @@ closes every upstream server and the task log, and says what it cancelled.`,
 			s := schedule.New(rt.pipeline, schedule.WithGate(rt.gate(approver, true, a.logger())), schedule.WithSink(stream.SchedulerSink(hub)))
 			opts := gateway.Options{Version: versionString(), Logger: a.logger(), Sessions: sessionTasks(rt.log, a.logger())}
 			opts.API = api.New(api.Options{Catalog: rt.pipeline, Caller: s, Health: rt.manager.Health,
-				Policy: rt.policy, Approvals: approvals, Log: rt.log, Events: hub})
+				Policy: rt.policy, Approvals: approvals, Log: rt.log, Events: hub, Version: versionString()})
 			if listen {
 				opts.Passthrough = passthroughServers(rt.config, a.logger())
 			}
@@ -236,7 +236,7 @@ func pageURL(addr net.Addr) string { return "http://" + addr.String() + "/" }
 // sayPending says on the console that a call waits for approval, and
 // where to answer it.
 func (a *app) sayPending(p api.Pending) {
-	fmt.Fprintf(a.stderr, "toolmux: %s/%s waits for approval on the web page (call %s; refused at %s if nobody answers)\n",
+	fmt.Fprintf(a.stderr, "toolmux: %s/%s waits for approval on the web page (or POST {\"decision\": \"once\"} to /api/approvals/%s); refused at %s if nobody answers\n",
 		p.Server, p.Tool, p.ID, p.Deadline.Format(time.TimeOnly))
 }
 
