@@ -15,6 +15,7 @@ import (
 	"io"
 	"net/http"
 	"strconv"
+	"time"
 
 	"github.com/toolmux/toolmux/policy"
 	"github.com/toolmux/toolmux/tasklog"
@@ -49,6 +50,36 @@ type Options struct {
 	Events http.Handler
 	// MaxCallBytes bounds the body of a call request; 0 means 16 MiB.
 	MaxCallBytes int64
+	// Version is toolmux's version, for /api/info.
+	Version string
+	// Run tells which agent run this process serves (toolmux run
+	// --serve), for /api/info; nil for a gateway.
+	Run func() *RunInfo
+}
+
+// Info is the answer of GET /api/info: what this process is, so that a
+// page can tell a gateway from an agent run and show a run from its start.
+type Info struct {
+	Version string    `json:"version,omitempty"`
+	Started time.Time `json:"started_at"`
+	// Approvers is how many approvers are attached now (pages open with
+	// their event stream); ApprovalTimeoutMS how long a call waits for an
+	// answer. Both 0 when approvals are not asked through the API.
+	Approvers         int   `json:"approvers"`
+	ApprovalTimeoutMS int64 `json:"approval_timeout_ms"`
+	// Run is the agent run this process serves; absent for a gateway.
+	Run *RunInfo `json:"run,omitempty"`
+}
+
+// RunInfo is the agent run a process serves.
+type RunInfo struct {
+	// Task is the run's task id.
+	Task string `json:"task"`
+	// AfterEvent is the id of the last event before the run's first: a
+	// page that resumes after it (Last-Event-ID) shows the whole run.
+	AfterEvent int64 `json:"after_event"`
+	// Ended says the run is over (the process stays up for the page).
+	Ended bool `json:"ended"`
 }
 
 // New returns the API's handler, routes rooted at /api/.
@@ -56,8 +87,9 @@ func New(o Options) http.Handler {
 	if o.MaxCallBytes <= 0 {
 		o.MaxCallBytes = 16 << 20
 	}
-	s := &server{o: o}
+	s := &server{o: o, started: time.Now()}
 	mux := http.NewServeMux()
+	mux.HandleFunc("GET /api/info", s.info)
 	mux.HandleFunc("GET /api/servers", s.servers)
 	mux.HandleFunc("GET /api/tools", s.tools)
 	mux.HandleFunc("POST /api/tools/{server}/{tool}/call", s.call)
@@ -72,7 +104,21 @@ func New(o Options) http.Handler {
 	return mux
 }
 
-type server struct{ o Options }
+type server struct {
+	o       Options
+	started time.Time
+}
+
+func (s *server) info(w http.ResponseWriter, _ *http.Request) {
+	in := Info{Version: s.o.Version, Started: s.started}
+	if s.o.Approvals != nil {
+		in.Approvers, in.ApprovalTimeoutMS = s.o.Approvals.Approvers(), s.o.Approvals.Timeout().Milliseconds()
+	}
+	if s.o.Run != nil {
+		in.Run = s.o.Run()
+	}
+	writeJSON(w, http.StatusOK, in)
+}
 
 // ToolInfo is one tool as /api/tools lists it.
 type ToolInfo struct {
@@ -141,8 +187,26 @@ func (s *server) call(w http.ResponseWriter, r *http.Request) {
 	if req.Arguments == nil {
 		req.Arguments = map[string]any{}
 	}
-	rec := s.o.Caller.Call(r.Context(), tool.Call{Server: r.PathValue("server"), Tool: r.PathValue("tool"),
-		Arguments: req.Arguments, Task: req.Task, Session: req.Session})
+	call := tool.Call{Server: r.PathValue("server"), Tool: r.PathValue("tool"),
+		Arguments: req.Arguments, Task: req.Task, Session: req.Session}
+	// Every call belongs to a task: one made without is a task of its own.
+	own := call.Task == "" && s.o.Log != nil
+	if own {
+		call.Task = tool.NewID()
+		err := s.o.Log.StartTask(r.Context(), tasklog.Task{ID: call.Task,
+			Input:    "API call of " + call.Server + "/" + call.Tool,
+			Metadata: map[string]any{"kind": "api_call", "server": call.Server, "tool": call.Tool}})
+		if err != nil {
+			writeError(w, http.StatusInternalServerError, "internal", "the task log failed: "+err.Error())
+			return
+		}
+	}
+	rec := s.o.Caller.Call(r.Context(), call)
+	if own {
+		status, answer := tasklog.OneCallStatus(rec)
+		// Recorded whatever became of the request.
+		_ = s.o.Log.FinishTask(context.WithoutCancel(r.Context()), call.Task, status, answer)
+	}
 	// The call happened (or was refused by governance): its record is the
 	// answer either way; the status says which.
 	status := http.StatusOK
@@ -227,18 +291,37 @@ func (s *server) decide(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if err := s.o.Approvals.Decide(r.PathValue("id"), ans); err != nil {
+		if _, ok := errors.AsType[*EndedError](err); ok {
+			// It waited, and no longer does: withdrawn, timed out, or
+			// answered by someone else.
+			writeError(w, http.StatusGone, "gone", err.Error())
+			return
+		}
 		writeError(w, http.StatusNotFound, "not_found", err.Error())
 		return
 	}
 	w.WriteHeader(http.StatusNoContent)
 }
 
+// events serves the event stream. A stream opened with ?approver=1 (the
+// web page's) attaches an approver for as long as it is open: approval
+// questions are put to the API's queue only while someone is there to
+// answer them.
 func (s *server) events(w http.ResponseWriter, r *http.Request) {
 	if s.o.Events == nil {
 		writeError(w, http.StatusNotFound, "not_configured", "there is no event stream here")
 		return
 	}
+	if s.o.Approvals != nil && r.Method == http.MethodGet && isTrue(r.URL.Query().Get("approver")) {
+		detach := s.o.Approvals.Attach()
+		defer detach()
+	}
 	s.o.Events.ServeHTTP(w, r)
+}
+
+// isTrue reads a flag of a query: present and not "0" or "false".
+func isTrue(v string) bool {
+	return v != "" && v != "0" && v != "false"
 }
 
 // statusOf maps a refused or failed call to an HTTP status.

@@ -36,9 +36,16 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 type fixture struct {
 	url       string
 	workspace string
+	log       *tasklog.Log
 }
 
 func newFixture(t *testing.T) fixture {
+	t.Helper()
+	return newFixtureWith(t, &api.ApprovalOptions{Timeout: time.Minute})
+}
+
+// newFixtureWith is newFixture with the approval queue's options.
+func newFixtureWith(t *testing.T, ao *api.ApprovalOptions) fixture {
 	t.Helper()
 	ctx := context.Background()
 	ws := t.TempDir()
@@ -69,11 +76,11 @@ func newFixture(t *testing.T) fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	approvals := api.NewApprovals(time.Minute)
+	approvals := api.NewApprovals(ao)
 	s := schedule.New(p, schedule.WithGate(policy.NewGate(engine, policy.WithApprover(policy.FirstOf(approvals)))),
 		schedule.WithSink(stream.SchedulerSink(hub)))
 	srv := httptest.NewServer(api.New(api.Options{Catalog: p, Caller: s, Health: m.Health, Policy: engine,
-		Approvals: approvals, Log: log, Events: hub}))
+		Approvals: approvals, Log: log, Events: hub, Version: "test"}))
 	t.Cleanup(func() {
 		srv.CloseClientConnections()
 		srv.Close()
@@ -83,7 +90,37 @@ func newFixture(t *testing.T) fixture {
 		_ = m.Close()
 		_ = log.Close()
 	})
-	return fixture{url: srv.URL, workspace: ws}
+	return fixture{url: srv.URL, workspace: ws, log: log}
+}
+
+// attach opens the event stream as an approver (as the web page does)
+// until detach, or the end of the test.
+func (f fixture) attach(t *testing.T) (detach func()) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, f.url+"/api/events?approver=1", nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		cancel()
+		t.Fatalf("events: %s", resp.Status)
+	}
+	done := func() {
+		cancel()
+		resp.Body.Close()
+	}
+	t.Cleanup(done)
+	if !testservers.Eventually(10*time.Second, func() bool {
+		var in api.Info
+		f.get(t, "/api/info", &in)
+		return in.Approvers > 0
+	}) {
+		t.Fatal("the approver never showed in /api/info")
+	}
+	return done
 }
 
 func (f fixture) get(t *testing.T, path string, v any) int {
@@ -191,6 +228,7 @@ func TestServersToolsAndCalls(t *testing.T) {
 // through the API; "deny" refuses it.
 func TestApprovalThroughTheAPI(t *testing.T) {
 	f := newFixture(t)
+	f.attach(t)
 	for _, tc := range []struct {
 		decision string
 		status   int
@@ -227,7 +265,7 @@ func TestApprovalThroughTheAPI(t *testing.T) {
 			if code := <-done; code != tc.status {
 				t.Fatalf("call ended %d, want %d: %+v", code, tc.status, rec.Error)
 			}
-			if code := f.post(t, "/api/approvals/"+pending[0].ID, `{"decision": "once"}`, nil); code != 404 {
+			if code := f.post(t, "/api/approvals/"+pending[0].ID, `{"decision": "once"}`, nil); code != 410 {
 				t.Errorf("a second answer: %d", code)
 			}
 			_, err := os.Stat(filepath.Join(f.workspace, file))

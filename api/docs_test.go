@@ -46,6 +46,7 @@ func TestDocsResponseExamples(t *testing.T) {
 		t.Fatal(err)
 	}
 	f := newFixture(t)
+	f.attach(t)
 	answers := map[string]any{}
 	for _, m := range docRequest.FindAllSubmatch(doc, -1) {
 		method, path, body := string(m[1]), string(m[2]), string(m[3])

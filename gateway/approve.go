@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -54,36 +55,85 @@ func (r *request) questions() mcp.InputRequestMap {
 	return r.question
 }
 
-// ElicitApprover asks for approval through MCP elicitation, in the way
-// of MCP's multi round-trip requests: the first attempt of a call that
-// needs approval returns the question to the client (inputRequests), the
-// client shows it to its user as a form and retries the call with the
-// answer, and that attempt runs (or is refused). The go-sdk does the same
-// for clients on older protocol versions by asking them directly. A client
-// that did not declare elicitation cannot be asked; the approver then
-// returns policy.ErrNoApprover and the call is refused with the message
-// that says how to allow it. Calls made outside an MCP request are treated
-// the same way.
-type ElicitApprover struct{}
+// ElicitApprover asks for approval through MCP elicitation: the client
+// shows the question to its user as a form, and the call runs (or is
+// refused) on the answer. A client on a protocol version that has multi
+// round-trip requests (2026-07-28 and later) gets the question in the
+// call's result (inputRequests) and retries the call with the answer; an
+// older client is asked directly (elicitation/create), the call waiting
+// for the answer at most Timeout. A client that did not declare
+// elicitation cannot be asked: the approver returns policy.ErrNoApprover,
+// and the next approver is tried or the call is refused with the message
+// that says how to allow it. Calls made outside an MCP request are
+// treated the same way.
+type ElicitApprover struct {
+	// Timeout bounds the wait for the client's answer; 0 means
+	// policy.DefaultApprovalTimeout. When it passes, the question is
+	// withdrawn (the client is told the request is cancelled) and the call
+	// refused.
+	Timeout time.Duration
+}
+
+// Available implements policy.Availability: a client can be asked when
+// it declared elicitation.
+func (ElicitApprover) Available(ctx context.Context, _ policy.Request) error {
+	if r := requestFrom(ctx); r != nil && r.session != nil {
+		if p := r.session.InitializeParams(); p != nil && p.Capabilities != nil && p.Capabilities.Elicitation != nil {
+			return nil
+		}
+	}
+	return policy.ErrNoApprover
+}
+
+// multiRoundTrip is the first protocol version whose clients answer a
+// server's questions by retrying their request.
+const multiRoundTrip = "2026-07-28"
 
 // Approve implements policy.Approver.
-func (ElicitApprover) Approve(ctx context.Context, req policy.Request) (policy.Answer, error) {
+func (e ElicitApprover) Approve(ctx context.Context, req policy.Request) (policy.Answer, error) {
 	r := requestFrom(ctx)
 	if r == nil || r.session == nil {
 		return 0, policy.ErrNoApprover
 	}
-	if p := r.session.InitializeParams(); p == nil || p.Capabilities == nil || p.Capabilities.Elicitation == nil {
+	p := r.session.InitializeParams()
+	if p == nil || p.Capabilities == nil || p.Capabilities.Elicitation == nil {
 		return 0, policy.ErrNoApprover
 	}
-	key := approvalKey(req)
-	if resp, ok := r.answers[key]; ok {
-		res, ok := resp.(*mcp.ElicitResult)
-		if !ok {
-			return 0, fmt.Errorf("the client answered the approval of %s/%s with a %T", req.Call.Server, req.Call.Tool, resp)
+	form := approvalForm(req)
+	if p.ProtocolVersion >= multiRoundTrip {
+		key := approvalKey(req)
+		if resp, ok := r.answers[key]; ok {
+			res, ok := resp.(*mcp.ElicitResult)
+			if !ok {
+				return 0, fmt.Errorf("the client answered the approval of %s/%s with a %T", req.Call.Server, req.Call.Tool, resp)
+			}
+			return decision(res)
 		}
-		return decision(res)
+		r.ask(key, form)
+		return 0, policy.ErrInputRequired
 	}
-	r.ask(key, &mcp.ElicitParams{
+	timeout := e.Timeout
+	if timeout <= 0 {
+		timeout = policy.DefaultApprovalTimeout
+	}
+	ectx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	res, err := r.session.Elicit(ectx, form)
+	if err != nil {
+		if ce := ctx.Err(); ce != nil {
+			return 0, ce
+		}
+		if ectx.Err() != nil {
+			return 0, &policy.UnansweredError{Reason: fmt.Sprintf("the client's user did not answer within %s", timeout)}
+		}
+		return 0, fmt.Errorf("the client could not show the question: %w", err)
+	}
+	return decision(res)
+}
+
+// approvalForm is the question put to the client's user.
+func approvalForm(req policy.Request) *mcp.ElicitParams {
+	return &mcp.ElicitParams{
 		Mode:    "form",
 		Message: approvalMessage(req),
 		RequestedSchema: map[string]any{
@@ -98,8 +148,7 @@ func (ElicitApprover) Approve(ctx context.Context, req policy.Request) (policy.A
 			},
 			"required": []string{"decision"},
 		},
-	})
-	return 0, policy.ErrInputRequired
+	}
 }
 
 // decision reads the client's answer to the approval form.

@@ -50,6 +50,12 @@ type Options struct {
 	// API is served by Mux under /api/, behind the token (the api
 	// package's handler).
 	API http.Handler
+	// Sessions, when set, is told of every client session, on every
+	// route, as it starts and ends: each is a task (docs/gateway.md).
+	Sessions SessionLog
+	// SessionTimeout ends an HTTP client's session after this long
+	// without a request; 0 means SessionIdleTimeout.
+	SessionTimeout time.Duration
 }
 
 // Gateway is an MCP server whose tools are the caller's catalog.
@@ -64,6 +70,7 @@ type Gateway struct {
 
 	routes    map[string]*route // passthrough routes by server name
 	onRefused func(RouteSessions)
+	clients   *clients
 }
 
 // New returns a gateway in front of c. The catalog is read on the first
@@ -75,7 +82,11 @@ func New(c Caller, o Options) *Gateway {
 	if o.Version == "" {
 		o.Version = "dev"
 	}
-	g := &Gateway{caller: c, log: o.Logger, api: o.API, onRefused: o.OnSessionRefused}
+	if o.SessionTimeout <= 0 {
+		o.SessionTimeout = SessionIdleTimeout
+	}
+	g := &Gateway{caller: c, log: o.Logger, api: o.API, onRefused: o.OnSessionRefused,
+		clients: newClients(o.Sessions, o.SessionTimeout)}
 	if g.log == nil {
 		g.log = slog.New(slog.DiscardHandler)
 	}
@@ -84,7 +95,7 @@ func New(c Caller, o Options) *Gateway {
 		Instructions: "Tools of several servers, named server__tool. Calls are governed by toolmux.",
 		Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: true}},
 	})
-	g.server.AddReceivingMiddleware(g.syncMiddleware)
+	g.server.AddReceivingMiddleware(g.sessionMiddleware, g.syncMiddleware)
 	g.routes = make(map[string]*route, len(o.Passthrough))
 	for _, rt := range o.Passthrough {
 		g.routes[rt.Server.Name] = newRoute(g, rt, o.Version)
@@ -100,7 +111,7 @@ func (g *Gateway) Handler() http.Handler { return g.streamable(false) }
 
 // streamable returns the MCP handler of /mcp.
 func (g *Gateway) streamable(protected bool) http.Handler {
-	return mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return g.server }, g.streamableOptions(protected))
+	return jsonRPCErrors(g.clients.serveHTTP(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return g.server }, g.streamableOptions(protected))))
 }
 
 // streamableOptions are the options of an MCP handler. Where Protect runs
@@ -109,7 +120,7 @@ func (g *Gateway) streamable(protected bool) http.Handler {
 // the same check with the configured allowed hosts, and bounds bodies by
 // the configured limit.
 func (g *Gateway) streamableOptions(protected bool) *mcp.StreamableHTTPOptions {
-	o := &mcp.StreamableHTTPOptions{Logger: g.log, DisableLocalhostProtection: protected, SessionTimeout: SessionIdleTimeout}
+	o := &mcp.StreamableHTTPOptions{Logger: g.log, DisableLocalhostProtection: protected, SessionTimeout: g.clients.idle}
 	if protected {
 		o.MaxRequestBodyBytes = -1
 	}
@@ -122,11 +133,21 @@ func (g *Gateway) streamableOptions(protected bool) *mcp.StreamableHTTPOptions {
 // Passthrough routes have their own (Route.IdleTimeout).
 const SessionIdleTimeout = 30 * time.Minute
 
+// BeginShutdown says the gateway is stopping: sessions that end from now
+// on end by a shutdown (their tasks say so), not because their client
+// closed them. Close implies it; call it earlier when the sessions may end
+// before Close is reached (serve --stdio, whose transport ends with the
+// signal).
+func (g *Gateway) BeginShutdown() { g.clients.stopping.Store(true) }
+
 // Close ends every client session, HTTP and stdio alike, and on the
 // passthrough routes the upstream sessions (and stdio processes) opened for
-// them. Serving stops elsewhere (the HTTP server's Shutdown, the stdio
-// transport's end); Close releases what the sessions hold.
+// them, and records the end of each session's task. Serving stops
+// elsewhere (the HTTP server's Shutdown, the stdio transport's end); Close
+// releases what the sessions hold.
 func (g *Gateway) Close() error {
+	g.BeginShutdown()
+	defer g.clients.wait()
 	var errs []error
 	for _, r := range g.routes {
 		if err := r.close(); err != nil {
@@ -139,6 +160,25 @@ func (g *Gateway) Close() error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// sessionMiddleware tracks the client sessions of /mcp, each a task from
+// its initialize on. (A session that never initializes is one the go-sdk
+// makes for a request without a session, such as a client's
+// server/discover probe, and ends after it: no task.)
+func (g *Gateway) sessionMiddleware(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		res, err := next(ctx, method, req)
+		if ss, ok := req.GetSession().(*mcp.ServerSession); ok && method == "initialize" && err == nil {
+			route := "/mcp"
+			if ss.ID() == "" {
+				route = routeStdio
+			}
+			init, _ := req.GetParams().(*mcp.InitializeParams)
+			g.clients.track(ctx, ss, route, 0, init)
+		}
+		return res, err
+	}
 }
 
 // syncMiddleware brings the registered tools up to date with the catalog
@@ -235,11 +275,15 @@ func (g *Gateway) handler(t tool.Tool) mcp.ToolHandler {
 				})
 			})
 		}
+		// The call ends with the HTTP request it came in, when the client
+		// goes away.
+		ctx, done := g.clients.bind(ctx, req.Extra)
+		defer done()
 		// One MCP session is one task: first-use instructions and duplicate
 		// detection are per client session.
 		r := &request{session: req.Session, answers: req.Params.InputResponses}
 		ctx = withRequest(ctx, r)
-		rec := g.caller.Call(ctx, tool.Call{Server: t.Server, Tool: t.Name, Arguments: args, Task: sessionID(req)})
+		rec := g.caller.Call(ctx, tool.Call{Server: t.Server, Tool: t.Name, Arguments: args, Task: g.clients.task(req.Session)})
 		if q := r.questions(); q != nil {
 			// The call waits for the client's answer to an approval
 			// question; the client retries it with the answer.
@@ -247,13 +291,6 @@ func (g *Gateway) handler(t tool.Tool) mcp.ToolHandler {
 		}
 		return toMCP(rec), nil
 	}
-}
-
-func sessionID(req *mcp.CallToolRequest) string {
-	if req.Session == nil {
-		return ""
-	}
-	return req.Session.ID()
 }
 
 func decodeArgs(raw json.RawMessage) (map[string]any, error) {

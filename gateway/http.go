@@ -122,7 +122,7 @@ func (g *Gateway) servePassthrough(w http.ResponseWriter, r *http.Request) {
 			msg += "; configured MCP servers: " + strings.Join(names, ", ")
 		}
 		msg += " (built-in tools and command servers are served on /mcp only)"
-		http.Error(w, msg, http.StatusNotFound)
+		writeRPCError(w, http.StatusNotFound, nil, codeServerError, msg)
 		return
 	}
 	rt.serveHTTP(w, r)

@@ -92,7 +92,7 @@ func newRoute(g *Gateway, rt Route, version string) *route {
 	// out sooner than /mcp's, for each holds a server session.
 	opts := g.streamableOptions(true)
 	opts.SessionTimeout = r.idle
-	r.handler = mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return r.server }, opts)
+	r.handler = jsonRPCErrors(g.clients.serveHTTP(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return r.server }, opts)))
 	return r
 }
 
@@ -193,6 +193,11 @@ func (r *route) receive(next mcp.MethodHandler) mcp.MethodHandler {
 			if err != nil {
 				return nil, err
 			}
+			if ss != nil {
+				// A session that initialized is a task.
+				init, _ := req.GetParams().(*mcp.InitializeParams)
+				r.g.clients.track(ctx, ss, "/servers/"+r.cfg.Name+"/mcp", r.idle, init)
+			}
 			ir, ok := res.(*mcp.InitializeResult)
 			if !ok || ss == nil {
 				return res, nil
@@ -234,6 +239,8 @@ func (r *route) receive(next mcp.MethodHandler) mcp.MethodHandler {
 			if !ok {
 				return next(ctx, method, req)
 			}
+			ctx, unbind := r.g.clients.bind(ctx, call.Extra)
+			defer unbind()
 			return r.callTool(ctx, l, call)
 		}
 		return l.forward(ctx, method, req, next)
@@ -319,7 +326,7 @@ func (r *route) governed(ctx context.Context, l *link, params *mcp.CallToolParam
 		defer done()
 		return l.cs.CallTool(ctx, p)
 	})
-	rec := r.g.caller.Call(ctx, tool.Call{Server: r.cfg.Name, Tool: params.Name, Arguments: args, Task: l.ss.ID()})
+	rec := r.g.caller.Call(ctx, tool.Call{Server: r.cfg.Name, Tool: params.Name, Arguments: args, Task: r.g.clients.task(l.ss)})
 	if qs := q.questions(); qs != nil {
 		return &mcp.CallToolResult{InputRequests: qs}, nil
 	}

@@ -668,7 +668,17 @@ func TestPassthroughRoutes(t *testing.T) {
 		t.Errorf("without the token: %d", code)
 	}
 	code, body := get("/servers/nope/mcp", "sekret")
-	if code != http.StatusNotFound || !strings.Contains(body, `"nope"`) || !strings.Contains(body, "up") || !strings.Contains(body, "/mcp only") {
+	var rpc struct {
+		Error struct {
+			Code    int
+			Message string
+		}
+	}
+	if err := json.Unmarshal([]byte(body), &rpc); err != nil {
+		t.Fatalf("unknown server: not a JSON-RPC error: %q", body)
+	}
+	msg := rpc.Error.Message
+	if code != http.StatusNotFound || rpc.Error.Code != -32000 || !strings.Contains(msg, `"nope"`) || !strings.Contains(msg, "up") || !strings.Contains(msg, "/mcp only") {
 		t.Errorf("unknown server: %d %q", code, body)
 	}
 	if code, body := get("/", "sekret"); code != http.StatusOK || !strings.Contains(body, "/servers/up/mcp") {

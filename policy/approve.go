@@ -3,8 +3,10 @@ package policy
 import (
 	"context"
 	"errors"
+	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/toolmux/toolmux/tool"
 )
@@ -66,6 +68,12 @@ func ParseAnswer(s string) (Answer, bool) {
 	return 0, false
 }
 
+// DefaultApprovalTimeout bounds how long a call waits for a person's
+// answer when the approver has no bound of its own configured: shorter
+// than the 60 s most MCP clients give a request, so that the client reads
+// the refusal (and how to allow the call) instead of timing out itself.
+const DefaultApprovalTimeout = 45 * time.Second
+
 // Request is what an approver is asked about.
 type Request struct {
 	// Tool is the definition of the tool to be called (annotations included).
@@ -108,18 +116,67 @@ func AnswerNamed(name string) (Answer, bool) {
 // on to the next (the gateway asks the MCP client by elicitation, and
 // when the client cannot show a question, the web UI). If none can ask,
 // the result is ErrNoApprover.
+//
+// The hints of the approvers that could not ask ([NoApproverError]) are
+// gathered into the one returned, so the refusal names every place a
+// person could have answered. The result is an [Availability] when any
+// of approvers is: it is available when one of them is (an approver that
+// cannot tell counts as available).
 func FirstOf(approvers ...Approver) Approver {
-	return ApproverFunc(func(ctx context.Context, req Request) (Answer, error) {
-		for _, a := range approvers {
-			if a == nil {
-				continue
-			}
-			ans, err := a.Approve(ctx, req)
-			if errors.Is(err, ErrNoApprover) {
-				continue
-			}
-			return ans, err
+	return firstOf(slices.DeleteFunc(slices.Clone(approvers), func(a Approver) bool { return a == nil }))
+}
+
+type firstOf []Approver
+
+func (f firstOf) Approve(ctx context.Context, req Request) (Answer, error) {
+	var hints []string
+	for _, a := range f {
+		ans, err := a.Approve(ctx, req)
+		if errors.Is(err, ErrNoApprover) {
+			hints = appendHints(hints, err)
+			continue
 		}
-		return 0, ErrNoApprover
-	})
+		return ans, err
+	}
+	return 0, noApprover(hints)
+}
+
+func (f firstOf) Available(ctx context.Context, req Request) error {
+	var hints []string
+	for _, a := range f {
+		av, ok := a.(Availability)
+		if !ok {
+			return nil
+		}
+		err := av.Available(ctx, req)
+		if err == nil {
+			return nil
+		}
+		hints = appendHints(hints, err)
+	}
+	return noApprover(hints)
+}
+
+func appendHints(hints []string, err error) []string {
+	if ne, ok := errors.AsType[*NoApproverError](err); ok {
+		hints = append(hints, ne.Hints...)
+	}
+	return hints
+}
+
+func noApprover(hints []string) error {
+	if len(hints) > 0 {
+		return &NoApproverError{Hints: hints}
+	}
+	return ErrNoApprover
+}
+
+// Availability is implemented by approvers that can tell, before a
+// request is put to them, whether anyone could answer it now: an MCP
+// client that declared elicitation, a web page that is open. Available
+// returns nil, or an error matching [ErrNoApprover] (a
+// [*NoApproverError] with hints). The gate then refuses such a call at
+// once, without reporting it as awaiting approval.
+type Availability interface {
+	Available(ctx context.Context, req Request) error
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -176,7 +177,7 @@ func (g *Gate) Approve(ctx context.Context, t tool.Tool, call tool.Call, d Decis
 		return nil
 	}
 	if g.approver == nil {
-		return g.nonInteractive(server, name, d)
+		return g.refusal(server, name, d, "no one can be asked in this run", nil)
 	}
 	if err := ctx.Err(); err != nil {
 		return waitEnded(server, name, err)
@@ -202,8 +203,8 @@ func (g *Gate) Approve(ctx context.Context, t tool.Tool, call tool.Call, d Decis
 // requests, and withdraws it (cancelling the approver's context) when an
 // "always" answer given meanwhile covers it.
 func (g *Gate) askConcurrently(ctx context.Context, req Request, server, name string) error {
-	actx, cancel := context.WithCancel(ctx)
-	defer cancel()
+	actx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
 	type reply struct {
 		ans Answer
 		err error
@@ -225,7 +226,7 @@ func (g *Gate) askConcurrently(ctx context.Context, req Request, server, name st
 		changed := g.changed
 		g.mu.RUnlock()
 		if g.remembered(server, name) != "" {
-			cancel()
+			cancel(errCovered)
 			<-replies
 			return nil
 		}
@@ -241,7 +242,17 @@ func (g *Gate) askConcurrently(ctx context.Context, req Request, server, name st
 func (g *Gate) answered(ctx context.Context, req Request, server, name string, ans Answer, err error) error {
 	d := req.Decision
 	if errors.Is(err, ErrNoApprover) {
-		return g.nonInteractive(server, name, d)
+		var hints []string
+		if ne, ok := errors.AsType[*NoApproverError](err); ok {
+			hints = ne.Hints
+		}
+		return g.refusal(server, name, d, "no one can be asked in this run", hints)
+	}
+	if ue, ok := errors.AsType[*UnansweredError](err); ok {
+		if ce := ctx.Err(); ce != nil {
+			return waitEnded(server, name, ce)
+		}
+		return g.refusal(server, name, d, ue.Reason, nil)
 	}
 	if errors.Is(err, ErrInputRequired) {
 		return &tool.Error{Kind: tool.KindApprovalDenied, Server: server, Tool: name, Err: err,
@@ -272,11 +283,48 @@ func (g *Gate) answered(ctx context.Context, req Request, server, name string, a
 	return nil
 }
 
+// errCovered withdraws a request from its approver: an "always" answer
+// given meanwhile approved it.
+var errCovered = errors.New(`approved by an "always" answer given meanwhile`)
+
 // ErrNoApprover is what an Approver returns when, for this request, there
 // is nobody to ask (an MCP client that cannot show a question, say): the
 // gate then refuses the call as a non-interactive run would, with the
-// message that says how to allow it.
+// message that says how to allow it. An approver that knows where a
+// person could be reached returns a [*NoApproverError] with a hint
+// instead; it matches ErrNoApprover.
 var ErrNoApprover = errors.New("nobody can be asked for approval")
+
+// NoApproverError is an [ErrNoApprover] that says where approvals could
+// be answered, had someone been there ("open the web page at
+// http://127.0.0.1:8931/ and keep it open"). The gate quotes the hints in
+// its refusal.
+type NoApproverError struct {
+	// Hints say where a person could answer; empty ones are skipped.
+	Hints []string
+}
+
+func (e *NoApproverError) Error() string {
+	if len(e.Hints) == 0 {
+		return ErrNoApprover.Error()
+	}
+	return ErrNoApprover.Error() + " (" + strings.Join(e.Hints, "; ") + ")"
+}
+
+// Is makes a NoApproverError match ErrNoApprover.
+func (e *NoApproverError) Is(target error) bool { return target == ErrNoApprover }
+
+// UnansweredError is what an Approver returns when it put the question to
+// someone who could answer but got no answer: nobody answered in time,
+// or every person who could answer went away. The gate refuses the call
+// (approval_denied) with the reason and how to allow such calls without
+// asking.
+type UnansweredError struct {
+	// Reason says what happened, as a clause: "nobody answered within 45s".
+	Reason string
+}
+
+func (e *UnansweredError) Error() string { return "no answer: " + e.Reason }
 
 // ErrInputRequired is what an Approver returns when it has put the
 // question to a client that answers in a later request (MCP's multi
@@ -335,10 +383,12 @@ func (g *Gate) denied(server, name string, d Decision) error {
 		Detail: "policy rule: " + d.Rule}
 }
 
-// nonInteractive is the refusal of a run nobody can be asked in. It says
-// exactly what to change, since whoever reads it (a person reading a log,
-// or a model) cannot ask.
-func (g *Gate) nonInteractive(server, name string, d Decision) error {
+// refusal is the refusal of a call that needed approval and got none:
+// why (nobody could be asked, nobody answered in time), where a person
+// could have answered (hints), and exactly what to change to allow such
+// calls without asking, since whoever reads it (a person reading a log, or
+// a model) cannot ask.
+func (g *Gate) refusal(server, name string, d Decision, why string, hints []string) error {
 	e := g.engine.Load()
 	pattern := escapeGlob(server) + "/" + escapeGlob(name)
 	rule := "{tools: [" + yamlScalar(pattern) + "], action: allow"
@@ -346,10 +396,13 @@ func (g *Gate) nonInteractive(server, name string, d Decision) error {
 		rule += ", priority: " + strconv.Itoa(p)
 	}
 	rule += "}"
-	msg := fmt.Sprintf("%s/%s needs approval (policy rule %q, mode %s), but no one can be asked in this run; "+
-		"to allow it, run with --yes or --approval-mode yolo, or add a policy rule: `policy: {rules: [%s]}`",
-		server, name, d.Rule, e.Mode(), rule)
-	return &tool.Error{Kind: tool.KindApprovalDenied, Server: server, Tool: name, Message: msg}
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s/%s needs approval (policy rule %q, mode %s), but %s", server, name, d.Rule, e.Mode(), why)
+	if hints = slices.DeleteFunc(slices.Clone(hints), func(h string) bool { return h == "" }); len(hints) > 0 {
+		fmt.Fprintf(&b, " (%s)", strings.Join(hints, "; "))
+	}
+	fmt.Fprintf(&b, "; to allow it, run with --yes or --approval-mode yolo, or add a policy rule: `policy: {rules: [%s]}`", rule)
+	return &tool.Error{Kind: tool.KindApprovalDenied, Server: server, Tool: name, Message: b.String()}
 }
 
 func waitEnded(server, name string, err error) error {
@@ -399,6 +452,17 @@ func yamlScalar(s string) string {
 // It makes a Gate a schedule.Gate.
 func (g *Gate) Admit(ctx context.Context, t tool.Tool, call tool.Call, asking func(message string)) error {
 	d := g.Decide(t, call)
+	if d.Action == Ask && g.approver != nil && g.remembered(identity(t, call)) == "" {
+		// Nobody who could answer is there: refuse now rather than
+		// report a wait that cannot end in an answer.
+		if av, ok := g.approver.(Availability); ok {
+			req := Request{Tool: t, Call: call, Decision: d}
+			if err := av.Available(ctx, req); err != nil {
+				server, name := identity(t, call)
+				return g.answered(ctx, req, server, name, 0, err)
+			}
+		}
+	}
 	if d.Action == Ask && g.approver != nil && asking != nil {
 		server, name := identity(t, call)
 		msg := d.Message

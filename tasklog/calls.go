@@ -192,3 +192,17 @@ func readCalls(ctx context.Context, tx *sql.Tx, taskID string) ([]*tool.Record, 
 	}
 	return out, rows.Err()
 }
+
+// OneCallStatus is how a task made of one call ends: success, cancelled
+// or failed, with the error as its final answer ("kind: message").
+func OneCallStatus(rec *tool.Record) (Status, string) {
+	switch {
+	case rec == nil:
+		return StatusFailed, "no record"
+	case rec.Error == nil:
+		return StatusSuccess, ""
+	case rec.Error.Kind == tool.KindCancelled:
+		return StatusCancelled, rec.Error.Message
+	}
+	return StatusFailed, string(rec.Error.Kind) + ": " + rec.Error.Message
+}

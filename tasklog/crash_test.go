@@ -139,14 +139,13 @@ func TestCrashKeepsEveryAcknowledgedWrite(t *testing.T) {
 					t.Errorf("step %d is %q, want %q", i, got[i].Name, s)
 				}
 			}
+			// Open saw that the process running the task is gone.
 			task, err := l.Task(ctx, "crash")
-			if err != nil || task.Status != tasklog.StatusRunning {
+			if err != nil || task.Status != tasklog.StatusInterrupted {
 				t.Fatalf("task %+v, %v", task, err)
 			}
-			// This test is the only user of the directory, so it may say so.
-			ids, err := l.RecoverInterrupted(ctx, 0)
-			if err != nil || len(ids) != 1 || ids[0] != "crash" {
-				t.Fatalf("RecoverInterrupted: %v %v", ids, err)
+			if last := got[len(got)-1]; last.Name != "interrupted" || !strings.Contains(last.Message, fmt.Sprintf("pid %d", cmd.Process.Pid)) {
+				t.Fatalf("the last step is %+v, want the interruption naming pid %d", last, cmd.Process.Pid)
 			}
 			t.Logf("%d records and %d steps acknowledged before SIGKILL, %d records stored", len(records), len(steps), len(calls))
 		})

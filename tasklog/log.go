@@ -76,13 +76,14 @@ func WithClock(now func() time.Time) Option { return func(o *options) { o.now = 
 // Log is a task log backed by one SQLite file. It is safe for concurrent
 // use; see the package documentation.
 type Log struct {
-	path string
-	w    *sql.DB // one connection: writes are serialised in the process
-	r    *sql.DB // readers, concurrent with the writer (WAL)
-	opts options
-	log  *slog.Logger
-	done chan struct{} // closed by Close
-	once sync.Once
+	owner owner // this process, recorded on the tasks it runs
+	path  string
+	w     *sql.DB // one connection: writes are serialised in the process
+	r     *sql.DB // readers, concurrent with the writer (WAL)
+	opts  options
+	log   *slog.Logger
+	done  chan struct{} // closed by Close
+	once  sync.Once
 	// ops hands writes to the writer goroutine, which closes stopped when
 	// it ends; prepared holds the hot statements, used only by the writer.
 	ops      chan *writeOp
@@ -102,8 +103,11 @@ type Log struct {
 // and results), and migrates its schema to the newest version. A file
 // written by a newer toolmux is refused with a [*VersionError].
 //
-// Open does not touch tasks left running by earlier processes: another live
-// process may be writing them. See [Log.RecoverInterrupted].
+// Every task records the process that runs it. Open marks interrupted the
+// tasks left running by a process of this machine that has died (killed,
+// crashed), with a warning step saying so; tasks of live processes (which
+// may share the file) and of other machines are left alone. Tasks written
+// before owners were recorded count as dead after an hour without a write.
 func Open(ctx context.Context, dir string, opts ...Option) (*Log, error) {
 	o := options{
 		log:           slog.New(slog.DiscardHandler),
@@ -141,7 +145,7 @@ func Open(ctx context.Context, dir string, opts ...Option) (*Log, error) {
 	}
 	f.Close()
 
-	l := &Log{path: path, opts: o, log: o.log, done: make(chan struct{})}
+	l := &Log{owner: self(), path: path, opts: o, log: o.log, done: make(chan struct{})}
 	syncMode := "FULL"
 	if o.durability == DurabilityProcess {
 		syncMode = "NORMAL"
@@ -186,6 +190,11 @@ func Open(ctx context.Context, dir string, opts ...Option) (*Log, error) {
 	if err := l.prepare(ctx); err != nil {
 		l.Close()
 		return nil, err
+	}
+	if ids, err := l.recoverOrphans(ctx); err != nil {
+		l.log.Warn("tasklog: could not mark the tasks of dead processes interrupted", "error", err)
+	} else if len(ids) > 0 {
+		l.log.Info("tasklog: tasks of processes that died marked interrupted", "tasks", ids)
 	}
 	return l, nil
 }

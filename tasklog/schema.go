@@ -13,6 +13,9 @@ import (
 type migration struct {
 	version int
 	sql     []string
+	// foreignKeysOff runs the step with foreign keys off (a table
+	// rebuilt), checking them before it commits.
+	foreignKeysOff bool
 }
 
 // migrations is the schema's history, oldest first. Each step runs in its
@@ -82,11 +85,36 @@ var migrations = []migration{
 		)`,
 		`CREATE INDEX events_task ON events (task, id)`,
 	}},
+	{version: 3, foreignKeysOff: true, sql: []string{
+		// Gateway sessions end as closed, idle or shutdown; every task
+		// records the process that runs it (owner), so a task whose
+		// process died can be told from one another process still runs.
+		// SQLite cannot change a CHECK constraint in place: the table is
+		// rebuilt (foreign keys off, so dropping the old table does not
+		// cascade into steps, messages and calls).
+		`CREATE TABLE tasks_v3 (
+			id           TEXT PRIMARY KEY,
+			status       TEXT NOT NULL CHECK (status IN ('running','success','failed','cancelled','interrupted','closed','idle','shutdown')),
+			created_at   INTEGER NOT NULL,
+			updated_at   INTEGER NOT NULL,
+			ended_at     INTEGER,
+			input        TEXT NOT NULL DEFAULT '',
+			final_answer TEXT NOT NULL DEFAULT '',
+			metadata     TEXT NOT NULL DEFAULT '{}',
+			owner        TEXT NOT NULL DEFAULT ''
+		)`,
+		`INSERT INTO tasks_v3 (id, status, created_at, updated_at, ended_at, input, final_answer, metadata)
+			SELECT id, status, created_at, updated_at, ended_at, input, final_answer, metadata FROM tasks`,
+		`DROP TABLE tasks`,
+		`ALTER TABLE tasks_v3 RENAME TO tasks`,
+		`CREATE INDEX tasks_created ON tasks (created_at, id)`,
+		`CREATE INDEX tasks_status ON tasks (status, created_at, id)`,
+	}},
 }
 
 // SchemaVersion is the newest schema version this package knows: the
 // version of the last migration.
-const SchemaVersion = 2
+const SchemaVersion = 3
 
 // migrate brings the database to SchemaVersion, one step per transaction.
 // Several processes may open a new file at once: each step re-reads the
@@ -100,6 +128,13 @@ func (l *Log) migrate(ctx context.Context) error {
 		return fmt.Errorf("tasklog: opening %s: %w", l.path, err)
 	}
 	for _, m := range migrations {
+		if m.foreignKeysOff {
+			// A pragma a transaction cannot change: set on the writer's
+			// one connection, between transactions.
+			if _, err := l.w.ExecContext(ctx, `PRAGMA foreign_keys = OFF`); err != nil {
+				return fmt.Errorf("tasklog: migrating %s: %w", l.path, err)
+			}
+		}
 		err := l.write(ctx, func(tx *sql.Tx) error {
 			v, err := schemaVersion(ctx, tx)
 			switch {
@@ -117,12 +152,28 @@ func (l *Log) migrate(ctx context.Context) error {
 					return fmt.Errorf("migration to version %d: %w", m.version, err)
 				}
 			}
+			if m.foreignKeysOff {
+				rows, err := tx.QueryContext(ctx, `PRAGMA foreign_key_check`)
+				if err != nil {
+					return err
+				}
+				bad := rows.Next()
+				rows.Close()
+				if bad {
+					return fmt.Errorf("migration to version %d broke a foreign key", m.version)
+				}
+			}
 			if _, err := tx.ExecContext(ctx, `DELETE FROM schema_version`); err != nil {
 				return err
 			}
 			_, err = tx.ExecContext(ctx, `INSERT INTO schema_version (version) VALUES (?)`, m.version)
 			return err
 		})
+		if m.foreignKeysOff {
+			if _, ferr := l.w.ExecContext(ctx, `PRAGMA foreign_keys = ON`); ferr != nil && err == nil {
+				err = ferr
+			}
+		}
 		if err != nil {
 			var ve *VersionError
 			if errors.As(err, &ve) {

@@ -19,20 +19,30 @@ const (
 	StatusSuccess   Status = "success"
 	StatusFailed    Status = "failed"
 	StatusCancelled Status = "cancelled"
-	// StatusInterrupted marks a task whose process went away while it ran;
-	// only [Log.RecoverInterrupted] sets it.
+	// StatusInterrupted marks a task whose process went away while it ran:
+	// set by [Open] for tasks of processes that died, and by
+	// [Log.RecoverInterrupted].
 	StatusInterrupted Status = "interrupted"
+	// The ends of a gateway client's session: the client closed it
+	// (StatusClosed), it timed out with no request (StatusIdle), or the
+	// gateway stopped (StatusShutdown; also every task a process still
+	// owns when it stops, [Log.FinishOwned]).
+	StatusClosed   Status = "closed"
+	StatusIdle     Status = "idle"
+	StatusShutdown Status = "shutdown"
 )
 
 // Statuses lists every status, running first.
 func Statuses() []Status {
-	return []Status{StatusRunning, StatusSuccess, StatusFailed, StatusCancelled, StatusInterrupted}
+	return []Status{StatusRunning, StatusSuccess, StatusFailed, StatusCancelled, StatusInterrupted,
+		StatusClosed, StatusIdle, StatusShutdown}
 }
 
 // Valid reports whether s is one of the statuses.
 func (s Status) Valid() bool {
 	switch s {
-	case StatusRunning, StatusSuccess, StatusFailed, StatusCancelled, StatusInterrupted:
+	case StatusRunning, StatusSuccess, StatusFailed, StatusCancelled, StatusInterrupted,
+		StatusClosed, StatusIdle, StatusShutdown:
 		return true
 	}
 	return false
@@ -107,16 +117,17 @@ func (l *Log) StartTask(ctx context.Context, t Task) error {
 		created = now
 	}
 	return l.write(ctx, func(tx *sql.Tx) error {
-		_, err := tx.ExecContext(ctx, `INSERT INTO tasks (id, status, created_at, updated_at, input, metadata)
-			VALUES (?, 'running', ?, ?, ?, ?)
+		_, err := tx.ExecContext(ctx, `INSERT INTO tasks (id, status, created_at, updated_at, input, metadata, owner)
+			VALUES (?, 'running', ?, ?, ?, ?, ?)
 			ON CONFLICT (id) DO UPDATE SET
 				status = 'running',
 				ended_at = NULL,
 				updated_at = excluded.updated_at,
 				created_at = min(created_at, excluded.created_at),
 				input = CASE WHEN excluded.input <> '' THEN excluded.input ELSE input END,
-				metadata = CASE WHEN excluded.metadata <> '{}' THEN excluded.metadata ELSE metadata END`,
-			t.ID, ns(created), ns(now), t.Input, meta)
+				metadata = CASE WHEN excluded.metadata <> '{}' THEN excluded.metadata ELSE metadata END,
+				owner = excluded.owner`,
+			t.ID, ns(created), ns(now), t.Input, meta, l.owner.String())
 		return err
 	})
 }
@@ -126,7 +137,7 @@ func (l *Log) StartTask(ctx context.Context, t Task) error {
 // task not in the log is a [*NotFoundError].
 func (l *Log) FinishTask(ctx context.Context, id string, status Status, finalAnswer string) error {
 	if !status.Valid() || status == StatusRunning {
-		return &ValidationError{Field: "status", Value: string(status), Reason: "must be success, failed, cancelled or interrupted"}
+		return &ValidationError{Field: "status", Value: string(status), Reason: "must be one of the final statuses: " + finalStatuses()}
 	}
 	now := ns(l.opts.now())
 	return l.write(ctx, func(tx *sql.Tx) error {
@@ -317,11 +328,11 @@ func (l *Log) Tasks(ctx context.Context, f Filter) ([]TaskSummary, error) {
 // and otherwise notes the write in updated_at. An append never fails, and
 // is never dropped, because the task row is missing.
 func (l *Log) ensureTask(ctx context.Context, tx *sql.Tx, id string, first, now time.Time) error {
-	_, err := l.exec(ctx, tx, qEnsureTask, id, ns(first), ns(now))
+	_, err := l.exec(ctx, tx, qEnsureTask, id, ns(first), ns(now), l.owner.String())
 	return err
 }
 
-const qEnsureTask = `INSERT INTO tasks (id, status, created_at, updated_at) VALUES (?, 'running', ?, ?)
+const qEnsureTask = `INSERT INTO tasks (id, status, created_at, updated_at, owner) VALUES (?, 'running', ?, ?, ?)
 	ON CONFLICT (id) DO UPDATE SET updated_at = max(updated_at, excluded.updated_at)`
 
 // RecoverInterrupted marks as interrupted every task still running whose
@@ -374,4 +385,103 @@ func (l *Log) RecoverInterrupted(ctx context.Context, olderThan time.Duration) (
 		return nil, err
 	}
 	return ids, nil
+}
+
+// finalStatuses names the statuses a task can end with.
+func finalStatuses() string {
+	var names []string
+	for _, st := range Statuses() {
+		if st != StatusRunning {
+			names = append(names, string(st))
+		}
+	}
+	return strings.Join(names, ", ")
+}
+
+// FinishOwned ends every task this Log's process still runs (it started
+// them, or created them by recording their calls) with status and
+// message: what a process does as it stops, so that none of its tasks is
+// left running (toolmux serve ends them as shutdown). It returns their
+// ids.
+func (l *Log) FinishOwned(ctx context.Context, status Status, message string) ([]string, error) {
+	if !status.Valid() || status == StatusRunning {
+		return nil, &ValidationError{Field: "status", Value: string(status), Reason: "must be one of the final statuses: " + finalStatuses()}
+	}
+	var ids []string
+	err := l.write(ctx, func(tx *sql.Tx) error {
+		ids = ids[:0]
+		now := ns(l.opts.now())
+		rows, err := tx.QueryContext(ctx, `UPDATE tasks SET status = ?, final_answer = ?, ended_at = ?, updated_at = max(updated_at, ?)
+			WHERE status = 'running' AND owner = ? RETURNING id`, string(status), message, now, now, l.owner.String())
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var id string
+			if err := rows.Scan(&id); err != nil {
+				return err
+			}
+			ids = append(ids, id)
+		}
+		return rows.Err()
+	})
+	return ids, err
+}
+
+// legacyOrphanAge is how long a running task with no owner (written
+// before owners were recorded) must have been silent for Open to take it
+// for interrupted.
+const legacyOrphanAge = time.Hour
+
+// recoverOrphans marks interrupted the running tasks whose process is
+// gone: owned by a process of this machine that no longer runs (a pid
+// reused by another program does not count: the process's start time is
+// part of the owner), or, for tasks recorded before owners were, silent
+// for legacyOrphanAge. Tasks of live processes and of other machines are
+// left alone. Each gets a warning step saying why.
+func (l *Log) recoverOrphans(ctx context.Context) ([]string, error) {
+	var ids []string
+	err := l.write(ctx, func(tx *sql.Tx) error {
+		ids = ids[:0]
+		now := l.opts.now()
+		rows, err := tx.QueryContext(ctx, `SELECT id, owner, updated_at FROM tasks WHERE status = 'running'`)
+		if err != nil {
+			return err
+		}
+		type orphan struct {
+			id, why string
+		}
+		var found []orphan
+		for rows.Next() {
+			var (
+				id, owner string
+				updated   int64
+			)
+			if err := rows.Scan(&id, &owner, &updated); err != nil {
+				rows.Close()
+				return err
+			}
+			if why, dead := l.owner.orphaned(owner, fromNS(updated), now); dead {
+				found = append(found, orphan{id, why})
+			}
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		for _, o := range found {
+			if _, err := tx.ExecContext(ctx, `UPDATE tasks SET status = 'interrupted', ended_at = updated_at, updated_at = ? WHERE id = ?`,
+				ns(now), o.id); err != nil {
+				return err
+			}
+			if _, err := tx.ExecContext(ctx, `INSERT INTO steps (task_id, name, message, level, time, metadata) VALUES (?, 'interrupted', ?, 'warning', ?, NULL)`,
+				o.id, o.why+"; marked interrupted", ns(now)); err != nil {
+				return err
+			}
+			ids = append(ids, o.id)
+		}
+		return nil
+	})
+	return ids, err
 }

@@ -14,6 +14,7 @@ import (
 // them "always this tool" lets the others run too.
 func TestServeApprovalsWaitSideBySide(t *testing.T) {
 	p := startServeProc(t, workspace(t, ""), t.TempDir())
+	p.attach(t)
 	codes := make(chan int, 3)
 	for i := range 3 {
 		go func() {

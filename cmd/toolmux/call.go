@@ -197,14 +197,7 @@ func (a *app) callTool(ctx context.Context, args []string, f callFlags) error {
 	}
 	sp.stop()
 	if rt.log != nil {
-		status, answer := tasklog.StatusSuccess, ""
-		switch {
-		case rec.Error == nil:
-		case rec.Error.Kind == tool.KindCancelled:
-			status, answer = tasklog.StatusCancelled, rec.Error.Message
-		default:
-			status, answer = tasklog.StatusFailed, string(rec.Error.Kind)+": "+rec.Error.Message
-		}
+		status, answer := tasklog.OneCallStatus(rec)
 		if err := rt.log.FinishTask(context.WithoutCancel(ctx), call.Task, status, answer); err != nil {
 			fmt.Fprintln(a.stderr, "toolmux: task log:", taskLogMessage(err))
 		}

@@ -38,6 +38,7 @@ type runFlags struct {
 	json                             bool
 	serve                            string
 	token                            string
+	tokenSet                         bool
 }
 
 func (a *app) runCommand() *cobra.Command {
@@ -74,6 +75,7 @@ recorded in the task log (toolmux logs).`,
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			f.maxTurnsSet = cmd.Flags().Changed("max-turns")
+			f.tokenSet = cmd.Flags().Changed("token")
 			return a.runTask(cmd.Context(), strings.TrimSpace(args[0]), f)
 		},
 	}
@@ -154,9 +156,9 @@ func (a *app) runTask(ctx context.Context, task string, f runFlags) error {
 			return usageError("--approval-mode: %v", err)
 		}
 	}
-	token := f.token
-	if token == "" {
-		token = os.Getenv("TOOLMUX_TOKEN")
+	token, err := a.resolveToken(f.token, f.tokenSet)
+	if err != nil {
+		return err
 	}
 	if f.serve != "" {
 		if err := checkAddr(f.serve); err != nil {
@@ -171,7 +173,9 @@ func (a *app) runTask(ctx context.Context, task string, f runFlags) error {
 	approver := a.approver(true)
 	var approvals *api.Approvals
 	if f.serve != "" {
-		approvals = api.NewApprovals(api.DefaultApprovalTimeout)
+		// The person was told to open the page: a call waits for them
+		// (at most the approval timeout) even before the page is open.
+		approvals = api.NewApprovals(&api.ApprovalOptions{Expect: true})
 		if approver == nil {
 			approver = approvals
 		} else {
@@ -192,14 +196,16 @@ func (a *app) runTask(ctx context.Context, task string, f runFlags) error {
 	if err != nil {
 		return &exitError{code: exitUsage, err: err}
 	}
+	id := tool.NewID()
+	var page *runPage
 	if f.serve != "" {
-		stop, err := a.serveRun(ctx, f.serve, token, rt, approvals)
+		page = &runPage{info: api.RunInfo{Task: id, AfterEvent: rt.Events.Stats().LastID}}
+		stop, err := a.serveRun(ctx, f.serve, token, rt, approvals, page)
 		if err != nil {
 			return err
 		}
 		defer stop()
 	}
-	id := tool.NewID()
 	sub, err := rt.Events.Subscribe(ctx, stream.Filter{Task: id}, stream.Live)
 	if err != nil {
 		return &exitError{code: exitInternal, err: err}
@@ -209,8 +215,8 @@ func (a *app) runTask(ctx context.Context, task string, f runFlags) error {
 		out = &jsonEvents{w: a.stdout}
 	} else {
 		asking := ""
-		if f.serve != "" && !a.yes && a.approver(true) == nil {
-			asking = "the web page of --serve"
+		if page != nil && !a.yes && a.approver(true) == nil {
+			asking = page.url
 		}
 		out = newProgress(a.stderr, a.verbose, asking)
 	}
@@ -236,6 +242,13 @@ func (a *app) runTask(ctx context.Context, task string, f runFlags) error {
 	if !f.json && runErr == nil {
 		fmt.Fprintln(a.stdout, res.Answer)
 	}
+	if page != nil && ctx.Err() == nil {
+		// The page keeps showing the run, ended, until the person is
+		// done with it.
+		page.end()
+		fmt.Fprintf(a.stderr, "toolmux: the run has ended; its page stays at %s until you press Ctrl-C\n", page.url)
+		<-ctx.Done()
+	}
 	switch {
 	case runErr == nil:
 		return nil
@@ -246,20 +259,44 @@ func (a *app) runTask(ctx context.Context, task string, f runFlags) error {
 	}
 }
 
+// runPage is what the page of run --serve is told of the run.
+type runPage struct {
+	url string
+
+	mu   sync.Mutex
+	info api.RunInfo
+}
+
+func (p *runPage) get() *api.RunInfo {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	in := p.info
+	return &in
+}
+
+func (p *runPage) end() {
+	p.mu.Lock()
+	p.info.Ended = true
+	p.mu.Unlock()
+}
+
 // serveRun serves the web UI and the API of the run; stop ends it.
-func (a *app) serveRun(ctx context.Context, addr, token string, rt *toolmux.Runtime, approvals *api.Approvals) (stop func(), err error) {
+func (a *app) serveRun(ctx context.Context, addr, token string, rt *toolmux.Runtime, approvals *api.Approvals, page *runPage) (stop func(), err error) {
 	ln, err := listen(addr)
 	if err != nil {
 		return nil, err
 	}
+	page.url = pageURL(ln.Addr())
+	approvals.SetWhere(page.url)
 	g := gateway.New(scheduled{catalog: rt.Pipeline, Scheduler: rt.Scheduler}, gateway.Options{Version: versionString(), Logger: a.logger(),
+		Sessions: sessionTasks(rt.Log, a.logger()),
 		API: api.New(api.Options{Catalog: rt.Pipeline, Caller: rt.Scheduler, Health: rt.Manager.Health, Policy: rt.Policy,
-			Approvals: approvals, Log: rt.Log, Events: rt.Events})})
+			Approvals: approvals, Log: rt.Log, Events: rt.Events, Version: versionString(), Run: page.get})})
 	reqCtx, endRequests := context.WithCancel(context.WithoutCancel(ctx))
 	srv := &http.Server{Handler: g.Mux(token, gateway.Security{Loopback: gateway.IsLoopback(addr)}), ReadHeaderTimeout: 10 * time.Second,
 		BaseContext: func(net.Listener) context.Context { return reqCtx }}
 	go srv.Serve(ln)
-	fmt.Fprintf(a.stderr, "toolmux: watch the run at http://%s/\n", ln.Addr())
+	fmt.Fprintf(a.stderr, "toolmux: watch the run at %s\n", page.url)
 	return func() {
 		endRequests()
 		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), shutdownGrace)

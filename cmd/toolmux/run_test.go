@@ -1,6 +1,7 @@
 package main_test
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/toolmux/toolmux/internal/llmtest"
 	"github.com/toolmux/toolmux/internal/testservers"
+	"github.com/toolmux/toolmux/stream"
 )
 
 // runToolmux runs the binary in dir with env added to a clean model
@@ -451,6 +453,27 @@ func TestRunServeApprovals(t *testing.T) {
 	if resp.StatusCode != http.StatusNoContent {
 		t.Fatalf("answer: %s", resp.Status)
 	}
+	// The run ends; its page stays up, showing it ended, until Ctrl-C.
+	p.waitStderr(t, "the run has ended; its page stays at "+base+"/ until you press Ctrl-C")
+	var info struct {
+		Run struct {
+			Task       string
+			AfterEvent int64 `json:"after_event"`
+			Ended      bool
+		}
+	}
+	getJSON("/api/info", &info)
+	if info.Run.Task != waiting[0].Task || !info.Run.Ended {
+		t.Errorf("/api/info after the run: %+v", info)
+	}
+	// The whole run replays after the id the page is given.
+	var first struct{ Event string }
+	if err := firstEventAfter(base, info.Run.AfterEvent, &first); err != nil || first.Event != "start_of_workflow" {
+		t.Errorf("the run's first event: %+v %v", first, err)
+	}
+	if err := p.cmd.Process.Signal(os.Interrupt); err != nil {
+		t.Fatal(err)
+	}
 	if code := p.wait(t, time.Minute); code != 0 || strings.TrimSpace(p.stdout.String()) != "finished" {
 		t.Fatalf("exit %d\nstdout: %s\nstderr: %s", code, p.stdout, p.stderr)
 	}
@@ -578,4 +601,29 @@ func processesRunning(cmdline string) []int {
 		}
 	}
 	return pids
+}
+
+// firstEventAfter reads the first event of base's stream after id into v.
+func firstEventAfter(base string, id int64, v any) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, base+"/api/events", nil)
+	req.Header.Set("Last-Event-ID", strconv.FormatInt(id, 10))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	dec := stream.NewDecoder(resp.Body)
+	for {
+		ev, err := dec.NextEvent()
+		if err != nil {
+			return err
+		}
+		if ev.ID == 0 {
+			continue // heartbeats and gaps
+		}
+		b, _ := json.Marshal(ev)
+		return json.Unmarshal(b, v)
+	}
 }

@@ -75,26 +75,38 @@ records say "cancelled: toolmux is shutting down"), ends the event streams,
 closes every upstream server and the task log, and says what it cancelled.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if token == "" {
-				token = os.Getenv("TOOLMUX_TOKEN")
+			token, err := a.resolveToken(token, cmd.Flags().Changed("token"))
+			if err != nil {
+				return err
 			}
-			if !stdio {
+			// --stdio serves MCP on stdin/stdout; it listens on HTTP too
+			// (the web page, where approvals are answered, and the API)
+			// only when --addr is given.
+			onHTTP := !stdio || cmd.Flags().Changed("addr")
+			if onHTTP {
 				if err := checkAddr(addr); err != nil {
 					return err
 				}
 			}
-			if !stdio && !gateway.IsLoopback(addr) && token == "" {
+			if onHTTP && !gateway.IsLoopback(addr) && token == "" {
 				return usageError("refusing to listen on %s without a token: set --token or TOOLMUX_TOKEN, or listen on 127.0.0.1", addr)
 			}
 			// The address is taken before any server starts, so that a
 			// port in use is said at once.
 			var ln net.Listener
-			if !stdio {
+			if onHTTP {
 				var err error
 				if ln, err = listen(addr); err != nil {
-					return err
+					if !stdio {
+						return err
+					}
+					// The MCP client spawned us for stdio: serve it
+					// anyway, without the page.
+					fmt.Fprintf(a.stderr, "toolmux: no web page: %v; approvals are asked of the MCP client only\n", err)
+					onHTTP = false
+				} else {
+					defer ln.Close()
 				}
-				defer ln.Close()
 			}
 			tuneGC()
 			st := newStartup(a.stderr)
@@ -105,19 +117,26 @@ closes every upstream server and the task log, and says what it cancelled.`,
 			defer rt.Close()
 			ctx := cmd.Context()
 			// Calls from clients go through the scheduler, for the policy
-			// and the call events. A call that needs approval is asked of
-			// the client's user through MCP elicitation (with --stdio,
-			// stdin is the MCP transport, never a terminal); a client that
-			// cannot show a question gets a refusal saying how to allow it.
-			// Without elicitation (or for calls made through the HTTP API),
-			// the call waits for an answer in the API (and the web UI).
-			approvals := api.NewApprovals(approvalTimeout)
-			approvals.OnPending(func(p api.Pending) {
-				fmt.Fprintf(a.stderr, "toolmux: %s/%s waits for approval: POST {\"decision\": \"once\"} to /api/approvals/%s (or \"deny\")\n", p.Server, p.Tool, p.ID)
-			})
+			// and the call events. A call that needs approval is put to
+			// someone who can answer now: the client's user through MCP
+			// elicitation, when the client declared it (with --stdio,
+			// stdin is the MCP transport, never a terminal); else the web
+			// page, while one is open; else it is refused at once with a
+			// message saying how to allow it.
+			var approvals *api.Approvals
 			approver := a.approver(false)
 			if approver == nil {
-				approver = policy.FirstOf(gateway.ElicitApprover{}, approvals)
+				elicit := gateway.ElicitApprover{Timeout: approvalTimeout}
+				if onHTTP {
+					approvals = api.NewApprovals(&api.ApprovalOptions{Timeout: approvalTimeout,
+						Where: pageURL(ln.Addr()), OnPending: a.sayPending, OnEnded: a.sayEnded})
+					approver = policy.FirstOf(elicit, approvals)
+				} else {
+					approver = policy.FirstOf(elicit, policy.ApproverFunc(func(context.Context, policy.Request) (policy.Answer, error) {
+						return 0, &policy.NoApproverError{Hints: []string{
+							"serve --stdio --addr 127.0.0.1:8931 also serves a web page where calls can be approved"}}
+					}))
+				}
 			}
 			// Every call's states and output are events: /api/events
 			// streams them, the task log keeps them for resumption.
@@ -134,11 +153,15 @@ closes every upstream server and the task log, and says what it cancelled.`,
 				defer cancel()
 				_ = hub.Close(cctx)
 			}()
+			// Whatever task this process still runs when it stops (a task
+			// an API caller named, say) ends as shutdown, after the
+			// sessions' own tasks.
+			defer a.finishOwned(rt.log)
 			s := schedule.New(rt.pipeline, schedule.WithGate(rt.gate(approver, true, a.logger())), schedule.WithSink(stream.SchedulerSink(hub)))
-			opts := gateway.Options{Version: versionString(), Logger: a.logger()}
+			opts := gateway.Options{Version: versionString(), Logger: a.logger(), Sessions: sessionTasks(rt.log, a.logger())}
 			opts.API = api.New(api.Options{Catalog: rt.pipeline, Caller: s, Health: rt.manager.Health,
-				Policy: rt.policy, Approvals: approvals, Log: rt.log, Events: hub})
-			if !stdio {
+				Policy: rt.policy, Approvals: approvals, Log: rt.log, Events: hub, Version: versionString()})
+			if onHTTP {
 				opts.Passthrough = passthroughServers(rt.config, a.logger())
 				opts.OnSessionRefused = func(rs gateway.RouteSessions) {
 					fmt.Fprintf(a.stderr, "toolmux: passthrough to %s refused a client session: %d of %d sessions open "+
@@ -156,16 +179,36 @@ closes every upstream server and the task log, and says what it cancelled.`,
 				return &exitError{code: exitFailed, err: err}
 			}
 			a.reportServers(cat, st)
+			sec.Loopback = gateway.IsLoopback(addr)
 			if stdio {
-				err := g.Server().Run(ctx, &mcp.StdioTransport{})
+				var stopHTTP func()
+				if onHTTP {
+					stopHTTP = a.serveBeside(ctx, ln, g.Mux(token, sec))
+				}
+				// The transport ends with the signal: the session's end
+				// must read as a shutdown, not as the client leaving.
+				runCtx, stopRun := context.WithCancel(context.WithoutCancel(ctx))
+				defer stopRun()
+				go func() {
+					select {
+					case <-ctx.Done():
+						g.BeginShutdown()
+						stopRun()
+					case <-runCtx.Done():
+					}
+				}()
+				err := g.Server().Run(runCtx, &mcp.StdioTransport{})
+				g.BeginShutdown()
 				a.drain(s, shutdownTimeout)
+				if stopHTTP != nil {
+					stopHTTP()
+				}
 				if err != nil && ctx.Err() == nil {
 					return &exitError{code: exitFailed, err: err}
 				}
 				return nil
 			}
-			sec.Loopback = gateway.IsLoopback(addr)
-			return a.serveHTTP(ctx, ln, g.Mux(token, sec), cat, g.PassthroughNames(), s, shutdownTimeout)
+			return a.serveHTTP(ctx, ln, g, g.Mux(token, sec), cat, s, shutdownTimeout)
 		},
 	}
 	cmd.Flags().StringVar(&addr, "addr", "127.0.0.1:8931", "address to listen on")
@@ -173,10 +216,77 @@ closes every upstream server and the task log, and says what it cancelled.`,
 	cmd.Flags().StringVar(&token, "token", "", "bearer token clients must send (default $TOOLMUX_TOKEN)")
 	cmd.Flags().StringSliceVar(&sec.AllowedHosts, "allowed-host", nil, "further host names requests may be addressed to (repeatable)")
 	cmd.Flags().StringSliceVar(&sec.AllowedOrigins, "allowed-origin", nil, `origins whose pages may call the gateway, e.g. https://app.example.com ("*" for any; repeatable)`)
-	cmd.Flags().DurationVar(&approvalTimeout, "approval-timeout", api.DefaultApprovalTimeout, "how long a call waits for an answer through the HTTP API before it is refused")
+	cmd.Flags().DurationVar(&approvalTimeout, "approval-timeout", api.DefaultApprovalTimeout, "how long a call waits for a person's answer (MCP elicitation or the web page) before it is refused")
 	cmd.Flags().DurationVar(&shutdownTimeout, "shutdown-timeout", 10*time.Second, "on SIGINT/SIGTERM, how long calls in flight may go on before they are cancelled")
 	cmd.Flags().Int64Var(&sec.MaxRequestBytes, "max-request-bytes", gateway.DefaultMaxRequestBytes, "largest request body accepted (-1: no limit)")
 	return cmd
+}
+
+// minTokenLength is the shortest bearer token serve accepts without a
+// warning: 16 characters, 64 bits at least of a hex or base32 secret.
+const minTokenLength = 16
+
+// resolveToken returns the bearer token: --token when given (set), else
+// $TOOLMUX_TOKEN (empty means none). A blank token, or one with spaces
+// around it (which no Authorization header can match), is refused; a
+// short one is served with a warning.
+func (a *app) resolveToken(flag string, set bool) (string, error) {
+	tok, from := flag, "--token"
+	if !set {
+		tok, from = os.Getenv("TOOLMUX_TOKEN"), "TOOLMUX_TOKEN"
+		if tok == "" {
+			return "", nil
+		}
+	}
+	switch {
+	case strings.TrimSpace(tok) == "":
+		return "", usageError("%s is blank: give a token of at least %d characters (e.g. `openssl rand -hex 16`), or none to serve on loopback only", from, minTokenLength)
+	case strings.TrimSpace(tok) != tok:
+		return "", usageError("%s has spaces around it, which no client's Authorization header can match", from)
+	case len(tok) < minTokenLength:
+		fmt.Fprintf(a.stderr, "toolmux: warning: the token (%s) is %d characters long; use at least %d (e.g. `openssl rand -hex 16`)\n", from, len(tok), minTokenLength)
+	}
+	return tok, nil
+}
+
+// pageURL is the address of the web page served on addr.
+func pageURL(addr net.Addr) string { return "http://" + addr.String() + "/" }
+
+// sayPending says on the console that a call waits for approval, and
+// where to answer it.
+func (a *app) sayPending(p api.Pending) {
+	fmt.Fprintf(a.stderr, "toolmux: %s/%s waits for approval on the web page (or POST {\"decision\": \"once\"} to /api/approvals/%s); refused at %s if nobody answers\n",
+		p.Server, p.Tool, p.ID, p.Deadline.Format(time.TimeOnly))
+}
+
+// sayEnded says how a wait for approval ended.
+func (a *app) sayEnded(p api.Pending, e api.Ending) {
+	switch e.Outcome {
+	case api.OutcomeAnswered:
+		fmt.Fprintf(a.stderr, "toolmux: %s/%s (call %s): answered %s\n", p.Server, p.Tool, p.ID, e.Message)
+	case api.OutcomeWithdrawn:
+		fmt.Fprintf(a.stderr, "toolmux: %s/%s (call %s) no longer waits for approval: %s\n", p.Server, p.Tool, p.ID, e.Message)
+	default:
+		fmt.Fprintf(a.stderr, "toolmux: %s/%s (call %s) refused: %s\n", p.Server, p.Tool, p.ID, e.Message)
+	}
+}
+
+// serveBeside serves h on ln while serve --stdio serves MCP on stdin; stop
+// ends it.
+func (a *app) serveBeside(ctx context.Context, ln net.Listener, h http.Handler) (stop func()) {
+	reqCtx, endRequests := context.WithCancel(context.WithoutCancel(ctx))
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second,
+		BaseContext: func(net.Listener) context.Context { return reqCtx }}
+	go srv.Serve(ln)
+	fmt.Fprintf(a.stderr, "toolmux: web page (approvals, live calls) at %s\n", pageURL(ln.Addr()))
+	return func() {
+		endRequests()
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), shutdownGrace)
+		defer cancel()
+		if srv.Shutdown(sctx) != nil {
+			srv.Close()
+		}
+	}
 }
 
 // scheduled is the gateway's view of the runtime: the pipeline's catalog,
@@ -254,8 +364,9 @@ func nextPort(addr string) string {
 	return net.JoinHostPort(host, strconv.Itoa(n+1))
 }
 
-func (a *app) serveHTTP(ctx context.Context, ln net.Listener, h http.Handler, cat *tool.Catalog, passthrough []string,
+func (a *app) serveHTTP(ctx context.Context, ln net.Listener, g *gateway.Gateway, h http.Handler, cat *tool.Catalog,
 	s *schedule.Scheduler, grace time.Duration) error {
+	passthrough := g.PassthroughNames()
 	// Requests live in a context of their own, ended only once the calls
 	// have: streams (/api/events, MCP's GET streams) never end by
 	// themselves, and http.Server.Shutdown would wait for them in vain.
@@ -276,6 +387,7 @@ func (a *app) serveHTTP(ctx context.Context, ln net.Listener, h http.Handler, ca
 		return &exitError{code: exitFailed, err: err}
 	case <-ctx.Done():
 	}
+	g.BeginShutdown()
 	// Stop accepting first: Shutdown closes the listener at once, then
 	// waits for the requests in flight, which the drain below ends.
 	stopped := make(chan error, 1)

@@ -20,6 +20,7 @@ import (
 func TestServeAPIApproval(t *testing.T) {
 	dir := workspace(t, "")
 	p := startServeProc(t, dir, "")
+	p.attach(t)
 	base := p.url("/api")
 	getJSON := func(path string, v any) {
 		t.Helper()

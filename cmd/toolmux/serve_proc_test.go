@@ -97,6 +97,31 @@ func (p *serveProc) connect(t *testing.T, ctx context.Context) *mcp.ClientSessio
 	return cs
 }
 
+// attach opens the API's event stream as an approver (as the web page
+// does), until the end of the test: serve then puts approval questions
+// to the API's queue instead of refusing them.
+func (p *serveProc) attach(t *testing.T) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, p.url("/api/events?approver=1"), nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cancel()
+		resp.Body.Close()
+	})
+	if !testservers.Eventually(10*time.Second, func() bool {
+		var in struct{ Approvers int }
+		p.getJSON(t, "/api/info", &in)
+		return in.Approvers > 0
+	}) {
+		t.Fatal("the approver never counted")
+	}
+}
+
 // getJSON decodes the answer of a GET to the process's API.
 func (p *serveProc) getJSON(t *testing.T, path string, v any) {
 	t.Helper()

@@ -1,7 +1,7 @@
 // The page's entry point: finds its elements, wires the views to the API
 // and the event stream, and handles the token and the tabs.
 
-import {getToken, setToken, onTokenChange, onUnauthorized} from './api.js';
+import {api, getToken, setToken, onTokenChange, onUnauthorized} from './api.js';
 import {EventStream, readRange} from './stream.js';
 import {Live} from './live.js';
 import {Approvals} from './approvals.js';
@@ -112,7 +112,11 @@ setInterval(tickStatus, 1000);
 // The tasks list follows the calls while it is shown.
 const tasksSoon = debounce(() => { if (location.hash === '#tasks') tasks.refresh({detail: false}); }, 1000);
 
+// The page's stream attaches it as an approver (?approver=1): while it is
+// open, calls that need approval wait here for an answer; without any
+// page open, the gateway refuses them at once.
 const stream = new EventStream({
+  url: '/api/events?approver=1',
   onEvent: (env) => {
     live.handle(env);
     if (earlier.disabled) updateEarlier();
@@ -189,13 +193,29 @@ $('token-clear').addEventListener('click', () => {
 $('token-cancel').addEventListener('click', () => dialog.close());
 onTokenChange(() => {
   say('');
-  stream.restart();
+  stream.pause();
+  startStream();
   approvals.refresh();
   showTab();
 });
 
 // --- start ------------------------------------------------------------------
 
-stream.start();
+// startStream asks what the gateway is first: a page of an agent run
+// (toolmux run --serve) reads the whole run from its first event, however
+// late it was opened; a gateway's page starts with the live events.
+async function startStream() {
+  if (!stream.lastEventId) {
+    try {
+      const info = await api('/api/info');
+      if (info && info.run && Number.isInteger(info.run.after_event)) {
+        stream.lastEventId = String(info.run.after_event);
+      }
+    } catch { /* an older gateway, or a token needed: start live */ }
+  }
+  stream.start();
+}
+
+startStream();
 approvals.refresh();
 showTab();

@@ -122,7 +122,11 @@ export class Approvals {
     } catch (e) {
       card.busy = false;
       card.status.className = 'card-status error-box';
-      if (e.status === 404) {
+      if (e.status === 410) {
+        // The call no longer waits (its client went away, the wait timed
+        // out, someone else answered): the answer ran nothing.
+        card.status.replaceChildren(`No longer waiting: ${e.message}`);
+      } else if (e.status === 404) {
         card.status.replaceChildren('Someone else answered, or the wait timed out.');
       } else {
         card.status.replaceChildren(errorNode(e));

@@ -1,0 +1,204 @@
+package gateway
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"strings"
+)
+
+// JSON-RPC error codes the gateway answers with itself.
+const (
+	codeParseError     = -32700
+	codeInvalidRequest = -32600
+	codeMethodNotFound = -32601
+	codeInternalError  = -32603
+	// codeServerError is JSON-RPC's generic server error.
+	codeServerError = -32000
+	// codeSessionNotFound is what MCP's TypeScript SDK answers for an
+	// unknown Mcp-Session-Id; clients that know it start a new session.
+	codeSessionNotFound = -32001
+)
+
+// knownMethods are the methods the go-sdk's server dispatches (its
+// serverMethodInfos). Its HTTP transport answers any other request with a
+// plain-text 400; the gateway answers a JSON-RPC "method not found"
+// instead, which is what a JSON-RPC client can read.
+var knownMethods = map[string]bool{
+	"initialize": true, "ping": true, "server/discover": true,
+	"tools/list": true, "tools/call": true,
+	"prompts/list": true, "prompts/get": true,
+	"resources/list": true, "resources/templates/list": true, "resources/read": true,
+	"resources/subscribe": true, "resources/unsubscribe": true, "subscriptions/listen": true,
+	"completion/complete": true, "logging/setLevel": true,
+	"notifications/initialized": true, "notifications/cancelled": true,
+	"notifications/progress": true, "notifications/roots/list_changed": true,
+}
+
+// jsonRPCErrors wraps an MCP HTTP handler so that every refusal reaches
+// the client as a JSON-RPC error object, as MCP clients expect:
+//
+//   - a body that is not JSON: 400, -32700 (parse error);
+//   - a message with an id but neither a method nor a result or error
+//     (not a request, not a response): 400, -32600 (invalid request);
+//   - a method that is not a string: 400, -32600;
+//   - a request for a method MCP servers do not have: 200, -32601 (method
+//     not found), a JSON-RPC answer like any other; an unknown
+//     notification is accepted (202) and ignored, as JSON-RPC says;
+//   - any plain-text error the go-sdk's handler answers (an unknown
+//     session: 404, -32001) keeps its status, with the text as the
+//     error's message and the request's id when it had one.
+func jsonRPCErrors(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var id json.RawMessage
+		if r.Method == http.MethodPost && r.Body != nil {
+			body, err := io.ReadAll(r.Body)
+			if err != nil {
+				if _, tooBig := errors.AsType[*http.MaxBytesError](err); tooBig {
+					writeRPCError(w, http.StatusRequestEntityTooLarge, nil, codeInvalidRequest, "toolmux: the request body is too large (see --max-request-bytes)")
+					return
+				}
+				writeRPCError(w, http.StatusBadRequest, nil, codeParseError, "toolmux: could not read the request: "+err.Error())
+				return
+			}
+			r.Body = io.NopCloser(bytes.NewReader(body))
+			var ok bool
+			if id, ok = checkMessage(w, body); !ok {
+				return
+			}
+		}
+		cw := &rpcErrorWriter{ResponseWriter: w, id: id}
+		h.ServeHTTP(cw, r)
+		cw.finish()
+	})
+}
+
+// checkMessage answers the messages the go-sdk would answer in plain
+// text, and returns the request's id; ok is false when it has answered.
+func checkMessage(w http.ResponseWriter, body []byte) (id json.RawMessage, ok bool) {
+	trimmed := bytes.TrimSpace(body)
+	if len(trimmed) == 0 || trimmed[0] == '[' {
+		return nil, true // empty, or a batch: the go-sdk's to judge
+	}
+	var msg struct {
+		ID     json.RawMessage `json:"id"`
+		Method json.RawMessage `json:"method"`
+		Result json.RawMessage `json:"result"`
+		Error  json.RawMessage `json:"error"`
+	}
+	if trimmed[0] != '{' || json.Unmarshal(trimmed, &msg) != nil {
+		writeRPCError(w, http.StatusBadRequest, nil, codeParseError, "toolmux: the body is not a JSON-RPC message (a JSON object)")
+		return nil, false
+	}
+	hasID := len(msg.ID) > 0 && string(msg.ID) != "null"
+	if msg.Method == nil {
+		if msg.Result == nil && msg.Error == nil {
+			writeRPCError(w, http.StatusBadRequest, msg.ID, codeInvalidRequest,
+				`toolmux: invalid request: a message needs a "method" (a request or notification) or a "result" or "error" (a response)`)
+			return nil, false
+		}
+		return msg.ID, true
+	}
+	var method string
+	if json.Unmarshal(msg.Method, &method) != nil {
+		writeRPCError(w, http.StatusBadRequest, msg.ID, codeInvalidRequest, `toolmux: invalid request: "method" must be a string`)
+		return nil, false
+	}
+	if !knownMethods[method] {
+		if !hasID {
+			w.WriteHeader(http.StatusAccepted)
+			return nil, false
+		}
+		writeRPCError(w, http.StatusOK, msg.ID, codeMethodNotFound, "method not found: "+quoteHeader(method))
+		return nil, false
+	}
+	return msg.ID, true
+}
+
+// writeRPCError writes a JSON-RPC error response.
+func writeRPCError(w http.ResponseWriter, status int, id json.RawMessage, code int, message string) {
+	if len(id) == 0 {
+		id = json.RawMessage("null")
+	}
+	b, _ := json.Marshal(struct {
+		JSONRPC string          `json:"jsonrpc"`
+		ID      json.RawMessage `json:"id"`
+		Error   struct {
+			Code    int    `json:"code"`
+			Message string `json:"message"`
+		} `json:"error"`
+	}{JSONRPC: "2.0", ID: id, Error: struct {
+		Code    int    `json:"code"`
+		Message string `json:"message"`
+	}{code, message}})
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_, _ = w.Write(b)
+}
+
+// rpcErrorWriter turns a plain-text error answer into a JSON-RPC error
+// with the same status; every other answer passes through untouched.
+type rpcErrorWriter struct {
+	http.ResponseWriter
+	id      json.RawMessage
+	status  int
+	holding bool
+	text    bytes.Buffer
+}
+
+func (c *rpcErrorWriter) WriteHeader(status int) {
+	if c.status != 0 {
+		return
+	}
+	c.status = status
+	if status >= 400 && strings.HasPrefix(c.Header().Get("Content-Type"), "text/plain") {
+		c.holding = true
+		return
+	}
+	c.ResponseWriter.WriteHeader(status)
+}
+
+func (c *rpcErrorWriter) Write(b []byte) (int, error) {
+	if c.status == 0 {
+		c.WriteHeader(http.StatusOK)
+	}
+	if c.holding {
+		if c.text.Len() < 4096 {
+			c.text.Write(b[:min(len(b), 4096-c.text.Len())])
+		}
+		return len(b), nil
+	}
+	return c.ResponseWriter.Write(b)
+}
+
+// Flush lets streamed answers (SSE) through as they are written.
+func (c *rpcErrorWriter) Flush() {
+	if c.holding {
+		return
+	}
+	if f, ok := c.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+// Unwrap gives http.ResponseController the real writer.
+func (c *rpcErrorWriter) Unwrap() http.ResponseWriter { return c.ResponseWriter }
+
+// finish writes the held error, if any.
+func (c *rpcErrorWriter) finish() {
+	if !c.holding {
+		return
+	}
+	code := codeServerError
+	switch {
+	case c.status == http.StatusNotFound:
+		code = codeSessionNotFound
+	case c.status >= 500:
+		code = codeInternalError
+	case c.status == http.StatusBadRequest:
+		code = codeInvalidRequest
+	}
+	writeRPCError(c.ResponseWriter, c.status, c.id, code, strings.TrimSpace(c.text.String()))
+}
