@@ -162,20 +162,36 @@ func (g *Gateway) Close() error {
 	return errors.Join(errs...)
 }
 
-// sessionMiddleware tracks the client sessions of /mcp, each a task from
-// its initialize on. (A session that never initializes is one the go-sdk
-// makes for a request without a session, such as a client's
-// server/discover probe, and ends after it: no task.)
+// sessionMiddleware tracks the client sessions of /mcp, each a task: an
+// HTTP session from its initialize on (one that never initializes is one
+// the go-sdk makes for a request without a session, such as a client's
+// server/discover probe, and ends after it: no task); a stdio connection
+// from its first request, since a client on protocol 2026-07-28 sends no
+// initialize.
 func (g *Gateway) sessionMiddleware(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		ss, ok := req.GetSession().(*mcp.ServerSession)
+		if !ok {
+			return next(ctx, method, req)
+		}
+		stdio := ss.ID() == ""
+		if stdio && method == "tools/call" {
+			// Before the call, which must carry the session's task.
+			g.clients.track(ctx, ss, routeStdio, 0, nil)
+		}
 		res, err := next(ctx, method, req)
-		if ss, ok := req.GetSession().(*mcp.ServerSession); ok && method == "initialize" && err == nil {
+		switch {
+		case method == "initialize" && err == nil:
 			route := "/mcp"
-			if ss.ID() == "" {
+			if stdio {
 				route = routeStdio
 			}
 			init, _ := req.GetParams().(*mcp.InitializeParams)
 			g.clients.track(ctx, ss, route, 0, init)
+		case stdio:
+			// After the request, which may have told who the client is
+			// (server/discover, a 2026-07-28 request's _meta).
+			g.clients.track(ctx, ss, routeStdio, 0, nil)
 		}
 		return res, err
 	}

@@ -29,7 +29,9 @@ type Security struct {
 	// may call the gateway from a browser. A request with an Origin header
 	// is refused unless the origin is the gateway's own (same scheme-less
 	// host and port as the Host header) or listed here. Clients that are
-	// not browsers send no Origin and are not affected.
+	// not browsers send no Origin and are not affected. Answers to a
+	// listed origin carry CORS headers naming it, and its preflights are
+	// answered (204), so that its pages can read them.
 	AllowedOrigins []string
 	// MaxRequestBytes bounds a request body; 0 means
 	// DefaultMaxRequestBytes, negative means no bound.
@@ -49,9 +51,14 @@ func Protect(s Security, h http.Handler) http.Handler {
 			http.Error(w, "toolmux: requests must be addressed to localhost (Host "+quoteHeader(r.Host)+" refused; see --allowed-host)", http.StatusMisdirectedRequest)
 			return
 		}
-		if origin := r.Header.Get("Origin"); origin != "" && !s.originAllowed(origin, r.Host) {
-			http.Error(w, "toolmux: cross-origin request from "+quoteHeader(origin)+" refused (see --allowed-origin)", http.StatusForbidden)
-			return
+		if origin := r.Header.Get("Origin"); origin != "" {
+			if !s.originAllowed(origin, r.Host) {
+				http.Error(w, "toolmux: cross-origin request from "+quoteHeader(origin)+" refused (see --allowed-origin)", http.StatusForbidden)
+				return
+			}
+			if s.listed(origin) && corsHeaders(w, r, origin) {
+				return // a preflight, answered
+			}
 		}
 		if limit > 0 && r.Body != nil {
 			r.Body = http.MaxBytesReader(w, r.Body, limit)
@@ -74,8 +81,41 @@ func (s Security) hostAllowed(host string) bool {
 	return ip != nil && ip.IsLoopback()
 }
 
+// listed reports whether AllowedOrigins names origin (or is "*").
+func (s Security) listed(origin string) bool {
+	return slices.Contains(s.AllowedOrigins, "*") || slices.Contains(s.AllowedOrigins, strings.TrimSuffix(origin, "/"))
+}
+
+// The headers a page of an allowed origin may send and read: MCP's, the
+// API's, trace context.
+const (
+	corsAllowHeaders  = "Authorization, Content-Type, Accept, Last-Event-ID, Mcp-Session-Id, Mcp-Protocol-Version, Mcp-Method, Mcp-Name, traceparent, tracestate, baggage"
+	corsExposeHeaders = "Mcp-Session-Id, Mcp-Protocol-Version, WWW-Authenticate, Retry-After"
+)
+
+// corsHeaders lets a page of origin, an origin --allowed-origin lists,
+// call the gateway from a browser: the answer names that origin (never
+// "*", and no other), and a preflight (OPTIONS with
+// Access-Control-Request-Method) is answered here, before the token,
+// which browsers do not send with it. It reports whether it answered.
+func corsHeaders(w http.ResponseWriter, r *http.Request, origin string) bool {
+	h := w.Header()
+	h.Add("Vary", "Origin")
+	h.Set("Access-Control-Allow-Origin", origin)
+	h.Set("Access-Control-Expose-Headers", corsExposeHeaders)
+	if r.Method != http.MethodOptions || r.Header.Get("Access-Control-Request-Method") == "" {
+		return false
+	}
+	h.Add("Vary", "Access-Control-Request-Method, Access-Control-Request-Headers")
+	h.Set("Access-Control-Allow-Methods", "GET, POST, DELETE, OPTIONS")
+	h.Set("Access-Control-Allow-Headers", corsAllowHeaders)
+	h.Set("Access-Control-Max-Age", "600")
+	w.WriteHeader(http.StatusNoContent)
+	return true
+}
+
 func (s Security) originAllowed(origin, requestHost string) bool {
-	if slices.Contains(s.AllowedOrigins, "*") || slices.Contains(s.AllowedOrigins, strings.TrimSuffix(origin, "/")) {
+	if s.listed(origin) {
 		return true
 	}
 	u, err := url.Parse(origin)

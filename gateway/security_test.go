@@ -188,3 +188,60 @@ func TestRequestSizeLimitIsTheConfiguredOne(t *testing.T) {
 		t.Fatalf("a %d-byte body under the 16 MiB limit: %d %.200s", len(big), code, body)
 	}
 }
+
+// An origin --allowed-origin lists gets its preflight answered (before
+// the token, which browsers do not send with it) and CORS headers naming
+// it on every answer; other origins get none, and are refused.
+func TestCORSForAllowedOrigins(t *testing.T) {
+	url := serveGateway(t, "s3cret", gateway.Security{Loopback: true, AllowedOrigins: []string{"https://app.example.com"}})
+	preflight := func(origin string) *http.Response {
+		req, _ := http.NewRequest(http.MethodOptions, url+"/mcp", nil)
+		req.Header.Set("Origin", origin)
+		req.Header.Set("Access-Control-Request-Method", "POST")
+		req.Header.Set("Access-Control-Request-Headers", "authorization, content-type, mcp-session-id")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp
+	}
+	resp := preflight("https://app.example.com")
+	h := resp.Header
+	if resp.StatusCode != http.StatusNoContent || h.Get("Access-Control-Allow-Origin") != "https://app.example.com" ||
+		!strings.Contains(h.Get("Access-Control-Allow-Methods"), "POST") ||
+		!strings.Contains(h.Get("Access-Control-Allow-Headers"), "Authorization") ||
+		!strings.Contains(h.Get("Access-Control-Allow-Headers"), "Mcp-Session-Id") || !strings.Contains(strings.Join(h.Values("Vary"), ","), "Origin") {
+		t.Fatalf("preflight of the allowed origin: %d %v", resp.StatusCode, h)
+	}
+	if resp := preflight("https://evil.example"); resp.StatusCode != http.StatusForbidden || resp.Header.Get("Access-Control-Allow-Origin") != "" {
+		t.Fatalf("preflight of another origin: %d %v", resp.StatusCode, resp.Header)
+	}
+	// The request itself: token checked, the answer readable by the page.
+	req, _ := http.NewRequest(http.MethodPost, url+"/mcp", strings.NewReader(initialize))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("Origin", "https://app.example.com")
+	req.Header.Set("Authorization", "Bearer s3cret")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || resp.Header.Get("Access-Control-Allow-Origin") != "https://app.example.com" ||
+		!strings.Contains(resp.Header.Get("Access-Control-Expose-Headers"), "Mcp-Session-Id") {
+		t.Fatalf("request of the allowed origin: %d %v", resp.StatusCode, resp.Header)
+	}
+	// Same-origin and origin-less requests need no CORS headers.
+	req, _ = http.NewRequest(http.MethodPost, url+"/mcp", strings.NewReader(initialize))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("Authorization", "Bearer s3cret")
+	if resp, err = http.DefaultClient.Do(req); err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.Header.Get("Access-Control-Allow-Origin") != "" {
+		t.Fatalf("CORS headers without an Origin: %v", resp.Header)
+	}
+}
