@@ -201,7 +201,9 @@ func TestServeWithdrawsTheQuestionOfAClientThatLeft(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var body struct{ Error struct{ Kind, Message string } }
+	var body struct {
+		Error struct{ Kind, Message string }
+	}
 	_ = json.NewDecoder(resp.Body).Decode(&body)
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusGone || body.Error.Kind != "gone" {
