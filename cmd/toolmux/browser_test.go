@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -17,6 +18,8 @@ import (
 	"github.com/chromedp/cdproto/emulation"
 	"github.com/chromedp/chromedp"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/toolmux/toolmux/internal/llmtest"
 )
 
 // The web page of toolmux serve, in a real headless Chromium against a real
@@ -354,6 +357,59 @@ func TestBrowserUI(t *testing.T) {
 		b.visible(`#live-rows .row[data-call-id="` + id + `"][data-state="success"]`)
 		b.do(chromedp.WaitNotVisible(chromedp.CSS(`#approvals`)))
 		b.shot("approved")
+	})
+
+	t.Run("withdrawn", func(t *testing.T) {
+		// A call waits on the page while its client waits; the client
+		// hears where to answer; when the client gives up, the card goes,
+		// and an answer given afterwards runs nothing.
+		b := b.on(t)
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		progress := make(chan string, 16)
+		cs, err := mcp.NewClient(&mcp.Implementation{Name: "leaver"}, &mcp.ClientOptions{
+			ProgressNotificationHandler: func(_ context.Context, r *mcp.ProgressNotificationClientRequest) {
+				select {
+				case progress <- r.Params.Message:
+				default:
+				}
+			}}).Connect(ctx, &mcp.StreamableClientTransport{Endpoint: s.url("/mcp")}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cs.Close()
+		callCtx, leave := context.WithCancel(ctx)
+		go func() {
+			p := &mcp.CallToolParams{Name: "builtin__write_file", Arguments: map[string]any{"path": "left.txt", "content": "x"}}
+			p.SetProgressToken("p")
+			_, _ = cs.CallTool(callCtx, p)
+		}()
+		b.visible(`.approval button[data-decision="once"]`)
+		id := uiEval[string](b, `document.querySelector('.approval').dataset.callId`)
+		select {
+		case msg := <-progress:
+			if !strings.Contains(msg, "waiting for approval of builtin/write_file") || !strings.Contains(msg, s.url("/")) {
+				t.Errorf("the client heard %q", msg)
+			}
+		case <-time.After(30 * time.Second):
+			t.Error("the waiting client heard no progress")
+		}
+		b.shot("waiting")
+		leave()
+		b.do(chromedp.WaitNotPresent(chromedp.CSS(`.approval[data-call-id="` + id + `"]`)))
+		b.visible(`#live-rows .row[data-call-id="` + id + `"][data-state="cancelled"]`)
+		b.shot("withdrawn")
+		resp, err := http.Post(s.url("/api/approvals/"+id), "application/json", strings.NewReader(`{"decision": "once"}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusGone {
+			t.Errorf("answering a withdrawn call: %s", resp.Status)
+		}
+		if _, err := os.Stat(filepath.Join(s.dir, "left.txt")); err == nil {
+			t.Error("the withdrawn call ran")
+		}
 	})
 
 	t.Run("call form", func(t *testing.T) {
@@ -717,4 +773,44 @@ func TestBrowserManyEvents(t *testing.T) {
 	b.fill(`#live-filter`, "")
 	b.until("the filter cleared", `[...document.querySelectorAll('#live-rows > .row')].filter(r => !r.hidden).length > 1`)
 	b.shot("5000-events")
+}
+
+// The page of `toolmux run --serve`, opened only after the run has
+// ended, shows the whole run from its first event, every part of it in
+// its end state, and no error; the process keeps serving it until Ctrl-C.
+func TestBrowserRunPageOpenedLate(t *testing.T) {
+	dir := workspace(t, "")
+	m := llmtest.OpenAI(t, llmtest.Replies(
+		llmtest.Reply{Calls: []llmtest.Call{{Name: "builtin__read_file", Args: `{"path": "notes.txt"}`}}},
+		llmtest.Reply{Content: "the notes say alpha"}))
+	p := startRun(t, dir, nil, "run", "--serve", "127.0.0.1:0", "--model", "scripted", "--base-url", m.BaseURL(), "Read the notes")
+	p.waitStderr(t, "the run has ended; its page stays at")
+	match := regexp.MustCompile(`its page stays at (http://\S+/) until`).FindStringSubmatch(p.stderr.String())
+	if match == nil {
+		t.Fatalf("no address:\n%s", p.stderr)
+	}
+	b := newUIBrowser(t)
+	b.do(chromedp.Navigate(match[1]))
+	b.visible(`#conn[data-state="live"]`)
+	b.visible(`#live-rows .row[data-kind="workflow"][data-state="done"]`)
+	b.visible(`#live-rows .row[data-kind="agent"][data-state="done"]`)
+	b.visible(`#live-rows .row[data-name="builtin__read_file"][data-state="success"]`)
+	b.visible(`#live-rows .row[data-kind="message"]`)
+	b.until("every model turn done", `(() => {
+		const turns = [...document.querySelectorAll('#live-rows .row[data-kind="llm"]')];
+		return turns.length === 2 && turns.every(r => r.dataset.state === 'done');
+	})()`)
+	if banner := uiEval[bool](b, `!document.getElementById('banner').hidden`); banner {
+		t.Errorf("the page shows a banner: %q", b.text(`#banner`))
+	}
+	if cards := uiEval[int](b, `document.querySelectorAll('.approval').length`); cards != 0 {
+		t.Errorf("%d approval cards on the page of an ended run", cards)
+	}
+	b.shot("ended")
+	if err := p.cmd.Process.Signal(os.Interrupt); err != nil {
+		t.Fatal(err)
+	}
+	if code := p.wait(t, time.Minute); code != 0 {
+		t.Fatalf("exit %d\n%s", code, p.stderr)
+	}
 }
