@@ -35,6 +35,7 @@ type runFlags struct {
 	model, baseURL, apiKey, provider string
 	maxTurns                         int
 	maxTurnsSet                      bool
+	approvalTimeout                  time.Duration
 	json                             bool
 	serve                            string
 	token                            string
@@ -86,6 +87,7 @@ recorded in the task log (toolmux logs).`,
 	cmd.Flags().IntVar(&f.maxTurns, "max-turns", 0, "most turns before the agent must answer (default: agent.max_turns, 20)")
 	cmd.Flags().BoolVar(&f.json, "json", false, "write the events as JSON lines to stdout, then the result")
 	cmd.Flags().StringVar(&f.serve, "serve", "", "also serve the web UI and API for the run at ADDR (e.g. 127.0.0.1:8931)")
+	cmd.Flags().DurationVar(&f.approvalTimeout, "approval-timeout", api.DefaultApprovalTimeout, "with --serve, how long a call waits for an answer on the page before it is refused")
 	cmd.Flags().StringVar(&f.token, "token", "", "bearer token for --serve beyond loopback (default $TOOLMUX_TOKEN)")
 	return cmd
 }
@@ -175,7 +177,7 @@ func (a *app) runTask(ctx context.Context, task string, f runFlags) error {
 	if f.serve != "" {
 		// The person was told to open the page: a call waits for them
 		// (at most the approval timeout) even before the page is open.
-		approvals = api.NewApprovals(&api.ApprovalOptions{Expect: true})
+		approvals = api.NewApprovals(&api.ApprovalOptions{Expect: true, Timeout: f.approvalTimeout})
 		if approver == nil {
 			approver = approvals
 		} else {

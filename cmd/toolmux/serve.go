@@ -48,10 +48,18 @@ func (a *app) serveCommand() *cobra.Command {
 		Long: `Serve the aggregated, governed catalog as an MCP server: streamable HTTP at
 http://ADDR/mcp, or stdio with --stdio for clients that spawn their servers.
 Tools are named server__tool; every call goes through toolmux's policy,
-pipeline and manager. A call the policy asks about is put to the client's
-user through MCP elicitation; a client that cannot show a question gets a
-refusal with a message saying how to allow the call (--yes,
---approval-mode, a policy rule, or trust: true on the server).
+pipeline and manager. A call the policy asks about is put to someone who
+can answer now: the client's user through MCP elicitation when the client
+supports it, else the web page at http://ADDR/ while one is open (the
+client hears by progress where to answer); otherwise it is refused at once
+with a message saying how to allow the call (--yes, --approval-mode, a
+policy rule, or trust: true on the server). A question waits at most
+--approval-timeout, and is withdrawn, never to run, when its client goes
+away. With --stdio, --addr also serves the web page (and the API) on that
+address; --stdio alone asks by elicitation only.
+
+Each client session is a task in the task log (toolmux logs), named after
+the client and ended closed, idle or shutdown.
 
 Over HTTP, each configured MCP server (stdio, SSE or streamable HTTP) is
 also served on its own at http://ADDR/servers/NAME/mcp: its tools under
@@ -62,12 +70,13 @@ client session there gets a session of its own with the server (for a
 stdio server, a process of its own). The built-in tools and command servers
 are served on /mcp only. See docs/gateway.md.
 
-Listening beyond loopback requires a bearer token (--token or TOOLMUX_TOKEN);
+Listening beyond loopback requires a bearer token (--token or TOOLMUX_TOKEN;
+a blank one is refused, one shorter than 16 characters warned about);
 clients then send "Authorization: Bearer TOKEN". On loopback, requests must
 be addressed to localhost, 127.0.0.1 or [::1] (--allowed-host adds names),
 which stops web pages from reaching the gateway through DNS rebinding.
 Browser requests from another origin are refused unless --allowed-origin
-lists it. Request bodies are limited to --max-request-bytes.
+lists it (its preflights are then answered, with CORS headers naming it). Request bodies are limited to --max-request-bytes.
 
 On SIGINT or SIGTERM, toolmux stops accepting connections, gives the calls
 in flight --shutdown-timeout to finish, cancels those still running (their
@@ -211,7 +220,7 @@ closes every upstream server and the task log, and says what it cancelled.`,
 			return a.serveHTTP(ctx, ln, g, g.Mux(token, sec), cat, s, shutdownTimeout)
 		},
 	}
-	cmd.Flags().StringVar(&addr, "addr", "127.0.0.1:8931", "address to listen on")
+	cmd.Flags().StringVar(&addr, "addr", "127.0.0.1:8931", "address to listen on (with --stdio: also serve the web page there)")
 	cmd.Flags().BoolVar(&stdio, "stdio", false, "serve MCP over stdin/stdout instead of HTTP")
 	cmd.Flags().StringVar(&token, "token", "", "bearer token clients must send (default $TOOLMUX_TOKEN)")
 	cmd.Flags().StringSliceVar(&sec.AllowedHosts, "allowed-host", nil, "further host names requests may be addressed to (repeatable)")
