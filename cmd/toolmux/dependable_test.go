@@ -352,3 +352,33 @@ func TestKilledServeTasksAreInterrupted(t *testing.T) {
 		t.Fatalf("the killed gateway's session: %+v", task)
 	}
 }
+
+// A blank token, or one with spaces around it, is refused before anything
+// starts; a short one is served with a warning.
+func TestServeTokenChecks(t *testing.T) {
+	dir := workspace(t, "")
+	for _, tc := range []struct {
+		args []string
+		env  string
+		want string
+	}{
+		{[]string{"--token", "   "}, "", "--token is blank"},
+		{[]string{"--token", ""}, "", "--token is blank"},
+		{nil, " \t", "TOOLMUX_TOKEN is blank"},
+		{[]string{"--token", " secret-secret-secret "}, "", "spaces around it"},
+	} {
+		env := os.Environ()
+		if tc.env != "" {
+			env = append(env, "TOOLMUX_TOKEN="+tc.env)
+		}
+		r := execToolmux(t, dir, "", append(env, "XDG_DATA_HOME="+t.TempDir()),
+			append([]string{"serve", "--addr", "127.0.0.1:0"}, tc.args...)...)
+		if r.code != 2 || !strings.Contains(r.stderr, tc.want) {
+			t.Errorf("%q %q: exit %d\n%s", tc.args, tc.env, r.code, r.stderr)
+		}
+	}
+	p := startServeProc(t, dir, "", "--token", "short")
+	if !strings.Contains(p.stderr.String(), "warning: the token (--token) is 5 characters long; use at least 16") {
+		t.Errorf("no warning for a short token:\n%s", p.stderr)
+	}
+}
