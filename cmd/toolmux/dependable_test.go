@@ -186,7 +186,7 @@ func TestServeWithdrawsTheQuestionOfAClientThatLeft(t *testing.T) {
 	}) {
 		t.Fatalf("the call never waited\n%s", p.stderr)
 	}
-	if !strings.Contains(p.stderr.String(), "/api/approvals/"+pending[0].ID) {
+	if !testservers.Eventually(10*time.Second, func() bool { return strings.Contains(p.stderr.String(), "/api/approvals/"+pending[0].ID) }) {
 		t.Errorf("the console does not say where to answer:\n%s", p.stderr)
 	}
 	leave()
@@ -223,7 +223,7 @@ func TestServeWithdrawsTheQuestionOfAClientThatLeft(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(dir, "a.txt")); err == nil {
 		t.Fatal("the call ran after its client went away")
 	}
-	if !strings.Contains(p.stderr.String(), "no longer waits for approval") {
+	if !testservers.Eventually(10*time.Second, func() bool { return strings.Contains(p.stderr.String(), "no longer waits for approval") }) {
 		t.Errorf("the console does not say the question was withdrawn:\n%s", p.stderr)
 	}
 }

@@ -71,7 +71,7 @@ func TestServeAPIApproval(t *testing.T) {
 	}) {
 		t.Fatalf("no pending approval; stderr: %s", p.stderr.String())
 	}
-	if !strings.Contains(p.stderr.String(), "/api/approvals/"+pending[0].ID) {
+	if !testservers.Eventually(10*time.Second, func() bool { return strings.Contains(p.stderr.String(), "/api/approvals/"+pending[0].ID) }) {
 		t.Errorf("the console does not say where to answer: %s", p.stderr.String())
 	}
 	resp, err := http.Post(base+"/approvals/"+pending[0].ID, "application/json", strings.NewReader(`{"decision": "once"}`))
