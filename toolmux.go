@@ -104,7 +104,8 @@ func Open(ctx context.Context, cfg *config.Config, o Options) (rt *Runtime, err 
 			}
 		}
 	}
-	popts := []pipeline.Option{pipeline.WithDataDir(cfg.DataDir), pipeline.WithLogger(log)}
+	popts := []pipeline.Option{pipeline.WithDataDir(cfg.DataDir), pipeline.WithLogger(log),
+		pipeline.WithLimits(pipeline.Limits{MaxDepth: cfg.Limits.MaxDepth, MaxRecordBytes: int(cfg.Limits.MaxRecordBytes)})}
 	if cfg.DataDir != "" && cfg.TaskLog.Enabled && !o.NoTaskLog {
 		d := tasklog.DurabilityProcess
 		if cfg.TaskLog.Durability == config.DurabilityFull {

@@ -29,7 +29,7 @@ import (
 var (
 	topKeys = []string{"workspace", "data_dir", "builtin", "connect_timeout", "timeout",
 		"allow", "deny", "retry", "circuit_breaker", "servers", "mcpServers", "pipeline", "policy", "task_log",
-		"model", "agent", "agents"}
+		"limits", "model", "agent", "agents"}
 	serverKeys = []string{"command", "args", "env", "cwd", "url", "transport", "type",
 		"headers", "bearer_token", "discover", "call", "allow", "deny", "timeout", "tool_timeouts",
 		"connect_timeout", "retry", "circuit_breaker", "disabled", "trust"}
@@ -299,6 +299,8 @@ func (p *parser) config(root *yaml.Node, isJSON bool) *Config {
 			cfg.Builtin = p.builtin(e.v, kp, cfg.Builtin)
 		case "task_log":
 			cfg.TaskLog = p.taskLog(e.v, kp, cfg.TaskLog)
+		case "limits":
+			cfg.Limits = p.limits(e.v, kp)
 		case "connect_timeout":
 			if d, ok := p.duration(e.v, kp); ok {
 				cfg.ConnectTimeout = d
@@ -812,6 +814,27 @@ func (p *parser) taskLog(n *yaml.Node, kp string, base TaskLog) TaskLog {
 		}
 	})
 	return t
+}
+
+var limitsKeys = []string{"max_depth", "max_result_bytes", "max_record_bytes", "max_event_bytes"}
+
+// limits reads the limits section. Keys left out stay zero, the defaults
+// of the packages that apply them.
+func (p *parser) limits(n *yaml.Node, kp string) Limits {
+	var l Limits
+	p.fields(n, kp, limitsKeys, func(e entry, fp string) {
+		switch e.key {
+		case "max_depth":
+			l.MaxDepth, _ = p.integer(e.v, fp, 1, 1000)
+		case "max_result_bytes":
+			l.MaxResultBytes, _ = p.size(e.v, fp)
+		case "max_record_bytes":
+			l.MaxRecordBytes, _ = p.size(e.v, fp)
+		case "max_event_bytes":
+			l.MaxEventBytes, _ = p.size(e.v, fp)
+		}
+	})
+	return l
 }
 
 // ---- Typed values ----

@@ -47,6 +47,12 @@ type Options struct {
 	// API is served by Mux under /api/, behind the token (the api
 	// package's handler).
 	API http.Handler
+	// MaxDepth is the deepest nesting of a call's arguments accepted, on
+	// /mcp and the passthrough routes: a deeper call is answered with an
+	// invalid_tool_params error result without being made. 0 means
+	// tool.DefaultMaxDepth. (The go-sdk refuses whole messages nested
+	// deeper than 1000 levels before they reach the gateway.)
+	MaxDepth int
 }
 
 // Gateway is an MCP server whose tools are the caller's catalog.
@@ -55,6 +61,7 @@ type Gateway struct {
 	server *mcp.Server
 	log    *slog.Logger
 	api    http.Handler
+	depth  int
 
 	mu     sync.Mutex
 	synced *tool.Catalog
@@ -71,7 +78,7 @@ func New(c Caller, o Options) *Gateway {
 	if o.Version == "" {
 		o.Version = "dev"
 	}
-	g := &Gateway{caller: c, log: o.Logger, api: o.API}
+	g := &Gateway{caller: c, log: o.Logger, api: o.API, depth: o.MaxDepth}
 	if g.log == nil {
 		g.log = slog.New(slog.DiscardHandler)
 	}
@@ -219,7 +226,7 @@ func mcpTool(t tool.Tool) *mcp.Tool {
 
 func (g *Gateway) handler(t tool.Tool) mcp.ToolHandler {
 	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-		args, err := decodeArgs(req.Params.Arguments)
+		args, err := g.decodeArgs(req.Params.Arguments)
 		if err != nil {
 			return errorResult(&tool.Error{Kind: tool.KindInvalidParams, Server: t.Server, Tool: t.Name, Message: err.Error()}), nil
 		}
@@ -249,6 +256,19 @@ func sessionID(req *mcp.CallToolRequest) string {
 		return ""
 	}
 	return req.Session.ID()
+}
+
+// decodeArgs decodes a call's arguments, refusing those nested deeper
+// than the limit.
+func (g *Gateway) decodeArgs(raw json.RawMessage) (map[string]any, error) {
+	args, err := decodeArgs(raw)
+	if err != nil {
+		return nil, err
+	}
+	if e := tool.CheckDepth(args, g.depth); e != nil {
+		return nil, errors.New(e.Message)
+	}
+	return args, nil
 }
 
 func decodeArgs(raw json.RawMessage) (map[string]any, error) {

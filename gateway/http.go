@@ -58,8 +58,8 @@ func RequireToken(token string, h http.Handler) http.Handler {
 // at /, behind the token like the rest (it names the servers).
 func (g *Gateway) Mux(token string, sec Security) http.Handler {
 	mux := http.NewServeMux()
-	mux.Handle("/mcp", RequireToken(token, g.streamable(true)))
-	mux.Handle("/servers/{name}/mcp", RequireToken(token, http.HandlerFunc(g.servePassthrough)))
+	mux.Handle("/mcp", RequireToken(token, g.guardDepth(g.streamable(true))))
+	mux.Handle("/servers/{name}/mcp", RequireToken(token, g.guardDepth(http.HandlerFunc(g.servePassthrough))))
 	index := RequireToken(token, http.HandlerFunc(g.serveIndex))
 	if g.api == nil {
 		// Without the API the page would have nothing to show.

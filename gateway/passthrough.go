@@ -232,7 +232,7 @@ func (r *route) callTool(ctx context.Context, l *link, req *mcp.CallToolRequest)
 		// manager does not allow is one.
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("unknown tool %q", req.Params.Name)}
 	}
-	args, err := decodeArgs(req.Params.Arguments)
+	args, err := r.g.decodeArgs(req.Params.Arguments)
 	if err != nil {
 		return errorResult(&tool.Error{Kind: tool.KindInvalidParams, Server: r.cfg.Name, Tool: req.Params.Name, Message: err.Error()}), nil
 	}

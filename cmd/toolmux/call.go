@@ -76,6 +76,11 @@ Exit status: 0 success, 1 the tool reported an error or the call failed,
 				return err
 			}
 			defer rt.Close()
+			if e := tool.CheckDepth(callArgs, rt.config.Limits.MaxDepth); e != nil {
+				// Checked here too, so that --raw, which bypasses the
+				// pipeline's own check, is bounded as well.
+				return &exitError{code: exitUsage, err: fmt.Errorf("%s: %s", e.Kind, e.Message)}
+			}
 			var backend schedule.Backend = rt.pipeline
 			if bypass {
 				backend = rt.manager

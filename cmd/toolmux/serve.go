@@ -117,9 +117,9 @@ closes every upstream server and the task log, and says what it cancelled.`,
 				_ = hub.Close(cctx)
 			}()
 			s := schedule.New(rt.pipeline, schedule.WithGate(rt.gate(approver, true, a.logger())), schedule.WithSink(stream.SchedulerSink(hub)))
-			opts := gateway.Options{Version: versionString(), Logger: a.logger()}
+			opts := gateway.Options{Version: versionString(), Logger: a.logger(), MaxDepth: rt.config.Limits.MaxDepth}
 			opts.API = api.New(api.Options{Catalog: rt.pipeline, Caller: s, Health: rt.manager.Health,
-				Policy: rt.policy, Approvals: approvals, Log: rt.log, Events: hub})
+				Policy: rt.policy, Approvals: approvals, Log: rt.log, Events: hub, MaxDepth: rt.config.Limits.MaxDepth})
 			if !stdio {
 				opts.Passthrough = passthroughServers(rt.config, a.logger())
 			}
