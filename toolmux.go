@@ -150,7 +150,8 @@ func Open(ctx context.Context, cfg *config.Config, o Options) (rt *Runtime, err 
 	if rt.Events, err = stream.NewHub(ctx, hubOpts...); err != nil {
 		return rt, err
 	}
-	rt.Scheduler = schedule.New(rt.Pipeline, schedule.WithGate(rt.Gate), schedule.WithSink(stream.SchedulerSink(rt.Events)),
+	rt.Scheduler = schedule.New(rt.Pipeline, schedule.WithGate(rt.Gate), schedule.WithSink(stream.SchedulerSink(rt.Events,
+		stream.WithArgumentLimit(int(cfg.Limits.MaxEventBytes)), stream.WithResultLimit(int(cfg.Limits.MaxEventBytes)))),
 		schedule.WithLogger(log))
 	rt.agents = agent.Runtime{Model: rt.Model, Models: models, Calls: rt.Scheduler, Catalog: rt.Pipeline,
 		Turns: rt.Pipeline, Events: rt.Events, Logger: log}

@@ -7,7 +7,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"runtime/debug"
 	"strings"
 	"sync"
 	"time"
@@ -116,7 +115,11 @@ closes every upstream server and the task log, and says what it cancelled.`,
 				defer cancel()
 				_ = hub.Close(cctx)
 			}()
-			s := schedule.New(rt.pipeline, schedule.WithGate(rt.gate(approver, true, a.logger())), schedule.WithSink(stream.SchedulerSink(hub)))
+			rel := newReleaser()
+			defer rel.stop()
+			events := stream.SchedulerSink(hub,
+				stream.WithArgumentLimit(int(rt.config.Limits.MaxEventBytes)), stream.WithResultLimit(int(rt.config.Limits.MaxEventBytes)))
+			s := schedule.New(rt.pipeline, schedule.WithGate(rt.gate(approver, true, a.logger())), schedule.WithSink(sinks{events, rel}))
 			opts := gateway.Options{Version: versionString(), Logger: a.logger(), MaxDepth: rt.config.Limits.MaxDepth}
 			opts.API = api.New(api.Options{Catalog: rt.pipeline, Caller: s, Health: rt.manager.Health,
 				Policy: rt.policy, Approvals: approvals, Log: rt.log, Events: hub, MaxDepth: rt.config.Limits.MaxDepth})
@@ -306,21 +309,5 @@ func (f *inflight) wait(d time.Duration) {
 	select {
 	case <-zero:
 	case <-t.C:
-	}
-}
-
-// serveGCPercent is the garbage collector's target for serve when GOGC is
-// not set. A gateway's live heap is small and its allocation rate high
-// (the MCP SDK allocates buffers per message on both sides of the hop), so
-// at Go's default of 100 it collects every few calls and spends a fifth of
-// its CPU doing so (BENCHMARKS.md §8); 400 lets the heap grow to five
-// times what is live — a few tens of MB — for about a fifth less CPU per
-// call.
-const serveGCPercent = 400
-
-// tuneGC applies serveGCPercent unless the user chose with GOGC.
-func tuneGC() {
-	if _, set := os.LookupEnv("GOGC"); !set {
-		debug.SetGCPercent(serveGCPercent)
 	}
 }
