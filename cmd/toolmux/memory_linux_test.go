@@ -196,7 +196,9 @@ func TestServeMemoryOfNestedArguments(t *testing.T) {
 	var wg sync.WaitGroup
 	for range 6 {
 		wg.Go(func() {
-			var e struct{ Error struct{ Kind, Message string } }
+			var e struct {
+				Error struct{ Kind, Message string }
+			}
 			code := postCall(t, p, "fx", "echo", `{"arguments": {"message": `+deep+`}}`, &e)
 			if code != 400 || e.Error.Kind != "invalid_tool_params" || !strings.Contains(e.Error.Message, "limits.max_depth") {
 				t.Errorf("API: %d %+v", code, e)
