@@ -91,8 +91,8 @@ type Config struct {
 	ConnectTimeout time.Duration
 	// MaxMessageBytes bounds one message from a stdio server.
 	MaxMessageBytes int
-	// MaxResultBytes bounds the text of a stdio server's result held in
-	// memory (one message's result.content texts, about their JSON size):
+	// MaxResultBytes bounds the text of a server's result held in memory
+	// (one message's result.content texts, about their JSON size):
 	// a text that would go past it is decoded into a file in SpillDir as
 	// it arrives, and the result keeps its beginning and end around a
 	// marker naming the file (tool.Content.Spill says where it is). 0 means

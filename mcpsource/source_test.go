@@ -645,3 +645,51 @@ func TestConfigValidation(t *testing.T) {
 		}
 	}
 }
+
+// Over streamable HTTP (answers as an event stream or as JSON) and SSE, a
+// long result text is streamed to a file as over stdio.
+func TestLargeResultOverHTTP(t *testing.T) {
+	srv := testservers.NewServer(testservers.Options{})
+	for _, tc := range []struct {
+		name, transport string
+		handler         httpHandler
+	}{
+		{"streamable", mcpsource.StreamableHTTP, mcp.NewStreamableHTTPHandler(func(*httpRequest) *mcp.Server { return srv }, nil)},
+		{"streamable-json", mcpsource.StreamableHTTP, mcp.NewStreamableHTTPHandler(func(*httpRequest) *mcp.Server { return srv },
+			&mcp.StreamableHTTPOptions{JSONResponse: true})},
+		{"sse", mcpsource.SSE, mcp.NewSSEHandler(func(*httpRequest) *mcp.Server { return srv }, nil)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ts := httptest.NewServer(tc.handler)
+			defer ts.Close()
+			dir := t.TempDir()
+			s, err := mcpsource.New(mcpsource.Config{Name: "web", Transport: tc.transport, URL: ts.URL,
+				SpillDir: dir, MaxResultBytes: 64 << 10})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			const n = 100 << 10
+			r := call(t, s, "bulk", map[string]any{"parts": 2, "bytes": n, "resource": true})
+			for i, c := range r.Content {
+				if c.Spill == nil {
+					t.Fatalf("part %d held (%d bytes)", i, len(c.Text))
+				}
+				if got, err := os.ReadFile(c.Spill.Path); err != nil || string(got) != testservers.BulkText(i, n) {
+					t.Errorf("part %d: the file differs (%v)", i, err)
+				}
+			}
+			const size = 5 << 20
+			r = call(t, s, "big", map[string]any{"bytes": size})
+			if len(r.Content) != 1 || r.Content[0].Spill == nil || r.Content[0].Spill.Bytes != size {
+				t.Fatalf("big: %+v", r.Content[0].Spill)
+			}
+			if got, err := os.ReadFile(r.Content[0].Spill.Path); err != nil || string(got) != testservers.BigText(size) {
+				t.Errorf("big: the file differs (%v)", err)
+			}
+			if got := call(t, s, "echo", map[string]any{"message": "after"}).Text(); got != "Echo: after" {
+				t.Errorf("next call: %q", got)
+			}
+		})
+	}
+}

@@ -35,8 +35,10 @@ import (
 // Which call a spilled text belongs to is known only at the end of the
 // message (servers may send "id" after "result"), so the reader names its
 // files itself and hands what it spilled, by JSON-RPC id, to the call
-// that registered that id when it wrote its request (spillConn.Write, with
-// the call's collector in the context).
+// that registered that id when it wrote its request (spillConn.Write over
+// stdio, spillRoundTripper over HTTP, with the call's collector in the
+// context). Over HTTP the same reader follows the data lines of an event
+// stream.
 
 // errMessageTooLarge is the error of a message longer than MaxMessageBytes.
 var errMessageTooLarge = errors.New("a message from the server exceeded the configured maximum size")
@@ -133,10 +135,14 @@ func idKey(v any) string {
 
 // expect registers c for the answer to the request with the given id.
 func (sp *spiller) expect(id jsonrpc.ID, c *collector) {
-	key := idKey(id.Raw())
-	if key == "" {
-		return
+	if key := idKey(id.Raw()); key != "" {
+		sp.expectKey(key, c)
 	}
+}
+
+// expectKey registers c for the answer to the request whose id has the
+// given key.
+func (sp *spiller) expectKey(key string, c *collector) {
 	sp.mu.Lock()
 	sp.waiting[key] = c
 	sp.mu.Unlock()
@@ -227,6 +233,7 @@ type spillReader struct {
 	out  []byte // the message rewritten, not yet returned from out[op:]
 	op   int
 	raw  bool  // the stream is not JSON this reader follows: pass it through
+	sse  bool  // the stream is Server-Sent Events, messages on data lines
 	fail error // returned once out is consumed
 
 	// The message being read.
@@ -268,7 +275,11 @@ func (s *spillReader) Read(p []byte) (int, error) {
 			s.r += n
 			return n, nil
 		}
-		if err := s.message(); err != nil {
+		next := s.message
+		if s.sse {
+			next = s.event
+		}
+		if err := next(); err != nil {
 			if errors.Is(err, io.EOF) && s.started {
 				err = io.ErrUnexpectedEOF
 			}
@@ -344,6 +355,71 @@ func (s *spillReader) message() error {
 		s.raw = true
 		return nil
 	}
+	return s.value()
+}
+
+// event reads the next line of a Server-Sent Events stream into out: a
+// data line holding a JSON value is read as a message, every other line
+// (event, id, retry, comments, the blank line ending an event) is copied.
+func (s *spillReader) event() error {
+	s.started, s.stack, s.size, s.held, s.id, s.idNext, s.spilled = false, s.stack[:0], 0, 0, s.id[:0], false, s.spilled[:0]
+	for s.w-s.r < len("data: ") && bytes.IndexByte(s.buf[s.r:s.w], '\n') < 0 {
+		if err := s.fill(); err != nil {
+			if s.r == s.w {
+				return err
+			}
+			break
+		}
+	}
+	if bytes.HasPrefix(s.buf[s.r:s.w], []byte("data:")) {
+		b, err := s.take(len("data:"))
+		if err != nil {
+			return err
+		}
+		s.out = append(s.out, b...)
+		if err := s.more(); err != nil {
+			return err
+		}
+		if s.buf[s.r] == ' ' {
+			if err := s.copyByte(); err != nil {
+				return err
+			}
+			if err := s.more(); err != nil {
+				return err
+			}
+		}
+		if c := s.buf[s.r]; c == '{' || c == '[' {
+			return s.value()
+		}
+	}
+	return s.line()
+}
+
+// line copies the rest of a line, its end included.
+func (s *spillReader) line() error {
+	for {
+		if err := s.more(); err != nil {
+			return err
+		}
+		i := bytes.IndexByte(s.buf[s.r:s.w], '\n')
+		n := s.w - s.r
+		if i >= 0 {
+			n = i + 1
+		}
+		b, err := s.take(n)
+		if err != nil {
+			return err
+		}
+		s.out = append(s.out, b...)
+		if i >= 0 {
+			return nil
+		}
+	}
+}
+
+// value reads one JSON value, which starts at the next byte ('{' or '['),
+// and the line end after it.
+func (s *spillReader) value() error {
 	s.started = true
 	for {
 		if err := s.more(); err != nil {
@@ -352,7 +428,7 @@ func (s *spillReader) message() error {
 		c := s.buf[s.r]
 		switch {
 		case c == '{' || c == '[':
-			s.value()
+			s.idNext = false // a container is no id
 			b, err := s.take(1)
 			if err != nil {
 				return err
@@ -416,9 +492,6 @@ func (s *spillReader) top() *frame {
 	return &s.stack[len(s.stack)-1]
 }
 
-// value notes that a value starts: a container is no id.
-func (s *spillReader) value() { s.idNext = false }
-
 func (s *spillReader) copyByte() error {
 	b, err := s.take(1)
 	if err != nil {
@@ -445,8 +518,11 @@ func (s *spillReader) end() {
 }
 
 // idKey is the message's id in the form idKey gives request ids.
-func (s *spillReader) idKey() string {
-	id := bytes.TrimSpace(s.id)
+func (s *spillReader) idKey() string { return rawIDKey(s.id) }
+
+// rawIDKey is the key of an id as JSON gives it.
+func rawIDKey(id []byte) string {
+	id = bytes.TrimSpace(id)
 	if len(id) > 0 && id[0] == '"' {
 		var v string
 		if json.Unmarshal(id, &v) != nil {

@@ -244,3 +244,45 @@ func TestSpillerForgetsCallsThatReturned(t *testing.T) {
 		t.Error("still waiting after the call returned")
 	}
 }
+
+// An event stream keeps its framing byte for byte; the messages on its
+// data lines are read like stdio's.
+func TestSpillReaderEventStream(t *testing.T) {
+	long := strings.Repeat(hard, 20)
+	msg := strings.TrimSuffix(message(t, false, textPart(long)), "\n")
+	stream := ": comment\nevent: endpoint\ndata: /messages?x=1\n\nevent: message\nid: 7\ndata: " + msg + "\n\n" +
+		"data:" + `{"jsonrpc":"2.0","method":"notifications/progress","params":{}}` + "\r\n\n"
+	for _, n := range []int{1, 4, 9, 4096} {
+		sp := &spiller{dir: t.TempDir(), server: "srv", hold: 4096, max: 64 << 20, waiting: map[string]*collector{}}
+		col := &collector{}
+		sp.waiting[idKey(int64(1))] = col
+		r := newSpillReader(&chunked{strings.NewReader(stream), n}, sp)
+		r.sse = true
+		out, err := io.ReadAll(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		lines := strings.Split(string(out), "\n")
+		want := strings.Split(stream, "\n")
+		if len(lines) != len(want) {
+			t.Fatalf("chunks of %d: %d lines, want %d", n, len(lines), len(want))
+		}
+		for i := range want {
+			if strings.HasPrefix(want[i], "data: {\"result\"") {
+				if !strings.HasPrefix(lines[i], "data: {\"result\"") || len(lines[i]) > 8000 {
+					t.Errorf("chunks of %d: the message line: %.80q (%d bytes)", n, lines[i], len(lines[i]))
+				}
+				continue
+			}
+			if lines[i] != want[i] {
+				t.Errorf("chunks of %d: line %d: %q, want %q", n, i, lines[i], want[i])
+			}
+		}
+		if len(col.parts) != 1 {
+			t.Fatalf("chunks of %d: spilled %+v", n, col.parts)
+		}
+		if b, _ := os.ReadFile(col.parts[0].spill.Path); string(b) != long {
+			t.Errorf("chunks of %d: the file differs", n)
+		}
+	}
+}
