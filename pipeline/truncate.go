@@ -125,6 +125,27 @@ func (t *truncator) middleware(next Handler) Handler {
 	})
 }
 
+// textView is Result.Text without the copy when the text is one part, as
+// it nearly always is: the rules that read a result's text (rollback,
+// instructions) then cost nothing more for a large one.
+func textView(r *tool.Result) string {
+	var only string
+	n := 0
+	for _, c := range r.Content {
+		if !hasText(c) {
+			continue
+		}
+		if n++; n > 1 {
+			return r.Text()
+		}
+		only = c.Text
+		if c.Type == tool.ContentResource {
+			only = c.Resource.Text
+		}
+	}
+	return only
+}
+
 // hasText reports whether a part holds text (what Result.Text joins).
 func hasText(c tool.Content) bool {
 	return c.Type == tool.ContentText || c.Type == tool.ContentResource && c.Resource != nil && c.Resource.Text != ""
