@@ -28,7 +28,8 @@ func (a *app) callCommand() *cobra.Command {
 		Use:   "call SERVER TOOL [ARGS_JSON | -]",
 		Short: "Call one tool and print its result",
 		Long: `Call one tool of one server. Arguments are a JSON object, given inline or
-read from standard input with "-"; without them the tool gets {}.
+read from standard input with "-"; without them the tool gets {}. Arguments
+nested deeper than limits.max_depth (default 64) are refused (exit status 2).
 
 The call goes through the governance pipeline configured in the
 configuration's pipeline section (argument repair, schema validation, URL
