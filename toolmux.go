@@ -152,7 +152,7 @@ func Open(ctx context.Context, cfg *config.Config, o Options) (rt *Runtime, err 
 	}
 	rt.Scheduler = schedule.New(rt.Pipeline, schedule.WithGate(rt.Gate), schedule.WithSink(stream.SchedulerSink(rt.Events,
 		stream.WithArgumentLimit(int(cfg.Limits.MaxEventBytes)), stream.WithResultLimit(int(cfg.Limits.MaxEventBytes)))),
-		schedule.WithLogger(log))
+		schedule.WithLogger(log), schedule.WithMaxDepth(cfg.Limits.MaxDepth))
 	rt.agents = agent.Runtime{Model: rt.Model, Models: models, Calls: rt.Scheduler, Catalog: rt.Pipeline,
 		Turns: rt.Pipeline, Events: rt.Events, Logger: log}
 	if rt.Log != nil {

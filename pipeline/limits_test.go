@@ -15,6 +15,8 @@ import (
 	"github.com/toolmux/toolmux/manager"
 	"github.com/toolmux/toolmux/mcpsource"
 	"github.com/toolmux/toolmux/pipeline"
+	"github.com/toolmux/toolmux/policy"
+	"github.com/toolmux/toolmux/schedule"
 	"github.com/toolmux/toolmux/tool"
 )
 
@@ -210,4 +212,33 @@ func spillPath(t *testing.T, r *tool.Record) string {
 	}
 	t.Fatalf("no spill path in %+v", r.Notes)
 	return ""
+}
+
+// Through the scheduler, a Go caller's cyclic arguments are refused before
+// the policy's argument rules (which would encode them) or the recording
+// of a refusal walk them: the process survives, the refusal is recorded.
+func TestSchedulerRefusesCyclicArguments(t *testing.T) {
+	p, rec := fixturePipeline(t, config.Pipeline{}, t.TempDir(), 0)
+	engine, err := policy.New(policy.ModeDefault, []policy.Rule{{Tools: []string{"fx/echo"}, Args: map[string]string{"message": "x"}, Action: policy.Allow}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := schedule.New(p, schedule.WithGate(policy.NewGate(engine)))
+	cyclic := map[string]any{}
+	cyclic["message"] = cyclic
+	for _, c := range []tool.Call{
+		{Server: "fx", Tool: "echo", Arguments: cyclic},
+		{Server: "fx", Tool: "no_such_tool", Arguments: cyclic},
+	} {
+		r := s.Call(context.Background(), c)
+		if tool.KindOf(r.Err()) != tool.KindInvalidParams || !strings.Contains(r.Error.Message, "limits.max_depth") {
+			t.Errorf("%s: %+v", c.Tool, r.Error)
+		}
+		if _, err := json.Marshal(r); err != nil {
+			t.Errorf("%s: the record cannot be encoded: %v", c.Tool, err)
+		}
+	}
+	if n := len(rec.all()); n != 2 {
+		t.Errorf("%d records, want 2", n)
+	}
 }

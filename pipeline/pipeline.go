@@ -166,7 +166,6 @@ func (p *Pipeline) Order() []string { return slices.Clone(p.order) }
 func (p *Pipeline) Call(ctx context.Context, call tool.Call) *tool.Record {
 	if err := tool.CheckDepth(call.Arguments, p.limits.MaxDepth); err != nil {
 		err.Server, err.Tool = call.Server, call.Tool
-		call.Arguments = shallow(call.Arguments, p.limits.MaxDepth)
 		return p.Refuse(ctx, call, err)
 	}
 	return p.chain.Call(ctx, call)
@@ -178,6 +177,10 @@ func (p *Pipeline) Call(ctx context.Context, call tool.Call) *tool.Record {
 // and given a rollback verdict like a call that failed, so no refusal goes
 // missing from the task log. err is the refusal.
 func (p *Pipeline) Refuse(ctx context.Context, call tool.Call, err *tool.Error) *tool.Record {
+	if tool.Depth(call.Arguments, p.limits.MaxDepth) > p.limits.MaxDepth {
+		// Nothing that records the refusal may walk the whole of them.
+		call.Arguments = shallow(call.Arguments, p.limits.MaxDepth)
+	}
 	return p.refusal.Call(context.WithValue(ctx, refusalKey{}, err), call)
 }
 

@@ -119,7 +119,8 @@ closes every upstream server and the task log, and says what it cancelled.`,
 			defer rel.stop()
 			events := stream.SchedulerSink(hub,
 				stream.WithArgumentLimit(int(rt.config.Limits.MaxEventBytes)), stream.WithResultLimit(int(rt.config.Limits.MaxEventBytes)))
-			s := schedule.New(rt.pipeline, schedule.WithGate(rt.gate(approver, true, a.logger())), schedule.WithSink(sinks{events, rel}))
+			s := schedule.New(rt.pipeline, schedule.WithGate(rt.gate(approver, true, a.logger())), schedule.WithSink(sinks{events, rel}),
+				schedule.WithMaxDepth(rt.config.Limits.MaxDepth))
 			opts := gateway.Options{Version: versionString(), Logger: a.logger(), MaxDepth: rt.config.Limits.MaxDepth}
 			opts.API = api.New(api.Options{Catalog: rt.pipeline, Caller: s, Health: rt.manager.Health,
 				Policy: rt.policy, Approvals: approvals, Log: rt.log, Events: hub, MaxDepth: rt.config.Limits.MaxDepth})
