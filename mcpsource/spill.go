@@ -172,14 +172,13 @@ func (sp *spiller) deliver(key string, parts []spilled) {
 // server's stdout through a spillReader, and registering each tools/call
 // it writes with the call's collector.
 type spillTransport struct {
-	io     *mcp.IOTransport
-	sp     *spiller
-	stdout io.ReadCloser // the process's, under the spillReader
+	io *mcp.IOTransport
+	sp *spiller
 }
 
 func newSpillTransport(cfg Config, stdin io.WriteCloser, stdout io.ReadCloser) *spillTransport {
 	sp := newSpiller(cfg)
-	return &spillTransport{sp: sp, stdout: stdout,
+	return &spillTransport{sp: sp,
 		io: &mcp.IOTransport{Reader: newSpillReader(stdout, sp), Writer: stdin, MaxLineLength: cfg.MaxMessageBytes}}
 }
 
@@ -192,7 +191,10 @@ func (t *spillTransport) Connect(ctx context.Context) (mcp.Connection, error) {
 	return &spillConn{Connection: c, sp: t.sp}, nil
 }
 
-// spillConn registers the tool calls written through it.
+// spillConn registers the tool calls written through it. Wrapping the
+// go-sdk's connection hides its unexported session hook, which for stdio
+// only makes it refuse JSON-RPC batches from servers on protocols that
+// dropped them; servers do not send batches to clients.
 type spillConn struct {
 	mcp.Connection
 	sp *spiller
@@ -220,9 +222,10 @@ type frame struct {
 // keys.
 const maxKey = 32
 
-// spillReader is the filter between a server's stdout and the go-sdk.
-// Read returns whole messages (one JSON value and the line end after it),
-// rewritten as described above.
+// spillReader is the filter between what a server sends (a stdio server's
+// stdout, an HTTP server's answer) and the go-sdk. Read returns whole
+// messages (one JSON value and the line end after it; for an event stream,
+// one line), rewritten as described above.
 type spillReader struct {
 	src  io.ReadCloser
 	sp   *spiller
