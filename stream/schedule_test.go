@@ -217,7 +217,9 @@ func TestSchedulerSinkBoundsArguments(t *testing.T) {
 	h := newHub(t, stream.WithBuffer(1000))
 	s := subscribe(t, h, stream.Filter{Names: []string{stream.EventApprovalRequest, stream.EventToolCall}}, stream.Live)
 	const limit = 4096
-	sched := schedule.New(m, schedule.WithGate(gate), schedule.WithSink(stream.SchedulerSink(h, stream.WithArgumentLimit(limit))))
+	// The scheduler's own depth limit raised, for the sink's to show.
+	sched := schedule.New(m, schedule.WithGate(gate), schedule.WithSink(stream.SchedulerSink(h, stream.WithArgumentLimit(limit))),
+		schedule.WithMaxDepth(1000))
 	var deep any = "bottom"
 	for range 200 {
 		deep = []any{deep}
