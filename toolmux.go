@@ -104,7 +104,8 @@ func Open(ctx context.Context, cfg *config.Config, o Options) (rt *Runtime, err 
 			}
 		}
 	}
-	popts := []pipeline.Option{pipeline.WithDataDir(cfg.DataDir), pipeline.WithLogger(log)}
+	popts := []pipeline.Option{pipeline.WithDataDir(cfg.DataDir), pipeline.WithLogger(log),
+		pipeline.WithLimits(pipeline.Limits{MaxDepth: cfg.Limits.MaxDepth, MaxRecordBytes: int(cfg.Limits.MaxRecordBytes)})}
 	if cfg.DataDir != "" && cfg.TaskLog.Enabled && !o.NoTaskLog {
 		d := tasklog.DurabilityProcess
 		if cfg.TaskLog.Durability == config.DurabilityFull {
@@ -149,8 +150,9 @@ func Open(ctx context.Context, cfg *config.Config, o Options) (rt *Runtime, err 
 	if rt.Events, err = stream.NewHub(ctx, hubOpts...); err != nil {
 		return rt, err
 	}
-	rt.Scheduler = schedule.New(rt.Pipeline, schedule.WithGate(rt.Gate), schedule.WithSink(stream.SchedulerSink(rt.Events)),
-		schedule.WithLogger(log))
+	rt.Scheduler = schedule.New(rt.Pipeline, schedule.WithGate(rt.Gate), schedule.WithSink(stream.SchedulerSink(rt.Events,
+		stream.WithArgumentLimit(int(cfg.Limits.MaxEventBytes)), stream.WithResultLimit(int(cfg.Limits.MaxEventBytes)))),
+		schedule.WithLogger(log), schedule.WithMaxDepth(cfg.Limits.MaxDepth))
 	rt.agents = agent.Runtime{Model: rt.Model, Models: models, Calls: rt.Scheduler, Catalog: rt.Pipeline,
 		Turns: rt.Pipeline, Events: rt.Events, Logger: log}
 	if rt.Log != nil {

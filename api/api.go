@@ -8,6 +8,7 @@
 package api
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -55,6 +56,10 @@ type Options struct {
 	// Run tells which agent run this process serves (toolmux run
 	// --serve), for /api/info; nil for a gateway.
 	Run func() *RunInfo
+	// MaxDepth is the deepest nesting of a call's arguments accepted; a
+	// deeper call is answered 400 (invalid_tool_params) without being
+	// made. 0 means tool.DefaultMaxDepth.
+	MaxDepth int
 }
 
 // Info is the answer of GET /api/info: what this process is, so that a
@@ -186,6 +191,10 @@ func (s *server) call(w http.ResponseWriter, r *http.Request) {
 	}
 	if req.Arguments == nil {
 		req.Arguments = map[string]any{}
+	}
+	if err := tool.CheckDepth(req.Arguments, s.o.MaxDepth); err != nil {
+		writeError(w, http.StatusBadRequest, string(err.Kind), err.Message)
+		return
 	}
 	call := tool.Call{Server: r.PathValue("server"), Tool: r.PathValue("tool"),
 		Arguments: req.Arguments, Task: req.Task, Session: req.Session}
@@ -364,11 +373,30 @@ func writeToolError(w http.ResponseWriter, err error) {
 	writeError(w, statusOf(te.Kind), string(te.Kind), te.Message)
 }
 
+// indentBelow is the size under which answers are indented for people
+// reading them with curl. Larger answers are sent compact: indentation
+// repeats once per line for every level of nesting, which for a large,
+// deeply nested value multiplies its size many times over.
+const indentBelow = 64 << 10
+
 func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-store")
+	b, err := json.Marshal(v)
+	if err != nil {
+		w.WriteHeader(http.StatusInternalServerError)
+		var e apiError
+		e.Error.Kind, e.Error.Message = "internal", "the answer could not be encoded: "+err.Error()
+		b, _ = json.Marshal(e)
+		_, _ = w.Write(append(b, '\n'))
+		return
+	}
 	w.WriteHeader(status)
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	_ = enc.Encode(v)
+	if len(b) < indentBelow {
+		var out bytes.Buffer
+		if json.Indent(&out, b, "", "  ") == nil {
+			b = out.Bytes()
+		}
+	}
+	_, _ = w.Write(append(b, '\n'))
 }

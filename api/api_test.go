@@ -316,3 +316,54 @@ func TestEventsStream(t *testing.T) {
 		t.Fatalf("states %q", got)
 	}
 }
+
+// Arguments nested past the limit are answered 400 invalid_tool_params,
+// naming the limit, with a small answer and no call made; an answer is
+// indented only while it is small, so that a large one is not multiplied
+// by its nesting.
+func TestCallDepthAndAnswerSize(t *testing.T) {
+	f := newFixture(t)
+	for _, depth := range []int{65, 9000} {
+		body := `{"arguments": {"path": ` + strings.Repeat("[", depth) + strings.Repeat("]", depth) + `}, "task": "deep"}`
+		resp, err := http.Post(f.url+"/api/tools/builtin/read_file/call", "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		var e apiErr
+		if err := json.Unmarshal(b, &e); err != nil || resp.StatusCode != 400 || e.Error.Kind != string(tool.KindInvalidParams) ||
+			!strings.Contains(e.Error.Message, "64 levels") || len(b) > 1024 {
+			t.Errorf("depth %d: %d %s", depth, resp.StatusCode, b[:min(len(b), 300)])
+		}
+	}
+	if code := f.get(t, "/api/tasks/deep", nil); code != 404 {
+		t.Errorf("a refused request made a task: %d", code)
+	}
+	// 64 levels are accepted (and refused by the schema, a record).
+	body := `{"arguments": {"path": ` + strings.Repeat("[", 63) + strings.Repeat("]", 63) + `}}`
+	var rec tool.Record
+	if code := f.post(t, "/api/tools/builtin/read_file/call", body, &rec); code != 422 || rec.Error == nil {
+		t.Errorf("64 levels: %d %+v", code, rec.Error)
+	}
+
+	small, err := http.Post(f.url+"/api/tools/builtin/read_file/call", "application/json", strings.NewReader(`{"arguments": {"path": "notes.txt"}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(small.Body)
+	small.Body.Close()
+	if !strings.Contains(string(b), "\n  \"id\": ") {
+		t.Errorf("a small answer is not indented: %.100s", b)
+	}
+	big := `{"arguments": {"command": "x", "list": [` + strings.Repeat(`[[[[[[[[[[1]]]]]]]]]],`, 20000) + `1]}}`
+	resp, err := http.Post(f.url+"/api/tools/builtin/glob/call", "application/json", strings.NewReader(big))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if len(b) > 2*len(big) || strings.Contains(string(b), "\n  ") {
+		t.Errorf("a large answer is %d bytes for a %d-byte request, indented: %v", len(b), len(big), strings.Contains(string(b), "\n  "))
+	}
+}

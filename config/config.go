@@ -88,6 +88,9 @@ type Config struct {
 	// Passthrough bounds the client sessions of toolmux serve's
 	// passthrough routes, for every server that does not set its own.
 	Passthrough Passthrough
+	// Limits bound what one call may cost in memory and storage
+	// (`limits:`).
+	Limits Limits
 	// Model is the language model of the agents (`model:`); not Set when
 	// the file names none.
 	Model Model
@@ -117,6 +120,26 @@ type TaskLog struct {
 	Enabled bool
 	// Durability is DurabilityProcess (the default) or DurabilityFull.
 	Durability string
+}
+
+// Limits bound what one call may cost, whatever its caller or its tool
+// sends: how deeply its arguments may nest, how much of a tool's result is
+// held in memory, how much a record, an answer or an event keeps. Zero
+// values mean the defaults of the packages that apply them (tool,
+// mcpsource, pipeline, stream), so that the numbers live in one place.
+type Limits struct {
+	// MaxDepth is the deepest nesting of a call's arguments accepted on
+	// any route (HTTP API, MCP, CLI, agents, library).
+	MaxDepth int
+	// MaxResultBytes bounds the text of an MCP server's result held in
+	// memory: longer text is streamed to a spill file as it arrives.
+	MaxResultBytes int64
+	// MaxRecordBytes bounds a call's record: what the task log stores and
+	// what the HTTP API and MCP clients are answered.
+	MaxRecordBytes int64
+	// MaxEventBytes bounds the arguments and the result text one event
+	// carries.
+	MaxEventBytes int64
 }
 
 // Server is one MCP server and the policy that applies only to it.

@@ -42,6 +42,13 @@
 //	  durability: process   # process: a recorded call survives a crash or
 //	                        # kill of toolmux; full: also a power cut, at
 //	                        # about 0.2 ms more per call. Default: process.
+//	limits:                 # What one call may cost (docs/config.md#limits).
+//	  max_depth: 64         # Deepest nesting of a call's arguments; deeper
+//	                        # calls are refused (invalid_tool_params).
+//	  max_result_bytes: 1MiB # Result text of an MCP server held in memory;
+//	                        # more is streamed to DATA_DIR/spill.
+//	  max_record_bytes: 2MiB # Largest call record; longer strings are cut.
+//	  max_event_bytes: 64KiB # Largest arguments or text in one event.
 //	builtin:                # toolmux's own tools. Every setting left out
 //	                        # keeps the default of package builtin or web.
 //	  enabled: true         # Offer toolmux's built-in tools. Default: true.

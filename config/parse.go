@@ -29,7 +29,7 @@ import (
 var (
 	topKeys = []string{"workspace", "data_dir", "builtin", "connect_timeout", "timeout",
 		"allow", "deny", "retry", "circuit_breaker", "servers", "mcpServers", "pipeline", "policy", "task_log",
-		"model", "agent", "agents", "passthrough"}
+		"limits", "model", "agent", "agents", "passthrough"}
 	serverKeys = []string{"command", "args", "env", "cwd", "url", "transport", "type",
 		"headers", "bearer_token", "discover", "call", "allow", "deny", "timeout", "tool_timeouts",
 		"connect_timeout", "retry", "circuit_breaker", "passthrough", "disabled", "trust"}
@@ -304,6 +304,8 @@ func (p *parser) config(root *yaml.Node, isJSON bool) *Config {
 			cfg.TaskLog = p.taskLog(e.v, kp, cfg.TaskLog)
 		case "passthrough":
 			cfg.Passthrough = p.passthrough(e.v, kp, cfg.Passthrough)
+		case "limits":
+			cfg.Limits = p.limits(e.v, kp)
 		case "connect_timeout":
 			if d, ok := p.duration(e.v, kp); ok {
 				cfg.ConnectTimeout = d
@@ -851,6 +853,27 @@ func (p *parser) taskLog(n *yaml.Node, kp string, base TaskLog) TaskLog {
 		}
 	})
 	return t
+}
+
+var limitsKeys = []string{"max_depth", "max_result_bytes", "max_record_bytes", "max_event_bytes"}
+
+// limits reads the limits section. Keys left out stay zero, the defaults
+// of the packages that apply them.
+func (p *parser) limits(n *yaml.Node, kp string) Limits {
+	var l Limits
+	p.fields(n, kp, limitsKeys, func(e entry, fp string) {
+		switch e.key {
+		case "max_depth":
+			l.MaxDepth, _ = p.integer(e.v, fp, 1, 1000)
+		case "max_result_bytes":
+			l.MaxResultBytes, _ = p.size(e.v, fp)
+		case "max_record_bytes":
+			l.MaxRecordBytes, _ = p.size(e.v, fp)
+		case "max_event_bytes":
+			l.MaxEventBytes, _ = p.size(e.v, fp)
+		}
+	})
+	return l
 }
 
 // ---- Typed values ----

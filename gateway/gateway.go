@@ -56,6 +56,12 @@ type Options struct {
 	// SessionTimeout ends an HTTP client's session after this long
 	// without a request; 0 means SessionIdleTimeout.
 	SessionTimeout time.Duration
+	// MaxDepth is the deepest nesting of a call's arguments accepted, on
+	// /mcp and the passthrough routes: a deeper call is answered with an
+	// invalid_tool_params error result without being made. 0 means
+	// tool.DefaultMaxDepth. (The go-sdk refuses whole messages nested
+	// deeper than 1000 levels before they reach the gateway.)
+	MaxDepth int
 }
 
 // Gateway is an MCP server whose tools are the caller's catalog.
@@ -64,6 +70,7 @@ type Gateway struct {
 	server *mcp.Server
 	log    *slog.Logger
 	api    http.Handler
+	depth  int
 
 	mu     sync.Mutex
 	synced *tool.Catalog
@@ -85,7 +92,7 @@ func New(c Caller, o Options) *Gateway {
 	if o.SessionTimeout <= 0 {
 		o.SessionTimeout = SessionIdleTimeout
 	}
-	g := &Gateway{caller: c, log: o.Logger, api: o.API, onRefused: o.OnSessionRefused,
+	g := &Gateway{caller: c, log: o.Logger, api: o.API, onRefused: o.OnSessionRefused, depth: o.MaxDepth,
 		clients: newClients(o.Sessions, o.SessionTimeout)}
 	if g.log == nil {
 		g.log = slog.New(slog.DiscardHandler)
@@ -111,7 +118,7 @@ func (g *Gateway) Handler() http.Handler { return g.streamable(false) }
 
 // streamable returns the MCP handler of /mcp.
 func (g *Gateway) streamable(protected bool) http.Handler {
-	return jsonRPCErrors(g.clients.serveHTTP(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return g.server }, g.streamableOptions(protected))))
+	return g.jsonRPCErrors(g.clients.serveHTTP(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return g.server }, g.streamableOptions(protected))))
 }
 
 // streamableOptions are the options of an MCP handler. Where Protect runs
@@ -280,7 +287,7 @@ func mcpTool(t tool.Tool) *mcp.Tool {
 
 func (g *Gateway) handler(t tool.Tool) mcp.ToolHandler {
 	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-		args, err := decodeArgs(req.Params.Arguments)
+		args, err := g.decodeArgs(req.Params.Arguments)
 		if err != nil {
 			return errorResult(&tool.Error{Kind: tool.KindInvalidParams, Server: t.Server, Tool: t.Name, Message: err.Error()}), nil
 		}
@@ -307,6 +314,19 @@ func (g *Gateway) handler(t tool.Tool) mcp.ToolHandler {
 		}
 		return toMCP(rec), nil
 	}
+}
+
+// decodeArgs decodes a call's arguments, refusing those nested deeper
+// than the limit.
+func (g *Gateway) decodeArgs(raw json.RawMessage) (map[string]any, error) {
+	args, err := decodeArgs(raw)
+	if err != nil {
+		return nil, err
+	}
+	if e := tool.CheckDepth(args, g.depth); e != nil {
+		return nil, errors.New(e.Message)
+	}
+	return args, nil
 }
 
 func decodeArgs(raw json.RawMessage) (map[string]any, error) {

@@ -4,9 +4,12 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
+
+	"github.com/toolmux/toolmux/tool"
 )
 
 // JSON-RPC error codes the gateway answers with itself.
@@ -14,6 +17,7 @@ const (
 	codeParseError     = -32700
 	codeInvalidRequest = -32600
 	codeMethodNotFound = -32601
+	codeInvalidParams  = -32602
 	codeInternalError  = -32603
 	// codeServerError is JSON-RPC's generic server error.
 	codeServerError = -32000
@@ -50,7 +54,12 @@ var knownMethods = map[string]bool{
 //   - any plain-text error the go-sdk's handler answers (an unknown
 //     session: 404, -32001) keeps its status, with the text as the
 //     error's message and the request's id when it had one.
-func jsonRPCErrors(h http.Handler) http.Handler {
+//
+// A message nested deeper than the go-sdk accepts (sdkMaxDepth), which it
+// would refuse with a bare 400, gets a JSON-RPC error saying so (400,
+// -32602): arguments within that bound but past the gateway's own limit
+// (limits.max_depth) are refused by the tool handlers, as error results.
+func (g *Gateway) jsonRPCErrors(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		var id json.RawMessage
 		if r.Method == http.MethodPost && r.Body != nil {
@@ -64,6 +73,12 @@ func jsonRPCErrors(h http.Handler) http.Handler {
 				return
 			}
 			r.Body = io.NopCloser(bytes.NewReader(body))
+			if depth, id := messageDepth(body); depth > sdkMaxDepth {
+				writeRPCError(w, http.StatusBadRequest, id, codeInvalidParams, fmt.Sprintf(
+					"invalid_tool_params: the request nests deeper than %d levels, the most an MCP message may; "+
+						"tool arguments may nest at most %d (limits.max_depth)", sdkMaxDepth, g.maxDepth()))
+				return
+			}
 			var ok bool
 			if id, ok = checkMessage(w, body); !ok {
 				return
@@ -201,4 +216,12 @@ func (c *rpcErrorWriter) finish() {
 		code = codeInvalidRequest
 	}
 	writeRPCError(c.ResponseWriter, c.status, c.id, code, strings.TrimSpace(c.text.String()))
+}
+
+// maxDepth is the nesting limit of a call's arguments.
+func (g *Gateway) maxDepth() int {
+	if g.depth > 0 {
+		return g.depth
+	}
+	return tool.DefaultMaxDepth
 }

@@ -92,7 +92,7 @@ func newRoute(g *Gateway, rt Route, version string) *route {
 	// out sooner than /mcp's, for each holds a server session.
 	opts := g.streamableOptions(true)
 	opts.SessionTimeout = r.idle
-	r.handler = jsonRPCErrors(g.clients.serveHTTP(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return r.server }, opts)))
+	r.handler = g.jsonRPCErrors(g.clients.serveHTTP(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return r.server }, opts)))
 	return r
 }
 
@@ -278,7 +278,7 @@ func (r *route) callTool(ctx context.Context, l *link, req *mcp.CallToolRequest)
 		// manager does not allow is one.
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("unknown tool %q", req.Params.Name)}
 	}
-	args, err := decodeArgs(req.Params.Arguments)
+	args, err := r.g.decodeArgs(req.Params.Arguments)
 	if err != nil {
 		return errorResult(&tool.Error{Kind: tool.KindInvalidParams, Server: r.cfg.Name, Tool: req.Params.Name, Message: err.Error()}), nil
 	}

@@ -245,8 +245,20 @@ func SourceConfig(cfg *config.Config, sc config.Server, log *slog.Logger) mcpsou
 		Headers:        sc.Headers,
 		BearerToken:    sc.BearerToken,
 		ConnectTimeout: first(sc.ConnectTimeout, cfg.ConnectTimeout),
+		MaxResultBytes: int(cfg.Limits.MaxResultBytes),
+		SpillDir:       spillDir(cfg),
 		Logger:         log,
 	}
+}
+
+// spillDir is where results too large to hold go: DATA_DIR/spill, beside
+// the outputs the pipeline's truncation saves; "" (no data directory)
+// leaves the choice to mcpsource.
+func spillDir(cfg *config.Config) string {
+	if cfg.DataDir == "" {
+		return ""
+	}
+	return filepath.Join(cfg.DataDir, "spill")
 }
 
 func serverOptions(cfg *config.Config, sc config.Server) ServerOptions {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -29,7 +28,7 @@ func newTransport(cfg Config, hc *http.Client, stderr *ringbuf.Buffer) (mcp.Tran
 		if err != nil {
 			return nil, nil, err
 		}
-		return &mcp.IOTransport{Reader: stdout, Writer: stdin, MaxLineLength: cfg.MaxMessageBytes}, proc, nil
+		return newSpillTransport(cfg, stdin, stdout), proc, nil
 	case SSE:
 		return &mcp.SSEClientTransport{Endpoint: cfg.URL, HTTPClient: hc, MaxEventSize: cfg.MaxMessageBytes}, nil, nil
 	case StreamableHTTP:
@@ -120,14 +119,10 @@ func (c *Conn) Describe() string {
 // SIGKILL after another), returning once the process has been reaped.
 // Close the go-sdk session first, so that nothing is still reading.
 func (c *Conn) Close() error {
-	if t, ok := c.transport.(*mcp.IOTransport); ok {
-		if w, ok := t.Writer.(io.Closer); ok {
-			_ = w.Close() // already closed by the session, usually
-		}
+	if t, ok := c.transport.(*spillTransport); ok {
+		_ = t.io.Writer.Close() // already closed by the session, usually
 		c.proc.stop(c.cfg.StopGrace)
-		if r, ok := t.Reader.(io.Closer); ok {
-			_ = r.Close()
-		}
+		_ = t.io.Reader.Close()
 	}
 	if c.own != nil {
 		c.own.CloseIdleConnections()
@@ -172,9 +167,13 @@ func (s *Source) callWith(ctx context.Context, fn CallFunc, name string, args ma
 	if args == nil {
 		args = map[string]any{}
 	}
-	res, err := fn(ctx, &mcp.CallToolParams{Name: name, Arguments: args})
+	col := &collector{}
+	defer col.done()
+	res, err := fn(withCollector(ctx, col), &mcp.CallToolParams{Name: name, Arguments: args})
 	if err == nil {
-		return convertResult(res), nil
+		out := convertResult(res)
+		col.apply(out)
+		return out, nil
 	}
 	if ctx.Err() != nil {
 		return nil, s.closedError(parent, ctx.Err())

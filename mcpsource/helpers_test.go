@@ -15,3 +15,5 @@ func requireHeader(h http.Handler) http.Handler {
 		h.ServeHTTP(w, r)
 	})
 }
+
+type httpHandler = http.Handler

@@ -1,6 +1,9 @@
 package mcpsource
 
 import (
+	"encoding/json"
+	"io"
+	"mime"
 	"net/http"
 )
 
@@ -53,6 +56,54 @@ func newHTTPClient(cfg Config) (*http.Client, *http.Transport) {
 		own.MaxIdleConnsPerHost = maxIdleConnsPerHost
 		base = own
 	}
-	hc.Transport = &headerTransport{base: base, headers: h}
+	hc.Transport = &spillRoundTripper{base: &headerTransport{base: base, headers: h}, sp: newSpiller(cfg)}
 	return &hc, own
+}
+
+// spillRoundTripper does for an HTTP server what the stdio transport does
+// with its stdout: the answers it sends (a POST's JSON or event stream, the
+// standing GET stream of SSE and streamable HTTP) are read through a
+// spillReader, and each tools/call posted with a collector in its context
+// is registered by its id, which the request body gives.
+type spillRoundTripper struct {
+	base http.RoundTripper
+	sp   *spiller
+}
+
+// maxRegisterBody bounds the request body read to find a call's id; a
+// larger request (arguments carrying a whole file) is not registered, and
+// its answer is held whole as before.
+const maxRegisterBody = 1 << 20
+
+func (t *spillRoundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
+	if col := collectorFrom(req.Context()); col != nil && req.Method == http.MethodPost && req.Body != nil &&
+		req.ContentLength >= 0 && req.ContentLength <= maxRegisterBody && req.GetBody != nil {
+		if body, err := req.GetBody(); err == nil {
+			b, err := io.ReadAll(io.LimitReader(body, maxRegisterBody))
+			body.Close()
+			var m struct {
+				ID     json.RawMessage `json:"id"`
+				Method string          `json:"method"`
+			}
+			if err == nil && json.Unmarshal(b, &m) == nil && m.Method == "tools/call" {
+				if key := rawIDKey(m.ID); key != "" {
+					t.sp.expectKey(key, col)
+				}
+			}
+		}
+	}
+	resp, err := t.base.RoundTrip(req)
+	if err != nil || resp.Body == nil {
+		return resp, err
+	}
+	mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
+	switch mt {
+	case "application/json":
+		resp.Body = newSpillReader(resp.Body, t.sp)
+	case "text/event-stream":
+		r := newSpillReader(resp.Body, t.sp)
+		r.sse = true
+		resp.Body = r
+	}
+	return resp, nil
 }

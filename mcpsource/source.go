@@ -22,6 +22,8 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"runtime/debug"
 	"strconv"
 	"sync"
@@ -47,9 +49,15 @@ const (
 const (
 	DefaultConnectTimeout  = 15 * time.Second
 	DefaultMaxMessageBytes = 64 << 20
-	DefaultStderrBytes     = 64 << 10
-	DefaultMinBackoff      = 250 * time.Millisecond
-	DefaultMaxBackoff      = 30 * time.Second
+	// DefaultMaxResultBytes is the default bound on a result's text held
+	// in memory: twenty times what a model is shown of one result by
+	// default (truncate.max_chars), enough for any answer meant to be
+	// read whole, small enough that the go-sdk's copies while decoding
+	// the message stay a few megabytes.
+	DefaultMaxResultBytes = 1 << 20
+	DefaultStderrBytes    = 64 << 10
+	DefaultMinBackoff     = 250 * time.Millisecond
+	DefaultMaxBackoff     = 30 * time.Second
 	// progressGrace is how long progress reports are still delivered after
 	// the call's result.
 	progressGrace = time.Second
@@ -85,6 +93,16 @@ type Config struct {
 	ConnectTimeout time.Duration
 	// MaxMessageBytes bounds one message from a stdio server.
 	MaxMessageBytes int
+	// MaxResultBytes bounds the text of a server's result held in memory
+	// (one message's result.content texts, about their JSON size):
+	// a text that would go past it is decoded into a file in SpillDir as
+	// it arrives, and the result keeps its beginning and end around a
+	// marker naming the file (tool.Content.Spill says where it is). 0 means
+	// DefaultMaxResultBytes.
+	MaxResultBytes int
+	// SpillDir is where such texts go, in a directory per server; ""
+	// means toolmux-spill in the system's temporary directory.
+	SpillDir string
 	// StderrBytes is how much of a stdio server's stderr is kept.
 	StderrBytes int
 	// MinBackoff and MaxBackoff bound the wait between reconnection attempts.
@@ -189,6 +207,12 @@ func (cfg Config) normalize() (Config, error) {
 	if cfg.MaxMessageBytes <= 0 {
 		cfg.MaxMessageBytes = DefaultMaxMessageBytes
 	}
+	if cfg.MaxResultBytes <= 0 {
+		cfg.MaxResultBytes = DefaultMaxResultBytes
+	}
+	if cfg.SpillDir == "" {
+		cfg.SpillDir = filepath.Join(os.TempDir(), "toolmux-spill")
+	}
 	if cfg.StderrBytes <= 0 {
 		cfg.StderrBytes = DefaultStderrBytes
 	}
@@ -287,12 +311,16 @@ func (s *Source) Call(ctx context.Context, name string, args map[string]any) (*t
 		defer time.AfterFunc(progressGrace, func() { s.progress.Delete(token) })
 		params.SetProgressToken(token)
 	}
-	res, err := c.cs.CallTool(ctx, params)
+	col := &collector{}
+	defer col.done()
+	res, err := c.cs.CallTool(withCollector(ctx, col), params)
 	if err != nil {
 		return nil, s.callError(parent, ctx, c, err, "calling "+name)
 	}
 	s.markHealthy(c)
-	return convertResult(res), nil
+	out := convertResult(res)
+	col.apply(out)
+	return out, nil
 }
 
 func (s *Source) handleProgress(_ context.Context, req *mcp.ProgressNotificationClientRequest) {

@@ -324,19 +324,78 @@ func TestMissingCommand(t *testing.T) {
 	}
 }
 
+// A 20 MB text is not held: it is streamed into a file as it arrives, the
+// result keeping its beginning and end and saying where the rest is.
 func TestLargeResult(t *testing.T) {
-	s := fixture(t)
+	dir := t.TempDir()
+	s, err := mcpsource.New(mcpsource.Config{Name: "fx", Transport: mcpsource.Stdio, Command: testservers.Fixture(t),
+		ConnectTimeout: 10 * time.Second, StopGrace: time.Second, SpillDir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
 	const size = 20 << 20
-	// Decoding 20 MB of JSON is slow under the race detector on a busy
-	// machine; the deadline only guards against a hang.
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	r, err := s.Call(ctx, "big", map[string]any{"bytes": size})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n := len(r.Text()); n != size {
-		t.Fatalf("got %d bytes, want %d", n, size)
+	if len(r.Content) != 1 || r.Content[0].Spill == nil {
+		t.Fatalf("not spilled: %d parts", len(r.Content))
+	}
+	sp, text := r.Content[0].Spill, r.Content[0].Text
+	if sp.Bytes != size || sp.Chars != size || !strings.HasPrefix(sp.Path, filepath.Join(dir, "fx")) {
+		t.Errorf("spill %+v", sp)
+	}
+	if len(text) > mcpsource.DefaultMaxResultBytes || !strings.Contains(text, sp.Path) {
+		t.Errorf("the result holds %d bytes, or does not name %s", len(text), sp.Path)
+	}
+	want := testservers.BigText(size)
+	if got, err := os.ReadFile(sp.Path); err != nil || string(got) != want {
+		t.Fatalf("the file differs from what the server sent (%v, %d bytes)", err, len(got))
+	}
+	head := text[:strings.Index(text, "\n\n[... toolmux cut")]
+	tail := text[strings.Index(text, "...]\n\n")+len("...]\n\n"):]
+	if len(head) == 0 || len(tail) == 0 || !strings.HasPrefix(want, head) || !strings.HasSuffix(want, tail) {
+		t.Errorf("kept %d bytes of head, %d of tail, not the text's", len(head), len(tail))
+	}
+	// The session is intact: the next call is answered whole.
+	if got := call(t, s, "echo", map[string]any{"message": "after"}).Text(); got != "Echo: after" {
+		t.Errorf("next call: %q", got)
+	}
+}
+
+// Several parts, an embedded resource, every character JSON escapes: each
+// long text is spilled whole and exactly, the short ones are kept.
+func TestLargeResultParts(t *testing.T) {
+	dir := t.TempDir()
+	s, err := mcpsource.New(mcpsource.Config{Name: "fx", Transport: mcpsource.Stdio, Command: testservers.Fixture(t),
+		ConnectTimeout: 10 * time.Second, StopGrace: time.Second, SpillDir: dir, MaxResultBytes: 64 << 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	const n = 100 << 10
+	r := call(t, s, "bulk", map[string]any{"parts": 3, "bytes": n, "resource": true})
+	if len(r.Content) != 3 || r.Content[2].Type != tool.ContentResource {
+		t.Fatalf("parts: %+v", r.Content)
+	}
+	for i, c := range r.Content {
+		want := testservers.BulkText(i, n)
+		if c.Spill == nil {
+			t.Fatalf("part %d was held (%d bytes) past MaxResultBytes", i, len(c.Text))
+		}
+		got, err := os.ReadFile(c.Spill.Path)
+		if err != nil || string(got) != want {
+			t.Errorf("part %d: the file differs (%v): %.60q", i, err, got)
+		}
+	}
+	small := call(t, s, "bulk", map[string]any{"parts": 2, "bytes": 1000})
+	for i, c := range small.Content {
+		if c.Spill != nil || c.Text != testservers.BulkText(i, 1000) {
+			t.Errorf("small part %d changed: %+v", i, c.Spill)
+		}
 	}
 }
 
@@ -585,6 +644,54 @@ func TestConfigValidation(t *testing.T) {
 		if _, err := mcpsource.New(cfg); err == nil {
 			t.Errorf("config %+v accepted", cfg)
 		}
+	}
+}
+
+// Over streamable HTTP (answers as an event stream or as JSON) and SSE, a
+// long result text is streamed to a file as over stdio.
+func TestLargeResultOverHTTP(t *testing.T) {
+	srv := testservers.NewServer(testservers.Options{})
+	for _, tc := range []struct {
+		name, transport string
+		handler         httpHandler
+	}{
+		{"streamable", mcpsource.StreamableHTTP, mcp.NewStreamableHTTPHandler(func(*httpRequest) *mcp.Server { return srv }, nil)},
+		{"streamable-json", mcpsource.StreamableHTTP, mcp.NewStreamableHTTPHandler(func(*httpRequest) *mcp.Server { return srv },
+			&mcp.StreamableHTTPOptions{JSONResponse: true})},
+		{"sse", mcpsource.SSE, mcp.NewSSEHandler(func(*httpRequest) *mcp.Server { return srv }, nil)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ts := httptest.NewServer(tc.handler)
+			defer ts.Close()
+			dir := t.TempDir()
+			s, err := mcpsource.New(mcpsource.Config{Name: "web", Transport: tc.transport, URL: ts.URL,
+				SpillDir: dir, MaxResultBytes: 64 << 10})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			const n = 100 << 10
+			r := call(t, s, "bulk", map[string]any{"parts": 2, "bytes": n, "resource": true})
+			for i, c := range r.Content {
+				if c.Spill == nil {
+					t.Fatalf("part %d held (%d bytes)", i, len(c.Text))
+				}
+				if got, err := os.ReadFile(c.Spill.Path); err != nil || string(got) != testservers.BulkText(i, n) {
+					t.Errorf("part %d: the file differs (%v)", i, err)
+				}
+			}
+			const size = 5 << 20
+			r = call(t, s, "big", map[string]any{"bytes": size})
+			if len(r.Content) != 1 || r.Content[0].Spill == nil || r.Content[0].Spill.Bytes != size {
+				t.Fatalf("big: %+v", r.Content[0].Spill)
+			}
+			if got, err := os.ReadFile(r.Content[0].Spill.Path); err != nil || string(got) != testservers.BigText(size) {
+				t.Errorf("big: the file differs (%v)", err)
+			}
+			if got := call(t, s, "echo", map[string]any{"message": "after"}).Text(); got != "Echo: after" {
+				t.Errorf("next call: %q", got)
+			}
+		})
 	}
 }
 

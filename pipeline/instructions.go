@@ -99,7 +99,7 @@ func (r instructionRule) matches(rec *tool.Record) bool {
 			return false
 		}
 	}
-	if r.match != nil && rec.Result != nil && r.match.MatchString(rec.Result.Text()) {
+	if r.match != nil && rec.Result != nil && r.match.MatchString(textView(rec.Result)) {
 		return true
 	}
 	return rec.Error != nil && slices.Contains(r.kinds, string(rec.Error.Kind))

@@ -29,6 +29,7 @@ type options struct {
 	lowContext bool
 	log        *slog.Logger
 	lookupEnv  func(string) (string, bool)
+	limits     Limits
 }
 
 // WithDataDir sets the directory where truncated outputs are saved in full
@@ -60,6 +61,7 @@ type Pipeline struct {
 	dedupe  *Dedupe
 	instr   *instructions
 	order   []string
+	limits  Limits
 }
 
 // New builds the chain cfg describes around b.
@@ -72,7 +74,8 @@ func New(b Backend, cfg config.Pipeline, opts ...Option) (*Pipeline, error) {
 	if order == nil {
 		order = config.DefaultPipelineOrder
 	}
-	p := &Pipeline{backend: b, order: slices.Clone(order)}
+	o.limits = o.limits.withDefaults()
+	p := &Pipeline{backend: b, order: slices.Clone(order), limits: o.limits}
 	if v, ok := o.lookupEnv("TOOLMUX_LOW_CONTEXT"); ok && v == "1" {
 		o.lowContext = true
 	}
@@ -118,7 +121,7 @@ func (p *Pipeline) middleware(name string, cfg config.Pipeline, b Backend, o opt
 		if err != nil {
 			return nil, err
 		}
-		return newRecord(red, o.recorder, o.log), nil
+		return newRecord(red, o.recorder, o.log, o.limits), nil
 	case config.MiddlewareInstructions:
 		in, err := newInstructions(cfg.Instructions)
 		if err != nil {
@@ -157,7 +160,14 @@ func (p *Pipeline) middleware(name string, cfg config.Pipeline, b Backend, o opt
 func (p *Pipeline) Order() []string { return slices.Clone(p.order) }
 
 // Call runs one call through the chain. It always returns a record.
+// Arguments nested deeper than the limit are refused first
+// (invalid_tool_params), before any middleware walks them; the refusal is
+// recorded like any other, with the arguments cut at the limit.
 func (p *Pipeline) Call(ctx context.Context, call tool.Call) *tool.Record {
+	if err := tool.CheckDepth(call.Arguments, p.limits.MaxDepth); err != nil {
+		err.Server, err.Tool = call.Server, call.Tool
+		return p.Refuse(ctx, call, err)
+	}
 	return p.chain.Call(ctx, call)
 }
 
@@ -167,6 +177,10 @@ func (p *Pipeline) Call(ctx context.Context, call tool.Call) *tool.Record {
 // and given a rollback verdict like a call that failed, so no refusal goes
 // missing from the task log. err is the refusal.
 func (p *Pipeline) Refuse(ctx context.Context, call tool.Call, err *tool.Error) *tool.Record {
+	if tool.Depth(call.Arguments, p.limits.MaxDepth) > p.limits.MaxDepth {
+		// Nothing that records the refusal may walk the whole of them.
+		call.Arguments = shallow(call.Arguments, p.limits.MaxDepth)
+	}
 	return p.refusal.Call(context.WithValue(ctx, refusalKey{}, err), call)
 }
 

@@ -26,8 +26,9 @@ func (f RecorderFunc) Record(ctx context.Context, rec *tool.Record) { f(ctx, rec
 // newRecord returns the outermost middleware: it gives the call an id,
 // turns a panic or a missing record below it into an execution_failed
 // record, times the whole governed call, masks secrets, and hands the record
-// to sink. Whatever happens inside, every call yields exactly one record.
-func newRecord(red *redactor, sink Recorder, log *slog.Logger) Middleware {
+// to sink, cut to the limits. Whatever happens inside, every call yields
+// exactly one record, and the record the sink gets is the one returned.
+func newRecord(red *redactor, sink Recorder, log *slog.Logger, limits Limits) Middleware {
 	return func(next Handler) Handler {
 		return HandlerFunc(func(ctx context.Context, call tool.Call) *tool.Record {
 			if call.ID == "" {
@@ -41,7 +42,9 @@ func newRecord(red *redactor, sink Recorder, log *slog.Logger) Middleware {
 			if rec.Name == "" {
 				rec.Name = tool.ExposedName(call.Server, call.Tool)
 			}
-			out := red.record(rec)
+			// Masked first: a cut could split a secret so that its
+			// pattern no longer matches.
+			out := fitRecord(red.record(rec), limits)
 			if sink != nil {
 				sink.Record(ctx, out)
 			}

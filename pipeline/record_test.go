@@ -29,7 +29,7 @@ func TestRecordMasksSecretsAndRecordsOnce(t *testing.T) {
 		}
 		return okWith(c, res)
 	})
-	h := Chain(next, newRecord(red, sink, slog.New(slog.DiscardHandler)))
+	h := Chain(next, newRecord(red, sink, slog.New(slog.DiscardHandler), Limits{}.withDefaults()))
 	args := map[string]any{
 		"query":   "weather",
 		"api_key": "abc123",
@@ -88,7 +88,7 @@ func TestRecordSurvivesPanicsAndNilRecords(t *testing.T) {
 		"panic": HandlerFunc(func(context.Context, tool.Call) *tool.Record { panic("boom") }),
 		"nil":   HandlerFunc(func(context.Context, tool.Call) *tool.Record { return nil }),
 	} {
-		rec := Chain(next, newRecord(red, sink, slog.New(slog.DiscardHandler))).Call(context.Background(), tool.Call{Server: "s", Tool: "t"})
+		rec := Chain(next, newRecord(red, sink, slog.New(slog.DiscardHandler), Limits{}.withDefaults())).Call(context.Background(), tool.Call{Server: "s", Tool: "t"})
 		if tool.KindOf(rec.Err()) != tool.KindExecutionFailed || rec.Server != "s" || rec.ID == "" {
 			t.Errorf("%s: %+v", name, rec.Error)
 		}

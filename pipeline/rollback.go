@@ -104,7 +104,7 @@ func or(a, b string) string {
 // tool" on either).
 func outcomeText(rec *tool.Record) string {
 	if rec.Result != nil {
-		return strings.TrimSpace(rec.Result.Text())
+		return strings.TrimSpace(textView(rec.Result))
 	}
 	if rec.Error != nil {
 		return strings.TrimSpace(rec.Error.Message)
@@ -130,7 +130,7 @@ func jsonEmptyAt(res *tool.Result, path []string) bool {
 	}
 	v := res.Structured
 	if v == nil {
-		if err := json.Unmarshal([]byte(strings.TrimSpace(res.Text())), &v); err != nil {
+		if err := json.Unmarshal([]byte(strings.TrimSpace(textView(res))), &v); err != nil {
 			return false
 		}
 	}

@@ -1,8 +1,10 @@
 package pipeline
 
 import (
+	"bufio"
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -93,17 +95,17 @@ func (t *truncator) middleware(next Handler) Handler {
 			return rec
 		}
 		limit := t.limit(rec.Server, rec.Tool)
-		text := rec.Result.Text()
-		total := utf8.RuneCountInString(text)
-		if total <= limit {
+		src := textOf(rec.Result)
+		total := src.chars()
+		if total <= limit && !src.spilled() {
 			return rec
 		}
-		path, err := t.spill(rec, text)
-		cut := cutMiddle(text, total, limit, path, err)
+		path, src, err := t.spill(rec, src)
+		cut := cutMiddle(src, total, limit, path, err)
 		res := *rec.Result
 		res.Content = []tool.Content{{Type: tool.ContentText, Text: cut}}
 		for _, c := range rec.Result.Content {
-			if c.Type != tool.ContentText && !(c.Type == tool.ContentResource && c.Resource != nil && c.Resource.Text != "") {
+			if !hasText(c) {
 				res.Content = append(res.Content, c)
 			}
 		}
@@ -123,30 +125,267 @@ func (t *truncator) middleware(next Handler) Handler {
 	})
 }
 
-// spill writes the full text under the data directory, one file per call,
-// grouped by task.
-func (t *truncator) spill(rec *tool.Record, text string) (string, error) {
-	if t.spillDir == "" {
-		return "", fmt.Errorf("no data directory is configured")
+// textView is Result.Text without the copy when the text is one part, as
+// it nearly always is: the rules that read a result's text (rollback,
+// instructions) then cost nothing more for a large one.
+func textView(r *tool.Result) string {
+	var only string
+	n := 0
+	for _, c := range r.Content {
+		if !hasText(c) {
+			continue
+		}
+		if n++; n > 1 {
+			return r.Text()
+		}
+		only = c.Text
+		if c.Type == tool.ContentResource {
+			only = c.Resource.Text
+		}
+	}
+	return only
+}
+
+// hasText reports whether a part holds text (what Result.Text joins).
+func hasText(c tool.Content) bool {
+	return c.Type == tool.ContentText || c.Type == tool.ContentResource && c.Resource != nil && c.Resource.Text != ""
+}
+
+// segment is the text of one part: held in memory, or in the file it was
+// streamed to when it was too large to hold (Content.Spill), the part
+// holding only its beginning and end.
+type segment struct {
+	text  string // the text, or a spilled part's beginning and end
+	file  string // the file with the whole text of a spilled part
+	size  int64  // bytes of the whole text
+	runes int
+}
+
+// textSource is a result's text as Result.Text joins it (parts separated
+// by newlines), without joining it: a large text is read from its file a
+// piece at a time, never held whole.
+type textSource []segment
+
+func textOf(r *tool.Result) textSource {
+	var src textSource
+	for _, c := range r.Content {
+		if !hasText(c) {
+			continue
+		}
+		text := c.Text
+		if c.Type == tool.ContentResource {
+			text = c.Resource.Text
+		}
+		seg := segment{text: text, size: int64(len(text))}
+		if sp := c.Spill; sp != nil && sp.Path != "" {
+			seg.file, seg.size, seg.runes = sp.Path, sp.Bytes, int(sp.Chars)
+		} else {
+			seg.runes = utf8.RuneCountInString(text)
+		}
+		src = append(src, seg)
+	}
+	return src
+}
+
+func (src textSource) chars() int {
+	n := max(len(src)-1, 0)
+	for _, s := range src {
+		n += s.runes
+	}
+	return n
+}
+
+func (src textSource) spilled() bool {
+	for _, s := range src {
+		if s.file != "" {
+			return true
+		}
+	}
+	return false
+}
+
+// writeTo writes the whole text to w, copying spilled parts from their
+// files.
+func (src textSource) writeTo(w io.Writer) error {
+	for i, s := range src {
+		if i > 0 {
+			if _, err := io.WriteString(w, "\n"); err != nil {
+				return err
+			}
+		}
+		if s.file == "" {
+			if _, err := io.WriteString(w, s.text); err != nil {
+				return err
+			}
+			continue
+		}
+		f, err := os.Open(s.file)
+		if err != nil {
+			return err
+		}
+		_, err = io.Copy(w, f)
+		f.Close()
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// prefix returns the first n characters of the text.
+func (src textSource) prefix(n int) string {
+	var b strings.Builder
+	for i, s := range src {
+		if n <= 0 {
+			break
+		}
+		if i > 0 {
+			b.WriteByte('\n')
+			n--
+		}
+		p := s.prefix(n)
+		b.WriteString(p)
+		n -= utf8.RuneCountInString(p)
+	}
+	return b.String()
+}
+
+// suffix returns the last n characters of the text.
+func (src textSource) suffix(n int) string {
+	var parts []string
+	for i := len(src) - 1; i >= 0 && n > 0; i-- {
+		p := src[i].suffix(n)
+		parts = append(parts, p)
+		n -= utf8.RuneCountInString(p)
+		if i > 0 && n > 0 {
+			parts = append(parts, "\n")
+			n--
+		}
+	}
+	var b strings.Builder
+	for i := len(parts) - 1; i >= 0; i-- {
+		b.WriteString(parts[i])
+	}
+	return b.String()
+}
+
+// prefix returns the first n characters of a part, reading at most 4n
+// bytes of its file. A file that cannot be read leaves the part's own
+// beginning.
+func (s segment) prefix(n int) string {
+	if s.file != "" {
+		if f, err := os.Open(s.file); err == nil {
+			defer f.Close()
+			b, err := io.ReadAll(io.LimitReader(f, int64(n)*utf8.UTFMax))
+			if err == nil {
+				return prefixRunes(string(b), n)
+			}
+		}
+	}
+	return prefixRunes(s.text, n)
+}
+
+// suffix returns the last n characters of a part, reading at most 4n
+// bytes of its file.
+func (s segment) suffix(n int) string {
+	if s.file != "" {
+		if f, err := os.Open(s.file); err == nil {
+			defer f.Close()
+			off := max(s.size-int64(n)*utf8.UTFMax, 0)
+			if _, err := f.Seek(off, io.SeekStart); err == nil {
+				if b, err := io.ReadAll(f); err == nil {
+					if off > 0 {
+						// Start at a character boundary.
+						for len(b) > 0 && !utf8.RuneStart(b[0]) {
+							b = b[1:]
+						}
+					}
+					return suffixRunes(string(b), n)
+				}
+			}
+		}
+	}
+	return suffixRunes(s.text, n)
+}
+
+// spill writes the whole text under the data directory, one file per call,
+// grouped by task, streaming it (a spilled part is copied from its file,
+// or its file is moved there when it is the whole text); the files of
+// spilled parts are removed once copied. Without a data directory, a
+// spilled text stays where it was spilled. It returns the text as it now
+// is: the file written, when there is one.
+func (t *truncator) spill(rec *tool.Record, src textSource) (string, textSource, error) {
+	dir := t.spillDir
+	if dir == "" {
+		first := ""
+		for _, s := range src {
+			if s.file != "" {
+				first = s.file
+				break
+			}
+		}
+		if first == "" {
+			return "", src, fmt.Errorf("no data directory is configured")
+		}
+		if len(src) == 1 {
+			return first, src, nil
+		}
+		dir = filepath.Dir(filepath.Dir(first))
 	}
 	task := rec.Task
 	if task == "" {
 		task = "calls"
 	}
-	dir := filepath.Join(t.spillDir, tool.Sanitize(task))
+	dir = filepath.Join(dir, tool.Sanitize(task))
 	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return "", err
+		return "", src, err
 	}
 	path := filepath.Join(dir, tool.Sanitize(rec.ID)+"-"+tool.Sanitize(rec.Server)+"-"+tool.Sanitize(rec.Tool)+".txt")
-	if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
-		return "", err
+	if len(src) == 1 && src[0].file != "" && os.Rename(src[0].file, path) == nil {
+		return path, textSource{{text: src[0].text, file: path, size: src[0].size, runes: src[0].runes}}, nil
 	}
-	return path, nil
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
+		return "", src, err
+	}
+	cw := &countWriter{w: f}
+	w := bufio.NewWriterSize(cw, 64<<10)
+	err = src.writeTo(w)
+	if err == nil {
+		err = w.Flush()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return "", src, err
+	}
+	if !src.spilled() {
+		return path, src, nil
+	}
+	for _, s := range src {
+		if s.file != "" {
+			_ = os.Remove(s.file)
+		}
+	}
+	return path, textSource{{file: path, size: cw.n, runes: src.chars()}}, nil
 }
 
-// cutMiddle keeps the head and the tail of text (total runes) within limit
-// runes, marker included, cutting on rune boundaries.
-func cutMiddle(text string, total, limit int, path string, spillErr error) string {
+// countWriter counts what it writes.
+type countWriter struct {
+	w io.Writer
+	n int64
+}
+
+func (c *countWriter) Write(b []byte) (int, error) {
+	n, err := c.w.Write(b)
+	c.n += int64(n)
+	return n, err
+}
+
+// cutMiddle keeps the head and the tail of the text (total runes) within
+// limit runes, marker included, cutting on rune boundaries.
+func cutMiddle(src textSource, total, limit int, path string, spillErr error) string {
 	where := "the full output is in " + path
 	if spillErr != nil {
 		where = "the full output could not be saved"
@@ -159,11 +398,14 @@ func cutMiddle(text string, total, limit int, path string, spillErr error) strin
 	room := max(limit-utf8.RuneCountInString(marker(total)), 0)
 	head := int(float64(room) * headShare)
 	tail := room - head
+	if head+tail >= total {
+		return src.prefix(total)
+	}
 	var b strings.Builder
 	b.Grow(len(where) + 100 + 4*room)
-	b.WriteString(prefixRunes(text, head))
+	b.WriteString(src.prefix(head))
 	b.WriteString(marker(total - head - tail))
-	b.WriteString(suffixRunes(text, tail))
+	b.WriteString(src.suffix(tail))
 	return b.String()
 }
 

@@ -64,7 +64,7 @@ func TestTruncateKeepsHeadAndTailAndSpills(t *testing.T) {
 
 func TestTruncateMarkerCountIsExact(t *testing.T) {
 	text := strings.Repeat("a", 5000) + strings.Repeat("b", 5000)
-	out := cutMiddle(text, 10000, 1000, "/x/y.txt", nil)
+	out := cutMiddle(textSource{{text: text, size: int64(len(text)), runes: 10000}}, 10000, 1000, "/x/y.txt", nil)
 	start, end := strings.Index(out, "\n\n[..."), strings.Index(out, "...]\n\n")+len("...]\n\n")
 	kept := utf8.RuneCountInString(out[:start]) + utf8.RuneCountInString(out[end:])
 	var cut, total int

@@ -69,6 +69,15 @@ func WithMaxParallel(n int) Option {
 	}
 }
 
+// WithMaxDepth sets the deepest nesting of a call's arguments admitted
+// (limits.max_depth; default, and values below 1: tool.DefaultMaxDepth).
+// A deeper call is refused with invalid_tool_params before its tool is
+// looked up, so neither the policy's argument rules nor an approval prompt
+// walk its arguments.
+func WithMaxDepth(n int) Option {
+	return func(s *Scheduler) { s.maxDepth = n }
+}
+
 // WithParallel replaces the rule deciding which calls may run alongside
 // others. The default, ReadOnly, lets only tools that declare readOnlyHint
 // run in parallel.
@@ -104,6 +113,7 @@ type Scheduler struct {
 	gate        Gate
 	sink        Sink
 	maxParallel int
+	maxDepth    int
 	parallel    func(tool.Tool, tool.Call) bool
 	log         *slog.Logger
 
@@ -318,6 +328,11 @@ func (b *Batch) admit() {
 		b.enter(e, Validating, "")
 		if e.ctx.Err() != nil {
 			b.refuse(e, cancelled(e.call, context.Cause(e.ctx)))
+			continue
+		}
+		if err := tool.CheckDepth(e.call.Arguments, b.s.maxDepth); err != nil {
+			err.Server, err.Tool = e.call.Server, e.call.Tool
+			b.refuse(e, err)
 			continue
 		}
 		def, err := b.s.backend.Tool(e.ctx, e.call.Server, e.call.Tool)

@@ -6,6 +6,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/toolmux/toolmux/internal/bound"
 	"github.com/toolmux/toolmux/schedule"
 	"github.com/toolmux/toolmux/tool"
 )
@@ -14,6 +15,11 @@ import (
 // carries (64 KiB): the stream is for watching, the task log keeps the
 // whole record.
 const DefaultResultLimit = 64 << 10
+
+// DefaultArgumentLimit bounds the arguments a tool_call input event or an
+// approval_request carries (about their JSON size, 64 KiB), and the
+// texts of tool_state and tool_output events.
+const DefaultArgumentLimit = 64 << 10
 
 // maxTracked bounds the calls a ScheduleSink remembers at once (announced
 // and not ended), so that calls announced but never run cannot grow it
@@ -30,6 +36,21 @@ func WithResultLimit(n int) SinkOption {
 	return func(k *ScheduleSink) {
 		if n > 0 {
 			k.limit = n
+		}
+	}
+}
+
+// WithArgumentLimit sets about how many bytes of arguments (their JSON) a
+// tool_call input event or an approval_request carries, and how many bytes
+// of a message, an output chunk or a progress message a tool_state or
+// tool_output event carries (default DefaultArgumentLimit). Longer strings
+// keep their start and end around a marker, objects and arrays past the
+// limit lose their last elements for a marker, and values nested deeper
+// than tool.DefaultMaxDepth levels are replaced by one.
+func WithArgumentLimit(n int) SinkOption {
+	return func(k *ScheduleSink) {
+		if n > 0 {
+			k.argLimit = n
 		}
 	}
 }
@@ -55,8 +76,9 @@ func WithResultLimit(n int) SinkOption {
 // event just before its result, with the arguments of its record (as
 // repaired by the pipeline).
 type ScheduleSink struct {
-	hub   *Hub
-	limit int
+	hub      *Hub
+	limit    int
+	argLimit int
 
 	mu    sync.Mutex
 	calls map[string]*tracked
@@ -77,7 +99,7 @@ type tracked struct {
 // SchedulerSink returns a sink publishing a scheduler's events to h; pass
 // it to schedule.WithSink.
 func SchedulerSink(h *Hub, opts ...SinkOption) *ScheduleSink {
-	k := &ScheduleSink{hub: h, limit: DefaultResultLimit, calls: make(map[string]*tracked)}
+	k := &ScheduleSink{hub: h, limit: DefaultResultLimit, argLimit: DefaultArgumentLimit, calls: make(map[string]*tracked)}
 	for _, o := range opts {
 		if o != nil {
 			o(k)
@@ -97,7 +119,7 @@ func (k *ScheduleSink) Announce(calls ...tool.Call) {
 			continue
 		}
 		t := k.entry(c.ID)
-		t.args, t.announced = c.Arguments, true
+		t.args, t.announced = k.bound(c.Arguments), true
 	}
 }
 
@@ -128,8 +150,14 @@ func (k *ScheduleSink) Event(e schedule.Event) {
 	case schedule.EventState:
 		k.state(e)
 	case schedule.EventOutput, schedule.EventProgress:
+		p := e.Progress
+		if p != nil && len(p.Message) > k.argLimit {
+			c := *p
+			c.Message = truncate(c.Message, k.argLimit)
+			p = &c
+		}
 		k.hub.Publish(EventToolOutput, e.Task, ToolOutputData{CallID: e.Call, Batch: e.Batch, Index: e.Index,
-			Server: e.Server, Tool: e.Tool, Stream: e.Stream, Chunk: e.Chunk, Progress: e.Progress})
+			Server: e.Server, Tool: e.Tool, Stream: e.Stream, Chunk: truncate(e.Chunk, k.argLimit), Progress: p})
 	}
 }
 
@@ -138,6 +166,7 @@ func (k *ScheduleSink) state(e schedule.Event) {
 	if at.IsZero() {
 		at = time.Now()
 	}
+	msg := truncate(e.Message, k.argLimit)
 	k.mu.Lock()
 	t := k.entry(e.Call)
 	prev, prevSince := t.state, t.since
@@ -149,7 +178,7 @@ func (k *ScheduleSink) state(e schedule.Event) {
 	if !t.announced && e.Arguments != nil {
 		// The scheduler's state events carry the arguments: no Announce
 		// needed.
-		t.args, t.announced = e.Arguments, true
+		t.args, t.announced = k.bound(e.Arguments), true
 	}
 	args, announced := t.args, t.announced
 	startNow := e.State == schedule.Executing && announced && !t.started
@@ -163,7 +192,7 @@ func (k *ScheduleSink) state(e schedule.Event) {
 	k.mu.Unlock()
 
 	st := ToolStateData{CallID: e.Call, Batch: e.Batch, Index: e.Index, Server: e.Server, Tool: e.Tool,
-		State: string(e.State), Message: e.Message, PreviousState: string(prev), TotalMS: ms(at.Sub(first))}
+		State: string(e.State), Message: msg, PreviousState: string(prev), TotalMS: ms(at.Sub(first))}
 	if prev != "" {
 		st.PreviousMS = ms(at.Sub(prevSince))
 	}
@@ -177,15 +206,15 @@ func (k *ScheduleSink) state(e schedule.Event) {
 			Outcome: OutcomeApproved, WaitedMS: ms(at.Sub(prevSince))}
 		switch e.State {
 		case schedule.Cancelled:
-			r.Outcome, r.Message = OutcomeCancelled, e.Message
+			r.Outcome, r.Message = OutcomeCancelled, msg
 		case schedule.Error:
-			r.Outcome, r.Message = OutcomeDenied, e.Message
+			r.Outcome, r.Message = OutcomeDenied, msg
 		}
 		k.hub.Publish(EventApprovalResolved, e.Task, r)
 	}
 	if e.State == schedule.AwaitingApproval {
 		k.hub.Publish(EventApprovalRequest, e.Task, ApprovalRequestData{CallID: e.Call, Batch: e.Batch,
-			Index: e.Index, Server: e.Server, Tool: e.Tool, Arguments: args, Message: e.Message})
+			Index: e.Index, Server: e.Server, Tool: e.Tool, Arguments: args, Message: msg})
 	}
 	name := tool.ExposedName(e.Server, e.Tool)
 	if startNow {
@@ -196,11 +225,25 @@ func (k *ScheduleSink) state(e schedule.Event) {
 	}
 	if startLate {
 		if !announced && e.Record != nil {
-			args = e.Record.Arguments
+			args = k.bound(e.Record.Arguments)
 		}
 		k.hub.Publish(EventToolCall, e.Task, ToolCallInput(e.Call, name, args))
 	}
 	k.hub.Publish(EventToolCall, e.Task, ToolCallResult(e.Call, name, k.resultText(e)))
+}
+
+// bound returns args cut to the argument limit (copied only if cut), so
+// that no event carries more of them, however large or deep they are.
+func (k *ScheduleSink) bound(args map[string]any) map[string]any {
+	if args == nil {
+		return nil
+	}
+	f := bound.Fitter{MaxDepth: tool.DefaultMaxDepth}
+	f.Value(args)
+	budget := k.argLimit
+	out, _ := bound.Cut(args, f.Cap(k.argLimit), tool.DefaultMaxDepth, &budget)
+	m, _ := out.(map[string]any)
+	return m
 }
 
 // resultText is what a tool_call result shows: the result's text, or the

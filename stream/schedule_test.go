@@ -208,6 +208,62 @@ func TestSchedulerSinkDenialAndLimit(t *testing.T) {
 	}
 }
 
+// The arguments an approval request and a tool_call input carry are cut
+// to the argument limit, however long or deep they are: a huge write
+// asked about keeps the start and end of its content, and a value nested
+// past tool.DefaultMaxDepth is replaced by a marker.
+func TestSchedulerSinkBoundsArguments(t *testing.T) {
+	m, gate := builtinStack(t, "a.txt", "a", policy.Decline)
+	h := newHub(t, stream.WithBuffer(1000))
+	s := subscribe(t, h, stream.Filter{Names: []string{stream.EventApprovalRequest, stream.EventToolCall}}, stream.Live)
+	const limit = 4096
+	// The scheduler's own depth limit raised, for the sink's to show.
+	sched := schedule.New(m, schedule.WithGate(gate), schedule.WithSink(stream.SchedulerSink(h, stream.WithArgumentLimit(limit))),
+		schedule.WithMaxDepth(1000))
+	var deep any = "bottom"
+	for range 200 {
+		deep = []any{deep}
+	}
+	content := "BEGIN" + strings.Repeat("c", 1<<20) + "FINISH"
+	out := sched.Run(context.Background(), []tool.Call{
+		{ID: "w", Server: "builtin", Tool: "write_file", Arguments: map[string]any{"path": "x", "content": content, "deep": deep}},
+	})
+	if out[0].State != schedule.Error {
+		t.Fatalf("state %s", out[0].State)
+	}
+	seen := map[string]bool{}
+	for !seen[stream.EventApprovalRequest] || !seen[stream.EventToolCall] {
+		e := next(t, s)
+		if len(e.Data) > 2*limit {
+			t.Errorf("%s carries %d bytes, limit %d", e.Name, len(e.Data), limit)
+		}
+		p, err := e.DecodeData()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var args map[string]any
+		switch d := p.(type) {
+		case *stream.ApprovalRequestData:
+			args = d.Arguments
+		case *stream.ToolCallData:
+			if in, ok := d.ToolInput.(map[string]any); ok && in["result"] == nil {
+				args = in
+			}
+		}
+		if args == nil {
+			continue
+		}
+		seen[e.Name] = true
+		c, _ := args["content"].(string)
+		if !strings.HasPrefix(c, "BEGIN") || !strings.HasSuffix(c, "FINISH") || !strings.Contains(c, "bytes cut by toolmux") {
+			t.Errorf("%s: content %d bytes: %.30q…", e.Name, len(c), c)
+		}
+		if d := tool.Depth(args["deep"], 1000); d > tool.DefaultMaxDepth {
+			t.Errorf("%s: arguments %d levels deep", e.Name, d)
+		}
+	}
+}
+
 func indexOf(calls []tool.Call, id string) int {
 	for i, c := range calls {
 		if c.ID == id {

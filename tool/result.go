@@ -45,6 +45,24 @@ type Content struct {
 	Size        *int64              `json:"size,omitempty"`
 	Annotations *ContentAnnotations `json:"annotations,omitempty"`
 	Meta        map[string]any      `json:"_meta,omitempty"`
+	// Spill, when set, says that the part's text (Text, or an embedded
+	// resource's Text) was too large to hold in memory: it arrived as a
+	// stream written to the file Spill.Path, and the part holds only its
+	// beginning and end around a marker. It is toolmux's, never sent to
+	// MCP clients.
+	Spill *Spill `json:"spill,omitempty"`
+}
+
+// Spill is where the whole of a part's text went when it was too large to
+// hold (see Content.Spill).
+type Spill struct {
+	// Path is the file holding the whole text; "" when it could not be
+	// written, Error saying why.
+	Path  string `json:"path,omitempty"`
+	Error string `json:"error,omitempty"`
+	// Bytes and Chars measure the whole text.
+	Bytes int64 `json:"bytes"`
+	Chars int64 `json:"chars"`
 }
 
 // MarshalJSON writes MCP's form, where a text part always has "text", even

@@ -32,7 +32,8 @@ func (a *app) callCommand() *cobra.Command {
 		Long: `Call one tool of one server. Name the tool as SERVER TOOL, or by the
 name models and MCP clients see, SERVER__TOOL (as toolmux tools lists it).
 Arguments are a JSON object, given inline or read from standard input with
-"-"; without them the tool gets {}.
+"-"; without them the tool gets {}. Arguments nested deeper than
+limits.max_depth (default 64) are refused (exit status 2).
 
 The call goes through the governance pipeline configured in the
 configuration's pipeline section (argument repair, schema validation, URL
@@ -144,6 +145,11 @@ func (a *app) callTool(ctx context.Context, args []string, f callFlags) error {
 	callArgs, err := parseArgs(raw)
 	if err != nil {
 		return &exitError{code: exitUsage, usage: true, err: err}
+	}
+	if e := tool.CheckDepth(callArgs, rt.config.Limits.MaxDepth); e != nil {
+		// Checked here too, so that --raw, which bypasses the pipeline's
+		// own check, is bounded as well.
+		return &exitError{code: exitUsage, err: fmt.Errorf("%s: %s", e.Kind, e.Message)}
 	}
 	// An exposed name is resolved before the call, so that the servers it
 	// takes to find it start under their connect timeouts, never under

@@ -199,7 +199,8 @@ func (a *app) open(ctx context.Context, recording bool, mopts ...manager.Option)
 	log := a.logger()
 	cfg.DataDir = a.resolveDataDir(cfg)
 	var tl *tasklog.Log
-	popts := []pipeline.Option{pipeline.WithDataDir(cfg.DataDir), pipeline.WithLogger(log)}
+	popts := []pipeline.Option{pipeline.WithDataDir(cfg.DataDir), pipeline.WithLogger(log),
+		pipeline.WithLimits(pipeline.Limits{MaxDepth: cfg.Limits.MaxDepth, MaxRecordBytes: int(cfg.Limits.MaxRecordBytes)})}
 	if recording && cfg.DataDir != "" && cfg.TaskLog.Enabled {
 		if tl, err = tasklog.Open(ctx, cfg.DataDir, tasklog.WithLogger(log), tasklog.WithDurability(durability(cfg.TaskLog))); err != nil {
 			return nil, &exitError{code: exitFailed, err: fmt.Errorf("task log: %s", taskLogMessage(err))}

@@ -385,3 +385,19 @@ func TestCallThroughThePipeline(t *testing.T) {
 		t.Errorf("masking: exit %d\n%s", r.code, r.stdout)
 	}
 }
+
+// `toolmux call` refuses arguments nested deeper than limits.max_depth,
+// with or without the pipeline, before anything is called.
+func TestCallRefusesDeepArguments(t *testing.T) {
+	dir := workspace(t, fixtureConfig(t)+"limits:\n  max_depth: 3\n")
+	for _, extra := range [][]string{nil, {"--raw"}} {
+		args := append([]string{"call", "fx", "echo", `{"message": [[["too deep"]]]}`}, extra...)
+		r := toolmux(t, dir, "", args...)
+		if r.code != 2 || !strings.Contains(r.stderr, "invalid_tool_params") || !strings.Contains(r.stderr, "3 levels (limits.max_depth)") {
+			t.Errorf("%v: exit %d %s", extra, r.code, r.stderr)
+		}
+	}
+	if r := toolmux(t, dir, "", "call", "fx", "echo", `{"message": "shallow"}`); r.code != 0 {
+		t.Errorf("within the limit: exit %d %s", r.code, r.stderr)
+	}
+}

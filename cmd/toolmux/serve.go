@@ -8,7 +8,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"runtime/debug"
 	"strconv"
 	"strings"
 	"sync"
@@ -166,10 +165,16 @@ closes every upstream server and the task log, and says what it cancelled.`,
 			// an API caller named, say) ends as shutdown, after the
 			// sessions' own tasks.
 			defer a.finishOwned(rt.log)
-			s := schedule.New(rt.pipeline, schedule.WithGate(rt.gate(approver, true, a.logger())), schedule.WithSink(stream.SchedulerSink(hub)))
-			opts := gateway.Options{Version: versionString(), Logger: a.logger(), Sessions: sessionTasks(rt.log, a.logger())}
+			rel := newReleaser()
+			defer rel.stop()
+			events := stream.SchedulerSink(hub,
+				stream.WithArgumentLimit(int(rt.config.Limits.MaxEventBytes)), stream.WithResultLimit(int(rt.config.Limits.MaxEventBytes)))
+			s := schedule.New(rt.pipeline, schedule.WithGate(rt.gate(approver, true, a.logger())), schedule.WithSink(sinks{events, rel}),
+				schedule.WithMaxDepth(rt.config.Limits.MaxDepth))
+			opts := gateway.Options{Version: versionString(), Logger: a.logger(), MaxDepth: rt.config.Limits.MaxDepth,
+				Sessions: sessionTasks(rt.log, a.logger())}
 			opts.API = api.New(api.Options{Catalog: rt.pipeline, Caller: s, Health: rt.manager.Health,
-				Policy: rt.policy, Approvals: approvals, Log: rt.log, Events: hub, Version: versionString()})
+				Policy: rt.policy, Approvals: approvals, Log: rt.log, Events: hub, Version: versionString(), MaxDepth: rt.config.Limits.MaxDepth})
 			if onHTTP {
 				opts.Passthrough = passthroughServers(rt.config, a.logger())
 				opts.OnSessionRefused = func(rs gateway.RouteSessions) {
@@ -488,21 +493,5 @@ func (f *inflight) wait(d time.Duration) {
 	select {
 	case <-zero:
 	case <-t.C:
-	}
-}
-
-// serveGCPercent is the garbage collector's target for serve when GOGC is
-// not set. A gateway's live heap is small and its allocation rate high
-// (the MCP SDK allocates buffers per message on both sides of the hop), so
-// at Go's default of 100 it collects every few calls and spends a fifth of
-// its CPU doing so (BENCHMARKS.md §8); 400 lets the heap grow to five
-// times what is live — a few tens of MB — for about a fifth less CPU per
-// call.
-const serveGCPercent = 400
-
-// tuneGC applies serveGCPercent unless the user chose with GOGC.
-func tuneGC() {
-	if _, set := os.LookupEnv("GOGC"); !set {
-		debug.SetGCPercent(serveGCPercent)
 	}
 }

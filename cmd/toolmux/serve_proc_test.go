@@ -35,12 +35,18 @@ type serveProc struct {
 // so that it is gone first.
 func startServeProc(t *testing.T, dir, dataHome string, args ...string) *serveProc {
 	t.Helper()
+	return startServeBinary(t, binary, dir, dataHome, args...)
+}
+
+// startServeBinary is startServeProc with another build of toolmux.
+func startServeBinary(t *testing.T, bin, dir, dataHome string, args ...string) *serveProc {
+	t.Helper()
 	if dataHome == "" {
 		dataHome = t.TempDir()
 	}
 	p := &serveProc{addr: fmt.Sprintf("127.0.0.1:%d", testservers.FreePort(t)), dir: dir,
 		stderr: &testservers.SyncBuffer{}, exited: make(chan struct{})}
-	p.cmd = exec.Command(binary, append([]string{"serve", "--addr", p.addr}, args...)...)
+	p.cmd = exec.Command(bin, append([]string{"serve", "--addr", p.addr}, args...)...)
 	p.cmd.Dir = dir
 	p.cmd.Env = append(os.Environ(), "XDG_DATA_HOME="+dataHome)
 	p.cmd.Stderr = p.stderr

@@ -35,6 +35,35 @@ type Options struct {
 	Catalog int
 }
 
+// BigText is the text the fixture's big tool returns for n bytes: lines
+// of every digit and letter, then "x" up to n.
+func BigText(n int) string {
+	const line = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ-_+=\n"
+	var b strings.Builder
+	b.Grow(n)
+	for b.Len()+len(line) <= n {
+		b.WriteString(line)
+	}
+	b.WriteString(strings.Repeat("x", n-b.Len()))
+	return b.String()
+}
+
+// BulkText is part i of what the fixture's bulk tool returns: about n
+// bytes of text (never more, a multi-byte character is not split) mixing
+// what JSON encoders escape (quotes, backslashes, control characters,
+// "<&>") with multi-byte characters, one starting with i so parts differ.
+func BulkText(i, n int) string {
+	const piece = "line \"quoted\" back\\slash\ttab <a&b> é € 😀 \x01 end\n"
+	var b strings.Builder
+	b.Grow(n)
+	fmt.Fprintf(&b, "part %d: ", i)
+	for b.Len()+len(piece) <= n {
+		b.WriteString(piece)
+	}
+	b.WriteString(strings.Repeat("z", max(n-b.Len(), 0)))
+	return b.String()
+}
+
 // NewServer returns the fixture MCP server.
 func NewServer(o Options) *mcp.Server {
 	if o.Name == "" {
@@ -131,14 +160,27 @@ func NewServer(o Options) *mcp.Server {
 	}
 	mcp.AddTool(s, &mcp.Tool{Name: "big", Description: "Returns a text of the requested size.", Annotations: ro},
 		func(_ context.Context, _ *mcp.CallToolRequest, in bigIn) (*mcp.CallToolResult, any, error) {
-			line := "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ-_+=\n"
-			var b strings.Builder
-			b.Grow(in.Bytes)
-			for b.Len()+len(line) <= in.Bytes {
-				b.WriteString(line)
+			return text(BigText(in.Bytes)), nil, nil
+		})
+
+	type bulkIn struct {
+		Parts    int  `json:"parts" jsonschema:"number of text parts"`
+		Bytes    int  `json:"bytes" jsonschema:"size of each part"`
+		Resource bool `json:"resource,omitempty" jsonschema:"make the last part an embedded text resource"`
+	}
+	mcp.AddTool(s, &mcp.Tool{Name: "bulk", Description: "Returns text parts of the requested size with characters JSON must escape (BulkText).", Annotations: ro},
+		func(_ context.Context, _ *mcp.CallToolRequest, in bulkIn) (*mcp.CallToolResult, any, error) {
+			res := &mcp.CallToolResult{}
+			for i := range in.Parts {
+				t := BulkText(i, in.Bytes)
+				if in.Resource && i == in.Parts-1 {
+					res.Content = append(res.Content, &mcp.EmbeddedResource{Resource: &mcp.ResourceContents{
+						URI: fmt.Sprintf("mem://part/%d", i), MIMEType: "text/plain", Text: t}})
+					continue
+				}
+				res.Content = append(res.Content, &mcp.TextContent{Text: t})
 			}
-			b.WriteString(strings.Repeat("x", in.Bytes-b.Len()))
-			return text(b.String()), nil, nil
+			return res, nil, nil
 		})
 
 	mcp.AddTool(s, &mcp.Tool{Name: "pid", Description: "Returns the server's process id.", Annotations: ro},
