@@ -274,3 +274,65 @@ func TestSessionLostIsReported(t *testing.T) {
 		t.Errorf("restarts %d, want 1 (%s)", h.Restarts, fmt.Sprint(h))
 	}
 }
+
+// A healthy server is not pinged while its calls answer within PingAfter;
+// a call that takes longer has it pinged, and goes on.
+func TestPingsOnlyForCallsThatWait(t *testing.T) {
+	srv := testservers.NewServer(testservers.Options{})
+	var pings atomic.Int32
+	srv.AddReceivingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {
+		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+			if method == "ping" {
+				pings.Add(1)
+			}
+			return next(ctx, method, req)
+		}
+	})
+	ts := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil))
+	defer ts.Close()
+	defer func() {
+		for ss := range srv.Sessions() {
+			ss.Close()
+		}
+	}()
+	s, err := mcpsource.New(mcpsource.Config{Name: "web", Transport: mcpsource.StreamableHTTP, URL: ts.URL,
+		HealthCheck: mcpsource.HealthCheck{PingAfter: 300 * time.Millisecond}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	for i := range 200 {
+		call(t, s, "echo", map[string]any{"message": strconv.Itoa(i)})
+	}
+	if n := pings.Load(); n != 0 {
+		t.Errorf("%d pings for 200 calls that answered at once", n)
+	}
+	if got := call(t, s, "slow", map[string]any{"ms": 1000}).Text(); got != "slept 1000ms" {
+		t.Fatalf("slow: %q", got)
+	}
+	if n := pings.Load(); n == 0 {
+		t.Error("a call that waited 1s was never pinged about")
+	}
+	if h := s.Health(); h.State != tool.StateReady || h.Restarts != 0 {
+		t.Errorf("health: %+v", h)
+	}
+}
+
+// The reference server answers pings while it works on a long operation:
+// the health check leaves it alone (a ping the server answered, with an
+// error or not, is an answer).
+func TestEverythingServerAnswersPingsDuringALongCall(t *testing.T) {
+	s, err := mcpsource.New(mcpsource.Config{Name: "everything", Transport: mcpsource.Stdio,
+		Command: testservers.NodeBin(t, "mcp-server-everything"), ConnectTimeout: 30 * time.Second,
+		HealthCheck: mcpsource.HealthCheck{PingAfter: 200 * time.Millisecond, PingTimeout: 2 * time.Second}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if _, err := s.Call(context.Background(), "trigger-long-running-operation", map[string]any{"duration": 2, "steps": 4}); err != nil {
+		t.Fatal(err)
+	}
+	if h := s.Health(); h.State != tool.StateReady || h.Restarts != 0 || h.Error != "" {
+		t.Errorf("health after a long call: %+v", h)
+	}
+}
