@@ -21,6 +21,9 @@ type toolEntry struct {
 	State  tool.State `json:"state"`
 	Error  string     `json:"error,omitempty"`
 	Detail string     `json:"detail,omitempty"`
+	// Restarts counts the server's restarts (crashes, dropped or wedged
+	// sessions) while this command ran.
+	Restarts int `json:"restarts,omitempty"`
 	// Approval is what the policy does with a call of the tool in the
 	// current approval mode: allow, ask or deny ("ask" when some calls
 	// would be asked about, depending on their arguments).
@@ -73,10 +76,10 @@ func catalogEntries(cat *tool.Catalog, engine *policy.Engine) []toolEntry {
 				continue
 			}
 			n++
-			entries = append(entries, toolEntry{Tool: &t, Server: t.Server, State: h.State, Approval: string(engine.Requires(t))})
+			entries = append(entries, toolEntry{Tool: &t, Server: t.Server, State: h.State, Restarts: h.Restarts, Approval: string(engine.Requires(t))})
 		}
 		if n == 0 {
-			entries = append(entries, toolEntry{Server: h.Name, State: h.State, Error: h.Error, Detail: h.Detail})
+			entries = append(entries, toolEntry{Server: h.Name, State: h.State, Error: h.Error, Detail: h.Detail, Restarts: h.Restarts})
 		}
 	}
 	return entries
@@ -97,14 +100,19 @@ func printToolTable(a *app, cat *tool.Catalog, entries []toolEntry, mode policy.
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", e.Server, e.State, e.Exposed, e.Approval, oneLine(e.Description, 80))
 	}
 	tw.Flush()
-	var failed []tool.ServerHealth
+	// Servers that are not well: what went wrong, with their stderr.
 	for _, h := range cat.Servers() {
-		if h.State == tool.StateFailed && h.Detail != "" {
-			failed = append(failed, h)
+		if h.State != tool.StateFailed && h.State != tool.StateDegraded || h.Error == "" {
+			continue
 		}
-	}
-	for _, h := range failed {
-		fmt.Fprintf(a.stdout, "\n%s: %s\n%s\n", h.Name, h.Error, indent(h.Detail, "  "))
+		fmt.Fprintf(a.stdout, "\n%s (%s", h.Name, h.State)
+		if h.Restarts > 0 {
+			fmt.Fprintf(a.stdout, ", %d restarts", h.Restarts)
+		}
+		fmt.Fprintf(a.stdout, "): %s\n", h.Error)
+		if h.Detail != "" {
+			fmt.Fprintln(a.stdout, indent(h.Detail, "  "))
+		}
 	}
 	for _, c := range cat.Collisions() {
 		fmt.Fprintf(a.stdout, "\nnote: %s/%s is exposed as %s (%s is taken by %s)\n", c.Server, c.Tool, c.Assigned, c.Name, c.Holder)
