@@ -206,51 +206,58 @@ func TestDisabledHealthCheckSendsNoPing(t *testing.T) {
 	}
 }
 
-// An HTTP server that stops answering (its port still accepts
+// An HTTP or SSE server that stops answering (its port still accepts
 // connections) is wedged too.
 func TestHTTPServerThatStopsAnsweringIsWedged(t *testing.T) {
-	srv := testservers.NewServer(testservers.Options{})
-	var stuck atomic.Bool
-	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil)
-	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if stuck.Load() {
-			// Read the request first: the server notices a client that
-			// hangs up only once it has.
-			_, _ = io.Copy(io.Discard, r.Body)
-			<-r.Context().Done()
-			return
-		}
-		h.ServeHTTP(w, r)
-	}))
-	defer ts.Close()
-	defer func() {
-		for ss := range srv.Sessions() {
-			ss.Close()
-		}
-	}()
-	s, err := mcpsource.New(mcpsource.Config{Name: "web", Transport: mcpsource.StreamableHTTP, URL: ts.URL,
-		MinBackoff: time.Millisecond, HealthCheck: mcpsource.HealthCheck{PingAfter: 200 * time.Millisecond, PingTimeout: 300 * time.Millisecond}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	call(t, s, "echo", map[string]any{"message": "up"})
-	stuck.Store(true)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	_, err = s.Call(ctx, "echo", map[string]any{"message": "into the void"})
-	if ctx.Err() != nil || !errors.Is(err, mcpsource.ErrWedged) || tool.KindOf(err) != tool.KindServerUnavailable {
-		t.Fatalf("call to a server that stopped answering: %v", err)
-	}
-	if h := s.Health(); h.State != tool.StateDegraded {
-		t.Errorf("health: %+v", h)
-	}
-	stuck.Store(false)
-	if got := call(t, s, "echo", map[string]any{"message": "back"}).Text(); got != "Echo: back" {
-		t.Errorf("after the server answers again: %q", got)
-	}
-	if h := s.Health(); h.State != tool.StateReady || h.Restarts != 1 {
-		t.Errorf("health after reconnecting: %+v", h)
+	for _, transport := range []string{mcpsource.StreamableHTTP, mcpsource.SSE} {
+		t.Run(transport, func(t *testing.T) {
+			srv := testservers.NewServer(testservers.Options{})
+			var stuck atomic.Bool
+			var h http.Handler = mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil)
+			if transport == mcpsource.SSE {
+				h = mcp.NewSSEHandler(func(*http.Request) *mcp.Server { return srv }, nil)
+			}
+			ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if stuck.Load() {
+					// Read the request first: the server notices a client
+					// that hangs up only once it has.
+					_, _ = io.Copy(io.Discard, r.Body)
+					<-r.Context().Done()
+					return
+				}
+				h.ServeHTTP(w, r)
+			}))
+			defer ts.Close()
+			defer func() {
+				for ss := range srv.Sessions() {
+					ss.Close()
+				}
+			}()
+			s, err := mcpsource.New(mcpsource.Config{Name: "web", Transport: transport, URL: ts.URL,
+				MinBackoff: time.Millisecond, HealthCheck: mcpsource.HealthCheck{PingAfter: 200 * time.Millisecond, PingTimeout: 300 * time.Millisecond}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			call(t, s, "echo", map[string]any{"message": "up"})
+			stuck.Store(true)
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			_, err = s.Call(ctx, "echo", map[string]any{"message": "into the void"})
+			if ctx.Err() != nil || !errors.Is(err, mcpsource.ErrWedged) || tool.KindOf(err) != tool.KindServerUnavailable {
+				t.Fatalf("call to a server that stopped answering: %v", err)
+			}
+			if h := s.Health(); h.State != tool.StateDegraded {
+				t.Errorf("health: %+v", h)
+			}
+			stuck.Store(false)
+			if got := call(t, s, "echo", map[string]any{"message": "back"}).Text(); got != "Echo: back" {
+				t.Errorf("after the server answers again: %q", got)
+			}
+			if h := s.Health(); h.State != tool.StateReady || h.Restarts != 1 {
+				t.Errorf("health after reconnecting: %+v", h)
+			}
+		})
 	}
 }
 
