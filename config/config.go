@@ -23,6 +23,10 @@ const (
 	DefaultMaxBackoff     = 5 * time.Second
 	DefaultFailures       = 5
 	DefaultCooldown       = 30 * time.Second
+	DefaultPingAfter      = 15 * time.Second
+	DefaultPingTimeout    = 10 * time.Second
+	DefaultMinBackoff     = 250 * time.Millisecond
+	DefaultRestartBackoff = 30 * time.Second
 )
 
 // Transport names, the same strings mcpsource uses, so a Server's Transport
@@ -76,6 +80,9 @@ type Config struct {
 	Retry Retry
 	// CircuitBreaker is the breaker of servers that do not set their own.
 	CircuitBreaker Breaker
+	// HealthCheck is how servers that do not set their own are watched and
+	// brought back.
+	HealthCheck HealthCheck
 	// Servers are the MCP servers, in file order, names unique.
 	Servers []Server
 	// Pipeline configures the governance chain around every call.
@@ -195,6 +202,9 @@ type Server struct {
 	// server's passthrough route, filled in from the global section like
 	// Retry. Command servers have no route, so they cannot set it.
 	Passthrough *Passthrough
+	// HealthCheck, when non-nil, replaces Config.HealthCheck for this
+	// server, filled in from the global one like Retry.
+	HealthCheck *HealthCheck
 
 	// Disabled servers are kept (so tooling can list them) but not started.
 	Disabled bool
@@ -246,6 +256,27 @@ type Passthrough struct {
 	// IdleTimeout ends a client session that has made no request for this
 	// long, and with it the server's session (and process).
 	IdleTimeout time.Duration
+}
+
+// HealthCheck says how a server that stopped answering is found out, and
+// how fast a server that is down is tried again (docs/config.md, "Wedged
+// and failed servers").
+type HealthCheck struct {
+	// Enabled pings an MCP server's session while a call waits PingAfter
+	// for its answer and when a call times out; a ping unanswered within
+	// PingTimeout means the server is wedged, and it is restarted.
+	// Default true.
+	Enabled bool
+	// PingAfter defaults to 15 seconds, PingTimeout to 10.
+	PingAfter   time.Duration
+	PingTimeout time.Duration
+	// PingInterval, when positive, also pings an idle session that often.
+	PingInterval time.Duration
+	// MinBackoff is the wait before the first restart of a server that
+	// crashed, was wedged or failed to start; each later wait doubles, up
+	// to MaxBackoff. Defaults 250ms and 30s.
+	MinBackoff time.Duration
+	MaxBackoff time.Duration
 }
 
 // Builtin configures toolmux's own tools (file access in Workspace, shell,
@@ -328,6 +359,7 @@ func Default() *Config {
 		Timeout:        DefaultTimeout,
 		Retry:          defaultRetry(),
 		CircuitBreaker: defaultBreaker(),
+		HealthCheck:    DefaultHealthCheck(),
 		TaskLog:        TaskLog{Enabled: true, Durability: DurabilityProcess},
 		Agent:          DefaultAgent("main"),
 	}
@@ -335,6 +367,13 @@ func Default() *Config {
 
 func defaultRetry() Retry {
 	return Retry{MaxAttempts: DefaultMaxAttempts, InitialBackoff: DefaultInitialBackoff, MaxBackoff: DefaultMaxBackoff}
+}
+
+// DefaultHealthCheck is the health check of a configuration that sets
+// none.
+func DefaultHealthCheck() HealthCheck {
+	return HealthCheck{Enabled: true, PingAfter: DefaultPingAfter, PingTimeout: DefaultPingTimeout,
+		MinBackoff: DefaultMinBackoff, MaxBackoff: DefaultRestartBackoff}
 }
 
 func defaultBreaker() Breaker {

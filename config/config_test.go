@@ -60,6 +60,7 @@ allow: ["*"]
 deny: ["filesystem/write_*", "*/delete_*"]
 retry: {max_attempts: 3, initial_backoff: 200ms, max_backoff: 5s, tools: ["search_*"]}
 circuit_breaker: {failures: 5, cooldown: 30s}
+health_check: {ping_after: 20s, ping_timeout: 5s, max_backoff: 1m}
 servers:
   everything:
     command: npx
@@ -73,6 +74,7 @@ servers:
     connect_timeout: 20s
     retry: {max_attempts: 2}
     circuit_breaker: {failures: 3}
+    health_check: {ping_interval: 1m}
     disabled: false
   remote:
     url: https://example.com/mcp
@@ -94,6 +96,7 @@ func TestFullExample(t *testing.T) {
 		Deny:           []string{"filesystem/write_*", "*/delete_*"},
 		Retry:          config.Retry{MaxAttempts: 3, InitialBackoff: 200 * time.Millisecond, MaxBackoff: 5 * time.Second, Tools: []string{"search_*"}},
 		CircuitBreaker: config.Breaker{Failures: 5, Cooldown: 30 * time.Second},
+		HealthCheck:    config.HealthCheck{Enabled: true, PingAfter: 20 * time.Second, PingTimeout: 5 * time.Second, MinBackoff: 250 * time.Millisecond, MaxBackoff: time.Minute},
 		TaskLog:        config.TaskLog{Enabled: true, Durability: config.DurabilityProcess},
 		Agent:          config.DefaultAgent("main"),
 		Servers: []config.Server{
@@ -111,7 +114,9 @@ func TestFullExample(t *testing.T) {
 				ConnectTimeout: 20 * time.Second,
 				Retry:          &config.Retry{MaxAttempts: 2, InitialBackoff: 200 * time.Millisecond, MaxBackoff: 5 * time.Second, Tools: []string{"search_*"}},
 				CircuitBreaker: &config.Breaker{Failures: 3, Cooldown: 30 * time.Second},
-				Line:           11,
+				HealthCheck: &config.HealthCheck{Enabled: true, PingAfter: 20 * time.Second, PingTimeout: 5 * time.Second, PingInterval: time.Minute,
+					MinBackoff: 250 * time.Millisecond, MaxBackoff: time.Minute},
+				Line: 12,
 			},
 			{
 				Name:        "remote",
@@ -119,7 +124,7 @@ func TestFullExample(t *testing.T) {
 				URL:         "https://example.com/mcp",
 				Headers:     map[string]string{"X-Team": "core"},
 				BearerToken: "tok",
-				Line:        24,
+				Line:        26,
 			},
 		},
 	}

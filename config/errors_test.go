@@ -50,7 +50,7 @@ func TestErrors(t *testing.T) {
 `,
 			want: []wantErr{
 				{2, 3, "servers.everything", "needs command (to start a stdio server), url (to reach an sse or http server), or discover and call (to run tools found by a command)"},
-				{3, 5, "servers.everything.comand", "unknown key (expected one of: command, args, env, cwd, url, transport, type, headers, bearer_token, discover, call, allow, deny, timeout, tool_timeouts, connect_timeout, retry, circuit_breaker, passthrough, disabled, trust); did you mean command?"},
+				{3, 5, "servers.everything.comand", "unknown key (expected one of: command, args, env, cwd, url, transport, type, headers, bearer_token, discover, call, allow, deny, timeout, tool_timeouts, connect_timeout, retry, circuit_breaker, health_check, passthrough, disabled, trust); did you mean command?"},
 			},
 		},
 		{
@@ -119,6 +119,20 @@ func TestErrors(t *testing.T) {
 			want: []wantErr{
 				{1, 8, "retry", "initial_backoff (10s) is longer than max_backoff (5s)"},
 				{3, 26, "servers.a.retry", "initial_backoff (10s) is longer than max_backoff (1s)"},
+			},
+		},
+		{
+			name: "health checks",
+			content: "health_check: {ping_after: 0s, min_backoff: 1m, pings: 3}\nservers:\n" +
+				"  a: {command: a, health_check: {enabled: maybe, max_backoff: 1s}}\n" +
+				"  b: {discover: [b], call: [b], health_check: {max_backoff: 2m, ping_timeout: 1s}}\n",
+			want: []wantErr{
+				{1, 15, "health_check", "min_backoff (1m0s) is longer than max_backoff (30s)"},
+				{1, 28, "health_check.ping_after", `must be positive, got "0s"`},
+				{1, 49, "health_check.pings", "unknown key (expected one of: enabled, ping_after, ping_timeout, ping_interval, min_backoff, max_backoff)"},
+				{3, 33, "servers.a.health_check", "min_backoff (1m0s) is longer than max_backoff (1s)"},
+				{3, 43, "servers.a.health_check.enabled", "expected true or false"},
+				{4, 65, "servers.b.health_check.ping_timeout", "applies only to MCP servers (stdio, sse, http), but this server has discover"},
 			},
 		},
 		{
@@ -468,7 +482,7 @@ func TestErrorMessages(t *testing.T) {
 		t.Errorf("got  %v\nwant %s", err, want)
 	}
 	_, err = config.ParseWith("toolmux.yaml", []byte("servers:\n  everything:\n    comand: npx\n    command: npx\n"), config.Options{LookupEnv: envOf(nil)})
-	if want := "toolmux.yaml:3:5: servers.everything.comand: unknown key (expected one of: command, args, env, cwd, url, transport, type, headers, bearer_token, discover, call, allow, deny, timeout, tool_timeouts, connect_timeout, retry, circuit_breaker, passthrough, disabled, trust); did you mean command?"; err == nil || err.Error() != want {
+	if want := "toolmux.yaml:3:5: servers.everything.comand: unknown key (expected one of: command, args, env, cwd, url, transport, type, headers, bearer_token, discover, call, allow, deny, timeout, tool_timeouts, connect_timeout, retry, circuit_breaker, health_check, passthrough, disabled, trust); did you mean command?"; err == nil || err.Error() != want {
 		t.Errorf("got  %v\nwant %s", err, want)
 	}
 }

@@ -28,13 +28,14 @@ import (
 // order is also the order "expected one of" lists them in.
 var (
 	topKeys = []string{"workspace", "data_dir", "builtin", "connect_timeout", "timeout",
-		"allow", "deny", "retry", "circuit_breaker", "servers", "mcpServers", "pipeline", "policy", "task_log",
+		"allow", "deny", "retry", "circuit_breaker", "health_check", "servers", "mcpServers", "pipeline", "policy", "task_log",
 		"limits", "model", "agent", "agents", "passthrough"}
 	serverKeys = []string{"command", "args", "env", "cwd", "url", "transport", "type",
 		"headers", "bearer_token", "discover", "call", "allow", "deny", "timeout", "tool_timeouts",
-		"connect_timeout", "retry", "circuit_breaker", "passthrough", "disabled", "trust"}
-	retryKeys   = []string{"max_attempts", "initial_backoff", "max_backoff", "tools"}
-	breakerKeys = []string{"failures", "cooldown"}
+		"connect_timeout", "retry", "circuit_breaker", "health_check", "passthrough", "disabled", "trust"}
+	retryKeys       = []string{"max_attempts", "initial_backoff", "max_backoff", "tools"}
+	breakerKeys     = []string{"failures", "cooldown"}
+	healthCheckKeys = []string{"enabled", "ping_after", "ping_timeout", "ping_interval", "min_backoff", "max_backoff"}
 	// passthroughKeys are the keys of a passthrough section, global or a
 	// server's.
 	passthroughKeys = []string{"max_sessions", "idle_timeout"}
@@ -322,6 +323,8 @@ func (p *parser) config(root *yaml.Node, isJSON bool) *Config {
 			cfg.Retry = p.retry(e.v, kp, cfg.Retry, "")
 		case "circuit_breaker":
 			cfg.CircuitBreaker = p.breaker(e.v, kp, cfg.CircuitBreaker)
+		case "health_check":
+			cfg.HealthCheck, _ = p.healthCheck(e.v, kp, cfg.HealthCheck)
 		case "pipeline":
 			cfg.Pipeline = p.pipeline(e.v, kp)
 		case "policy":
@@ -465,6 +468,7 @@ func (p *parser) server(se entry, sp string, common bool, cfg *Config) Server {
 		urlOK              bool
 		retryE, breakerE   *entry
 		passthroughE       *entry
+		healthE            *entry
 		cmdNode, urlKeyN   *yaml.Node
 		urlValue           *yaml.Node
 		discNode, callNode *yaml.Node
@@ -562,6 +566,8 @@ func (p *parser) server(se entry, sp string, common bool, cfg *Config) Server {
 			breakerE = &entries[i]
 		case "passthrough":
 			passthroughE = &entries[i]
+		case "health_check":
+			healthE = &entries[i]
 		}
 	}
 
@@ -703,6 +709,15 @@ func (p *parser) server(se entry, sp string, common bool, cfg *Config) Server {
 			s.Passthrough = &pt
 		}
 	}
+	if healthE != nil {
+		h, pings := p.healthCheck(healthE.v, sp+".health_check", cfg.HealthCheck)
+		s.HealthCheck = &h
+		// A command server has no session to ping; only its backoff
+		// applies (to retrying a failed discovery).
+		if n := pings; n != nil && hasDisc && !hasCmd && !hasURL {
+			p.errAt(n, sp+".health_check."+n.Value, "applies only to MCP servers (stdio, sse, http), but this server has %s; only min_backoff and max_backoff apply to it", has)
+		}
+	}
 	return s
 }
 
@@ -834,6 +849,48 @@ func (p *parser) passthrough(n *yaml.Node, kp string, base Passthrough) Passthro
 		}
 	})
 	return pt
+}
+
+// healthCheck reads a health_check block over base: keys the block omits
+// keep base's values. pings is the first key that concerns pings, nil when
+// the block has none.
+func (p *parser) healthCheck(n *yaml.Node, kp string, base HealthCheck) (h HealthCheck, pings *yaml.Node) {
+	h = base
+	ok := p.fields(n, kp, healthCheckKeys, func(e entry, fp string) {
+		if e.key != "min_backoff" && e.key != "max_backoff" && pings == nil {
+			pings = e.k
+		}
+		switch e.key {
+		case "enabled":
+			if v, ok := p.boolean(e.v, fp); ok {
+				h.Enabled = v
+			}
+		case "ping_after":
+			if d, ok := p.duration(e.v, fp); ok {
+				h.PingAfter = d
+			}
+		case "ping_timeout":
+			if d, ok := p.duration(e.v, fp); ok {
+				h.PingTimeout = d
+			}
+		case "ping_interval":
+			if d, ok := p.duration(e.v, fp); ok {
+				h.PingInterval = d
+			}
+		case "min_backoff":
+			if d, ok := p.duration(e.v, fp); ok {
+				h.MinBackoff = d
+			}
+		case "max_backoff":
+			if d, ok := p.duration(e.v, fp); ok {
+				h.MaxBackoff = d
+			}
+		}
+	})
+	if ok && h.MinBackoff > h.MaxBackoff {
+		p.errAt(n, kp, "min_backoff (%s) is longer than max_backoff (%s)", h.MinBackoff, h.MaxBackoff)
+	}
+	return h, pings
 }
 
 var taskLogKeys = []string{"enabled", "durability"}

@@ -15,9 +15,11 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/toolmux/toolmux/pipeline"
@@ -205,7 +207,8 @@ func (g *Gateway) sessionMiddleware(next mcp.MethodHandler) mcp.MethodHandler {
 }
 
 // syncMiddleware brings the registered tools up to date with the catalog
-// before a client looks at them or calls one.
+// before a client looks at them or calls one, and answers calls of tools
+// that are not registered.
 func (g *Gateway) syncMiddleware(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
 		if method == "tools/list" || method == "tools/call" {
@@ -213,8 +216,61 @@ func (g *Gateway) syncMiddleware(next mcp.MethodHandler) mcp.MethodHandler {
 				return nil, err
 			}
 		}
+		if call, ok := req.(*mcp.CallToolRequest); ok && method == "tools/call" {
+			h, err := g.unregistered(call.Params.Name)
+			if err != nil {
+				return nil, err
+			}
+			if h != nil {
+				return h(ctx, call)
+			}
+		}
 		return next(ctx, method, req)
 	}
+}
+
+// unregistered returns the handler of a call of a name the catalog does not
+// have, which the go-sdk would answer with a bare "unknown tool"; nil for a
+// registered name. While a server is down (failed at start, crashed,
+// wedged, being restarted, disabled) its tools are not in the catalog, so a
+// name of such a server (server__tool) is called the governed way: it is
+// answered like any refusal, with server_unavailable and the server's last
+// error and stderr in an isError result, or by the tool itself if the
+// server came back meanwhile. Any other name (of no server, or a tool a
+// ready server does not have or the configuration denies) is an
+// invalid-params error whose data holds the kind, tool_not_registered, and
+// the closest tool name.
+func (g *Gateway) unregistered(name string) (mcp.ToolHandler, error) {
+	g.mu.Lock()
+	cat := g.synced
+	g.mu.Unlock()
+	if cat == nil {
+		return nil, nil
+	}
+	if _, ok := cat.Lookup(name); ok {
+		return nil, nil
+	}
+	var prefix string
+	var server tool.ServerHealth
+	for _, h := range cat.Servers() {
+		// The longest prefix wins: server names may contain the separator.
+		p := tool.Sanitize(h.Name) + tool.Separator
+		if strings.HasPrefix(name, p) && len(name) > len(p) && len(p) > len(prefix) {
+			prefix, server = p, h
+		}
+	}
+	if prefix != "" && server.State != tool.StateReady {
+		return g.handler(tool.Tool{Server: server.Name, Name: name[len(prefix):]}), nil
+	}
+	data, _ := json.Marshal(unknownToolData{Kind: tool.KindToolNotRegistered, Suggestion: cat.Suggest(name)})
+	return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("unknown tool %q", name), Data: data}
+}
+
+// unknownToolData is the data of the error answering a call of a tool of
+// no configured server.
+type unknownToolData struct {
+	Kind       tool.Kind `json:"kind"`
+	Suggestion string    `json:"suggestion,omitempty"`
 }
 
 // Sync registers the tools of the current catalog, replacing changed ones

@@ -273,9 +273,10 @@ func (r *route) callTool(ctx context.Context, l *link, req *mcp.CallToolRequest)
 	if err != nil {
 		return nil, err
 	}
-	if _, ok := cat.Find(r.cfg.Name, req.Params.Name); !ok {
+	if _, ok := cat.Find(r.cfg.Name, req.Params.Name); !ok && serverUp(cat, r.cfg.Name) {
 		// What a server answers for a tool it does not have; a tool the
-		// manager does not allow is one.
+		// manager does not allow is one. While the server is down its
+		// tools are not in the catalog: the governed call says why.
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("unknown tool %q", req.Params.Name)}
 	}
 	args, err := r.g.decodeArgs(req.Params.Arguments)
@@ -303,6 +304,12 @@ func (r *route) callTool(ctx context.Context, l *link, req *mcp.CallToolRequest)
 		return nil, errors.New("toolmux: the approval was asked again after the client answered it")
 	}
 	return result(res, err)
+}
+
+// serverUp reports whether the catalog's health of server says it is ready.
+func serverUp(cat *tool.Catalog, server string) bool {
+	h, ok := cat.Server(server)
+	return ok && h.State == tool.StateReady
 }
 
 // result returns res, or err without a (typed nil) result.

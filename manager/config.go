@@ -234,6 +234,7 @@ func newCommandSource(cfg *config.Config, sc config.Server, log *slog.Logger) (*
 // MCP server (stdio, SSE or streamable HTTP), as FromConfig makes it: the
 // gateway's passthrough routes open their own sessions with the same ones.
 func SourceConfig(cfg *config.Config, sc config.Server, log *slog.Logger) mcpsource.Config {
+	hc := healthCheck(cfg, sc)
 	return mcpsource.Config{
 		Name:           sc.Name,
 		Transport:      sc.Transport,
@@ -247,7 +248,15 @@ func SourceConfig(cfg *config.Config, sc config.Server, log *slog.Logger) mcpsou
 		ConnectTimeout: first(sc.ConnectTimeout, cfg.ConnectTimeout),
 		MaxResultBytes: int(cfg.Limits.MaxResultBytes),
 		SpillDir:       spillDir(cfg),
-		Logger:         log,
+		MinBackoff:     hc.MinBackoff,
+		MaxBackoff:     hc.MaxBackoff,
+		HealthCheck: mcpsource.HealthCheck{
+			Disabled:    !hc.Enabled,
+			PingAfter:   hc.PingAfter,
+			PingTimeout: hc.PingTimeout,
+			Interval:    hc.PingInterval,
+		},
+		Logger: log,
 	}
 }
 
@@ -261,6 +270,15 @@ func spillDir(cfg *config.Config) string {
 	return filepath.Join(cfg.DataDir, "spill")
 }
 
+// healthCheck is the health check of one server: its own, else the
+// configuration's.
+func healthCheck(cfg *config.Config, sc config.Server) config.HealthCheck {
+	if sc.HealthCheck != nil {
+		return *sc.HealthCheck
+	}
+	return cfg.HealthCheck
+}
+
 func serverOptions(cfg *config.Config, sc config.Server) ServerOptions {
 	retry := cfg.Retry
 	retry.Tools = toolGlobsFor(sc.Name, cfg.Retry.Tools)
@@ -271,6 +289,7 @@ func serverOptions(cfg *config.Config, sc config.Server) ServerOptions {
 	if sc.CircuitBreaker != nil {
 		breaker = *sc.CircuitBreaker
 	}
+	hc := healthCheck(cfg, sc)
 	return ServerOptions{
 		Allow:          sc.Allow,
 		Deny:           sc.Deny,
@@ -286,6 +305,7 @@ func serverOptions(cfg *config.Config, sc config.Server) ServerOptions {
 		Breaker:   Breaker{Failures: breaker.Failures, Cooldown: breaker.Cooldown},
 		Disabled:  sc.Disabled,
 		Transport: sc.Transport,
+		Recovery:  Recovery{MinBackoff: hc.MinBackoff, MaxBackoff: hc.MaxBackoff},
 	}
 }
 

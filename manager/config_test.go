@@ -16,6 +16,7 @@ import (
 	"github.com/toolmux/toolmux/builtin"
 	"github.com/toolmux/toolmux/config"
 	"github.com/toolmux/toolmux/manager"
+	"github.com/toolmux/toolmux/mcpsource"
 	"github.com/toolmux/toolmux/tool"
 )
 
@@ -354,5 +355,35 @@ servers:
 	}
 	if !strings.Contains(err.Error(), `two sources named "builtin"`) {
 		t.Fatalf("error: %v", err)
+	}
+}
+
+// health_check reaches the MCP source: the global block for servers that
+// set none, a server's own block (completed from the global one) else.
+func TestSourceConfigHealthCheck(t *testing.T) {
+	cfg := loadConfig(t, t.TempDir(), "toolmux.yaml", `
+health_check: {ping_after: 5s, max_backoff: 10s}
+servers:
+  plain: {command: a}
+  own: {command: b, health_check: {ping_timeout: 2s, ping_interval: 1m, min_backoff: 1s}}
+  off: {url: "http://127.0.0.1:1/mcp", health_check: {enabled: false}}
+`, nil)
+	byName := map[string]config.Server{}
+	for _, sc := range cfg.Servers {
+		byName[sc.Name] = sc
+	}
+	for _, tc := range []struct {
+		server   string
+		want     mcpsource.HealthCheck
+		min, max time.Duration
+	}{
+		{"plain", mcpsource.HealthCheck{PingAfter: 5 * time.Second, PingTimeout: config.DefaultPingTimeout}, config.DefaultMinBackoff, 10 * time.Second},
+		{"own", mcpsource.HealthCheck{PingAfter: 5 * time.Second, PingTimeout: 2 * time.Second, Interval: time.Minute}, time.Second, 10 * time.Second},
+		{"off", mcpsource.HealthCheck{Disabled: true, PingAfter: 5 * time.Second, PingTimeout: config.DefaultPingTimeout}, config.DefaultMinBackoff, 10 * time.Second},
+	} {
+		sc := manager.SourceConfig(cfg, byName[tc.server], nil)
+		if sc.HealthCheck != tc.want || sc.MinBackoff != tc.min || sc.MaxBackoff != tc.max {
+			t.Errorf("%s: health check %+v, backoff %s..%s; want %+v, %s..%s", tc.server, sc.HealthCheck, sc.MinBackoff, sc.MaxBackoff, tc.want, tc.min, tc.max)
+		}
 	}
 }

@@ -76,6 +76,9 @@ type ServerOptions struct {
 	// Transport is shown in health reports for sources that do not report
 	// their own.
 	Transport string
+	// Recovery paces the background attempts to bring the server back
+	// after a failure, once Recover has been called.
+	Recovery Recovery
 }
 
 // Retry is the retry policy of one server. Only server_unavailable failures
@@ -188,6 +191,7 @@ type Manager struct {
 	built     atomic.Pointer[built]
 	refreshMu sync.Mutex
 	closed    atomic.Bool
+	bg        background
 }
 
 // built is a catalog and the listing generation of each server (in
@@ -209,6 +213,7 @@ func (m *Manager) catalog() *tool.Catalog {
 // or Call.
 func New(opts ...Option) (*Manager, error) {
 	m := &Manager{log: slog.New(slog.DiscardHandler), servers: map[string]*server{}}
+	m.bg.ctx, m.bg.stop = context.WithCancel(context.Background())
 	for _, o := range opts {
 		if err := o(m); err != nil {
 			m.Close()
@@ -218,8 +223,23 @@ func New(opts ...Option) (*Manager, error) {
 	for _, s := range m.servers {
 		// Set here rather than in WithSource, so WithLogger may come in any order.
 		s.log = m.log
+		s.kick = func() { m.kick(s) }
 		if cn, ok := s.src.(changeNotifier); ok {
-			cn.OnToolsChanged(s.markStale)
+			cn.OnToolsChanged(func() {
+				s.markStale()
+				m.kick(s)
+			})
+		}
+		if ln, ok := s.src.(lossNotifier); ok {
+			// A lost session is restarted by the next use; recovery makes
+			// that use now. Without recovery nothing changes: the tools
+			// last listed stand until a call finds the server again.
+			ln.OnSessionLost(func() {
+				if m.recovering() {
+					s.markStale()
+					m.kick(s)
+				}
+			})
 		}
 	}
 	return m, nil
@@ -422,6 +442,9 @@ func (m *Manager) call(ctx context.Context, call tool.Call, rec *tool.Record) (*
 	if err != nil {
 		return nil, m.contextError(ctx, s, call.Tool, err)
 	}
+	if err := s.down(); err != nil {
+		return nil, err
+	}
 	res, attempts, err := s.invoke(ctx, def, call.Arguments)
 	rec.Attempts = attempts
 	if attempts > 1 {
@@ -518,6 +541,7 @@ func (m *Manager) Close() error {
 	if m.closed.Swap(true) {
 		return nil
 	}
+	m.stopRecovery()
 	errs := make([]error, len(m.order))
 	var wg sync.WaitGroup
 	for i, name := range m.order {

@@ -33,6 +33,12 @@ type server struct {
 	listedAt time.Time            // when the last listing attempt ended
 	listing  chan struct{}        // closed when the listing in progress ends
 	gen      uint64               // counts successful listings
+
+	// Recovery (Manager.Recover).
+	kick    func()    // starts the recovery of this server
+	healing bool      // its recovery goroutine runs
+	waiting bool      // it waits for its next attempt, until retryAt
+	retryAt time.Time // when the next attempt starts
 }
 
 func newServer(src Source, o ServerOptions) (*server, error) {
@@ -57,6 +63,13 @@ func newServer(src Source, o ServerOptions) (*server, error) {
 	if o.Breaker.Cooldown <= 0 {
 		o.Breaker.Cooldown = 30 * time.Second
 	}
+	if o.Recovery.MinBackoff <= 0 {
+		o.Recovery.MinBackoff = DefaultRecoveryMinBackoff
+	}
+	if o.Recovery.MaxBackoff <= 0 {
+		o.Recovery.MaxBackoff = DefaultRecoveryMaxBackoff
+	}
+	o.Recovery.MinBackoff = min(o.Recovery.MinBackoff, o.Recovery.MaxBackoff)
 	allow, err := toolglob.ParseAll(o.Allow, false)
 	if err != nil {
 		return nil, err
@@ -76,6 +89,7 @@ func newServer(src Source, o ServerOptions) (*server, error) {
 		filter:  filter{allow: allow, deny: deny},
 		retryOK: retryOK,
 		log:     slog.New(slog.DiscardHandler),
+		kick:    func() {},
 	}
 	if o.Breaker.Failures > 0 {
 		failures := uint32(o.Breaker.Failures)
@@ -110,7 +124,8 @@ func (s *server) markStale() {
 }
 
 // needsListing reports whether discovery should list this server: never
-// listed, told its tools changed, or failed long enough ago to try again.
+// listed, told its tools changed, or failed long enough ago to try again;
+// not while its recovery runs, which lists it in the background.
 func (s *server) needsListing(all bool) bool {
 	if s.opts.Disabled {
 		return false
@@ -118,6 +133,8 @@ func (s *server) needsListing(all bool) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	switch {
+	case s.healing:
+		return false
 	case all || s.stale:
 		return true
 	case s.listErr != nil:
@@ -130,6 +147,12 @@ func (s *server) needsListing(all bool) bool {
 // list asks the source for its tools, bounded by the connect timeout, and
 // keeps the answer. Concurrent callers share one listing.
 func (s *server) list(ctx context.Context) error {
+	return s.listWithin(ctx, s.opts.ConnectTimeout+listMargin)
+}
+
+// listWithin is list with its bound. A failed listing starts the server's
+// recovery, when the manager recovers servers.
+func (s *server) listWithin(ctx context.Context, bound time.Duration) error {
 	s.mu.Lock()
 	if ch := s.listing; ch != nil {
 		s.mu.Unlock()
@@ -142,7 +165,7 @@ func (s *server) list(ctx context.Context) error {
 		err := s.listErr
 		s.mu.Unlock()
 		if err != nil {
-			return err
+			return copyError(err)
 		}
 		return nil
 	}
@@ -151,13 +174,20 @@ func (s *server) list(ctx context.Context) error {
 	s.stale = false
 	s.mu.Unlock()
 
-	lctx, cancel := context.WithTimeout(ctx, s.opts.ConnectTimeout+listMargin)
+	lctx, cancel := context.WithTimeout(ctx, bound)
 	tools, err := s.guarded(func() ([]tool.Tool, error) { return s.src.Tools(lctx) })
 	// Only our own limit expiring is "did not list in time": a source's
 	// own timeout (a discovery command's) has its own, better error.
 	expired := lctx.Err() != nil
 	cancel()
 
+	failed := false
+	defer func() {
+		// After the unlock below: kick takes the manager's lock first.
+		if failed {
+			s.kick()
+		}
+	}()
 	s.mu.Lock()
 	defer func() {
 		s.listing = nil
@@ -174,11 +204,16 @@ func (s *server) list(ctx context.Context) error {
 		te := tool.AsError(err)
 		if expired && errors.Is(err, context.DeadlineExceeded) {
 			te = &tool.Error{Kind: tool.KindServerUnavailable, Server: s.name, Err: err,
-				Message: fmt.Sprintf("server %s did not list its tools within %s", s.name, s.opts.ConnectTimeout+listMargin)}
+				Message: fmt.Sprintf("server %s did not list its tools within %s", s.name, bound)}
 		}
-		s.listErr = te
+		// An open breaker refused the listing without trying: the last
+		// real failure says more about the server than the breaker does.
+		if !errors.Is(err, errBreakerOpen) || s.listErr == nil {
+			s.listErr = te
+		}
+		failed = true
 		s.log.Warn("tool discovery failed", "server", s.name, "error", te.Message)
-		return te
+		return copyError(te)
 	}
 	m := make(map[string]tool.Tool, len(tools))
 	for _, t := range tools {
@@ -233,6 +268,9 @@ func (s *server) lookup(ctx context.Context, name string) (tool.Tool, error) {
 	s.mu.Unlock()
 	if ok && !refresh {
 		return t, nil
+	}
+	if err := s.down(); err != nil && !ok {
+		return tool.Tool{}, err
 	}
 	if err := s.list(ctx); err != nil && !ok {
 		return tool.Tool{}, err
@@ -318,24 +356,37 @@ func breakerOpenMessage(name string) string {
 }
 
 func (s *server) openError(err error) error {
+	last, detail := s.lastError()
+	d := fmt.Sprintf("after %d consecutive failures the breaker stays open for %s; last error: %s",
+		s.opts.Breaker.Failures, s.opts.Breaker.Cooldown, last)
+	if detail != "" {
+		d += "\n" + detail
+	}
 	return &tool.Error{Kind: tool.KindServerUnavailable, Server: s.name, Message: breakerOpenMessage(s.name),
-		Detail: fmt.Sprintf("after %d consecutive failures the breaker stays open for %s; last error: %s",
-			s.opts.Breaker.Failures, s.opts.Breaker.Cooldown, s.lastError()),
-		Err: errors.Join(errBreakerOpen, tool.ErrNotSent, err)}
+		Detail: d, Err: errors.Join(errBreakerOpen, tool.ErrNotSent, err)}
 }
 
-func (s *server) lastError() string {
+// lastError returns the server's last error and its diagnostics (the
+// stderr tail of an MCP server).
+func (s *server) lastError() (msg, detail string) {
 	if hr, ok := s.src.(healthReporter); ok {
 		if h := hr.Health(); h.Error != "" {
-			return h.Error
+			return h.Error, h.Detail
 		}
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.listErr != nil {
-		return s.listErr.Message
+		return s.listErr.Message, s.listErr.Detail
 	}
-	return "unknown"
+	return "unknown", ""
+}
+
+// copyError returns a copy of a kept error for one caller: callers fill in
+// the tool they called.
+func copyError(e *tool.Error) *tool.Error {
+	c := *e
+	return &c
 }
 
 // health combines what the source says of its connection with what the
@@ -358,7 +409,7 @@ func (s *server) health() tool.ServerHealth {
 	h.Tools = len(s.tools)
 	s.mu.Unlock()
 	switch {
-	case listing && !listed:
+	case listing && !listed && listErr == nil:
 		h.State = tool.StateConnecting
 	case listErr != nil:
 		if listed {
@@ -374,7 +425,8 @@ func (s *server) health() tool.ServerHealth {
 		switch s.breaker.State() {
 		case gobreaker.StateOpen:
 			h.State = tool.StateFailed
-			h.Error = breakerOpenMessage(s.name) + ": " + s.lastError()
+			last, _ := s.lastError()
+			h.Error = breakerOpenMessage(s.name) + ": " + last
 		case gobreaker.StateHalfOpen:
 			h.State = tool.StateDegraded
 		}

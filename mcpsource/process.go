@@ -16,6 +16,7 @@ import (
 type process struct {
 	cmd    *exec.Cmd
 	pid    int
+	stdin  *os.File // write end of the stdin pipe
 	stderr *os.File // read end of the stderr pipe
 	// exited is closed once the process has been reaped; state and waitErr
 	// are valid after that.
@@ -66,6 +67,7 @@ func startProcess(cmd *exec.Cmd, ring *ringbuf.Buffer) (*process, io.WriteCloser
 	p := &process{
 		cmd:        cmd,
 		pid:        cmd.Process.Pid,
+		stdin:      inW,
 		stderr:     errR,
 		exited:     make(chan struct{}),
 		stderrDone: make(chan struct{}),
@@ -84,6 +86,11 @@ func startProcess(cmd *exec.Cmd, ring *ringbuf.Buffer) (*process, io.WriteCloser
 	}()
 	return p, inW, outR, nil
 }
+
+// closeStdin closes the write end of the process's stdin. A write blocked
+// on a full pipe, because the server stopped reading, fails at once: the
+// session's writes take no deadline, so this is what frees them.
+func (p *process) closeStdin() { _ = p.stdin.Close() }
 
 // stop ends the process politely, then less so: the caller has already closed
 // stdin, which well-behaved servers take as the signal to exit; after grace

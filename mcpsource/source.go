@@ -4,9 +4,13 @@
 // A Source keeps one long-lived session that every concurrent call shares
 // (JSON-RPC multiplexes them). It connects on first use, notices when the
 // server crashes or the connection drops, and reconnects (restarting the
-// process) on the next use, with exponential backoff between attempts. The
-// stderr of a stdio server is kept in a bounded ring buffer and quoted in
-// connection errors. Close ends the process group and every goroutine.
+// process) on the next use, with exponential backoff between attempts. It
+// also notices a wedged server, one that is still there but no longer
+// answers: while a call waits long for its answer, or when a call times out,
+// it pings the session, and a ping that gets no answer drops the session
+// (see [HealthCheck]). The stderr of a stdio server is kept in a bounded
+// ring buffer and quoted in connection errors. Close ends the process group
+// and every goroutine.
 //
 // Dial opens a connection of its own to the same server for a caller that
 // runs its own go-sdk session (the gateway's passthrough route, one per
@@ -58,6 +62,8 @@ const (
 	DefaultStderrBytes    = 64 << 10
 	DefaultMinBackoff     = 250 * time.Millisecond
 	DefaultMaxBackoff     = 30 * time.Second
+	DefaultPingAfter      = 15 * time.Second
+	DefaultPingTimeout    = 10 * time.Second
 	// progressGrace is how long progress reports are still delivered after
 	// the call's result.
 	progressGrace = time.Second
@@ -110,13 +116,48 @@ type Config struct {
 	// StopGrace is how long Close waits after closing stdin before SIGTERM,
 	// and after SIGTERM before SIGKILL.
 	StopGrace time.Duration
-	// KeepAlive, when positive, pings the server at that interval so a dead
-	// connection is noticed between calls.
-	KeepAlive time.Duration
+	// HealthCheck says when the session is pinged to find out whether the
+	// server still answers.
+	HealthCheck HealthCheck
 
 	// Logger receives diagnostics; nil discards them.
 	Logger *slog.Logger
 }
+
+// HealthCheck detects a wedged session: a server whose process still runs,
+// or whose port still accepts connections, but which no longer answers (a
+// deadlock, a loop, a blocked event loop, a stdin it stopped reading). The
+// session is pinged while a call has waited PingAfter for its answer (and
+// again every PingAfter while it keeps waiting), whenever a call or a
+// listing times out, and every Interval when one is set. A ping answered in
+// any way, an error included, means the server is alive; a ping that gets
+// no answer within PingTimeout means it is wedged: the session is dropped
+// and the process group stopped, calls waiting on the session end at once
+// with server_unavailable (wrapping [ErrWedged]), and the next use (or the
+// manager's recovery) starts the server again, with the usual backoff.
+// A healthy server costs nothing but a timer per call: no ping is sent
+// unless a call waits PingAfter or times out.
+type HealthCheck struct {
+	// Disabled turns the pings off: a wedged server is then noticed only
+	// when its calls time out, and never restarted for it.
+	Disabled bool
+	// PingAfter is how long a call waits for its answer before the session
+	// is pinged; default 15 seconds.
+	PingAfter time.Duration
+	// PingTimeout is how long a ping may go unanswered before the server
+	// counts as wedged; default 10 seconds. A server that cannot answer a
+	// ping while it works (a single-threaded one running a long, blocking
+	// tool) needs a longer one, or Disabled.
+	PingTimeout time.Duration
+	// Interval, when positive, also pings the session that often while it
+	// is idle, so that a wedged or vanished server is noticed (and
+	// restarted) before the next call.
+	Interval time.Duration
+}
+
+// ErrWedged is in the chain of the error of a call or a session that ended
+// because the server stopped answering pings.
+var ErrWedged = errors.New("the server stopped answering")
 
 // Source is a toolmux source backed by one MCP server.
 type Source struct {
@@ -138,6 +179,7 @@ type Source struct {
 	connects   int
 	closed     bool
 	onChange   func()
+	onLost     func()
 
 	// closing is cancelled by Close. Every call is bound to it, because the
 	// go-sdk's ClientSession.Close waits for in-flight calls: a hung tool
@@ -151,12 +193,21 @@ type Source struct {
 
 // conn is one session (and, for stdio, one process).
 type conn struct {
-	cs      *mcp.ClientSession
-	proc    *process
-	cancel  context.CancelFunc // ends the session's lifetime context
-	why     *tool.Error        // why it was retired; guarded by Source.mu
-	healthy bool               // a call or listing succeeded on it; guarded by Source.mu
-	stop    sync.Once          // shutdown runs once
+	cs     *mcp.ClientSession
+	proc   *process
+	cancel context.CancelFunc // ends the session's lifetime context
+	// gone is cancelled when the session is retired or the source closes:
+	// calls on the session are bound to it, so that a session dropped
+	// because its server stopped answering does not keep them waiting.
+	gone    context.Context
+	abandon context.CancelFunc
+	stop    sync.Once // shutdown runs once
+
+	// Guarded by Source.mu.
+	why      *tool.Error // why it was retired
+	healthy  bool        // a call or listing succeeded on it
+	probing  bool        // a ping is under way
+	answered time.Time   // when a ping was last answered
 }
 
 // New returns a source for cfg. It does not connect: the first call, or the
@@ -177,7 +228,6 @@ func New(cfg Config) (*Source, error) {
 	s.client = mcp.NewClient(&mcp.Implementation{Name: "toolmux", Version: clientVersion()}, &mcp.ClientOptions{
 		Logger:                      s.log,
 		Capabilities:                &mcp.ClientCapabilities{},
-		KeepAlive:                   cfg.KeepAlive,
 		ToolListChangedHandler:      func(context.Context, *mcp.ToolListChangedRequest) { s.toolsChanged() },
 		ProgressNotificationHandler: s.handleProgress,
 	})
@@ -225,6 +275,12 @@ func (cfg Config) normalize() (Config, error) {
 	if cfg.StopGrace <= 0 {
 		cfg.StopGrace = 2 * time.Second
 	}
+	if cfg.HealthCheck.PingAfter <= 0 {
+		cfg.HealthCheck.PingAfter = DefaultPingAfter
+	}
+	if cfg.HealthCheck.PingTimeout <= 0 {
+		cfg.HealthCheck.PingTimeout = DefaultPingTimeout
+	}
 	return cfg, nil
 }
 
@@ -252,6 +308,17 @@ func (s *Source) OnToolsChanged(fn func()) {
 	s.mu.Unlock()
 }
 
+// OnSessionLost registers fn to be called (from any goroutine) when the
+// session is lost: the server crashed, the connection dropped, or the
+// server stopped answering and its session was dropped. The source starts
+// the server again on its next use; fn lets the caller make that use now
+// (the manager's recovery re-lists the server).
+func (s *Source) OnSessionLost(fn func()) {
+	s.mu.Lock()
+	s.onLost = fn
+	s.mu.Unlock()
+}
+
 func (s *Source) toolsChanged() {
 	s.mu.Lock()
 	fn := s.onChange
@@ -264,12 +331,14 @@ func (s *Source) toolsChanged() {
 // Tools lists the server's tools, connecting first if needed.
 func (s *Source) Tools(ctx context.Context) ([]tool.Tool, error) {
 	parent := ctx
-	ctx, done := s.bind(ctx)
-	defer done()
 	c, err := s.session(ctx)
 	if err != nil {
 		return nil, s.closedError(parent, err)
 	}
+	ctx, done := c.bind(ctx)
+	defer done()
+	stop := s.watchCall(c, "listing its tools")
+	defer stop()
 	var out []tool.Tool
 	for t, err := range c.cs.Tools(ctx, nil) {
 		if err != nil {
@@ -291,12 +360,12 @@ func (s *Source) Call(ctx context.Context, name string, args map[string]any) (*t
 		return s.callWith(ctx, fn, name, args)
 	}
 	parent := ctx
-	ctx, done := s.bind(ctx)
-	defer done()
 	c, err := s.session(ctx)
 	if err != nil {
 		return nil, s.closedError(parent, err)
 	}
+	ctx, done := c.bind(ctx)
+	defer done()
 	if args == nil {
 		args = map[string]any{}
 	}
@@ -313,7 +382,9 @@ func (s *Source) Call(ctx context.Context, name string, args map[string]any) (*t
 	}
 	col := &collector{}
 	defer col.done()
+	stop := s.watchCall(c, "a call of "+name)
 	res, err := c.cs.CallTool(withCollector(ctx, col), params)
+	stop()
 	if err != nil {
 		return nil, s.callError(parent, ctx, c, err, "calling "+name)
 	}
@@ -349,11 +420,27 @@ func (s *Source) closedError(parent context.Context, err error) error {
 	return err
 }
 
+// bind returns ctx, also cancelled when the session is retired or the
+// source closes.
+func (c *conn) bind(ctx context.Context) (context.Context, func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	stop := context.AfterFunc(c.gone, cancel)
+	return ctx, func() { stop(); cancel() }
+}
+
 // callError classifies an error from the session. An error response from
 // the server is the server's answer; anything else means the connection is
-// no longer trustworthy, so it is dropped and the next use reconnects.
+// no longer trustworthy, so it is dropped and the next use reconnects. A
+// call that timed out has the session pinged: if every call times out
+// because the server stopped answering, the first one finds it out.
 func (s *Source) callError(parent, ctx context.Context, c *conn, err error, doing string) error {
+	if why := s.abandoned(parent, c); why != nil {
+		return why
+	}
 	if ctx.Err() != nil {
+		if errors.Is(parent.Err(), context.DeadlineExceeded) {
+			s.probeSoon(c, doing+" timed out")
+		}
 		return s.closedError(parent, ctx.Err())
 	}
 	if e := s.answerError(err, doing); e != nil {
@@ -398,6 +485,23 @@ func localWireError(code int64) bool {
 	return code == codeClientClosing || code == codeServerClosing || code == codeRejectedByClient
 }
 
+// abandoned returns, for a call the session's retirement cut short, why the
+// session was retired (a copy: callers add to it); nil when the caller gave
+// up itself, the source is closing, or the session still stands.
+func (s *Source) abandoned(parent context.Context, c *conn) *tool.Error {
+	if parent.Err() != nil || s.closing.Err() != nil {
+		return nil
+	}
+	s.mu.Lock()
+	why := c.why
+	s.mu.Unlock()
+	if why == nil {
+		return nil
+	}
+	e := *why
+	return &e
+}
+
 // drop ends c because it failed, and returns the error that describes why,
 // with the process's exit status and stderr tail when there is one.
 func (s *Source) drop(c *conn, cause error) *tool.Error {
@@ -416,13 +520,6 @@ func (s *Source) drop(c *conn, cause error) *tool.Error {
 	}
 	e := s.unavailable(msg, cause)
 	s.end(c, e)
-	// Release it now: an HTTP session whose server went away may never
-	// end on its own.
-	s.wg.Add(1)
-	go func() {
-		defer s.wg.Done()
-		s.shutdown(c)
-	}()
 	return e
 }
 
@@ -435,19 +532,33 @@ func (s *Source) unavailable(msg string, cause error) *tool.Error {
 	return e
 }
 
-// end retires c (once): later uses reconnect, after a backoff.
+// end retires c (once): the calls waiting on it end, its process is
+// stopped, and later uses reconnect, after a backoff.
 func (s *Source) end(c *conn, why *tool.Error) {
 	s.mu.Lock()
-	if c.why == nil {
-		c.why = why
-		if s.cur == c {
-			s.cur = nil
-		}
-		if !s.closed {
-			s.failed(why)
-		}
+	if c.why != nil || s.closed {
+		// Retired already, or Close is stopping it.
+		s.mu.Unlock()
+		return
 	}
+	c.why = why
+	if s.cur == c {
+		s.cur = nil
+	}
+	s.failed(why)
+	lost := s.onLost
+	// Release it now: an HTTP session whose server went away may never
+	// end on its own, nor a process that stopped reading.
+	s.wg.Add(1)
 	s.mu.Unlock()
+	c.abandon()
+	go func() {
+		defer s.wg.Done()
+		s.shutdown(c, true)
+	}()
+	if lost != nil {
+		lost()
+	}
 }
 
 // failed records a failure and schedules the next connection attempt.
@@ -541,7 +652,7 @@ func (s *Source) startConnect() {
 			s.wg.Add(1)
 			go func() {
 				defer s.wg.Done()
-				s.shutdown(c)
+				s.shutdown(c, false)
 			}()
 			return
 		}
@@ -549,6 +660,10 @@ func (s *Source) startConnect() {
 		s.connects++
 		s.wg.Add(1)
 		go s.watch(c)
+		if hc := s.cfg.HealthCheck; !hc.Disabled && hc.Interval > 0 {
+			s.wg.Add(1)
+			go s.keepAlive(c)
+		}
 		if s.connects > 1 {
 			go s.toolsChanged()
 		}
@@ -580,6 +695,7 @@ func (s *Source) connect() (*conn, error) {
 	stop := context.AfterFunc(deadline, cancel)
 
 	c := &conn{cancel: cancel}
+	c.gone, c.abandon = context.WithCancel(s.closing)
 	if s.cfg.Transport == Stdio {
 		// A new process, a fresh stderr: earlier output would blame the
 		// wrong run.
@@ -589,6 +705,7 @@ func (s *Source) connect() (*conn, error) {
 	if err != nil {
 		stop()
 		cancel()
+		c.abandon()
 		return nil, startError(s.cfg, err)
 	}
 	c.proc = proc
@@ -603,6 +720,7 @@ func (s *Source) connect() (*conn, error) {
 		_ = cs.Close()
 	}
 	cancel()
+	c.abandon()
 	if err == nil {
 		err = context.Cause(deadline)
 	}
@@ -689,16 +807,26 @@ func (s *Source) watch(c *conn) {
 		s.log.Warn("mcp server session ended", "server", s.cfg.Name)
 		s.drop(c, errors.New("the session ended"))
 	}
-	s.shutdown(c)
+	s.shutdown(c, false)
 	<-done
 }
 
 // shutdown closes the session and stops its process, once; later callers
-// return at once.
-func (s *Source) shutdown(c *conn) {
+// return at once. A session dropped because it failed goes abruptly: its
+// lifetime context and the process's stdin are cut first, because closing
+// a go-sdk session waits for the writes in progress, and a write to a
+// server that stopped reading never ends by itself.
+func (s *Source) shutdown(c *conn, abrupt bool) {
 	c.stop.Do(func() {
+		if abrupt {
+			c.cancel()
+			if c.proc != nil {
+				c.proc.closeStdin()
+			}
+		}
 		_ = c.cs.Close()
 		c.cancel()
+		c.abandon()
 		if c.proc != nil {
 			c.proc.stop(s.cfg.StopGrace)
 		}
@@ -719,7 +847,7 @@ func (s *Source) Close() error {
 	s.mu.Unlock()
 	s.stopAll()
 	if c != nil {
-		s.shutdown(c)
+		s.shutdown(c, false)
 	}
 	s.wg.Wait()
 	if s.own != nil {
@@ -729,8 +857,9 @@ func (s *Source) Close() error {
 }
 
 // Health returns the current state of the connection: connecting (also
-// before the first use), ready, degraded (it failed or was restarted and no
-// call has succeeded since) or failed (it never connected).
+// before the first use), ready, degraded (it failed, was restarted or is
+// being restarted, and no call has succeeded since) or failed (it never
+// connected; also while it is being tried again).
 func (s *Source) Health() tool.ServerHealth {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -739,14 +868,14 @@ func (s *Source) Health() tool.ServerHealth {
 		h.Error, h.Detail, h.ErrorAt = s.lastErr.Message, s.lastErr.Detail, s.lastErrAt
 	}
 	switch {
-	case s.connecting != nil:
+	case s.connecting != nil && s.lastErr == nil:
 		h.State = tool.StateConnecting
 	case s.cur != nil && (s.cur.healthy || s.lastErr == nil):
 		h.State = tool.StateReady
 	case s.cur != nil:
 		h.State = tool.StateDegraded
 	case s.lastErr != nil && s.connects > 0:
-		// It ran before: it will be restarted on the next use.
+		// It ran before: it is being restarted, or will be on the next use.
 		h.State = tool.StateDegraded
 	case s.lastErr != nil:
 		h.State = tool.StateFailed
@@ -783,4 +912,138 @@ func mergeEnv(base []string, extra map[string]string) []string {
 		out = append(out, k+"="+v)
 	}
 	return out
+}
+
+// watchCall pings the session when the call of what has waited PingAfter
+// for its answer, and every PingAfter after that while it still waits. The
+// returned function ends the watch; until the first ping it is only a timer.
+func (s *Source) watchCall(c *conn, what string) (stop func()) {
+	hc := s.cfg.HealthCheck
+	if hc.Disabled {
+		return func() {}
+	}
+	done := make(chan struct{})
+	t := time.AfterFunc(hc.PingAfter, func() {
+		if !s.track() {
+			return
+		}
+		defer s.wg.Done()
+		why := fmt.Sprintf("%s had waited %s for its answer", what, hc.PingAfter)
+		wait := time.NewTimer(hc.PingAfter)
+		defer wait.Stop()
+		for s.ping(c, why, hc.PingAfter/2) {
+			wait.Reset(hc.PingAfter)
+			select {
+			case <-done:
+				return
+			case <-c.gone.Done():
+				return
+			case <-wait.C:
+			}
+		}
+	})
+	return func() {
+		close(done)
+		t.Stop()
+	}
+}
+
+// probeSoon pings the session in the background.
+func (s *Source) probeSoon(c *conn, why string) {
+	if s.cfg.HealthCheck.Disabled || !s.track() {
+		return
+	}
+	go func() {
+		defer s.wg.Done()
+		s.ping(c, why, 0)
+	}()
+}
+
+// keepAlive pings the session every HealthCheck.Interval until it ends.
+func (s *Source) keepAlive(c *conn) {
+	defer s.wg.Done()
+	t := time.NewTicker(s.cfg.HealthCheck.Interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-c.gone.Done():
+			return
+		case <-t.C:
+			if !s.ping(c, "a keep-alive ping was due", 0) {
+				return
+			}
+		}
+	}
+}
+
+// track counts a goroutine in s.wg unless the source is closed, so that
+// Close waits for it. The caller must call s.wg.Done when it returns true.
+func (s *Source) track() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return false
+	}
+	s.wg.Add(1)
+	return true
+}
+
+// ping pings the session, unless another ping is under way or one was
+// answered less than fresh ago, and reports whether the session still
+// stands. A ping that gets no answer within PingTimeout retires the
+// session as wedged. The caller is counted in s.wg.
+func (s *Source) ping(c *conn, why string, fresh time.Duration) bool {
+	timeout := s.cfg.HealthCheck.PingTimeout
+	s.mu.Lock()
+	switch {
+	case s.closed || c.why != nil:
+		s.mu.Unlock()
+		return false
+	case c.probing || fresh > 0 && !c.answered.IsZero() && time.Since(c.answered) < fresh:
+		s.mu.Unlock()
+		return true
+	}
+	c.probing = true
+	s.mu.Unlock()
+
+	ctx, cancel := context.WithTimeout(c.gone, timeout)
+	defer cancel()
+	// The ping runs apart: over stdio, a write to a server that stopped
+	// reading blocks on the full pipe, deadline or not, until the session
+	// is dropped.
+	answer := make(chan error, 1)
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		answer <- c.cs.Ping(ctx, nil)
+	}()
+	var err error
+	select {
+	case err = <-answer:
+	case <-ctx.Done():
+		err = ctx.Err()
+	}
+	// An error answered by the server is an answer: it is alive.
+	alive := err == nil || s.answerError(err, "ping") != nil
+
+	s.mu.Lock()
+	c.probing = false
+	if alive {
+		c.answered = time.Now()
+	}
+	retired := s.closed || c.why != nil
+	s.mu.Unlock()
+	switch {
+	case alive:
+		return true
+	case retired:
+		return false
+	case errors.Is(err, context.DeadlineExceeded):
+		s.log.Warn("mcp server stopped answering; dropping its session", "server", s.cfg.Name, "reason", why)
+		msg := fmt.Sprintf("server %s stopped answering: %s, and a ping got no answer within %s; the session was dropped and the server is restarted", s.cfg.Name, why, timeout)
+		s.end(c, s.unavailable(msg, fmt.Errorf("%w: %w", ErrWedged, err)))
+	default:
+		s.drop(c, fmt.Errorf("pinging it (%s): %w", why, err))
+	}
+	return false
 }

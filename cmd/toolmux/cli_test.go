@@ -169,7 +169,7 @@ func TestToolsShowsUnreachableHTTPServer(t *testing.T) {
 	if r.code != 0 {
 		t.Fatalf("exit %d: %s", r.code, r.stderr)
 	}
-	if !strings.Contains(r.stdout, "\nremote: server remote: cannot reach "+url+": connection refused\n  ") {
+	if !strings.Contains(r.stdout, "\nremote (failed): server remote: cannot reach "+url+": connection refused\n  ") {
 		t.Errorf("no cause in the detail block:\n%s", r.stdout)
 	}
 	if !regexp.MustCompile(`\n\d+ tools from 1 of 2 servers \(1 failed\); approval mode default\n$`).MatchString(r.stdout) {

@@ -155,8 +155,8 @@ func TestToolsShowsFailedServers(t *testing.T) {
 		t.Errorf("echo %v, broken server entry %v:\n%s", sawEcho, sawBroken, r.stdout)
 	}
 	r = toolmux(t, dir, "", "tools")
-	if !strings.Contains(r.stdout, "FIXTURE_API_KEY is not set") {
-		t.Errorf("table does not show the failed server's stderr:\n%s", r.stdout)
+	if !strings.Contains(r.stdout, "FIXTURE_API_KEY is not set") || !strings.Contains(r.stdout, "broken (failed): server broken exited with status 2") {
+		t.Errorf("table does not show the failed server's error and stderr:\n%s", r.stdout)
 	}
 }
 

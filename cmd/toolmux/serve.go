@@ -69,6 +69,13 @@ client session there gets a session of its own with the server (for a
 stdio server, a process of its own). The built-in tools and command servers
 are served on /mcp only. See docs/gateway.md.
 
+A server that fails to start is tried again in the background, with
+backoff, until it comes up; one that crashes or stops answering (a ping
+unanswered while a call waits, see health_check in docs/config.md) is
+restarted. Meanwhile calls of its tools are refused at once with
+server_unavailable and the server's stderr; when it is back, its tools
+appear and clients are told the tool list changed.
+
 Listening beyond loopback requires a bearer token (--token or TOOLMUX_TOKEN;
 a blank one is refused, one shorter than 16 characters warned about);
 clients then send "Authorization: Bearer TOKEN". On loopback, requests must
@@ -184,6 +191,15 @@ closes every upstream server and the task log, and says what it cancelled.`,
 			}
 			g := gateway.New(scheduled{catalog: rt.pipeline, Scheduler: s}, opts)
 			defer g.Close()
+			// Servers that fail, crash or stop answering are brought back
+			// in the background while serving; when one comes back (or
+			// its tools change), the clients are told the tool list
+			// changed.
+			rt.manager.Recover(func(*tool.Catalog) {
+				if err := g.Sync(ctx); err != nil && ctx.Err() == nil {
+					a.logger().Warn("updating the gateway's tools", "error", err)
+				}
+			})
 			// Discover now, so problems show at start rather than at the
 			// first client request.
 			st.begin()

@@ -21,6 +21,9 @@ type toolEntry struct {
 	State  tool.State `json:"state"`
 	Error  string     `json:"error,omitempty"`
 	Detail string     `json:"detail,omitempty"`
+	// Restarts counts the server's restarts (crashes, dropped or wedged
+	// sessions) while this command ran.
+	Restarts int `json:"restarts,omitempty"`
 	// Approval is what the policy does with a call of the tool in the
 	// current approval mode: allow, ask or deny ("ask" when some calls
 	// would be asked about, depending on their arguments).
@@ -80,10 +83,10 @@ func catalogEntries(cat *tool.Catalog, engine *policy.Engine) []toolEntry {
 				continue
 			}
 			n++
-			entries = append(entries, toolEntry{Tool: &t, Server: t.Server, State: h.State, Approval: string(engine.Requires(t))})
+			entries = append(entries, toolEntry{Tool: &t, Server: t.Server, State: h.State, Restarts: h.Restarts, Approval: string(engine.Requires(t))})
 		}
 		if n == 0 {
-			entries = append(entries, toolEntry{Server: h.Name, State: h.State, Error: h.Error, Detail: h.Detail})
+			entries = append(entries, toolEntry{Server: h.Name, State: h.State, Error: h.Error, Detail: h.Detail, Restarts: h.Restarts})
 		}
 	}
 	return entries
@@ -104,14 +107,19 @@ func printToolTable(a *app, cat *tool.Catalog, entries []toolEntry, mode policy.
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", e.Server, e.State, e.Exposed, e.Approval, oneLine(e.Description, 80))
 	}
 	tw.Flush()
-	// The table cuts errors to one short line; the cause of a failure (a
-	// refused connection, the stderr of a crashed process) is at the end
-	// of the error or in its detail, so both are given in full below it.
+	// Servers that are not well: what went wrong, in full (the table cuts
+	// errors to one short line; the cause of a failure, a refused
+	// connection or the stderr of a crashed process, is at the end of the
+	// error or in its detail).
 	for _, h := range cat.Servers() {
-		if h.State != tool.StateFailed || h.Error == "" {
+		if h.State != tool.StateFailed && h.State != tool.StateDegraded || h.Error == "" {
 			continue
 		}
-		fmt.Fprintf(a.stdout, "\n%s: %s\n", h.Name, h.Error)
+		fmt.Fprintf(a.stdout, "\n%s (%s", h.Name, h.State)
+		if h.Restarts > 0 {
+			fmt.Fprintf(a.stdout, ", %s", plural(h.Restarts, "restart"))
+		}
+		fmt.Fprintf(a.stdout, "): %s\n", h.Error)
 		if h.Detail != "" {
 			fmt.Fprintln(a.stdout, indent(h.Detail, "  "))
 		}

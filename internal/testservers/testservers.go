@@ -33,6 +33,11 @@ type Options struct {
 	// Catalog, when positive, adds that many tools of a realistic catalog
 	// (see CatalogTool), all read-only, for tool selection tests.
 	Catalog int
+	// Wedge, when set, adds the tool wedge, which calls it and then never
+	// answers, cancellation included. The fixture command passes a function
+	// that makes the server stop reading its stdin: a wedged server, alive
+	// but deaf.
+	Wedge func()
 }
 
 // BigText is the text the fixture's big tool returns for n bytes: lines
@@ -250,6 +255,15 @@ func NewServer(o Options) *mcp.Server {
 			}
 			return text(resp.Status + "\n" + string(body)), nil, nil
 		})
+
+	if o.Wedge != nil {
+		mcp.AddTool(s, &mcp.Tool{Name: "wedge", Description: "Makes the server stop reading its input, and never answers."},
+			func(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, any, error) {
+				fmt.Fprintln(os.Stderr, "fixture: wedged on purpose")
+				o.Wedge()
+				select {}
+			})
+	}
 
 	var added atomic.Int32
 	var addMu sync.Mutex
