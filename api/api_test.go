@@ -97,22 +97,7 @@ func newFixtureWith(t *testing.T, ao *api.ApprovalOptions) fixture {
 // until detach, or the end of the test.
 func (f fixture) attach(t *testing.T) (detach func()) {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, f.url+"/api/events?approver=1", nil)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		cancel()
-		t.Fatal(err)
-	}
-	if resp.StatusCode != http.StatusOK {
-		cancel()
-		t.Fatalf("events: %s", resp.Status)
-	}
-	done := func() {
-		cancel()
-		resp.Body.Close()
-	}
-	t.Cleanup(done)
+	detach = testservers.AttachApprover(t, f.url)
 	if !testservers.Eventually(10*time.Second, func() bool {
 		var in api.Info
 		f.get(t, "/api/info", &in)
@@ -120,7 +105,7 @@ func (f fixture) attach(t *testing.T) (detach func()) {
 	}) {
 		t.Fatal("the approver never showed in /api/info")
 	}
-	return done
+	return detach
 }
 
 func (f fixture) get(t *testing.T, path string, v any) int {

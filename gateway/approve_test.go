@@ -12,6 +12,7 @@ import (
 
 	"github.com/toolmux/toolmux/builtin"
 	"github.com/toolmux/toolmux/gateway"
+	"github.com/toolmux/toolmux/internal/testservers"
 	"github.com/toolmux/toolmux/manager"
 	"github.com/toolmux/toolmux/policy"
 	"github.com/toolmux/toolmux/schedule"
@@ -79,16 +80,6 @@ func write(t *testing.T, cs *mcp.ClientSession, name string) *mcp.CallToolResult
 	return res
 }
 
-func text(res *mcp.CallToolResult) string {
-	var b strings.Builder
-	for _, c := range res.Content {
-		if tc, ok := c.(*mcp.TextContent); ok {
-			b.WriteString(tc.Text)
-		}
-	}
-	return b.String()
-}
-
 // A call that needs approval is put to the client's user through
 // elicitation; "once" runs it and asks again next time, "always for this
 // tool" stops the asking, "deny" refuses it.
@@ -110,22 +101,22 @@ func TestApprovalThroughElicitation(t *testing.T) {
 	})
 
 	if res := write(t, cs, "a.txt"); res.IsError {
-		t.Fatalf("approved once: %s", text(res))
+		t.Fatalf("approved once: %s", testservers.ResultText(res))
 	}
 	next.Store("decline")
-	if res := write(t, cs, "b.txt"); !res.IsError || !strings.Contains(text(res), "denied") {
-		t.Fatalf("declined: %v %s", res.IsError, text(res))
+	if res := write(t, cs, "b.txt"); !res.IsError || !strings.Contains(testservers.ResultText(res), "denied") {
+		t.Fatalf("declined: %v %s", res.IsError, testservers.ResultText(res))
 	}
 	if _, err := os.Stat(filepath.Join(dir, "b.txt")); !os.IsNotExist(err) {
 		t.Fatal("a declined call ran")
 	}
 	next.Store("always_tool")
 	if res := write(t, cs, "c.txt"); res.IsError {
-		t.Fatalf("approved always: %s", text(res))
+		t.Fatalf("approved always: %s", testservers.ResultText(res))
 	}
 	before := asked.Load()
 	if res := write(t, cs, "d.txt"); res.IsError || asked.Load() != before {
-		t.Fatalf("after always: asked again (%d → %d), %s", before, asked.Load(), text(res))
+		t.Fatalf("after always: asked again (%d → %d), %s", before, asked.Load(), testservers.ResultText(res))
 	}
 	for _, f := range []string{"a.txt", "c.txt", "d.txt"} {
 		if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
@@ -146,8 +137,8 @@ func TestApprovalWithoutElicitation(t *testing.T) {
 	dir := t.TempDir()
 	cs := connectGoverned(t, dir, nil)
 	res := write(t, cs, "a.txt")
-	if !res.IsError || !strings.Contains(text(res), "approval_denied") || !strings.Contains(text(res), "--yes") {
-		t.Fatalf("got %v %s", res.IsError, text(res))
+	if !res.IsError || !strings.Contains(testservers.ResultText(res), "approval_denied") || !strings.Contains(testservers.ResultText(res), "--yes") {
+		t.Fatalf("got %v %s", res.IsError, testservers.ResultText(res))
 	}
 	if _, err := os.Stat(filepath.Join(dir, "a.txt")); !os.IsNotExist(err) {
 		t.Fatal("an unapproved call ran")

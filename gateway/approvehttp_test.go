@@ -163,17 +163,7 @@ func (a *approvalsGateway) connectHTTP(t *testing.T, name string, opts *mcp.Clie
 // attach opens the page's event stream, as an approver.
 func (a *approvalsGateway) attach(t *testing.T) {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, a.url+"/api/events?approver=1", nil)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		cancel()
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		cancel()
-		resp.Body.Close()
-	})
+	testservers.AttachApprover(t, a.url)
 	if !testservers.Eventually(10*time.Second, func() bool { return a.queue.Approvers() == 1 }) {
 		t.Fatal("the approver never attached")
 	}
@@ -206,7 +196,7 @@ func TestHTTPClientWithoutElicitationIsRefusedAtOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	msg := text(res)
+	msg := testservers.ResultText(res)
 	if !res.IsError || res.Meta["toolmux/error_kind"] != "approval_denied" || !strings.Contains(msg, "--yes") ||
 		!strings.Contains(msg, "the web page") {
 		t.Fatalf("got %v %v %s", res.IsError, res.Meta, msg)
@@ -322,8 +312,8 @@ func TestElicitationIsBounded(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !res.IsError || res.Meta["toolmux/error_kind"] != "approval_denied" || !strings.Contains(text(res), "did not answer within 300ms") {
-		t.Fatalf("got %v %s", res.IsError, text(res))
+	if !res.IsError || res.Meta["toolmux/error_kind"] != "approval_denied" || !strings.Contains(testservers.ResultText(res), "did not answer within 300ms") {
+		t.Fatalf("got %v %s", res.IsError, testservers.ResultText(res))
 	}
 	if a.written("a.txt") {
 		t.Fatal("an unanswered call ran")

@@ -110,16 +110,6 @@ func callTool(t *testing.T, cs *mcp.ClientSession, name string, args map[string]
 	return res
 }
 
-func resultText(res *mcp.CallToolResult) string {
-	var parts []string
-	for _, c := range res.Content {
-		if tc, ok := c.(*mcp.TextContent); ok {
-			parts = append(parts, tc.Text)
-		}
-	}
-	return strings.Join(parts, "\n")
-}
-
 func TestToolsOfAServerThatIsDownAnswerServerUnavailableUntilItComesBack(t *testing.T) {
 	flag := filepath.Join(t.TempDir(), "ready")
 	fixture := testservers.Fixture(t)
@@ -141,9 +131,9 @@ func TestToolsOfAServerThatIsDownAnswerServerUnavailableUntilItComesBack(t *test
 	// its kind and the server's stderr, never a bare "unknown tool".
 	res := callTool(t, cs, "late__echo", map[string]any{"message": "early"})
 	if !res.IsError || res.Meta["toolmux/error_kind"] != string(tool.KindServerUnavailable) {
-		t.Fatalf("call of a server that is down: isError %v, meta %v, %q", res.IsError, res.Meta, resultText(res))
+		t.Fatalf("call of a server that is down: isError %v, meta %v, %q", res.IsError, res.Meta, testservers.ResultText(res))
 	}
-	if text := resultText(res); !strings.Contains(text, flag+" is missing") {
+	if text := testservers.ResultText(res); !strings.Contains(text, flag+" is missing") {
 		t.Errorf("the refusal does not quote the server's stderr: %q", text)
 	}
 
@@ -181,15 +171,15 @@ func TestToolsOfAServerThatIsDownAnswerServerUnavailableUntilItComesBack(t *test
 			t.Fatalf("no tools/list_changed bringing late's tools: %v", toolNames(t, cs))
 		}
 	}
-	if res := callTool(t, cs, "late__echo", map[string]any{"message": "on time"}); res.IsError || resultText(res) != "Echo: on time" {
-		t.Errorf("call after the server came back: %q", resultText(res))
+	if res := callTool(t, cs, "late__echo", map[string]any{"message": "on time"}); res.IsError || testservers.ResultText(res) != "Echo: on time" {
+		t.Errorf("call after the server came back: %q", testservers.ResultText(res))
 	}
 	pt, err := h.client(t, "/servers/late/mcp", nil)
 	if err != nil {
 		t.Fatalf("passthrough after the server came back: %v", err)
 	}
-	if res := callTool(t, pt, "echo", map[string]any{"message": "through"}); res.IsError || resultText(res) != "Echo: through" {
-		t.Errorf("passthrough call: %q", resultText(res))
+	if res := callTool(t, pt, "echo", map[string]any{"message": "through"}); res.IsError || testservers.ResultText(res) != "Echo: through" {
+		t.Errorf("passthrough call: %q", testservers.ResultText(res))
 	}
 }
 
@@ -201,10 +191,10 @@ func TestWedgedServerBehindTheGatewayIsRestarted(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	before := resultText(callTool(t, cs, "fx__pid", nil))
+	before := testservers.ResultText(callTool(t, cs, "fx__pid", nil))
 	res := callTool(t, cs, "fx__wedge", nil)
-	if !res.IsError || res.Meta["toolmux/error_kind"] != string(tool.KindServerUnavailable) || !strings.Contains(resultText(res), "stopped answering") {
-		t.Fatalf("the call in flight on the wedged server: %v %q", res.Meta, resultText(res))
+	if !res.IsError || res.Meta["toolmux/error_kind"] != string(tool.KindServerUnavailable) || !strings.Contains(testservers.ResultText(res), "stopped answering") {
+		t.Fatalf("the call in flight on the wedged server: %v %q", res.Meta, testservers.ResultText(res))
 	}
 	ok := testservers.Eventually(30*time.Second, func() bool {
 		hs := h.m.Health()
@@ -213,7 +203,7 @@ func TestWedgedServerBehindTheGatewayIsRestarted(t *testing.T) {
 	if !ok {
 		t.Fatalf("the wedged server was not restarted: %+v", h.m.Health())
 	}
-	if after := resultText(callTool(t, cs, "fx__pid", nil)); after == before {
+	if after := testservers.ResultText(callTool(t, cs, "fx__pid", nil)); after == before {
 		t.Errorf("the next call ran in the wedged process %s", before)
 	}
 }

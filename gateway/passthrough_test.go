@@ -324,9 +324,9 @@ func callText(t *testing.T, cs *mcp.ClientSession, name string) string {
 		t.Fatalf("%s: %v", name, err)
 	}
 	if res.IsError {
-		t.Fatalf("%s: error result %s", name, text(res))
+		t.Fatalf("%s: error result %s", name, testservers.ResultText(res))
 	}
-	return text(res)
+	return testservers.ResultText(res)
 }
 
 // Everything between a client and the server crosses the route: the
@@ -498,8 +498,8 @@ func TestPassthroughGovernsToolCalls(t *testing.T) {
 
 	approvalAnswer.Store("deny")
 	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "write"})
-	if err != nil || !res.IsError || !strings.Contains(text(res), "denied") || up.writes.Load() != 0 {
-		t.Fatalf("declined: %v %s, %d writes", err, text(res), up.writes.Load())
+	if err != nil || !res.IsError || !strings.Contains(testservers.ResultText(res), "denied") || up.writes.Load() != 0 {
+		t.Fatalf("declined: %v %s, %d writes", err, testservers.ResultText(res), up.writes.Load())
 	}
 	approvalAnswer.Store("once")
 	if s := callText(t, cs, "write"); s != "written" || up.writes.Load() != 1 {

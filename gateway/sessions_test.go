@@ -386,7 +386,7 @@ func TestPassthroughIdleSessionsEnd(t *testing.T) {
 	// The busy client's call outlasts the idle timeout three times over.
 	res, err := busy.CallTool(context.Background(), &mcp.CallToolParams{Name: "span", Arguments: map[string]any{"ms": 3 * idle.Milliseconds()}})
 	if err != nil || res.IsError {
-		t.Fatalf("a long call: %v %s", err, text(res))
+		t.Fatalf("a long call: %v %s", err, testservers.ResultText(res))
 	}
 	if pid := callPID(t, busy); pid != busyPID {
 		t.Errorf("the busy session's process changed: %d, then %d", busyPID, pid)

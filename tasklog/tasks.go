@@ -228,15 +228,8 @@ func (l *Log) ResolveID(ctx context.Context, id string) (string, error) {
 		if err != nil {
 			return err
 		}
-		defer rows.Close()
-		for rows.Next() {
-			var m string
-			if err := rows.Scan(&m); err != nil {
-				return err
-			}
-			ids = append(ids, m)
-		}
-		return rows.Err()
+		ids, err = scanStrings(rows)
+		return err
 	})
 	switch {
 	case err != nil:
@@ -416,17 +409,24 @@ func (l *Log) FinishOwned(ctx context.Context, status Status, message string) ([
 		if err != nil {
 			return err
 		}
-		defer rows.Close()
-		for rows.Next() {
-			var id string
-			if err := rows.Scan(&id); err != nil {
-				return err
-			}
-			ids = append(ids, id)
-		}
-		return rows.Err()
+		ids, err = scanStrings(rows)
+		return err
 	})
 	return ids, err
+}
+
+// scanStrings reads rows of one text column, and closes them.
+func scanStrings(rows *sql.Rows) ([]string, error) {
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var v string
+		if err := rows.Scan(&v); err != nil {
+			return nil, err
+		}
+		out = append(out, v)
+	}
+	return out, rows.Err()
 }
 
 // legacyOrphanAge is how long a running task with no owner (written

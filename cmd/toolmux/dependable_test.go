@@ -18,16 +18,6 @@ import (
 	"github.com/toolmux/toolmux/internal/testservers"
 )
 
-func mcpText(res *mcp.CallToolResult) string {
-	var b strings.Builder
-	for _, c := range res.Content {
-		if tc, ok := c.(*mcp.TextContent); ok {
-			b.WriteString(tc.Text)
-		}
-	}
-	return b.String()
-}
-
 // A client that cannot show a question, with no page open, is refused at
 // once — over HTTP (the go-sdk client and the TypeScript SDK's, in the
 // MCP Inspector) and over stdio — with how to allow the call, and where a
@@ -43,7 +33,7 @@ func TestServeRefusesWhatNobodyCanApprove(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	msg := mcpText(res)
+	msg := testservers.ResultText(res)
 	if !res.IsError || res.Meta["toolmux/error_kind"] != "approval_denied" || !strings.Contains(msg, "--yes") ||
 		!strings.Contains(msg, "the web page at "+p.url("/")) {
 		t.Fatalf("go-sdk client: %v %v %s", res.IsError, res.Meta, msg)
@@ -76,7 +66,7 @@ func TestServeRefusesWhatNobodyCanApprove(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if msg := mcpText(res); !res.IsError || !strings.Contains(msg, "approval_denied") || !strings.Contains(msg, "serve --stdio --addr") {
+	if msg := testservers.ResultText(res); !res.IsError || !strings.Contains(msg, "approval_denied") || !strings.Contains(msg, "serve --stdio --addr") {
 		t.Fatalf("stdio: %s", msg)
 	}
 	if strings.Contains(stderr.String(), "/api/") {

@@ -6,8 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
-	"net/http"
 	"os"
 	"strings"
 	"sync"
@@ -294,18 +292,10 @@ func (a *app) serveRun(ctx context.Context, addr, token string, rt *toolmux.Runt
 		Sessions: sessionTasks(rt.Log, a.logger()),
 		API: api.New(api.Options{Catalog: rt.Pipeline, Caller: rt.Scheduler, Health: rt.Manager.Health, Policy: rt.Policy,
 			Approvals: approvals, Log: rt.Log, Events: rt.Events, Version: versionString(), Run: page.get})})
-	reqCtx, endRequests := context.WithCancel(context.WithoutCancel(ctx))
-	srv := &http.Server{Handler: g.Mux(token, gateway.Security{Loopback: gateway.IsLoopback(addr)}), ReadHeaderTimeout: 10 * time.Second,
-		BaseContext: func(net.Listener) context.Context { return reqCtx }}
-	go srv.Serve(ln)
+	stopHTTP := serveBeside(ctx, ln, g.Mux(token, gateway.Security{Loopback: gateway.IsLoopback(addr)}))
 	fmt.Fprintf(a.stderr, "toolmux: watch the run at %s\n", page.url)
 	return func() {
-		endRequests()
-		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), shutdownGrace)
-		defer cancel()
-		if srv.Shutdown(sctx) != nil {
-			srv.Close()
-		}
+		stopHTTP()
 		g.Close()
 	}, nil
 }

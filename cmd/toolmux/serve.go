@@ -213,7 +213,8 @@ closes every upstream server and the task log, and says what it cancelled.`,
 			if stdio {
 				var stopHTTP func()
 				if onHTTP {
-					stopHTTP = a.serveBeside(ctx, ln, g.Mux(token, sec))
+					stopHTTP = serveBeside(ctx, ln, g.Mux(token, sec))
+					fmt.Fprintf(a.stderr, "toolmux: web page (approvals, live calls) at %s\n", pageURL(ln.Addr()))
 				}
 				// The transport ends with the signal: the session's end
 				// must read as a shutdown, not as the client leaving.
@@ -301,14 +302,15 @@ func (a *app) sayEnded(p api.Pending, e api.Ending) {
 	}
 }
 
-// serveBeside serves h on ln while serve --stdio serves MCP on stdin; stop
-// ends it.
-func (a *app) serveBeside(ctx context.Context, ln net.Listener, h http.Handler) (stop func()) {
+// serveBeside serves h on ln in the background, beside a command's main
+// job (the page of serve --stdio, of run --serve); stop ends it: the
+// streams first, which never end by themselves, then the server, within
+// shutdownGrace.
+func serveBeside(ctx context.Context, ln net.Listener, h http.Handler) (stop func()) {
 	reqCtx, endRequests := context.WithCancel(context.WithoutCancel(ctx))
 	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second,
 		BaseContext: func(net.Listener) context.Context { return reqCtx }}
 	go srv.Serve(ln)
-	fmt.Fprintf(a.stderr, "toolmux: web page (approvals, live calls) at %s\n", pageURL(ln.Addr()))
 	return func() {
 		endRequests()
 		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), shutdownGrace)

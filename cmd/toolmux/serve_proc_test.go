@@ -108,17 +108,7 @@ func (p *serveProc) connect(t *testing.T, ctx context.Context) *mcp.ClientSessio
 // to the API's queue instead of refusing them.
 func (p *serveProc) attach(t *testing.T) {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, p.url("/api/events?approver=1"), nil)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		cancel()
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		cancel()
-		resp.Body.Close()
-	})
+	testservers.AttachApprover(t, "http://"+p.addr)
 	if !testservers.Eventually(10*time.Second, func() bool {
 		var in struct{ Approvers int }
 		p.getJSON(t, "/api/info", &in)
