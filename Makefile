@@ -19,7 +19,8 @@ FUZZ := ./config:FuzzParse ./builtin:FuzzResolvePath ./internal/ringbuf:FuzzRing
         ./pipeline:FuzzRepair ./pipeline:FuzzCanonicalURL ./pipeline:FuzzFingerprint \
         ./cmdsource:FuzzDeclarations ./policy:FuzzAnswer ./policy:FuzzArgs \
         ./web:FuzzHTMLToMarkdown ./web:FuzzSearXNGResponse ./web:FuzzSerperResponse \
-        ./stream:FuzzSSE ./internal/bm25:FuzzTerms ./internal/jsonrepair:FuzzRepair ./agent:FuzzParseTextCalls ./llm:FuzzOpenAIStream
+        ./stream:FuzzSSE ./internal/bm25:FuzzTerms ./internal/jsonrepair:FuzzRepair ./agent:FuzzParseTextCalls ./llm:FuzzOpenAIStream \
+        ./internal/jsonscan:FuzzScan
 FUZZTIME ?= 5s
 
 all: build

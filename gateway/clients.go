@@ -2,9 +2,9 @@ package gateway
 
 import (
 	"context"
-	"crypto/rand"
 	"errors"
 	"net/http"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -66,7 +66,8 @@ type clients struct {
 	log  SessionLog
 	idle time.Duration // the HTTP session idle timeout, for messages
 
-	stopping atomic.Bool // BeginShutdown was called
+	stopping atomic.Bool   // BeginShutdown was called
+	nextPost atomic.Uint64 // names the POSTs in flight (the client cannot set the header: it is overwritten)
 	wg       sync.WaitGroup
 
 	mu      sync.Mutex
@@ -180,7 +181,7 @@ func (s *clients) serveHTTP(h http.Handler) http.Handler {
 		r.Header.Del(postHeader)
 		switch r.Method {
 		case http.MethodPost:
-			id := rand.Text()
+			id := strconv.FormatUint(s.nextPost.Add(1), 36)
 			r.Header.Set(postHeader, id)
 			s.mu.Lock()
 			s.posts[id] = r.Context()

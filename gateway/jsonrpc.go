@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/toolmux/toolmux/internal/jsonscan"
 	"github.com/toolmux/toolmux/tool"
 )
 
@@ -73,14 +74,15 @@ func (g *Gateway) jsonRPCErrors(h http.Handler) http.Handler {
 				return
 			}
 			r.Body = io.NopCloser(bytes.NewReader(body))
-			if depth, id := messageDepth(body); depth > sdkMaxDepth {
-				writeRPCError(w, http.StatusBadRequest, id, codeInvalidParams, fmt.Sprintf(
+			msg := jsonscan.Scan(body)
+			if msg.Depth > sdkMaxDepth {
+				writeRPCError(w, http.StatusBadRequest, rpcID(msg.ID), codeInvalidParams, fmt.Sprintf(
 					"invalid_tool_params: the request nests deeper than %d levels, the most an MCP message may; "+
 						"tool arguments may nest at most %d (limits.max_depth)", sdkMaxDepth, g.maxDepth()))
 				return
 			}
 			var ok bool
-			if id, ok = checkMessage(w, body); !ok {
+			if id, ok = checkMessage(w, body, msg); !ok {
 				return
 			}
 		}
@@ -92,44 +94,61 @@ func (g *Gateway) jsonRPCErrors(h http.Handler) http.Handler {
 
 // checkMessage answers the messages the go-sdk would answer in plain
 // text, and returns the request's id; ok is false when it has answered.
-func checkMessage(w http.ResponseWriter, body []byte) (id json.RawMessage, ok bool) {
-	trimmed := bytes.TrimSpace(body)
-	if len(trimmed) == 0 || trimmed[0] == '[' {
+// The message was scanned (msg), not decoded: the go-sdk decodes it.
+func checkMessage(w http.ResponseWriter, body []byte, msg jsonscan.Message) (id json.RawMessage, ok bool) {
+	switch {
+	case len(bytes.TrimSpace(body)) == 0 || msg.Array:
 		return nil, true // empty, or a batch: the go-sdk's to judge
-	}
-	var msg struct {
-		ID     json.RawMessage `json:"id"`
-		Method json.RawMessage `json:"method"`
-		Result json.RawMessage `json:"result"`
-		Error  json.RawMessage `json:"error"`
-	}
-	if trimmed[0] != '{' || json.Unmarshal(trimmed, &msg) != nil {
+	case !msg.Object || !msg.Closed:
 		writeRPCError(w, http.StatusBadRequest, nil, codeParseError, "toolmux: the body is not a JSON-RPC message (a JSON object)")
 		return nil, false
 	}
-	hasID := len(msg.ID) > 0 && string(msg.ID) != "null"
+	id = rpcID(msg.ID)
 	if msg.Method == nil {
-		if msg.Result == nil && msg.Error == nil {
-			writeRPCError(w, http.StatusBadRequest, msg.ID, codeInvalidRequest,
+		if !msg.HasResult && !msg.HasError {
+			writeRPCError(w, http.StatusBadRequest, id, codeInvalidRequest,
 				`toolmux: invalid request: a message needs a "method" (a request or notification) or a "result" or "error" (a response)`)
 			return nil, false
 		}
-		return msg.ID, true
+		return id, true
 	}
-	var method string
-	if json.Unmarshal(msg.Method, &method) != nil {
-		writeRPCError(w, http.StatusBadRequest, msg.ID, codeInvalidRequest, `toolmux: invalid request: "method" must be a string`)
+	method, isString := unquote(msg.Method)
+	if !isString {
+		writeRPCError(w, http.StatusBadRequest, id, codeInvalidRequest, `toolmux: invalid request: "method" must be a string`)
 		return nil, false
 	}
 	if !knownMethods[method] {
-		if !hasID {
+		if id == nil {
 			w.WriteHeader(http.StatusAccepted)
 			return nil, false
 		}
-		writeRPCError(w, http.StatusOK, msg.ID, codeMethodNotFound, "method not found: "+quoteHeader(method))
+		writeRPCError(w, http.StatusOK, id, codeMethodNotFound, "method not found: "+quoteHeader(method))
 		return nil, false
 	}
-	return msg.ID, true
+	return id, true
+}
+
+// rpcID is a request's id as an answer may echo it: a string or a number;
+// nil for none, null, or anything else.
+func rpcID(raw []byte) json.RawMessage {
+	if len(raw) == 0 || raw[0] != '"' && raw[0] != '-' && (raw[0] < '0' || raw[0] > '9') {
+		return nil
+	}
+	if !json.Valid(raw) {
+		return nil
+	}
+	return raw
+}
+
+// unquote reads a raw JSON string; isString is false for anything else.
+func unquote(raw []byte) (s string, isString bool) {
+	if len(raw) < 2 || raw[0] != '"' || raw[len(raw)-1] != '"' {
+		return "", false
+	}
+	if bytes.IndexByte(raw, '\\') < 0 {
+		return string(raw[1 : len(raw)-1]), true
+	}
+	return s, json.Unmarshal(raw, &s) == nil
 }
 
 // writeRPCError writes a JSON-RPC error response.

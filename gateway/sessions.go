@@ -15,6 +15,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 
+	"github.com/toolmux/toolmux/internal/jsonscan"
 	"github.com/toolmux/toolmux/mcpsource"
 )
 
@@ -249,17 +250,16 @@ func (e errReader) Read([]byte) (int, error) {
 // initializes reports whether body holds an initialize request, alone or
 // in a batch; what is not JSON-RPC is left to the go-sdk to refuse.
 func initializes(body []byte) bool {
+	msg := jsonscan.Scan(body)
+	if !msg.Array {
+		return string(msg.Method) == `"`+methodInitialize+`"`
+	}
 	type message struct {
 		Method string `json:"method"`
 	}
-	body = bytes.TrimSpace(body)
-	if len(body) > 0 && body[0] == '[' {
-		var batch []message
-		_ = json.Unmarshal(body, &batch)
-		return slices.ContainsFunc(batch, func(m message) bool { return m.Method == methodInitialize })
-	}
-	var m message
-	return json.Unmarshal(body, &m) == nil && m.Method == methodInitialize
+	var batch []message
+	_ = json.Unmarshal(body, &batch)
+	return slices.ContainsFunc(batch, func(m message) bool { return m.Method == methodInitialize })
 }
 
 // refuse answers a request with 503 and Retry-After, and a JSON-RPC error

@@ -1,10 +1,11 @@
 package mcpsource
 
 import (
-	"encoding/json"
 	"io"
 	"mime"
 	"net/http"
+
+	"github.com/toolmux/toolmux/internal/jsonscan"
 )
 
 // headerTransport adds configured headers to every request.
@@ -81,11 +82,8 @@ func (t *spillRoundTripper) RoundTrip(req *http.Request) (*http.Response, error)
 		if body, err := req.GetBody(); err == nil {
 			b, err := io.ReadAll(io.LimitReader(body, maxRegisterBody))
 			body.Close()
-			var m struct {
-				ID     json.RawMessage `json:"id"`
-				Method string          `json:"method"`
-			}
-			if err == nil && json.Unmarshal(b, &m) == nil && m.Method == "tools/call" {
+			// Scanned, not decoded: only the id of a tools/call is needed.
+			if m := jsonscan.Scan(b); err == nil && m.Closed && string(m.Method) == `"tools/call"` {
 				if key := rawIDKey(m.ID); key != "" {
 					t.sp.expectKey(key, col)
 				}

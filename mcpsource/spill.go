@@ -249,8 +249,30 @@ type spillReader struct {
 	spilled []spilled
 }
 
+// spillBufSize is the size of a spill reader's window on what the server
+// sends.
+const spillBufSize = 64 << 10
+
+// spillBufs recycles the readers' windows: over HTTP every answer gets a
+// reader of its own, and a new 64 KiB window each time is an allocation
+// (and a clearing) per call.
+var spillBufs = sync.Pool{New: func() any { b := make([]byte, spillBufSize); return &b }}
+
 func newSpillReader(src io.ReadCloser, sp *spiller) *spillReader {
-	return &spillReader{src: src, sp: sp, buf: make([]byte, 64<<10)}
+	return &spillReader{src: src, sp: sp, buf: *spillBufs.Get().(*[]byte)}
+}
+
+// release gives the window back once the source has ended and every byte
+// of it was taken: nothing reads the window again (fill answers the
+// source's error from then on). Only the goroutine that reads calls it,
+// never Close, which may run while a Read is blocked.
+func (s *spillReader) release() {
+	if s.buf == nil || s.r != s.w {
+		return
+	}
+	b := s.buf[:spillBufSize]
+	s.buf, s.r, s.w = nil, 0, 0
+	spillBufs.Put(&b)
 }
 
 // Close closes the source, which ends a Read blocked on it.
@@ -297,6 +319,7 @@ func (s *spillReader) Read(p []byte) (int, error) {
 // fill reads more input into buf, moving what is unread to its start.
 func (s *spillReader) fill() error {
 	if s.err != nil {
+		s.release()
 		return s.err
 	}
 	if s.r > 0 {
@@ -312,6 +335,7 @@ func (s *spillReader) fill() error {
 		err = io.ErrNoProgress
 	}
 	s.err = err
+	s.release()
 	return err
 }
 
