@@ -154,6 +154,50 @@ servers:
 	return g
 }
 
+// startBenchServeStdio runs `toolmux serve` with command as its one server,
+// fx, over stdio (trusted), no built-in tools, and extra as further
+// configuration.
+func startBenchServeStdio(b *testing.B, command, extra string) *benchGateway {
+	b.Helper()
+	dir := b.TempDir()
+	cfg := fmt.Sprintf("builtin: {enabled: false}\nservers:\n  fx:\n    command: %s\n    trust: true\n%s", command, extra)
+	path := filepath.Join(dir, "toolmux.yaml")
+	if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
+		b.Fatal(err)
+	}
+	addr := fmt.Sprintf("127.0.0.1:%d", testservers.FreePort(b))
+	g := &benchGateway{base: "http://" + addr, dataDir: filepath.Join(dir, "data")}
+	cmd := exec.Command(benchBinary(b), "serve", "--addr", addr, "--config", path, "--data-dir", g.dataDir)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "XDG_DATA_HOME="+dir)
+	g.benchProc = startBenchProc(b, cmd, "toolmux: serving ")
+	return g
+}
+
+// startBenchMCPProxyStdio runs TBXark/mcp-proxy (streamable HTTP) in front of
+// command over stdio, as users run it, and returns its endpoint and pid.
+func startBenchMCPProxyStdio(b *testing.B, bin, command string) (string, int) {
+	b.Helper()
+	dir := b.TempDir()
+	addr := fmt.Sprintf("127.0.0.1:%d", testservers.FreePort(b))
+	cfg, err := json.Marshal(map[string]any{
+		"mcpProxy": map[string]any{
+			"baseURL": "http://" + addr, "addr": addr, "name": "mcp-proxy", "version": "1.0.0",
+			"type": "streamable-http", "options": map[string]any{"logEnabled": false},
+		},
+		"mcpServers": map[string]any{"fx": map[string]any{"command": command, "transportType": "stdio"}},
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	path := filepath.Join(dir, "config.json")
+	if err := os.WriteFile(path, cfg, 0o644); err != nil {
+		b.Fatal(err)
+	}
+	p := startBenchProc(b, exec.Command(bin, "-config", path), "<fx> Handling requests at")
+	return "http://" + addr + "/fx/mcp", p.cmd.Process.Pid
+}
+
 // startBenchMCPProxy runs TBXark/mcp-proxy (streamable HTTP, stateless, its
 // default for that type) in front of upstream and returns its endpoint
 // and process id.
@@ -280,10 +324,24 @@ func benchCPUTime(pid int) time.Duration {
 
 // benchWatched is a process whose CPU time per call is reported as
 // cpu-NAME-µs: the benchmark's own (pid -1: the clients), the proxy's,
-// the upstream's.
+// the upstream's; or, with children set, the sum of the children of pid
+// (the stdio servers a gateway started), as they are when the timer starts.
 type benchWatched struct {
-	name string
-	pid  int
+	name     string
+	pid      int
+	children bool
+}
+
+// pids are the processes w watches.
+func (w benchWatched) pids() []int {
+	if !w.children {
+		return []int{w.pid}
+	}
+	var out []int
+	for _, c := range testservers.Children(w.pid) {
+		out = append(out, c.PID)
+	}
+	return out
 }
 
 // benchCallLoop makes b.N echo calls, spread over the sessions, each session
@@ -293,9 +351,13 @@ type benchWatched struct {
 func benchCallLoop(b *testing.B, sessions []*mcp.ClientSession, name string, watch ...benchWatched) time.Time {
 	b.Helper()
 	ctx := context.Background()
+	pids := make([][]int, len(watch))
 	cpu0 := make([]time.Duration, len(watch))
 	for i, w := range watch {
-		cpu0[i] = benchCPUTime(w.pid)
+		pids[i] = w.pids()
+		for _, pid := range pids[i] {
+			cpu0[i] += benchCPUTime(pid)
+		}
 	}
 	var (
 		next    atomic.Int64
@@ -330,7 +392,11 @@ func benchCallLoop(b *testing.B, sessions []*mcp.ClientSession, name string, wat
 		b.Fatal(failure)
 	}
 	for i, w := range watch {
-		b.ReportMetric(float64((benchCPUTime(w.pid)-cpu0[i]).Microseconds())/float64(b.N), "cpu-"+w.name+"-µs")
+		var cpu time.Duration
+		for _, pid := range pids[i] {
+			cpu += benchCPUTime(pid)
+		}
+		b.ReportMetric(float64((cpu-cpu0[i]).Microseconds())/float64(b.N), "cpu-"+w.name+"-µs")
 	}
 	all := slices.Concat(lats...)
 	slices.Sort(all)
@@ -354,9 +420,9 @@ var benchClientCounts = []int{1, 16, 64}
 func BenchmarkGatewayHop(b *testing.B) {
 	upstream, upPID := startBenchUpstream(b)
 	run := func(b *testing.B, endpoint, name string, proxyPID int) {
-		watch := []benchWatched{{"client", -1}, {"upstream", upPID}}
+		watch := []benchWatched{{name: "client", pid: -1}, {name: "upstream", pid: upPID}}
 		if proxyPID != 0 {
-			watch = append(watch, benchWatched{"proxy", proxyPID})
+			watch = append(watch, benchWatched{name: "proxy", pid: proxyPID})
 		}
 		for _, n := range benchClientCounts {
 			b.Run(fmt.Sprintf("clients=%d", n), func(b *testing.B) {
@@ -375,6 +441,42 @@ func BenchmarkGatewayHop(b *testing.B) {
 			b.Skip("TOOLMUX_BENCH_MCP_PROXY (the path of a TBXark/mcp-proxy binary) is not set")
 		}
 		endpoint, pid := startBenchMCPProxy(b, bin, upstream)
+		run(b, endpoint, "echo", pid)
+	})
+}
+
+// BenchmarkGatewayStdio is BenchmarkGatewayHop with a stdio upstream, as
+// users run their servers: the fixture (a go-sdk server), spawned by the
+// gateway. Echo calls through `toolmux serve`'s governed /mcp (journal on,
+// default settings), through its passthrough route /servers/fx/mcp (every
+// client session a process of its own), and through TBXark/mcp-proxy (one
+// shared stdio session), at 1, 16 and 64 concurrent clients.
+// cpu-upstream-µs sums the stdio servers the gateway started.
+func BenchmarkGatewayStdio(b *testing.B) {
+	fixture := testservers.Fixture(b)
+	run := func(b *testing.B, endpoint, name string, proxyPID int) {
+		for _, n := range benchClientCounts {
+			b.Run(fmt.Sprintf("clients=%d", n), func(b *testing.B) {
+				sessions := benchConnect(b, endpoint, name, n)
+				benchCallLoop(b, sessions, name, benchWatched{name: "client", pid: -1},
+					benchWatched{name: "proxy", pid: proxyPID}, benchWatched{name: "upstream", pid: proxyPID, children: true})
+			})
+		}
+	}
+	b.Run("gateway", func(b *testing.B) {
+		g := startBenchServeStdio(b, fixture, "")
+		run(b, g.base+"/mcp", "fx__echo", g.cmd.Process.Pid)
+	})
+	b.Run("passthrough", func(b *testing.B) {
+		g := startBenchServeStdio(b, fixture, "passthrough: {max_sessions: 100}\n")
+		run(b, g.base+"/servers/fx/mcp", "echo", g.cmd.Process.Pid)
+	})
+	b.Run("mcp-proxy", func(b *testing.B) {
+		bin := os.Getenv("TOOLMUX_BENCH_MCP_PROXY")
+		if bin == "" {
+			b.Skip("TOOLMUX_BENCH_MCP_PROXY (the path of a TBXark/mcp-proxy binary) is not set")
+		}
+		endpoint, pid := startBenchMCPProxyStdio(b, bin, fixture)
 		run(b, endpoint, "echo", pid)
 	})
 }
@@ -481,7 +583,7 @@ func BenchmarkEventFanout(b *testing.B) {
 				b.Run(fmt.Sprintf("clients=%d", n), func(b *testing.B) {
 					sessions := benchConnect(b, g.base+"/mcp", "fx__echo", n)
 					subs := benchSubscribe(b, g.base, nsubs)
-					start := benchCallLoop(b, sessions, "fx__echo", benchWatched{"client", -1}, benchWatched{"proxy", g.cmd.Process.Pid})
+					start := benchCallLoop(b, sessions, "fx__echo", benchWatched{name: "client", pid: -1}, benchWatched{name: "proxy", pid: g.cmd.Process.Pid})
 					if nsubs == 0 {
 						return
 					}
@@ -514,7 +616,7 @@ func BenchmarkRecordedCall(b *testing.B) {
 			for _, n := range []int{1, 16} {
 				b.Run(fmt.Sprintf("clients=%d", n), func(b *testing.B) {
 					sessions := benchConnect(b, g.base+"/mcp", "fx__echo", n)
-					benchCallLoop(b, sessions, "fx__echo", benchWatched{"proxy", g.cmd.Process.Pid})
+					benchCallLoop(b, sessions, "fx__echo", benchWatched{name: "proxy", pid: g.cmd.Process.Pid})
 					made += int64(n + b.N)
 				})
 			}

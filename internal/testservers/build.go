@@ -9,33 +9,49 @@ import (
 	"testing"
 )
 
-var (
-	buildOnce sync.Once
-	buildPath string
-	buildErr  error
-	buildOut  []byte
-)
-
 // Fixture builds the fixture command once per test binary and returns its
 // path. The binary lives in a temporary directory removed at process exit by
 // the OS's temp cleanup; tests must not delete it.
 func Fixture(tb testing.TB) string {
 	tb.Helper()
-	buildOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "toolmux-fixture-")
+	return fixtureBin.get(tb, "fixture")
+}
+
+// EchoServer builds echoserver, the hand-written JSON-RPC echo (no SDK:
+// the fastest server a benchmark can have), once per test binary, and
+// returns its path.
+func EchoServer(tb testing.TB) string {
+	tb.Helper()
+	return echoBin.get(tb, "echoserver")
+}
+
+var fixtureBin, echoBin built
+
+// built is a command of this module built once.
+type built struct {
+	once sync.Once
+	bin  string
+	err  error
+	out  []byte
+}
+
+func (b *built) get(tb testing.TB, name string) string {
+	tb.Helper()
+	b.once.Do(func() {
+		dir, err := os.MkdirTemp("", "toolmux-"+name+"-")
 		if err != nil {
-			buildErr = err
+			b.err = err
 			return
 		}
-		buildPath = filepath.Join(dir, "fixture")
+		b.bin = filepath.Join(dir, name)
 		if runtime.GOOS == "windows" {
-			buildPath += ".exe"
+			b.bin += ".exe"
 		}
-		cmd := exec.Command("go", "build", "-o", buildPath, "github.com/toolmux/toolmux/internal/testservers/fixture")
-		buildOut, buildErr = cmd.CombinedOutput()
+		cmd := exec.Command("go", "build", "-o", b.bin, "github.com/toolmux/toolmux/internal/testservers/"+name)
+		b.out, b.err = cmd.CombinedOutput()
 	})
-	if buildErr != nil {
-		tb.Fatalf("building fixture server: %v\n%s", buildErr, buildOut)
+	if b.err != nil {
+		tb.Fatalf("building %s: %v\n%s", name, b.err, b.out)
 	}
-	return buildPath
+	return b.bin
 }
