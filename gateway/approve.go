@@ -23,6 +23,10 @@ type requestKey struct{}
 type request struct {
 	session *mcp.ServerSession
 	answers mcp.InputResponseMap
+	// elicit asks the client, when the request came by the gateway's own
+	// tools/call path (lean.go), on that request's stream; nil means
+	// through the go-sdk's session.
+	elicit func(context.Context, *mcp.ElicitParams) (*mcp.ElicitResult, error)
 
 	mu       sync.Mutex
 	question mcp.InputRequestMap
@@ -118,7 +122,11 @@ func (e ElicitApprover) Approve(ctx context.Context, req policy.Request) (policy
 	}
 	ectx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	res, err := r.session.Elicit(ectx, form)
+	elicit := r.session.Elicit
+	if r.elicit != nil {
+		elicit = r.elicit
+	}
+	res, err := elicit(ectx, form)
 	if err != nil {
 		if ce := ctx.Err(); ce != nil {
 			return 0, ce

@@ -72,12 +72,13 @@ type clients struct {
 
 	mu      sync.Mutex
 	byPtr   map[*mcp.ServerSession]*tracked
+	byID    map[string]*tracked        // HTTP sessions by id
 	deleted map[string]bool            // session ids the client sent DELETE for
 	posts   map[string]context.Context // HTTP request contexts by postHeader value
 }
 
 func newClients(log SessionLog, idle time.Duration) *clients {
-	return &clients{log: log, idle: idle, byPtr: map[*mcp.ServerSession]*tracked{},
+	return &clients{log: log, idle: idle, byPtr: map[*mcp.ServerSession]*tracked{}, byID: map[string]*tracked{},
 		deleted: map[string]bool{}, posts: map[string]context.Context{}}
 }
 
@@ -86,6 +87,19 @@ func newClients(log SessionLog, idle time.Duration) *clients {
 type tracked struct {
 	Session
 	idle time.Duration
+	ss   *mcp.ServerSession
+
+	// Guarded by clients.mu.
+	ended bool
+	// An HTTP session ends after idle without a request: timer runs
+	// while no POST of the session is being served (posts counts them).
+	posts int
+	timer *time.Timer
+	// The tools/calls the gateway answers itself (lean.go) in flight,
+	// by raw JSON-RPC id, and the answers their questions to the client
+	// wait for, by the id of the question.
+	calls map[string]context.CancelCauseFunc
+	asks  map[string]chan clientAnswer
 }
 
 // track starts following a session, and its task, the first time it is
@@ -100,7 +114,7 @@ func (s *clients) track(ctx context.Context, ss *mcp.ServerSession, route string
 	if idle <= 0 {
 		idle = s.idle
 	}
-	rec := &tracked{Session: Session{Task: ss.ID(), Route: route, Started: time.Now()}, idle: idle}
+	rec := &tracked{Session: Session{Task: ss.ID(), Route: route, Started: time.Now()}, idle: idle, ss: ss}
 	if rec.Task == "" {
 		// A stdio session has no id of its own.
 		rec.Task = tool.NewID()
@@ -115,6 +129,12 @@ func (s *clients) track(ctx context.Context, ss *mcp.ServerSession, route string
 		}
 	}
 	s.byPtr[ss] = rec
+	if id := ss.ID(); id != "" {
+		// The go-sdk's own idle timeout would not see the requests the
+		// gateway answers itself: the gateway keeps the timeout.
+		s.byID[id] = rec
+		rec.timer = time.AfterFunc(idle, func() { _ = ss.Close() })
+	}
 	s.wg.Add(1)
 	s.mu.Unlock()
 	if s.log != nil {
@@ -145,7 +165,21 @@ func (s *clients) watch(ss *mcp.ServerSession, rec *tracked) {
 	deleted := s.deleted[ss.ID()]
 	delete(s.deleted, ss.ID())
 	delete(s.byPtr, ss)
+	if s.byID[ss.ID()] == rec {
+		delete(s.byID, ss.ID())
+	}
+	rec.ended = true
+	if rec.timer != nil {
+		rec.timer.Stop()
+	}
+	calls := rec.calls
+	rec.calls = nil
 	s.mu.Unlock()
+	// The calls of a session end with it, as the go-sdk ends those it
+	// runs.
+	for _, cancel := range calls {
+		cancel(errSessionEnded)
+	}
 	switch {
 	case deleted:
 		end.How, end.Message = EndClosed, "the client closed the session"
@@ -202,15 +236,47 @@ func (s *clients) serveHTTP(h http.Handler) http.Handler {
 	})
 }
 
+// errSessionEnded ends the calls of a session that ended.
+var errSessionEnded = errors.New("the client's session ended")
+
+// lookup returns the session with id sid on route, if the gateway tracks
+// it.
+func (s *clients) lookup(sid, route string) *tracked {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if rec := s.byID[sid]; rec != nil && rec.Route == route && !rec.ended {
+		return rec
+	}
+	return nil
+}
+
+// busy notes a POST of session sid being served, until the returned
+// function is called: meanwhile the session does not idle out.
+func (s *clients) busy(sid string) func() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	rec := s.byID[sid]
+	if rec == nil || rec.ended {
+		return func() {}
+	}
+	if rec.posts++; rec.posts == 1 {
+		rec.timer.Stop()
+	}
+	return func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if rec.posts--; rec.posts == 0 && !rec.ended {
+			rec.timer.Reset(rec.idle)
+		}
+	}
+}
+
 // markDeletedLocked notes a DELETE for session sid, if the gateway
 // tracks such a session (so that ids of unknown sessions cannot grow the
 // set); s.mu is held.
 func (s *clients) markDeletedLocked(sid string) {
-	for ss := range s.byPtr {
-		if ss.ID() == sid {
-			s.deleted[sid] = true
-			return
-		}
+	if s.byID[sid] != nil {
+		s.deleted[sid] = true
 	}
 }
 

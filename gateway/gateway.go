@@ -120,7 +120,8 @@ func (g *Gateway) Handler() http.Handler { return g.streamable(false) }
 
 // streamable returns the MCP handler of /mcp.
 func (g *Gateway) streamable(protected bool) http.Handler {
-	return g.jsonRPCErrors(g.clients.serveHTTP(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return g.server }, g.streamableOptions(protected))))
+	return g.jsonRPCErrors(g.clients.serveHTTP(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return g.server }, g.streamableOptions(protected))),
+		routeMCP, g.leanCall)
 }
 
 // streamableOptions are the options of an MCP handler. Where Protect runs
@@ -129,7 +130,9 @@ func (g *Gateway) streamable(protected bool) http.Handler {
 // the same check with the configured allowed hosts, and bounds bodies by
 // the configured limit.
 func (g *Gateway) streamableOptions(protected bool) *mcp.StreamableHTTPOptions {
-	o := &mcp.StreamableHTTPOptions{Logger: g.log, DisableLocalhostProtection: protected, SessionTimeout: g.clients.idle}
+	// Idle sessions are ended by the gateway (clients.go), which sees
+	// the requests it answers itself too.
+	o := &mcp.StreamableHTTPOptions{Logger: g.log, DisableLocalhostProtection: protected}
 	if protected {
 		o.MaxRequestBodyBytes = -1
 	}
@@ -191,7 +194,7 @@ func (g *Gateway) sessionMiddleware(next mcp.MethodHandler) mcp.MethodHandler {
 		res, err := next(ctx, method, req)
 		switch {
 		case method == "initialize" && err == nil:
-			route := "/mcp"
+			route := routeMCP
 			if stdio {
 				route = routeStdio
 			}
@@ -217,38 +220,39 @@ func (g *Gateway) syncMiddleware(next mcp.MethodHandler) mcp.MethodHandler {
 			}
 		}
 		if call, ok := req.(*mcp.CallToolRequest); ok && method == "tools/call" {
-			h, err := g.unregistered(call.Params.Name)
+			t, governed, err := g.unregistered(call.Params.Name)
 			if err != nil {
 				return nil, err
 			}
-			if h != nil {
-				return h(ctx, call)
+			if governed {
+				return g.handler(t)(ctx, call)
 			}
 		}
 		return next(ctx, method, req)
 	}
 }
 
-// unregistered returns the handler of a call of a name the catalog does not
-// have, which the go-sdk would answer with a bare "unknown tool"; nil for a
-// registered name. While a server is down (failed at start, crashed,
+// unregistered says how to answer a call of a name the catalog does not
+// have, which the go-sdk would answer with a bare "unknown tool"; for a
+// registered name it returns neither governed nor an error. While a server is down (failed at start, crashed,
 // wedged, being restarted, disabled) its tools are not in the catalog, so a
-// name of such a server (server__tool) is called the governed way: it is
+// name of such a server (server__tool) is called the governed way (t is
+// the tool to call, governed is true): it is
 // answered like any refusal, with server_unavailable and the server's last
 // error and stderr in an isError result, or by the tool itself if the
 // server came back meanwhile. Any other name (of no server, or a tool a
 // ready server does not have or the configuration denies) is an
 // invalid-params error whose data holds the kind, tool_not_registered, and
 // the closest tool name.
-func (g *Gateway) unregistered(name string) (mcp.ToolHandler, error) {
+func (g *Gateway) unregistered(name string) (t tool.Tool, governed bool, err error) {
 	g.mu.Lock()
 	cat := g.synced
 	g.mu.Unlock()
 	if cat == nil {
-		return nil, nil
+		return t, false, nil
 	}
 	if _, ok := cat.Lookup(name); ok {
-		return nil, nil
+		return t, false, nil
 	}
 	var prefix string
 	var server tool.ServerHealth
@@ -260,10 +264,10 @@ func (g *Gateway) unregistered(name string) (mcp.ToolHandler, error) {
 		}
 	}
 	if prefix != "" && server.State != tool.StateReady {
-		return g.handler(tool.Tool{Server: server.Name, Name: name[len(prefix):]}), nil
+		return tool.Tool{Server: server.Name, Name: name[len(prefix):]}, true, nil
 	}
 	data, _ := json.Marshal(unknownToolData{Kind: tool.KindToolNotRegistered, Suggestion: cat.Suggest(name)})
-	return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("unknown tool %q", name), Data: data}
+	return t, false, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("unknown tool %q", name), Data: data}
 }
 
 // unknownToolData is the data of the error answering a call of a tool of
@@ -343,33 +347,55 @@ func mcpTool(t tool.Tool) *mcp.Tool {
 
 func (g *Gateway) handler(t tool.Tool) mcp.ToolHandler {
 	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-		args, err := g.decodeArgs(req.Params.Arguments)
-		if err != nil {
-			return errorResult(&tool.Error{Kind: tool.KindInvalidParams, Server: t.Server, Tool: t.Name, Message: err.Error()}), nil
-		}
-		if tok := req.Params.GetProgressToken(); tok != nil {
-			ctx = tool.WithProgress(ctx, func(p tool.Progress) {
-				_ = req.Session.NotifyProgress(context.WithoutCancel(ctx), &mcp.ProgressNotificationParams{
-					ProgressToken: tok, Progress: p.Progress, Total: p.Total, Message: p.Message,
-				})
-			})
-		}
 		// The call ends with the HTTP request it came in, when the client
 		// goes away.
 		ctx, done := g.clients.bind(ctx, req.Extra)
 		defer done()
-		// One MCP session is one task: first-use instructions and duplicate
-		// detection are per client session.
-		r := &request{session: req.Session, answers: req.Params.InputResponses}
-		ctx = withRequest(ctx, r)
-		rec := g.caller.Call(ctx, tool.Call{Server: t.Server, Tool: t.Name, Arguments: args, Task: g.clients.task(req.Session)})
-		if q := r.questions(); q != nil {
-			// The call waits for the client's answer to an approval
-			// question; the client retries it with the answer.
-			return &mcp.CallToolResult{InputRequests: q}, nil
+		in := callInput{session: req.Session, params: req.Params}
+		if tok := req.Params.GetProgressToken(); tok != nil {
+			in.progress = func(p *mcp.ProgressNotificationParams) {
+				_ = req.Session.NotifyProgress(context.WithoutCancel(ctx), p)
+			}
 		}
-		return toMCP(rec), nil
+		return g.callTool(ctx, t, in), nil
 	}
+}
+
+// callInput is what a tools/call brings, whichever path it came by (the
+// go-sdk's, or the gateway's own in lean.go), and how to reach its client
+// while it runs.
+type callInput struct {
+	session *mcp.ServerSession
+	params  *mcp.CallToolParamsRaw
+	// progress sends a progress notification to the client; nil when it
+	// asked for none.
+	progress func(*mcp.ProgressNotificationParams)
+	// elicit, when set, asks the client on the request's own stream.
+	elicit func(context.Context, *mcp.ElicitParams) (*mcp.ElicitResult, error)
+}
+
+// callTool makes one call of t through the Caller and renders its record.
+func (g *Gateway) callTool(ctx context.Context, t tool.Tool, in callInput) *mcp.CallToolResult {
+	args, err := g.decodeArgs(in.params.Arguments)
+	if err != nil {
+		return errorResult(&tool.Error{Kind: tool.KindInvalidParams, Server: t.Server, Tool: t.Name, Message: err.Error()})
+	}
+	if tok := in.params.GetProgressToken(); tok != nil && in.progress != nil {
+		ctx = tool.WithProgress(ctx, func(p tool.Progress) {
+			in.progress(&mcp.ProgressNotificationParams{ProgressToken: tok, Progress: p.Progress, Total: p.Total, Message: p.Message})
+		})
+	}
+	// One MCP session is one task: first-use instructions and duplicate
+	// detection are per client session.
+	r := &request{session: in.session, answers: in.params.InputResponses, elicit: in.elicit}
+	ctx = withRequest(ctx, r)
+	rec := g.caller.Call(ctx, tool.Call{Server: t.Server, Tool: t.Name, Arguments: args, Task: g.clients.task(in.session)})
+	if q := r.questions(); q != nil {
+		// The call waits for the client's answer to an approval
+		// question; the client retries it with the answer.
+		return &mcp.CallToolResult{InputRequests: q}
+	}
+	return toMCP(rec)
 }
 
 // decodeArgs decodes a call's arguments, refusing those nested deeper

@@ -60,7 +60,12 @@ var knownMethods = map[string]bool{
 // would refuse with a bare 400, gets a JSON-RPC error saying so (400,
 // -32602): arguments within that bound but past the gateway's own limit
 // (limits.max_depth) are refused by the tool handlers, as error results.
-func (g *Gateway) jsonRPCErrors(h http.Handler) http.Handler {
+//
+// It is also where the gateway takes the messages it answers itself
+// (lean.go) from the go-sdk's way: route names the route, and lean
+// answers a tools/call when it can. While a POST of a session is served,
+// the session does not idle out.
+func (g *Gateway) jsonRPCErrors(h http.Handler, route string, lean leanFunc) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		var id json.RawMessage
 		if r.Method == http.MethodPost && r.Body != nil {
@@ -84,6 +89,12 @@ func (g *Gateway) jsonRPCErrors(h http.Handler) http.Handler {
 			var ok bool
 			if id, ok = checkMessage(w, body, msg); !ok {
 				return
+			}
+			if sid := r.Header.Get(sessionHeader); sid != "" {
+				defer g.clients.busy(sid)()
+				if g.clients.intercept(w, sid, route, body, msg) || lean(w, r, sid, body, msg) {
+					return
+				}
 			}
 		}
 		cw := &rpcErrorWriter{ResponseWriter: w, id: id}

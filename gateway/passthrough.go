@@ -15,6 +15,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/toolmux/toolmux/internal/jsonscan"
 	"github.com/toolmux/toolmux/mcpsource"
 	"github.com/toolmux/toolmux/tool"
 )
@@ -90,9 +91,8 @@ func newRoute(g *Gateway, rt Route, version string) *route {
 	r.server.AddSendingMiddleware(rewriteNotification)
 	// Routes are served by Mux only, behind Protect; their sessions idle
 	// out sooner than /mcp's, for each holds a server session.
-	opts := g.streamableOptions(true)
-	opts.SessionTimeout = r.idle
-	r.handler = g.jsonRPCErrors(g.clients.serveHTTP(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return r.server }, opts)))
+	r.handler = g.jsonRPCErrors(g.clients.serveHTTP(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return r.server }, g.streamableOptions(true))),
+		r.path(), r.leanCall)
 	return r
 }
 
@@ -165,6 +165,9 @@ func (r *route) link(ctx context.Context, ss *mcp.ServerSession, version string)
 	return l, nil
 }
 
+// path is where the route is served.
+func (r *route) path() string { return "/servers/" + r.cfg.Name + "/mcp" }
+
 func (r *route) forget(l *link) {
 	r.mu.Lock()
 	if r.links[l.ss] == l {
@@ -196,7 +199,7 @@ func (r *route) receive(next mcp.MethodHandler) mcp.MethodHandler {
 			if ss != nil {
 				// A session that initialized is a task.
 				init, _ := req.GetParams().(*mcp.InitializeParams)
-				r.g.clients.track(ctx, ss, "/servers/"+r.cfg.Name+"/mcp", r.idle, init)
+				r.g.clients.track(ctx, ss, r.path(), r.idle, init)
 			}
 			ir, ok := res.(*mcp.InitializeResult)
 			if !ok || ss == nil {
@@ -813,4 +816,9 @@ func rewriteNotification(next mcp.MethodHandler) mcp.MethodHandler {
 		}
 		return next(ctx, method, req)
 	}
+}
+
+// leanCall answers a tools/call of the route itself (lean.go).
+func (r *route) leanCall(w http.ResponseWriter, req *http.Request, sid string, body []byte, msg jsonscan.Message) bool {
+	return false
 }

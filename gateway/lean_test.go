@@ -1,0 +1,192 @@
+package gateway_test
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// postMCP posts one JSON-RPC message on the session of cs and returns the
+// answer's content type and the JSON-RPC messages it carried (the body
+// itself, or each data line of an event stream). extra headers are set
+// too.
+func postMCP(t *testing.T, url string, cs *mcp.ClientSession, body string, extra map[string]string) (string, []map[string]any) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("Mcp-Session-Id", cs.ID())
+	req.Header.Set("Mcp-Protocol-Version", cs.InitializeResult().ProtocolVersion)
+	for k, v := range extra {
+		req.Header.Set(k, v)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	ct := resp.Header.Get("Content-Type")
+	var msgs []map[string]any
+	if strings.HasPrefix(ct, "text/event-stream") {
+		sc := bufio.NewScanner(resp.Body)
+		sc.Buffer(nil, 1<<20)
+		for sc.Scan() {
+			if data, ok := strings.CutPrefix(sc.Text(), "data: "); ok {
+				var m map[string]any
+				if err := json.Unmarshal([]byte(data), &m); err != nil {
+					t.Fatalf("event %q: %v", data, err)
+				}
+				msgs = append(msgs, m)
+			}
+		}
+		return ct, msgs
+	}
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode == http.StatusAccepted {
+		return ct, nil
+	}
+	var m map[string]any
+	if err := json.Unmarshal(b, &m); err != nil {
+		t.Fatalf("%s %q: %v", resp.Status, b, err)
+	}
+	return ct, append(msgs, m)
+}
+
+// A tools/call the gateway answers itself gets what the go-sdk would
+// answer, as a single JSON message rather than an event stream: a result,
+// and the error of an unknown tool. (A request with the standard header
+// Mcp-Method goes the go-sdk's way, which answers with a stream.)
+func TestOwnToolCallAnswersAreTheGoSDKs(t *testing.T) {
+	a := newApprovalsGateway(t, time.Minute, 0)
+	cs := a.connectHTTP(t, "plain", nil)
+	for _, c := range []struct{ name, body string }{
+		{"result", `{"jsonrpc":"2.0","id":ID,"method":"tools/call","params":{"name":"builtin__list_directory","arguments":{"path":"."}}}`},
+		{"unknown tool", `{"jsonrpc":"2.0","id":ID,"method":"tools/call","params":{"name":"builtin__nope","arguments":{}}}`},
+		{"error result", `{"jsonrpc":"2.0","id":ID,"method":"tools/call","params":{"name":"builtin__read_file","arguments":{"path":"missing.txt"}}}`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			ownType, own := postMCP(t, a.url+"/mcp", cs, strings.Replace(c.body, "ID", `"own-1"`, 1), nil)
+			sdkType, sdk := postMCP(t, a.url+"/mcp", cs, strings.Replace(c.body, "ID", `"own-1"`, 1),
+				map[string]string{"Mcp-Method": "tools/call"})
+			if ownType != "application/json" || !strings.HasPrefix(sdkType, "text/event-stream") {
+				t.Fatalf("content types: own %q, go-sdk %q", ownType, sdkType)
+			}
+			if len(own) != 1 || len(sdk) != 1 {
+				t.Fatalf("messages: own %v, go-sdk %v", own, sdk)
+			}
+			o, _ := json.Marshal(own[0])
+			s, _ := json.Marshal(sdk[0])
+			// Record ids and timings differ from call to call; the shape and
+			// what the client reads must not.
+			if c.name != "result" && string(o) != string(s) {
+				t.Errorf("own answer\n%s\ngo-sdk's\n%s", o, s)
+			}
+			if own[0]["id"] != "own-1" || (own[0]["result"] == nil) != (sdk[0]["result"] == nil) {
+				t.Errorf("own answer\n%s\ngo-sdk's\n%s", o, s)
+			}
+		})
+	}
+}
+
+// The same request id twice at once on a session is refused, as the
+// go-sdk refuses it.
+func TestOwnToolCallDuplicateID(t *testing.T) {
+	a := newApprovalsGateway(t, time.Minute, 0)
+	a.attach(t)
+	cs := a.connectHTTP(t, "plain", nil)
+	body := `{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"builtin__write_file","arguments":{"path":"a.txt","content":"x"}}}`
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, a.url+"/mcp", strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set("Mcp-Session-Id", cs.ID())
+		if resp, err := http.DefaultClient.Do(req); err == nil {
+			resp.Body.Close()
+		}
+	}()
+	a.waitPending(t, 1) // the first waits for approval
+	_, msgs := postMCP(t, a.url+"/mcp", cs, body, nil)
+	if len(msgs) != 1 || msgs[0]["error"] == nil {
+		t.Fatalf("second request with id 5: %v", msgs)
+	}
+	cancel()
+	a.waitPending(t, 0)
+}
+
+// An HTTP client that declared elicitation is asked for approval on the
+// stream of its call, and the call runs on its answer.
+func TestOwnToolCallAsksOnItsStream(t *testing.T) {
+	a := newApprovalsGateway(t, time.Minute, 0)
+	var asked int
+	cs := a.connectHTTP(t, "asker", &mcp.ClientOptions{ElicitationHandler: func(_ context.Context, r *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+		asked++
+		return &mcp.ElicitResult{Action: "accept", Content: map[string]any{"decision": "once"}}, nil
+	}})
+	res, err := cs.CallTool(context.Background(), writeParams("a.txt"))
+	if err != nil || res.IsError {
+		t.Fatalf("%v %v", err, res)
+	}
+	if asked != 1 || !a.written("a.txt") {
+		t.Fatalf("asked %d times; written %v", asked, a.written("a.txt"))
+	}
+	// A raw client sees the question on the call's own stream, before
+	// the answer.
+	body := `{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"builtin__write_file","arguments":{"path":"b.txt","content":"x"}}}`
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, a.url+"/mcp", strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("Mcp-Session-Id", cs.ID())
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
+		t.Fatalf("content type %q", resp.Header.Get("Content-Type"))
+	}
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		data, ok := strings.CutPrefix(sc.Text(), "data: ")
+		if !ok {
+			continue
+		}
+		var m struct {
+			ID     json.RawMessage `json:"id"`
+			Method string          `json:"method"`
+		}
+		if err := json.Unmarshal([]byte(data), &m); err != nil || m.Method != "elicitation/create" {
+			t.Fatalf("first event %q: %v", data, err)
+		}
+		// Answer it: the call goes on.
+		_, msgs := postMCP(t, a.url+"/mcp", cs, `{"jsonrpc":"2.0","id":`+string(m.ID)+`,"result":{"action":"accept","content":{"decision":"once"}}}`, nil)
+		if msgs != nil {
+			t.Fatalf("the answer was answered: %v", msgs)
+		}
+		break
+	}
+	for sc.Scan() {
+		if data, ok := strings.CutPrefix(sc.Text(), "data: "); ok {
+			if !strings.Contains(data, `"id":9`) || strings.Contains(data, `"isError":true`) {
+				t.Fatalf("answer %s", data)
+			}
+			break
+		}
+	}
+	if !a.written("b.txt") {
+		t.Fatal("the approved call did not run")
+	}
+}
