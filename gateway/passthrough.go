@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
@@ -290,13 +291,17 @@ func (r *route) callTool(ctx context.Context, l *link, req *mcp.CallToolRequest)
 	if err != nil || res.InputRequests == nil {
 		return result(res, err)
 	}
+	elicit := l.ss.Elicit
+	if st := leanStreamFrom(ctx); st != nil {
+		elicit = st.elicit
+	}
 	answers := make(mcp.InputResponseMap, len(res.InputRequests))
 	for key, q := range res.InputRequests {
 		ep, ok := q.(*mcp.ElicitParams)
 		if !ok {
 			return nil, fmt.Errorf("toolmux: cannot ask the client a %T", q)
 		}
-		if answers[key], err = l.ss.Elicit(ctx, ep); err != nil {
+		if answers[key], err = elicit(ctx, ep); err != nil {
 			return nil, err
 		}
 	}
@@ -328,13 +333,13 @@ func result[R mcp.Result](res R, err error) (mcp.Result, error) {
 func (r *route) governed(ctx context.Context, l *link, params *mcp.CallToolParamsRaw, args map[string]any) (*mcp.CallToolResult, error) {
 	q := &request{session: l.ss, answers: params.InputResponses}
 	ctx = withRequest(ctx, q)
-	ctx = mcpsource.WithCallFunc(ctx, r.cfg.Name, func(ctx context.Context, p *mcp.CallToolParams) (*mcp.CallToolResult, error) {
+	ctx = mcpsource.WithCallFunc(ctx, r.cfg.Name, func(ctx context.Context, p *mcp.CallToolParams) (*tool.Result, error) {
 		// The client's _meta (its progress token among it) goes upstream
 		// as the client sent it; the arguments are the pipeline's.
 		p.Meta = maps.Clone(params.Meta)
 		done := l.track(ctx, p)
 		defer done()
-		return l.cs.CallTool(ctx, p)
+		return l.conn.Call(ctx, l.cs, p)
 	})
 	rec := r.g.caller.Call(ctx, tool.Call{Server: r.cfg.Name, Tool: params.Name, Arguments: args, Task: r.g.clients.task(l.ss)})
 	if qs := q.questions(); qs != nil {
@@ -696,6 +701,9 @@ func (l *link) fromServer(next mcp.MethodHandler) mcp.MethodHandler {
 		in := l.related(method, p)
 		down := ctx
 		if in != nil {
+			if st := leanStreamFrom(in.ctx); st != nil {
+				return l.toLean(ctx, st, in, method, p, next, req)
+			}
 			down = relatedContext{ctx, in.ctx}
 		}
 		switch p := p.(type) {
@@ -727,6 +735,48 @@ func (l *link) fromServer(next mcp.MethodHandler) mcp.MethodHandler {
 		}
 		return next(ctx, method, req)
 	}
+}
+
+// toLean sends what the server sends during a tools/call the gateway
+// answers itself (lean.go) on that call's stream: its requests, whose
+// answers go back to the server, and its notifications; a notification
+// that comes after the answer goes on the client's own stream, as in
+// fromServer.
+func (l *link) toLean(ctx context.Context, st *leanStream, in *inflight, method string, p mcp.Params, next mcp.MethodHandler, req mcp.Request) (mcp.Result, error) {
+	switch p := p.(type) {
+	case *mcp.CreateMessageWithToolsParams:
+		return toServer(leanAsk[mcp.CreateMessageWithToolsResult](ctx, st, method, p))
+	case *mcp.ElicitParams:
+		return toServer(st.elicit(ctx, p))
+	case *mcp.ListRootsParams:
+		return toServer(leanAsk[mcp.ListRootsResult](ctx, st, method, p))
+	case *mcp.ProgressNotificationParams:
+		if in.report != nil {
+			in.report(tool.Progress{Progress: p.Progress, Total: p.Total, Message: p.Message})
+		}
+	}
+	if !strings.HasPrefix(method, "notifications/") {
+		return next(ctx, method, req)
+	}
+	if err := st.notify(method, p); err != nil {
+		if err := notify(ctx, l.ss, method, p); err != nil {
+			l.r.g.log.Debug("forwarding a notification", "server", l.r.cfg.Name, "method", method, "error", err)
+		}
+	}
+	return nil, nil
+}
+
+// leanAsk asks the client of a lean stream and decodes its answer as R.
+func leanAsk[R any](ctx context.Context, st *leanStream, method string, params any) (*R, error) {
+	raw, err := st.request(ctx, method, params)
+	if err != nil {
+		return nil, err
+	}
+	res := new(R)
+	if err := json.Unmarshal(raw, res); err != nil {
+		return nil, fmt.Errorf("toolmux: the client's answer to %s: %w", method, err)
+	}
+	return res, nil
 }
 
 // toServer returns the client's answer to a request of the server, or its
@@ -818,7 +868,25 @@ func rewriteNotification(next mcp.MethodHandler) mcp.MethodHandler {
 	}
 }
 
-// leanCall answers a tools/call of the route itself (lean.go).
+// leanCall answers a tools/call of the route itself (lean.go): governed
+// as in receive, its last hop over the session's link.
 func (r *route) leanCall(w http.ResponseWriter, req *http.Request, sid string, body []byte, msg jsonscan.Message) bool {
-	return false
+	rq, params, ok := leanRequest(req, body, msg)
+	if !ok {
+		return false
+	}
+	rec := r.g.clients.lookup(sid, r.path())
+	if rec == nil || rec.ss.InitializeParams() == nil {
+		return false
+	}
+	ss := rec.ss
+	return r.g.clients.serveLean(w, req, rec, rq.ID, func(ctx context.Context, st *leanStream) (mcp.Result, error) {
+		l, err := r.link(ctx, ss, ss.InitializeParams().ProtocolVersion)
+		if err != nil {
+			return nil, err
+		}
+		ctx, done := l.bind(ctx)
+		defer done()
+		return r.callTool(withLeanStream(ctx, st), l, &mcp.CallToolRequest{Session: ss, Params: params})
+	})
 }

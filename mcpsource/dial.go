@@ -120,9 +120,9 @@ func (c *Conn) Describe() string {
 // Close the go-sdk session first, so that nothing is still reading.
 func (c *Conn) Close() error {
 	if t, ok := c.transport.(*spillTransport); ok {
-		_ = t.io.Writer.Close() // already closed by the session, usually
+		_ = t.stdin.Close() // already closed by the session, usually
 		c.proc.stop(c.cfg.StopGrace)
-		_ = t.io.Reader.Close()
+		_ = t.stdout.Close()
 	}
 	if c.own != nil {
 		c.own.CloseIdleConnections()
@@ -134,8 +134,25 @@ func (c *Conn) Close() error {
 // process.
 const drainWait = 200 * time.Millisecond
 
-// A CallFunc makes one tools/call over a session of the caller's choosing.
-type CallFunc func(ctx context.Context, params *mcp.CallToolParams) (*mcp.CallToolResult, error)
+// A CallFunc makes one tools/call over a session of the caller's choosing
+// (Conn.Call makes one over a Conn).
+type CallFunc func(ctx context.Context, params *mcp.CallToolParams) (*tool.Result, error)
+
+// Call makes a tools/call over cs, a session opened on the connection's
+// Transport: for a stdio server, on the connection itself, without the
+// go-sdk's decoding (wire.go); otherwise through cs. Its context's values
+// go with it, as with cs.CallTool: what the server sends during the call
+// finds the call by them.
+func (c *Conn) Call(ctx context.Context, cs *mcp.ClientSession, params *mcp.CallToolParams) (*tool.Result, error) {
+	if w := wireOf(c.transport, cs); w != nil {
+		return w.call(ctx, params)
+	}
+	res, err := cs.CallTool(ctx, params)
+	if err != nil {
+		return nil, err
+	}
+	return convertResult(res), nil
+}
 
 type callFuncKey struct{ server string }
 
@@ -169,9 +186,8 @@ func (s *Source) callWith(ctx context.Context, fn CallFunc, name string, args ma
 	}
 	col := &collector{}
 	defer col.done()
-	res, err := fn(withCollector(ctx, col), &mcp.CallToolParams{Name: name, Arguments: args})
+	out, err := fn(withCollector(ctx, col), &mcp.CallToolParams{Name: name, Arguments: args})
 	if err == nil {
-		out := convertResult(res)
 		col.apply(out)
 		return out, nil
 	}

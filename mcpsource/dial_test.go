@@ -68,7 +68,7 @@ func TestDialRefusesBadConfig(t *testing.T) {
 func TestWithCallFunc(t *testing.T) {
 	s := fixture(t)
 	var got *mcp.CallToolParams
-	fn := func(_ context.Context, p *mcp.CallToolParams) (*mcp.CallToolResult, error) {
+	fn := func(_ context.Context, p *mcp.CallToolParams) (*tool.Result, error) {
 		got = p
 		switch p.Name {
 		case "refused":
@@ -76,7 +76,7 @@ func TestWithCallFunc(t *testing.T) {
 		case "broken":
 			return nil, errors.New("connection reset")
 		}
-		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "via fn"}}, StructuredContent: map[string]any{"n": 1.0}}, nil
+		return &tool.Result{Content: []tool.Content{{Type: tool.ContentText, Text: "via fn"}}, Structured: map[string]any{"n": 1.0}}, nil
 	}
 	ctx := mcpsource.WithCallFunc(context.Background(), "fx", fn)
 	r, err := s.Call(ctx, "echo", map[string]any{"message": "x"})

@@ -194,6 +194,7 @@ type Source struct {
 // conn is one session (and, for stdio, one process).
 type conn struct {
 	cs     *mcp.ClientSession
+	wire   *stdioConn // tool calls go here, when set (stdio)
 	proc   *process
 	cancel context.CancelFunc // ends the session's lifetime context
 	// gone is cancelled when the session is retired or the source closes:
@@ -383,13 +384,12 @@ func (s *Source) Call(ctx context.Context, name string, args map[string]any) (*t
 	col := &collector{}
 	defer col.done()
 	stop := s.watchCall(c, "a call of "+name)
-	res, err := c.cs.CallTool(withCollector(ctx, col), params)
+	out, err := c.callTool(withCollector(ctx, col), params)
 	stop()
 	if err != nil {
 		return nil, s.callError(parent, ctx, c, err, "calling "+name)
 	}
 	s.markHealthy(c)
-	out := convertResult(res)
 	col.apply(out)
 	return out, nil
 }
@@ -426,6 +426,42 @@ func (c *conn) bind(ctx context.Context) (context.Context, func()) {
 	ctx, cancel := context.WithCancel(ctx)
 	stop := context.AfterFunc(c.gone, cancel)
 	return ctx, func() { stop(); cancel() }
+}
+
+// sourceProtocol is the protocol version a source asks its servers for:
+// the latest before 2026-07-28, whose requests each carry the client's
+// identity, capabilities and version in _meta for the server to decode
+// and check again (a third of what a go-sdk server spends on a trivial
+// call, BENCHMARKS.md §12), for nothing a source uses: it answers no
+// questions of the server's, and list_changed comes as a notification
+// either way.
+const sourceProtocol = "2025-11-25"
+
+// wireOf returns the connection tool calls can be made on directly: a
+// stdio session's, on a protocol before 2026-07-28 (whose requests need
+// no per-request _meta); nil for the rest, whose calls go through the
+// go-sdk.
+func wireOf(t mcp.Transport, cs *mcp.ClientSession) *stdioConn {
+	st, ok := t.(*spillTransport)
+	if !ok {
+		return nil
+	}
+	if r := cs.InitializeResult(); r == nil || r.ProtocolVersion >= "2026-07-28" {
+		return nil
+	}
+	return st.connection()
+}
+
+// callTool makes one tools/call on the session.
+func (c *conn) callTool(ctx context.Context, params *mcp.CallToolParams) (*tool.Result, error) {
+	if c.wire != nil {
+		return c.wire.call(ctx, params)
+	}
+	res, err := c.cs.CallTool(ctx, params)
+	if err != nil {
+		return nil, err
+	}
+	return convertResult(res), nil
 }
 
 // callError classifies an error from the session. An error response from
@@ -710,9 +746,9 @@ func (s *Source) connect() (*conn, error) {
 	}
 	c.proc = proc
 
-	cs, err := s.client.Connect(life, transport, nil)
+	cs, err := s.client.Connect(life, transport, &mcp.ClientSessionOptions{ProtocolVersion: sourceProtocol})
 	if stop() && err == nil {
-		c.cs = cs
+		c.cs, c.wire = cs, wireOf(transport, cs)
 		return c, nil
 	}
 	// Failed, timed out, or closed (possibly just after succeeding).

@@ -168,46 +168,39 @@ func (sp *spiller) deliver(key string, parts []spilled) {
 	}
 }
 
-// spillTransport is the stdio transport: the go-sdk's, reading the
-// server's stdout through a spillReader, and registering each tools/call
-// it writes with the call's collector.
+// spillTransport is the stdio transport: the server's stdout read
+// through a spillReader, by a stdioConn (wire.go), which registers each
+// tools/call it writes with the call's collector.
 type spillTransport struct {
-	io *mcp.IOTransport
-	sp *spiller
+	stdin  io.WriteCloser
+	stdout io.ReadCloser
+	sp     *spiller
+
+	mu   sync.Mutex
+	conn *stdioConn
 }
 
 func newSpillTransport(cfg Config, stdin io.WriteCloser, stdout io.ReadCloser) *spillTransport {
 	sp := newSpiller(cfg)
-	return &spillTransport{sp: sp,
-		io: &mcp.IOTransport{Reader: newSpillReader(stdout, sp), Writer: stdin, MaxLineLength: cfg.MaxMessageBytes}}
+	return &spillTransport{sp: sp, stdin: stdin, stdout: newSpillReader(stdout, sp)}
 }
 
 // Connect implements mcp.Transport.
-func (t *spillTransport) Connect(ctx context.Context) (mcp.Connection, error) {
-	c, err := t.io.Connect(ctx)
-	if err != nil {
-		return nil, err
+func (t *spillTransport) Connect(context.Context) (mcp.Connection, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.conn != nil {
+		return nil, errors.New("mcpsource: the stdio transport is connected already")
 	}
-	return &spillConn{Connection: c, sp: t.sp}, nil
+	t.conn = newStdioConn(t.sp, t.stdout, t.stdin)
+	return t.conn, nil
 }
 
-// spillConn registers the tool calls written through it. Wrapping the
-// go-sdk's connection hides its unexported session hook, which for stdio
-// only makes it refuse JSON-RPC batches from servers on protocols that
-// dropped them; servers do not send batches to clients.
-type spillConn struct {
-	mcp.Connection
-	sp *spiller
-}
-
-// Write implements mcp.Connection.
-func (c *spillConn) Write(ctx context.Context, msg jsonrpc.Message) error {
-	if req, ok := msg.(*jsonrpc.Request); ok && req.ID.IsValid() && req.Method == "tools/call" {
-		if col := collectorFrom(ctx); col != nil {
-			c.sp.expect(req.ID, col)
-		}
-	}
-	return c.Connection.Write(ctx, msg)
+// connection returns the connection, once Connect made it.
+func (t *spillTransport) connection() *stdioConn {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.conn
 }
 
 // frame is one open object or array of the message being read.
