@@ -21,6 +21,9 @@ func TestMain(m *testing.M) {
 	if dir := os.Getenv(crashDirEnv); dir != "" {
 		os.Exit(crashWriter(dir))
 	}
+	if arg := os.Getenv(tasklog.JournalAppenderEnv); arg != "" {
+		os.Exit(tasklog.JournalAppenderMain(arg))
+	}
 	goleak.VerifyTestMain(m)
 }
 
