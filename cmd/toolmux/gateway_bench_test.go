@@ -22,7 +22,6 @@ package main_test
 
 import (
 	"context"
-	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -625,8 +624,8 @@ func BenchmarkRecordedCall(b *testing.B) {
 			}
 			g.stop(b)
 			if v.name == "tasklog=off" {
-				if _, err := os.Stat(filepath.Join(g.dataDir, tasklog.FileName)); err == nil {
-					b.Errorf("task_log.enabled: false, yet %s exists", tasklog.FileName)
+				if tasklog.Exists(g.dataDir) {
+					b.Errorf("task_log.enabled: false, yet there is a task log in %s", g.dataDir)
 				}
 				return
 			}
@@ -643,16 +642,30 @@ func BenchmarkRecordedCall(b *testing.B) {
 // of dir, and the largest event id.
 func benchCountLog(b *testing.B, dir string) (calls, events, maxID int64) {
 	b.Helper()
-	db, err := sql.Open("sqlite", filepath.Join(dir, tasklog.FileName)+"?_pragma=query_only(1)")
+	ctx := context.Background()
+	l, err := tasklog.Open(ctx, dir)
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer db.Close()
-	if err := db.QueryRow(`SELECT count(*) FROM calls`).Scan(&calls); err != nil {
+	defer l.Close()
+	tasks, err := l.Tasks(ctx, tasklog.Filter{})
+	if err != nil {
 		b.Fatal(err)
 	}
-	if err := db.QueryRow(`SELECT count(*), coalesce(max(id), 0) FROM events`).Scan(&events, &maxID); err != nil {
+	for _, t := range tasks {
+		calls += int64(t.Calls)
+	}
+	loose, err := l.Calls(ctx, "")
+	if err != nil {
 		b.Fatal(err)
 	}
-	return calls, events, maxID
+	calls += int64(len(loose))
+	evs, err := l.EventsAfter(ctx, 0, "", 0)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, e := range evs {
+		maxID = max(maxID, e.ID)
+	}
+	return calls, int64(len(evs)), maxID
 }

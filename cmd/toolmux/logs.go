@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -26,7 +24,7 @@ func (a *app) logsCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "logs",
 		Short: "List recent tasks from the task log",
-		Long: `List the most recent tasks of the task log (tasklog.db in the data
+		Long: `List the most recent tasks of the task log (the journal in the data
 directory), newest first: id, status, start time, duration, number of tool
 calls (and how many failed) and the first line of the input.
 
@@ -137,10 +135,10 @@ func (a *app) openTaskLog(ctx context.Context) (*tasklog.Log, error) {
 	if dir == "" {
 		return nil, usageError("no data directory: pass --data-dir or set data_dir in the configuration")
 	}
-	if _, err := os.Stat(filepath.Join(dir, tasklog.FileName)); errors.Is(err, os.ErrNotExist) {
+	if !tasklog.Exists(dir) {
 		return nil, nil
 	}
-	l, err := tasklog.Open(ctx, dir, tasklog.WithLogger(a.logger()))
+	l, err := tasklog.Open(ctx, dir, taskLogOptions(cfg.TaskLog, a.logger())...)
 	if err != nil {
 		return nil, &exitError{code: exitFailed, err: fmt.Errorf("task log: %s", taskLogMessage(err))}
 	}

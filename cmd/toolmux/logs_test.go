@@ -3,8 +3,6 @@ package main_test
 import (
 	"context"
 	"encoding/json"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -195,8 +193,8 @@ func TestLogsErrors(t *testing.T) {
 	if r.code != 1 {
 		t.Errorf("show in an empty data dir: exit %d", r.code)
 	}
-	if _, err := os.Stat(filepath.Join(empty, tasklog.FileName)); !os.IsNotExist(err) {
-		t.Errorf("reading created a task log: %v", err)
+	if tasklog.Exists(empty) {
+		t.Error("reading created a task log")
 	}
 }
 

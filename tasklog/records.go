@@ -1,0 +1,161 @@
+package tasklog
+
+import (
+	"encoding/json"
+)
+
+// FormatVersion is the version of the journal's record format, in every
+// record's "v". docs/tasklog.md describes the format.
+const FormatVersion = 1
+
+// The record types.
+const (
+	recStart  = "task.start" // a task started (or resumed)
+	recEnd    = "task.end"   // a task ended
+	recStep   = "step"       // one step log entry
+	recMsgs   = "messages"   // messages of one session, all or none
+	recCall   = "call"       // one tool call's record
+	recEvents = "events"     // stream events, all or none
+	recCarry  = "task.carry" // a running task's state, carried past a dropped segment
+	recDrop   = "retention"  // retention dropped segments, tasks and spill files
+	recImport = "import"     // a legacy tasklog.db was imported
+)
+
+// jrec is one journal record: one self-describing JSON message with a
+// format version, a type, an id unique across processes (tool.NewID; a
+// JetStream Msg-Id), the task it belongs to and the time it was appended
+// (Unix nanoseconds). The fields of its type follow.
+type jrec struct {
+	V    int    `json:"v"`
+	Type string `json:"type"`
+	ID   string `json:"id"`
+	Task string `json:"task,omitempty"`
+	At   int64  `json:"at"`
+	// Owner is the process writing (host/pid/start), on the first record
+	// a process writes for a task and on task.start: the task's owner if
+	// this record creates it.
+	Owner string `json:"owner,omitempty"`
+	// Ord orders steps and messages: their first record's position, kept
+	// when carried (0: this record's own position).
+	Ord int64 `json:"ord,omitempty"`
+
+	Start  *jStart         `json:"start,omitempty"`
+	End    *jEnd           `json:"end,omitempty"`
+	Step   *jStep          `json:"step,omitempty"`
+	Msgs   *jMsgs          `json:"messages,omitempty"`
+	Call   *jCall          `json:"call,omitempty"`
+	Rec    json.RawMessage `json:"record,omitempty"`
+	Events []jEvent        `json:"events,omitempty"`
+	Carry  *jCarry         `json:"carry,omitempty"`
+	Drop   *jDrop          `json:"retention,omitempty"`
+}
+
+type jStart struct {
+	Created  int64           `json:"created"`
+	Input    string          `json:"input,omitempty"`
+	Metadata json.RawMessage `json:"metadata,omitempty"`
+}
+
+type jEnd struct {
+	Status Status `json:"status"`
+	Answer string `json:"answer,omitempty"`
+	// IfRunning ends the task only if it is still running when the
+	// record is indexed (FinishOwned, interruptions).
+	IfRunning bool `json:"if_running,omitempty"`
+	// AtLastWrite sets the end time to the task's last write instead of
+	// the record's time (interruptions).
+	AtLastWrite bool `json:"at_last_write,omitempty"`
+}
+
+type jStep struct {
+	Name     string          `json:"name"`
+	Message  string          `json:"message,omitempty"`
+	Level    Level           `json:"level"`
+	Time     int64           `json:"time"`
+	Metadata json.RawMessage `json:"metadata,omitempty"`
+}
+
+type jMsgs struct {
+	Session  string     `json:"session"`
+	Messages []jMessage `json:"list"`
+}
+
+type jMessage struct {
+	Role       string          `json:"role"`
+	Content    json.RawMessage `json:"content"`
+	Name       string          `json:"name,omitempty"`
+	ToolCallID string          `json:"tool_call_id,omitempty"`
+	ToolCalls  json.RawMessage `json:"tool_calls,omitempty"`
+	Time       int64           `json:"time"`
+}
+
+// jCall holds what the index keeps of a call; the record itself is the
+// record's "record" field, the tool.Record as `toolmux call --json`
+// prints it (its id and task are the record's).
+type jCall struct {
+	Session  string `json:"session,omitempty"`
+	Kind     string `json:"kind,omitempty"`
+	Started  int64  `json:"started"`
+	Ended    int64  `json:"ended"`
+	Duration int64  `json:"duration"`
+}
+
+// jEvent is one stream event. Data is the payload, or, for a tool_call
+// event that a call's record can rebuild byte for byte, Ref names the
+// call and Part says which event of it (input or result): the event does
+// not repeat what the record holds.
+type jEvent struct {
+	ID   int64           `json:"id"`
+	Name string          `json:"name"`
+	Task string          `json:"task,omitempty"`
+	Time int64           `json:"time"`
+	Data json.RawMessage `json:"data,omitempty"`
+	Ref  string          `json:"ref,omitempty"`
+	Part string          `json:"part,omitempty"`
+}
+
+// The parts of a call an event may refer to.
+const (
+	partInput  = "input"
+	partResult = "result"
+)
+
+// jCarry is what a running task keeps when the segment holding its
+// beginning is dropped: its start, steps and messages.
+type jCarry struct {
+	Status   Status          `json:"status"`
+	Created  int64           `json:"created"`
+	Updated  int64           `json:"updated"`
+	Input    string          `json:"input,omitempty"`
+	Metadata json.RawMessage `json:"metadata,omitempty"`
+	Steps    []jCarriedStep  `json:"steps,omitempty"`
+	Messages []jCarriedMsg   `json:"messages,omitempty"`
+}
+
+type jCarriedStep struct {
+	Seq int64 `json:"seq"`
+	jStep
+}
+
+type jCarriedMsg struct {
+	Ord     int64  `json:"ord"`
+	I       int    `json:"i"`
+	Session string `json:"session"`
+	jMessage
+}
+
+// jDrop is what one retention pass dropped, and the totals so far.
+type jDrop struct {
+	// Segments are the journal segments dropped, Before the first kept.
+	Segments []uint32 `json:"segments,omitempty"`
+	Before   uint32   `json:"before,omitempty"`
+	// Tasks were dropped whole (ended, and in a dropped segment).
+	Tasks []string `json:"tasks,omitempty"`
+	// Calls of running tasks dropped with their segment.
+	Calls int64 `json:"calls,omitempty"`
+	// SpillFiles and their bytes, dropped.
+	SpillFiles int64 `json:"spill_files,omitempty"`
+	Bytes      int64 `json:"bytes"`
+	// Reason is "age" or "bytes".
+	Reason string `json:"reason"`
+}
