@@ -382,7 +382,7 @@ func Default() *Config {
 		HealthCheck:    DefaultHealthCheck(),
 		TaskLog: TaskLog{Enabled: true, Durability: DurabilityProcess,
 			Retention: Retention{MaxAge: DefaultRetentionMaxAge, MaxBytes: DefaultRetentionMaxBytes}},
-		Agent:          DefaultAgent("main"),
+		Agent: DefaultAgent("main"),
 	}
 }
 
