@@ -76,7 +76,7 @@ func (l *Log) AppendEvents(ctx context.Context, evs ...Event) error {
 			l.referTo(&list[i])
 		}
 	}
-	if _, err := l.appendRecs(ctx, &jrec{Type: recEvents, At: now.UnixNano(), Events: list}); err != nil {
+	if _, err := l.appendRecs(ctx, &jrec{Type: recEvents, At: now.UnixNano(), EventIDs: []int64{lowest, highest}, Events: list}); err != nil {
 		return err
 	}
 	for {
@@ -201,6 +201,8 @@ func callEvent(payload []byte, part string) (json.RawMessage, bool) {
 			Server    string          `json:"server"`
 			Tool      string          `json:"tool"`
 			Arguments json.RawMessage `json:"arguments"`
+			Result    *tool.Result    `json:"result"`
+			Error     *tool.Error     `json:"error"`
 		} `json:"record"`
 	}
 	if json.Unmarshal(payload, &r) != nil {
@@ -216,11 +218,7 @@ func callEvent(payload []byte, part string) (json.RawMessage, bool) {
 		}
 		d = stream.ToolCallData{ToolCallID: r.ID, ToolName: name, ToolInput: args}
 	case partResult:
-		rec, err := decodeCall(payload)
-		if err != nil {
-			return nil, false
-		}
-		d = stream.ToolCallResult(r.ID, name, resultText(rec))
+		d = stream.ToolCallResult(r.ID, name, resultText(&tool.Record{Result: r.Rec.Result, Error: r.Rec.Error}))
 	default:
 		return nil, false
 	}

@@ -366,7 +366,7 @@ func (ix *indexer) exec(q string, args ...any) (sql.Result, error) {
 // so by a newer or broken writer, and nothing else depends on it.
 func (ix *indexer) apply(pos Pos, payload []byte) error {
 	var r jrec
-	if err := json.Unmarshal(payload, &r); err != nil {
+	if err := envelope(payload, &r); err != nil {
 		ix.l.log.Warn("tasklog: skipping an unreadable journal record", "pos", pos.String(), "error", err)
 		return nil
 	}
@@ -460,13 +460,18 @@ func (ix *indexer) apply(pos Pos, payload []byte) error {
 		}
 		return err
 	case recEvents:
-		if len(r.Events) == 0 {
-			return nil
+		if len(r.EventIDs) != 2 {
+			// Written without them: decode the events.
+			var full jrec
+			if json.Unmarshal(payload, &full) != nil || len(full.Events) == 0 {
+				return nil
+			}
+			r.EventIDs = []int64{full.Events[0].ID, full.Events[0].ID}
+			for _, e := range full.Events {
+				r.EventIDs[0], r.EventIDs[1] = min(r.EventIDs[0], e.ID), max(r.EventIDs[1], e.ID)
+			}
 		}
-		first, last := r.Events[0].ID, r.Events[0].ID
-		for _, e := range r.Events {
-			first, last = min(first, e.ID), max(last, e.ID)
-		}
+		first, last := r.EventIDs[0], r.EventIDs[1]
 		ix.lastEvent = max(ix.lastEvent, last)
 		_, err := ix.exec(`INSERT INTO event_records (pos, first_id, last_id) VALUES (?, ?, ?) ON CONFLICT (pos) DO NOTHING`, int64(pos), first, last)
 		return err

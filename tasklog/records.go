@@ -1,6 +1,7 @@
 package tasklog
 
 import (
+	"bytes"
 	"encoding/json"
 )
 
@@ -44,8 +45,11 @@ type jrec struct {
 	Step   *jStep          `json:"step,omitempty"`
 	Msgs   *jMsgs          `json:"messages,omitempty"`
 	Call   *jCall          `json:"call,omitempty"`
-	Rec    json.RawMessage `json:"record,omitempty"`
-	Events []jEvent        `json:"events,omitempty"`
+	Rec json.RawMessage `json:"record,omitempty"`
+	// EventIDs are the lowest and highest id of Events, ahead of them so
+	// that the index reads them without decoding the events.
+	EventIDs []int64  `json:"event_ids,omitempty"`
+	Events   []jEvent `json:"events,omitempty"`
 	Carry  *jCarry         `json:"carry,omitempty"`
 	Drop   *jDrop          `json:"retention,omitempty"`
 }
@@ -158,4 +162,29 @@ type jDrop struct {
 	Bytes      int64 `json:"bytes"`
 	// Reason is "age" or "bytes".
 	Reason string `json:"reason"`
+}
+
+// envelope decodes what the index needs of a record. The bulky part of a
+// call record (the tool.Record) and of an events record (the events) is
+// last, after fields that hold no nested object, so its key cannot occur
+// in a string or an object before it: the envelope is decoded without it.
+func envelope(payload []byte, r *jrec) error {
+	b := payload
+	for _, heavy := range []struct{ typ, key string }{{recCall, `,"record":`}, {recEvents, `,"events":`}} {
+		if !bytes.HasPrefix(b, []byte(`{"v":`)) {
+			break
+		}
+		head := b[:min(len(b), 40)]
+		if !bytes.Contains(head, []byte(`"type":"`+heavy.typ+`"`)) {
+			continue
+		}
+		if i := bytes.Index(b, []byte(heavy.key)); i > 0 {
+			cut := make([]byte, i+1)
+			copy(cut, b[:i])
+			cut[i] = '}'
+			b = cut
+		}
+		break
+	}
+	return json.Unmarshal(b, r)
 }
