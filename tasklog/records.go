@@ -40,18 +40,18 @@ type jrec struct {
 	// when carried (0: this record's own position).
 	Ord int64 `json:"ord,omitempty"`
 
-	Start  *jStart         `json:"start,omitempty"`
-	End    *jEnd           `json:"end,omitempty"`
-	Step   *jStep          `json:"step,omitempty"`
-	Msgs   *jMsgs          `json:"messages,omitempty"`
-	Call   *jCall          `json:"call,omitempty"`
-	Rec json.RawMessage `json:"record,omitempty"`
+	Start *jStart         `json:"start,omitempty"`
+	End   *jEnd           `json:"end,omitempty"`
+	Step  *jStep          `json:"step,omitempty"`
+	Msgs  *jMsgs          `json:"messages,omitempty"`
+	Call  *jCall          `json:"call,omitempty"`
+	Rec   json.RawMessage `json:"record,omitempty"`
 	// EventIDs are the lowest and highest id of Events, ahead of them so
 	// that the index reads them without decoding the events.
 	EventIDs []int64  `json:"event_ids,omitempty"`
 	Events   []jEvent `json:"events,omitempty"`
-	Carry  *jCarry         `json:"carry,omitempty"`
-	Drop   *jDrop          `json:"retention,omitempty"`
+	Carry    *jCarry  `json:"carry,omitempty"`
+	Drop     *jDrop   `json:"retention,omitempty"`
 }
 
 type jStart struct {
