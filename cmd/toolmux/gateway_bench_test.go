@@ -25,6 +25,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"net/http"
 	"os"
 	"os/exec"
@@ -629,13 +630,38 @@ func BenchmarkRecordedCall(b *testing.B) {
 				}
 				return
 			}
+			disk := benchDiskBytes(b, g.dataDir)
 			calls, events, maxID := benchCountLog(b, g.dataDir)
 			if calls != made {
 				b.Errorf("task log holds %d calls; %d were made", calls, made)
 			}
-			b.Logf("task log: %d calls recorded of %d made; %d events stored, ids up to %d", calls, made, events, maxID)
+			b.Logf("task log: %d calls recorded of %d made; %d events stored, ids up to %d; the data directory takes %d bytes (du), %.0f per call",
+				calls, made, events, maxID, disk, float64(disk)/float64(made))
 		})
 	}
+}
+
+// benchDiskBytes is what dir takes on disk, as du counts it (blocks).
+func benchDiskBytes(b *testing.B, dir string) int64 {
+	b.Helper()
+	var n int64
+	err := filepath.WalkDir(dir, func(_ string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		if st, ok := info.Sys().(*syscall.Stat_t); ok {
+			n += st.Blocks * 512
+		}
+		return nil
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return n
 }
 
 // benchCountLog returns the number of call records and events in the task log

@@ -3,6 +3,7 @@ package main_test
 import (
 	"context"
 	"encoding/json"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -228,4 +229,40 @@ func TestLogsShowByPrefix(t *testing.T) {
 	if r.stdout != "" {
 		t.Errorf("ambiguous: stdout %q", r.stdout)
 	}
+}
+
+// Once retention has dropped something, `toolmux logs` ends with a line
+// saying what.
+func TestLogsSaysWhatRetentionDropped(t *testing.T) {
+	ctx := context.Background()
+	data := t.TempDir()
+	l, err := tasklog.Open(ctx, data, tasklog.WithSegmentBytes(64<<10), tasklog.WithRetention(tasklog.Retention{MaxBytes: 1 << 20}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 40 {
+		id := "old-" + string(rune('a'+i%26)) + string(rune('a'+i/26))
+		if err := l.StartTask(ctx, tasklog.Task{ID: id}); err != nil {
+			t.Fatal(err)
+		}
+		l.Record(ctx, &tool.Record{ID: tool.NewID(), Task: id, Server: "s", Tool: "t", Started: time.Now(), Ended: time.Now(),
+			Result: tool.TextResult(strings.Repeat("x", 60<<10))})
+		if err := l.FinishTask(ctx, id, tasklog.StatusSuccess, ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rep, err := l.EnforceRetention(ctx)
+	if err != nil || len(rep.Tasks) == 0 {
+		t.Fatalf("retention dropped %+v, %v", rep, err)
+	}
+	l.Close()
+	r := toolmux(t, workspace(t, ""), "", "--data-dir", data, "logs")
+	if r.code != 0 {
+		t.Fatalf("exit %d: %s", r.code, r.stderr)
+	}
+	want := "retention: dropped " + strconv.Itoa(len(rep.Tasks)) + " tasks, 0 calls of running tasks and 0 spill files ("
+	if !strings.Contains(r.stdout, want) || !strings.Contains(r.stdout, "keeping 30d and 1.0 GiB") {
+		t.Errorf("no retention line %q:\n%s", want, r.stdout)
+	}
+	t.Log(r.stdout[strings.Index(r.stdout, "retention:"):])
 }
