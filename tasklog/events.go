@@ -5,6 +5,7 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"fmt"
 	"slices"
 	"sync"
 	"time"
@@ -76,7 +77,11 @@ func (l *Log) AppendEvents(ctx context.Context, evs ...Event) error {
 			l.referTo(&list[i])
 		}
 	}
-	if _, err := l.appendRecs(ctx, &jrec{Type: recEvents, At: now.UnixNano(), EventIDs: []int64{lowest, highest}, Events: list}); err != nil {
+	r := &jrec{Type: recEvents, At: now.UnixNano(), EventIDs: []int64{lowest, highest}, Events: list}
+	if err := packEvents(r); err != nil {
+		return fmt.Errorf("tasklog: encoding events: %w", err)
+	}
+	if _, err := l.appendRecs(ctx, r); err != nil {
 		return err
 	}
 	for {
@@ -163,8 +168,12 @@ func (l *Log) eventsAt(ctx context.Context, tx *sql.Tx, pos Pos) ([]Event, error
 	if err := json.Unmarshal(payload, &r); err != nil {
 		return nil, err
 	}
-	out := make([]Event, len(r.Events))
-	for i, e := range r.Events {
+	list, err := r.events()
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Event, len(list))
+	for i, e := range list {
 		data := e.Data
 		if e.Ref != "" {
 			data = l.resolve(ctx, tx, e)

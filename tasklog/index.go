@@ -463,11 +463,15 @@ func (ix *indexer) apply(pos Pos, payload []byte) error {
 		if len(r.EventIDs) != 2 {
 			// Written without them: decode the events.
 			var full jrec
-			if json.Unmarshal(payload, &full) != nil || len(full.Events) == 0 {
+			if json.Unmarshal(payload, &full) != nil {
 				return nil
 			}
-			r.EventIDs = []int64{full.Events[0].ID, full.Events[0].ID}
-			for _, e := range full.Events {
+			evs, err := full.events()
+			if err != nil || len(evs) == 0 {
+				return nil
+			}
+			r.EventIDs = []int64{evs[0].ID, evs[0].ID}
+			for _, e := range evs {
 				r.EventIDs[0], r.EventIDs[1] = min(r.EventIDs[0], e.ID), max(r.EventIDs[1], e.ID)
 			}
 		}

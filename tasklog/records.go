@@ -2,7 +2,11 @@ package tasklog
 
 import (
 	"bytes"
+	"compress/flate"
+	"encoding/base64"
 	"encoding/json"
+	"fmt"
+	"io"
 )
 
 // FormatVersion is the version of the journal's record format, in every
@@ -50,6 +54,9 @@ type jrec struct {
 	// that the index reads them without decoding the events.
 	EventIDs []int64  `json:"event_ids,omitempty"`
 	Events   []jEvent `json:"events,omitempty"`
+	// EventsZ holds the events instead, when there are enough of them to
+	// be worth it: their JSON array, deflated (RFC 1951), in base64.
+	EventsZ string `json:"events_z,omitempty"`
 	Carry    *jCarry  `json:"carry,omitempty"`
 	Drop     *jDrop   `json:"retention,omitempty"`
 }
@@ -170,7 +177,7 @@ type jDrop struct {
 // in a string or an object before it: the envelope is decoded without it.
 func envelope(payload []byte, r *jrec) error {
 	b := payload
-	for _, heavy := range []struct{ typ, key string }{{recCall, `,"record":`}, {recEvents, `,"events":`}} {
+	for _, heavy := range []struct{ typ, key string }{{recCall, `,"record":`}, {recEvents, `,"events`}} {
 		if !bytes.HasPrefix(b, []byte(`{"v":`)) {
 			break
 		}
@@ -187,4 +194,54 @@ func envelope(payload []byte, r *jrec) error {
 		break
 	}
 	return json.Unmarshal(b, r)
+}
+
+// minDeflate is the size of an events array below which it is stored as
+// it is: deflating a few events saves little.
+const minDeflate = 1024
+
+// packEvents stores the events of r deflated when that is worth it: the
+// events of a batch repeat their keys, task and call ids, and shrink
+// several times (the stream's events are most of a simple call's bytes).
+func packEvents(r *jrec) error {
+	raw, err := json.Marshal(r.Events)
+	if err != nil {
+		return err
+	}
+	if len(raw) < minDeflate {
+		return nil
+	}
+	var buf bytes.Buffer
+	w, err := flate.NewWriter(&buf, flate.BestSpeed)
+	if err != nil {
+		return err
+	}
+	if _, err := w.Write(raw); err != nil {
+		return err
+	}
+	if err := w.Close(); err != nil {
+		return err
+	}
+	r.Events, r.EventsZ = nil, base64.StdEncoding.EncodeToString(buf.Bytes())
+	return nil
+}
+
+// events returns the events of an events record, inflated if need be.
+func (r *jrec) events() ([]jEvent, error) {
+	if r.EventsZ == "" {
+		return r.Events, nil
+	}
+	z, err := base64.StdEncoding.DecodeString(r.EventsZ)
+	if err != nil {
+		return nil, fmt.Errorf("tasklog: events record %s: %w", r.ID, err)
+	}
+	raw, err := io.ReadAll(io.LimitReader(flate.NewReader(bytes.NewReader(z)), maxFrame))
+	if err != nil {
+		return nil, fmt.Errorf("tasklog: events record %s: %w", r.ID, err)
+	}
+	var evs []jEvent
+	if err := json.Unmarshal(raw, &evs); err != nil {
+		return nil, fmt.Errorf("tasklog: events record %s: %w", r.ID, err)
+	}
+	return evs, nil
 }

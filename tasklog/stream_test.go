@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"strconv"
 	"testing"
 	"time"
 
@@ -136,6 +137,49 @@ func TestToolCallEventsReferToTheRecord(t *testing.T) {
 	}
 	if n := bytes.Count(all, []byte(`stack trace`)); n != 1 {
 		t.Errorf("the result text is stored %d times", n)
+	}
+	os.Remove(filepath.Join(dir, tasklog.JournalDir, tasklog.IndexName))
+	check(open(t, dir))
+}
+
+// A large batch of events is stored deflated, and comes back as it was,
+// before and after the index is rebuilt.
+func TestLargeEventBatchesAreDeflated(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	l := open(t, dir)
+	var evs []tasklog.Event
+	for i := range 300 {
+		evs = append(evs, tasklog.Event{ID: int64(i + 1), Name: "tool_state", Task: "t" + string(rune('a'+i%3)),
+			Time: time.Unix(0, int64(i)).UTC(), Data: json.RawMessage(`{"call_id":"06h0zgv50w76zanhayb81twqyg","state":"executing","n":` + strconv.Itoa(i) + `}`)})
+	}
+	if err := l.AppendEvents(ctx, evs...); err != nil {
+		t.Fatal(err)
+	}
+	check := func(l *tasklog.Log) {
+		got, err := l.EventsAfter(ctx, 0, "", 0)
+		if err != nil || len(got) != len(evs) {
+			t.Fatalf("%d events, %v", len(got), err)
+		}
+		for i := range evs {
+			if got[i].ID != evs[i].ID || got[i].Task != evs[i].Task || !got[i].Time.Equal(evs[i].Time) || string(got[i].Data) != string(evs[i].Data) {
+				t.Fatalf("event %d: %+v, want %+v", i, got[i], evs[i])
+			}
+		}
+		if got, _ := l.EventsAfter(ctx, 290, "tb", 2); len(got) != 2 || got[0].ID != 293 || got[1].ID != 296 {
+			t.Errorf("after 290 in tb, 2: %+v", got)
+		}
+	}
+	check(l)
+	l.Close()
+	segs, _ := filepath.Glob(filepath.Join(dir, tasklog.JournalDir, "*.seg"))
+	var size int64
+	for _, s := range segs {
+		st, _ := os.Stat(s)
+		size += st.Size()
+	}
+	if raw, _ := json.Marshal(evs); size > int64(len(raw))/3 {
+		t.Errorf("300 events take %d bytes in the journal; their JSON is %d", size, len(raw))
 	}
 	os.Remove(filepath.Join(dir, tasklog.JournalDir, tasklog.IndexName))
 	check(open(t, dir))
