@@ -102,12 +102,16 @@ func (l *Log) callPayload(rec *tool.Record) (payload []byte, id, owner string) {
 	}
 	owner = l.claim(c.Task)
 	r := &jrec{Type: recCall, ID: c.ID, Task: c.Task, Owner: owner, Call: jc}
-	b, err := json.Marshal(c)
+	// The envelope holds the id, task and session: the record does not
+	// repeat them (decodeCall puts them back).
+	body := c
+	body.ID, body.Task, body.Session = "", "", ""
+	b, err := json.Marshal(body)
 	if err != nil {
-		c.Arguments, c.Result = nil, nil
-		c.Notes = slices.Clone(c.Notes) // do not write into the caller's array
-		c.Note("tasklog", "arguments and result not recorded: "+err.Error(), nil)
-		if b, err = json.Marshal(c); err != nil {
+		body.Arguments, body.Result = nil, nil
+		body.Notes = slices.Clone(body.Notes) // do not write into the caller's array
+		body.Note("tasklog", "arguments and result not recorded: "+err.Error(), nil)
+		if b, err = json.Marshal(body); err != nil {
 			// Notes or the error itself hold the culprit: keep the columns.
 			b, _ = json.Marshal(map[string]any{"id": c.ID, "task": c.Task, "session": c.Session,
 				"server": c.Server, "tool": c.Tool, "unrecordable": err.Error()})

@@ -73,8 +73,9 @@ var indexSchema = []string{
 		pos        INTEGER NOT NULL,
 		failed     INTEGER NOT NULL
 	) WITHOUT ROWID`,
+	// No index on pos: only retention looks calls up by position, a scan
+	// per dropped segment, and the index would cost every call ~50 bytes.
 	`CREATE INDEX calls_task ON calls (task_id, started_at, pos)`,
-	`CREATE INDEX calls_pos ON calls (pos)`,
 	// Events are found by the journal record holding them.
 	`CREATE TABLE event_records (
 		pos      INTEGER PRIMARY KEY,

@@ -56,9 +56,9 @@ type jrec struct {
 	Events   []jEvent `json:"events,omitempty"`
 	// EventsZ holds the events instead, when there are enough of them to
 	// be worth it: their JSON array, deflated (RFC 1951), in base64.
-	EventsZ string `json:"events_z,omitempty"`
-	Carry    *jCarry  `json:"carry,omitempty"`
-	Drop     *jDrop   `json:"retention,omitempty"`
+	EventsZ string  `json:"events_z,omitempty"`
+	Carry   *jCarry `json:"carry,omitempty"`
+	Drop    *jDrop  `json:"retention,omitempty"`
 }
 
 type jStart struct {
