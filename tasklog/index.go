@@ -625,6 +625,7 @@ func (l *Log) background() {
 	t := time.NewTicker(l.opts.indexInterval)
 	defer t.Stop()
 	nextMaint := time.Now().Add(l.opts.retentionInterval)
+	var lastSeg Pos
 	for {
 		select {
 		case <-l.done:
@@ -635,7 +636,13 @@ func (l *Log) background() {
 		if err := l.sync(ctx); err != nil && !errors.Is(err, ErrClosed) {
 			l.log.Warn("tasklog: indexing the journal failed", "error", err)
 		}
-		if time.Now().After(nextMaint) {
+		// A new segment is a step retention may take at once: a busy
+		// gateway does not overshoot its budget by an interval's writes.
+		rotated := false
+		if end := Pos(l.indexed.Load()); end.seg() != lastSeg.seg() {
+			rotated, lastSeg = lastSeg != 0, end
+		}
+		if rotated || time.Now().After(nextMaint) {
 			if _, err := l.enforceRetention(ctx); err != nil && !errors.Is(err, ErrClosed) {
 				l.log.Warn("tasklog: retention failed", "error", err)
 			}
