@@ -27,3 +27,7 @@ func StartTaskOwnedBy(l *Log, id, owner string, at int64) error {
 	_, err := l.appendRecs(bg, &jrec{Type: recStart, Task: id, At: at, Owner: owner, Start: &jStart{Created: at}})
 	return err
 }
+
+// NoBackgroundRetention leaves retention to EnforceRetention, so that a
+// test knows what each pass drops.
+func NoBackgroundRetention() Option { return func(o *options) { o.noBackgroundRetention = true } }

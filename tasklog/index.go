@@ -587,10 +587,19 @@ func (ix *indexer) drop(r jrec) error {
 			return err
 		}
 	}
-	for key, v := range map[string]int64{metaDroppedSegs: int64(len(d.Segments)), metaDroppedTask: int64(len(d.Tasks)),
-		metaDroppedCall: d.Calls, metaDroppedSpil: d.SpillFiles, metaDroppedByte: d.Bytes} {
-		if err := addMeta(ix.ctx, ix.tx, key, v); err != nil {
-			return err
+	if t := d.Total; t != nil {
+		for key, v := range map[string]int64{metaDroppedSegs: t.Segments, metaDroppedTask: t.Tasks,
+			metaDroppedCall: t.Calls, metaDroppedSpil: t.SpillFiles, metaDroppedByte: t.Bytes} {
+			if _, err := ix.exec(`INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = max(value, excluded.value)`, key, v); err != nil {
+				return err
+			}
+		}
+	} else {
+		for key, v := range map[string]int64{metaDroppedSegs: int64(len(d.Segments)), metaDroppedTask: int64(len(d.Tasks)),
+			metaDroppedCall: d.Calls, metaDroppedSpil: d.SpillFiles, metaDroppedByte: d.Bytes} {
+			if err := addMeta(ix.ctx, ix.tx, key, v); err != nil {
+				return err
+			}
 		}
 	}
 	return setMeta(ix.ctx, ix.tx, metaDroppedLast, r.At)
@@ -642,7 +651,7 @@ func (l *Log) background() {
 		if end := Pos(l.indexed.Load()); end.seg() != lastSeg.seg() {
 			rotated, lastSeg = lastSeg != 0, end
 		}
-		if rotated || time.Now().After(nextMaint) {
+		if !l.opts.noBackgroundRetention && (rotated || time.Now().After(nextMaint)) {
 			if _, err := l.enforceRetention(ctx); err != nil && !errors.Is(err, ErrClosed) {
 				l.log.Warn("tasklog: retention failed", "error", err)
 			}

@@ -75,6 +75,8 @@ type options struct {
 	retention         Retention
 	journal           Journal
 	spillDir          string
+	// noBackgroundRetention leaves retention to EnforceRetention (tests).
+	noBackgroundRetention bool
 }
 
 // WithLogger sets where write failures of [Log.Record] and the index's

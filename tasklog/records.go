@@ -169,6 +169,18 @@ type jDrop struct {
 	Bytes      int64 `json:"bytes"`
 	// Reason is "age" or "bytes".
 	Reason string `json:"reason"`
+	// Total is what retention has dropped since the journal began, this
+	// pass included: the newest retention record tells an index rebuilt
+	// from the journal what the dropped segments held.
+	Total *jDropTotal `json:"total,omitempty"`
+}
+
+type jDropTotal struct {
+	Segments   int64 `json:"segments"`
+	Tasks      int64 `json:"tasks"`
+	Calls      int64 `json:"calls"`
+	SpillFiles int64 `json:"spill_files"`
+	Bytes      int64 `json:"bytes"`
 }
 
 // envelope decodes what the index needs of a record. The bulky part of a

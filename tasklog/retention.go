@@ -270,12 +270,15 @@ func (l *Log) enforceRetention(ctx context.Context) (RetentionReport, error) {
 		}
 	}
 	if len(dropSegs) > 0 {
-		if err := l.dropSegments(ctx, dropSegs, &rep); err != nil {
+		if err := l.dropSegments(ctx, dropSegs, &rep, reason); err != nil {
 			return rep, err
 		}
 	}
 	d := &jDrop{Tasks: rep.Tasks, Calls: rep.Calls, SpillFiles: rep.SpillFiles, Bytes: rep.Bytes, Reason: reason}
 	if len(dropSegs) == 0 {
+		if d.Total, err = l.totals(ctx, d); err != nil {
+			return rep, err
+		}
 		if _, err := l.appendRecs(ctx, &jrec{Type: recDrop, Drop: d}); err != nil {
 			return rep, err
 		}
@@ -288,10 +291,24 @@ func (l *Log) enforceRetention(ctx context.Context) (RetentionReport, error) {
 	return rep, l.sync(ctx)
 }
 
+// totals returns what retention dropped so far and this pass together.
+func (l *Log) totals(ctx context.Context, d *jDrop) (*jDropTotal, error) {
+	t := &jDropTotal{}
+	err := l.read(ctx, func(tx *sql.Tx) error {
+		t.Segments = getMeta(ctx, tx, metaDroppedSegs) + int64(len(d.Segments))
+		t.Tasks = getMeta(ctx, tx, metaDroppedTask) + int64(len(d.Tasks))
+		t.Calls = getMeta(ctx, tx, metaDroppedCall) + d.Calls
+		t.SpillFiles = getMeta(ctx, tx, metaDroppedSpil) + d.SpillFiles
+		t.Bytes = getMeta(ctx, tx, metaDroppedByte) + d.Bytes
+		return nil
+	})
+	return t, err
+}
+
 // dropSegments drops the oldest segments: the tasks that began in them
 // and have ended go whole; the running ones are carried forward (start,
 // steps, messages) and lose only their calls in those segments.
-func (l *Log) dropSegments(ctx context.Context, segs []segUsage, rep *RetentionReport) error {
+func (l *Log) dropSegments(ctx context.Context, segs []segUsage, rep *RetentionReport, reason string) error {
 	before := segs[len(segs)-1].seq + 1
 	bound := int64(mkPos(before, 0))
 	var carries []*jrec
@@ -349,7 +366,10 @@ func (l *Log) dropSegments(ctx context.Context, segs []segUsage, rep *RetentionR
 		rep.Bytes += s.bytes
 	}
 	d := &jDrop{Segments: rep.Segments, Before: before, Tasks: rep.Tasks, Calls: rep.Calls, SpillFiles: rep.SpillFiles,
-		Bytes: rep.Bytes, Reason: "retention"}
+		Bytes: rep.Bytes, Reason: reason}
+	if d.Total, err = l.totals(ctx, d); err != nil {
+		return err
+	}
 	if _, err := l.appendRecs(ctx, append(carries, &jrec{Type: recDrop, Drop: d})...); err != nil {
 		return err
 	}

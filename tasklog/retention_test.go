@@ -44,7 +44,7 @@ func TestRetentionByBytes(t *testing.T) {
 	dir := t.TempDir()
 	const budget = 512 << 10
 	opts := []tasklog.Option{tasklog.WithSegmentBytes(16 << 10), tasklog.WithDurability(tasklog.DurabilityProcess),
-		tasklog.WithRetention(tasklog.Retention{MaxBytes: budget})}
+		tasklog.WithRetention(tasklog.Retention{MaxBytes: budget}), tasklog.NoBackgroundRetention()}
 	l := open(t, dir, opts...)
 	if err := l.StartTask(ctx, tasklog.Task{ID: "long", Input: "runs throughout", Metadata: map[string]any{"k": "v"}}); err != nil {
 		t.Fatal(err)
@@ -143,7 +143,7 @@ func TestRetentionByBytes(t *testing.T) {
 // segments.
 func TestRetentionByAgeAndSpill(t *testing.T) {
 	dir := t.TempDir()
-	l := open(t, dir, tasklog.WithSegmentBytes(8<<10), tasklog.WithRetention(tasklog.Retention{MaxAge: 24 * time.Hour}))
+	l := open(t, dir, tasklog.WithSegmentBytes(8<<10), tasklog.WithRetention(tasklog.Retention{MaxAge: 24 * time.Hour}), tasklog.NoBackgroundRetention())
 	old := fillTasks(t, l, "old", 10, 3, 1000)
 	spill := filepath.Join(dir, "spill")
 	writeSpill := func(name string, age time.Duration) string {
@@ -197,7 +197,7 @@ func TestRetentionByAgeAndSpill(t *testing.T) {
 
 	// Over a byte budget, an old spill file goes before newer segments.
 	l.Close()
-	l = open(t, dir, tasklog.WithSegmentBytes(8<<10), tasklog.WithRetention(tasklog.Retention{MaxBytes: 1 << 20}))
+	l = open(t, dir, tasklog.WithSegmentBytes(8<<10), tasklog.WithRetention(tasklog.Retention{MaxBytes: 1 << 20}), tasklog.NoBackgroundRetention())
 	big := filepath.Join(spill, "task", "big.txt")
 	if err := os.WriteFile(big, []byte(strings.Repeat("b", 2<<20)), 0o600); err != nil {
 		t.Fatal(err)
