@@ -111,7 +111,8 @@ func Open(ctx context.Context, cfg *config.Config, o Options) (rt *Runtime, err 
 		if cfg.TaskLog.Durability == config.DurabilityFull {
 			d = tasklog.DurabilityFull
 		}
-		if rt.Log, err = tasklog.Open(ctx, cfg.DataDir, tasklog.WithLogger(log), tasklog.WithDurability(d)); err != nil {
+		ret := tasklog.Retention{MaxAge: cfg.TaskLog.Retention.MaxAge, MaxBytes: cfg.TaskLog.Retention.MaxBytes}
+		if rt.Log, err = tasklog.Open(ctx, cfg.DataDir, tasklog.WithLogger(log), tasklog.WithDurability(d), tasklog.WithRetention(ret)); err != nil {
 			return rt, fmt.Errorf("task log: %w", err)
 		}
 		popts = append(popts, pipeline.WithRecorder(rt.Log))

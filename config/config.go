@@ -127,7 +127,27 @@ type TaskLog struct {
 	Enabled bool
 	// Durability is DurabilityProcess (the default) or DurabilityFull.
 	Durability string
+	// Retention bounds what the task log keeps (task_log.retention).
+	Retention Retention
 }
+
+// Retention bounds the task log: the oldest journal segments (and the
+// tasks that ended in them) and spilled results go once they are older
+// than MaxAge, or while the journal, its index and the spill files
+// together take more than MaxBytes. Running tasks are never dropped.
+type Retention struct {
+	// MaxAge is how long records and spill files are kept.
+	MaxAge time.Duration
+	// MaxBytes bounds the journal, its index and DATA_DIR/spill together.
+	MaxBytes int64
+}
+
+// The defaults of task_log.retention: a gateway that runs for months
+// never fills its disk.
+const (
+	DefaultRetentionMaxAge   = 30 * 24 * time.Hour
+	DefaultRetentionMaxBytes = 1 << 30
+)
 
 // Limits bound what one call may cost, whatever its caller or its tool
 // sends: how deeply its arguments may nest, how much of a tool's result is
@@ -360,8 +380,9 @@ func Default() *Config {
 		Retry:          defaultRetry(),
 		CircuitBreaker: defaultBreaker(),
 		HealthCheck:    DefaultHealthCheck(),
-		TaskLog:        TaskLog{Enabled: true, Durability: DurabilityProcess},
-		Agent:          DefaultAgent("main"),
+		TaskLog: TaskLog{Enabled: true, Durability: DurabilityProcess,
+			Retention: Retention{MaxAge: DefaultRetentionMaxAge, MaxBytes: DefaultRetentionMaxBytes}},
+		Agent: DefaultAgent("main"),
 	}
 }
 

@@ -97,8 +97,9 @@ func TestFullExample(t *testing.T) {
 		Retry:          config.Retry{MaxAttempts: 3, InitialBackoff: 200 * time.Millisecond, MaxBackoff: 5 * time.Second, Tools: []string{"search_*"}},
 		CircuitBreaker: config.Breaker{Failures: 5, Cooldown: 30 * time.Second},
 		HealthCheck:    config.HealthCheck{Enabled: true, PingAfter: 20 * time.Second, PingTimeout: 5 * time.Second, MinBackoff: 250 * time.Millisecond, MaxBackoff: time.Minute},
-		TaskLog:        config.TaskLog{Enabled: true, Durability: config.DurabilityProcess},
-		Agent:          config.DefaultAgent("main"),
+		TaskLog: config.TaskLog{Enabled: true, Durability: config.DurabilityProcess,
+			Retention: config.Retention{MaxAge: config.DefaultRetentionMaxAge, MaxBytes: config.DefaultRetentionMaxBytes}},
+		Agent: config.DefaultAgent("main"),
 		Servers: []config.Server{
 			{
 				Name:           "everything",

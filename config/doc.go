@@ -40,8 +40,11 @@
 //	task_log:               # The task log in data_dir (docs/tasklog.md).
 //	  enabled: true         # Record tasks, calls and events. Default: true.
 //	  durability: process   # process: a recorded call survives a crash or
-//	                        # kill of toolmux; full: also a power cut, at
-//	                        # about 0.2 ms more per call. Default: process.
+//	                        # kill of toolmux; full: also a power cut (an
+//	                        # fdatasync per group of appends). Default: process.
+//	  retention:            # What the task log keeps, oldest dropped first.
+//	    max_age: 30d        # Records and spill files older than this go.
+//	    max_bytes: 1GiB     # Journal, index and spill files together.
 //	limits:                 # What one call may cost (docs/config.md#limits).
 //	  max_depth: 64         # Deepest nesting of a call's arguments; deeper
 //	                        # calls are refused (invalid_tool_params).

@@ -893,7 +893,7 @@ func (p *parser) healthCheck(n *yaml.Node, kp string, base HealthCheck) (h Healt
 	return h, pings
 }
 
-var taskLogKeys = []string{"enabled", "durability"}
+var taskLogKeys = []string{"enabled", "durability", "retention"}
 
 func (p *parser) taskLog(n *yaml.Node, kp string, base TaskLog) TaskLog {
 	t := base
@@ -907,9 +907,53 @@ func (p *parser) taskLog(n *yaml.Node, kp string, base TaskLog) TaskLog {
 			if v, ok := p.choice(e.v, fp, "durability", []string{DurabilityProcess, DurabilityFull}); ok {
 				t.Durability = v
 			}
+		case "retention":
+			t.Retention = p.retention(e.v, fp, t.Retention)
 		}
 	})
 	return t
+}
+
+var retentionKeys = []string{"max_age", "max_bytes"}
+
+// maxRetentionBytes bounds task_log.retention.max_bytes (1 TiB).
+const maxRetentionBytes = 1 << 40
+
+func (p *parser) retention(n *yaml.Node, kp string, base Retention) Retention {
+	r := base
+	p.fields(n, kp, retentionKeys, func(e entry, fp string) {
+		switch e.key {
+		case "max_age":
+			if v, ok := p.age(e.v, fp); ok {
+				r.MaxAge = v
+			}
+		case "max_bytes":
+			if v, ok := p.sizeUpTo(e.v, fp, maxRetentionBytes, "1TiB"); ok {
+				if v < 1<<20 {
+					p.errAt(e.v, fp, "must be at least 1MiB, got %s", shorten(deref(e.v).Value))
+				} else {
+					r.MaxBytes = v
+				}
+			}
+		}
+	})
+	return r
+}
+
+// age reads a duration that may be given in days too ("30d").
+func (p *parser) age(n *yaml.Node, kp string) (time.Duration, bool) {
+	v := deref(n)
+	if v.Kind == yaml.ScalarNode && v.Tag == "!!str" {
+		if days, ok := strings.CutSuffix(strings.TrimSpace(v.Value), "d"); ok {
+			d, err := strconv.Atoi(days)
+			if err != nil || d < 1 || d > 100*365 {
+				p.errAt(n, kp, "%s is not a number of days between 1 and 36500", quote(v.Value))
+				return 0, false
+			}
+			return time.Duration(d) * 24 * time.Hour, true
+		}
+	}
+	return p.duration(n, kp)
 }
 
 var limitsKeys = []string{"max_depth", "max_result_bytes", "max_record_bytes", "max_event_bytes"}

@@ -655,16 +655,22 @@ var sizeUnits = map[string]int64{
 	"kb": 1000, "kib": 1 << 10,
 	"mb": 1000 * 1000, "mib": 1 << 20,
 	"gb": 1000 * 1000 * 1000, "gib": 1 << 30,
+	"tb": 1000 * 1000 * 1000 * 1000, "tib": 1 << 40,
 }
 
 // size reads a byte count: an integer, or a string such as "512KiB" or
 // "2MB".
 func (p *parser) size(n *yaml.Node, kp string) (int64, bool) {
+	return p.sizeUpTo(n, kp, maxArgumentBytes, "1GiB")
+}
+
+// sizeUpTo reads a byte count of at most limit (named as limitName).
+func (p *parser) sizeUpTo(n *yaml.Node, kp string, limit int64, limitName string) (int64, bool) {
 	v := deref(n)
 	const want = `expected a size in bytes such as 1048576 or "1MiB"`
 	if v.Kind == yaml.ScalarNode && v.Tag == "!!float" && v.Value != "" && strings.Trim(v.Value, "0123456789") == "" {
 		// An integer too large for int64, which YAML resolves as a float.
-		p.errAt(n, kp, "must be between 1 byte and 1GiB, got %s", shorten(v.Value))
+		p.errAt(n, kp, "must be between 1 byte and %s, got %s", limitName, shorten(v.Value))
 		return 0, false
 	}
 	if v.Kind != yaml.ScalarNode || isNull(v) || v.Tag != "!!int" && v.Tag != "!!str" {
@@ -687,14 +693,14 @@ func (p *parser) size(n *yaml.Node, kp string) (int64, bool) {
 			return 0, false
 		}
 		x, err := strconv.ParseInt(m[1], 10, 64)
-		if err != nil || x > maxArgumentBytes/unit {
-			b = maxArgumentBytes + 1
+		if err != nil || x > limit/unit {
+			b = limit + 1
 		} else {
 			b = x * unit
 		}
 	}
-	if b < 1 || b > maxArgumentBytes {
-		p.errAt(n, kp, "must be between 1 byte and 1GiB, got %s", shorten(v.Value))
+	if b < 1 || b > limit {
+		p.errAt(n, kp, "must be between 1 byte and %s, got %s", limitName, shorten(v.Value))
 		return 0, false
 	}
 	return b, true

@@ -13,17 +13,12 @@ import (
 	"github.com/toolmux/toolmux/tool"
 )
 
-// callRow is a record ready to be stored: the indexed columns and the JSON.
-type callRow struct {
-	id, task, session, server, tool, kind string
-	started, ended                        time.Time
-	duration                              time.Duration
-	json                                  string
-}
-
-// Record stores the record of one tool call; it implements
-// pipeline.Recorder. The whole record is kept as JSON, with its id, task,
-// session, server, tool, error kind and times in indexed columns. A record
+// Record appends the record of one tool call to the journal; it
+// implements pipeline.Recorder. It returns once the record is as durable
+// as the log promises (written, or synced with [DurabilityFull]); the
+// index learns of it later, off the call's path. The whole record is
+// kept as JSON; the index keeps its id, task, start and outcome, and
+// where it is. A record
 // whose task was never started creates that task, running (a gateway
 // client's session is its task). A record without a task is kept too; see
 // [Log.Calls]. Recording the same id twice keeps the first.
@@ -48,15 +43,16 @@ func (l *Log) Record(ctx context.Context, rec *tool.Record) {
 		l.log.Error("tasklog: call record lost", "error", "nil record")
 		return
 	}
-	row := l.callRow(rec)
+	payload, id, owner := l.callPayload(rec)
 	ctx = context.WithoutCancel(ctx)
 	var err error
 	for attempt := 1; attempt <= 2; attempt++ {
 		actx, cancel := context.WithTimeout(ctx, l.opts.recordTimeout)
-		err = l.insertCall(actx, row)
+		_, err = l.appendPayloads(actx, payload)
 		cancel()
 		if err == nil {
 			l.stats.recorded.Add(1)
+			l.recent.add(id, payload)
 			return
 		}
 		l.noteErr(err)
@@ -64,7 +60,7 @@ func (l *Log) Record(ctx context.Context, rec *tool.Record) {
 			break
 		}
 		l.stats.retried.Add(1)
-		l.log.Warn("tasklog: storing a call record failed; retrying", "id", row.id, "task", row.task, "error", err)
+		l.log.Warn("tasklog: storing a call record failed; retrying", "id", id, "task", rec.Task, "error", err)
 		t := time.NewTimer(l.opts.retryDelay)
 		select {
 		case <-t.C:
@@ -72,67 +68,64 @@ func (l *Log) Record(ctx context.Context, rec *tool.Record) {
 			t.Stop()
 		}
 	}
+	if owner != "" {
+		l.unclaim(rec.Task)
+	}
 	l.stats.lost.Add(1)
-	l.log.Error("tasklog: call record lost", "id", row.id, "task", row.task, "session", row.session,
-		"server", row.server, "tool", row.tool, "error_kind", row.kind, "error", err)
-}
-
-// callRow prepares rec for storage. A record that cannot be marshalled
-// (an argument of a type JSON cannot hold, NaN) is stored without its
-// arguments and result, with the reason, rather than not at all.
-func (l *Log) callRow(rec *tool.Record) callRow {
-	row := callRow{
-		id: rec.ID, task: rec.Task, session: rec.Session, server: rec.Server, tool: rec.Tool,
-		started: rec.Started, ended: rec.Ended, duration: rec.Duration,
-	}
+	kind := ""
 	if rec.Error != nil {
-		row.kind = string(rec.Error.Kind)
+		kind = string(rec.Error.Kind)
 	}
-	if row.id == "" {
-		row.id = tool.NewID()
-		l.log.Warn("tasklog: call record without an id; gave it one", "id", row.id, "server", row.server, "tool", row.tool)
-	}
-	if row.started.IsZero() {
-		row.started = l.opts.now()
-	}
-	if row.ended.IsZero() {
-		row.ended = row.started.Add(row.duration)
-	}
+	l.log.Error("tasklog: call record lost", "id", id, "task", rec.Task, "session", rec.Session,
+		"server", rec.Server, "tool", rec.Tool, "error_kind", kind, "error", err)
+}
+
+// callPayload encodes rec as a call record. A record that cannot be
+// marshalled (an argument of a type JSON cannot hold, NaN) is stored
+// without its arguments and result, with the reason, rather than not at
+// all.
+func (l *Log) callPayload(rec *tool.Record) (payload []byte, id, owner string) {
 	c := *rec
-	c.ID = row.id
-	b, err := json.Marshal(c)
-	if err != nil {
-		c.Arguments, c.Result = nil, nil
-		c.Notes = slices.Clone(c.Notes) // do not write into the caller's array
-		c.Note("tasklog", "arguments and result not recorded: "+err.Error(), nil)
-		if b, err = json.Marshal(c); err != nil {
-			// Notes or the error itself hold the culprit: keep the columns.
-			b, _ = json.Marshal(map[string]any{"id": row.id, "task": row.task, "session": row.session,
-				"server": row.server, "tool": row.tool, "unrecordable": err.Error()})
-		}
-		l.log.Warn("tasklog: call record partly unrecordable", "id", row.id, "error", err)
+	if c.ID == "" {
+		c.ID = tool.NewID()
+		l.log.Warn("tasklog: call record without an id; gave it one", "id", c.ID, "server", c.Server, "tool", c.Tool)
 	}
-	row.json = string(b)
-	return row
-}
-
-func (l *Log) insertCall(ctx context.Context, row callRow) error {
-	now := l.opts.now()
-	return l.write(ctx, func(tx *sql.Tx) error {
-		var task sql.NullString
-		if row.task != "" {
-			task = sql.NullString{String: row.task, Valid: true}
-			if err := l.ensureTask(ctx, tx, row.task, row.started, now); err != nil {
-				return err
-			}
+	if c.Started.IsZero() {
+		c.Started = l.opts.now()
+	}
+	if c.Ended.IsZero() {
+		c.Ended = c.Started.Add(c.Duration)
+	}
+	jc := &jCall{Session: c.Session, Started: c.Started.UnixNano(), Ended: c.Ended.UnixNano(), Duration: int64(c.Duration)}
+	if c.Error != nil {
+		jc.Kind = string(c.Error.Kind)
+	}
+	owner = l.claim(c.Task)
+	r := &jrec{Type: recCall, ID: c.ID, Task: c.Task, Owner: owner, Call: jc}
+	// The envelope holds the id, task and session: the record does not
+	// repeat them (decodeCall puts them back).
+	body := c
+	body.ID, body.Task, body.Session = "", "", ""
+	b, err := json.Marshal(body)
+	if err != nil {
+		body.Arguments, body.Result = nil, nil
+		body.Notes = slices.Clone(body.Notes) // do not write into the caller's array
+		body.Note("tasklog", "arguments and result not recorded: "+err.Error(), nil)
+		if b, err = json.Marshal(body); err != nil {
+			// Notes or the error itself hold the culprit: keep the columns.
+			b, _ = json.Marshal(map[string]any{"id": c.ID, "task": c.Task, "session": c.Session,
+				"server": c.Server, "tool": c.Tool, "unrecordable": err.Error()})
 		}
-		_, err := l.exec(ctx, tx, qInsertCall, row.id, task, row.session, row.server, row.tool, row.kind, ns(row.started), ns(row.ended), int64(row.duration), row.json)
-		return err
-	})
+		l.log.Warn("tasklog: call record partly unrecordable", "id", c.ID, "error", err)
+	}
+	r.Rec = b
+	payload, err = l.encode(r)
+	if err != nil {
+		// Only a record field JSON cannot hold gets here; r is plain.
+		payload, _ = l.encode(&jrec{Type: recCall, ID: c.ID, Task: c.Task, Owner: owner, Call: jc, Rec: json.RawMessage(`{}`)})
+	}
+	return payload, c.ID, owner
 }
-
-const qInsertCall = `INSERT INTO calls (id, task_id, session, server, tool, error_kind, started_at, ended_at, duration_ns, record)
-	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING`
 
 // Calls returns the call records of a task in the order the calls started,
 // or a [*NotFoundError]. An empty taskID returns the calls made outside
@@ -146,51 +139,81 @@ func (l *Log) Calls(ctx context.Context, taskID string) ([]*tool.Record, error) 
 			}
 		}
 		var err error
-		out, err = readCalls(ctx, tx, taskID)
+		out, err = l.readCalls(ctx, tx, taskID)
 		return err
 	})
 	return out, err
 }
 
-func readCalls(ctx context.Context, tx *sql.Tx, taskID string) ([]*tool.Record, error) {
-	q := `SELECT id, coalesce(task_id, ''), session, server, tool, error_kind, started_at, ended_at, duration_ns, record
-		FROM calls WHERE task_id = ? ORDER BY started_at, rowid`
-	args := []any{taskID}
-	if taskID == "" {
-		q = `SELECT id, '', session, server, tool, error_kind, started_at, ended_at, duration_ns, record
-			FROM calls WHERE task_id IS NULL ORDER BY started_at, rowid`
-		args = nil
-	}
-	rows, err := tx.QueryContext(ctx, q, args...)
+func (l *Log) readCalls(ctx context.Context, tx *sql.Tx, taskID string) ([]*tool.Record, error) {
+	rows, err := tx.QueryContext(ctx, `SELECT id, pos FROM calls WHERE task_id = ? ORDER BY started_at, pos`, taskID)
 	if err != nil {
 		return nil, err
 	}
-	defer rows.Close()
-	out := []*tool.Record{}
+	type row struct {
+		id  string
+		pos int64
+	}
+	var found []row
 	for rows.Next() {
-		var (
-			row            callRow
-			started, ended int64
-			duration       int64
-		)
-		if err := rows.Scan(&row.id, &row.task, &row.session, &row.server, &row.tool, &row.kind, &started, &ended, &duration, &row.json); err != nil {
+		var r row
+		if err := rows.Scan(&r.id, &r.pos); err != nil {
+			rows.Close()
 			return nil, err
 		}
-		rec := &tool.Record{}
-		if err := json.Unmarshal([]byte(row.json), rec); err != nil {
-			// Keep what the columns say rather than fail the whole read.
-			rec = &tool.Record{}
-			rec.Note("tasklog", "stored record unreadable: "+err.Error(), nil)
+		found = append(found, r)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	out := make([]*tool.Record, 0, len(found))
+	for _, r := range found {
+		rec, err := l.callAt(ctx, Pos(r.pos))
+		var gone *GoneError
+		if errors.As(err, &gone) {
+			continue // dropped by retention since the query
 		}
-		// The columns are authoritative for what they hold.
-		rec.ID, rec.Task, rec.Session, rec.Server, rec.Tool = row.id, row.task, row.session, row.server, row.tool
-		rec.Started, rec.Ended, rec.Duration = fromNS(started), fromNS(ended), time.Duration(duration)
-		if rec.Error == nil && row.kind != "" {
-			rec.Error = &tool.Error{Kind: tool.Kind(row.kind)}
+		if err != nil {
+			rec = &tool.Record{ID: r.id, Task: taskID}
+			rec.Note("tasklog", "stored record unreadable: "+err.Error(), nil)
 		}
 		out = append(out, rec)
 	}
-	return out, rows.Err()
+	return out, nil
+}
+
+// callAt reads the call record at pos in the journal.
+func (l *Log) callAt(ctx context.Context, pos Pos) (*tool.Record, error) {
+	payload, err := l.j.ReadAt(ctx, pos)
+	if err != nil {
+		return nil, err
+	}
+	return decodeCall(payload)
+}
+
+// decodeCall reads a call record's payload.
+func decodeCall(payload []byte) (*tool.Record, error) {
+	var r jrec
+	if err := json.Unmarshal(payload, &r); err != nil {
+		return nil, err
+	}
+	if r.Type != recCall || r.Call == nil {
+		return nil, fmt.Errorf("tasklog: not a call record: %s", r.Type)
+	}
+	rec := &tool.Record{}
+	if err := json.Unmarshal(r.Rec, rec); err != nil {
+		// Keep what the envelope says rather than fail the whole read.
+		rec = &tool.Record{}
+		rec.Note("tasklog", "stored record unreadable: "+err.Error(), nil)
+	}
+	// The envelope is authoritative for what it holds.
+	rec.ID, rec.Task, rec.Session = r.ID, r.Task, r.Call.Session
+	rec.Started, rec.Ended, rec.Duration = fromNS(r.Call.Started), fromNS(r.Call.Ended), time.Duration(r.Call.Duration)
+	if rec.Error == nil && r.Call.Kind != "" {
+		rec.Error = &tool.Error{Kind: tool.Kind(r.Call.Kind)}
+	}
+	return rec, nil
 }
 
 // OneCallStatus is how a task made of one call ends: success, cancelled

@@ -156,7 +156,7 @@ func TestTwoLogsOnOneDirectory(t *testing.T) {
 		}
 	}
 	var check string
-	if err := rawDB(t, dir).QueryRow(`PRAGMA integrity_check`).Scan(&check); err != nil || check != "ok" {
+	if err := indexDB(t, dir).QueryRow(`PRAGMA integrity_check`).Scan(&check); err != nil || check != "ok" {
 		t.Errorf("integrity_check: %q %v", check, err)
 	}
 }

@@ -80,7 +80,7 @@ func TestCrashKeepsEveryAcknowledgedWrite(t *testing.T) {
 			}
 			var records, steps []string
 			sc := bufio.NewScanner(out)
-			for sc.Scan() && len(records) < tc.after {
+			for len(records) < tc.after && sc.Scan() {
 				kind, id, _ := strings.Cut(sc.Text(), " ")
 				if kind == "r" {
 					records = append(records, id)
@@ -109,7 +109,7 @@ func TestCrashKeepsEveryAcknowledgedWrite(t *testing.T) {
 			}
 
 			var check string
-			if err := rawDB(t, dir).QueryRow(`PRAGMA integrity_check`).Scan(&check); err != nil || check != "ok" {
+			if err := indexDB(t, dir).QueryRow(`PRAGMA integrity_check`).Scan(&check); err != nil || check != "ok" {
 				t.Fatalf("integrity_check: %q %v", check, err)
 			}
 			l := open(t, dir)

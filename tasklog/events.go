@@ -5,7 +5,13 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"fmt"
+	"slices"
+	"sync"
 	"time"
+
+	"github.com/toolmux/toolmux/stream"
+	"github.com/toolmux/toolmux/tool"
 )
 
 // Event is one stream event as the task log keeps it, so that a client
@@ -24,10 +30,12 @@ type Event struct {
 	Data json.RawMessage `json:"data,omitempty"`
 }
 
-// AppendEvents stores events in one transaction: all or none. An id
-// already stored with the same name, task, time and data is skipped, so a
-// replayed batch is harmless; an id already stored with different content
-// fails the batch with a [*DuplicateEventError]. Events need no task row.
+// AppendEvents appends events to the journal as one record: all or none.
+// An id this log already holds with the same name, task, time and data is
+// skipped, so a replayed batch is harmless; an id it holds with different
+// content fails the batch with a [*DuplicateEventError]. Events need no
+// task. A tool_call event that the call's record rebuilds byte for byte
+// (its input, or its result) is stored as a reference to that record.
 func (l *Log) AppendEvents(ctx context.Context, evs ...Event) error {
 	for _, e := range evs {
 		if e.Name == "" {
@@ -40,99 +48,358 @@ func (l *Log) AppendEvents(ctx context.Context, evs ...Event) error {
 	if len(evs) == 0 {
 		return nil
 	}
+	if l.closed() {
+		return ErrClosed
+	}
 	now := l.opts.now()
-	return l.write(ctx, func(tx *sql.Tx) error {
+	lowest, highest := evs[0].ID, evs[0].ID
+	for _, e := range evs {
+		lowest, highest = min(lowest, e.ID), max(highest, e.ID)
+	}
+	// An id at or below the highest known taken may be a replay: look.
+	if lowest <= l.lastEvent.Load() {
+		kept, err := l.withoutReplays(ctx, evs)
+		if err != nil {
+			return err
+		}
+		if evs = kept; len(evs) == 0 {
+			return nil
+		}
+	}
+	list := make([]jEvent, len(evs))
+	for i, e := range evs {
+		t := e.Time
+		if t.IsZero() {
+			t = now
+		}
+		list[i] = jEvent{ID: e.ID, Name: e.Name, Task: e.Task, Time: t.UnixNano(), Data: e.Data}
+		if e.Name == stream.EventToolCall {
+			l.referTo(&list[i])
+		}
+	}
+	r := &jrec{Type: recEvents, At: now.UnixNano(), EventIDs: []int64{lowest, highest}, Events: list}
+	if err := packEvents(r); err != nil {
+		return fmt.Errorf("tasklog: encoding events: %w", err)
+	}
+	if _, err := l.appendRecs(ctx, r); err != nil {
+		return err
+	}
+	for {
+		cur := l.lastEvent.Load()
+		if highest <= cur || l.lastEvent.CompareAndSwap(cur, highest) {
+			return nil
+		}
+	}
+}
+
+// withoutReplays drops the events already stored with the same content,
+// and fails on an id stored with other content.
+func (l *Log) withoutReplays(ctx context.Context, evs []Event) ([]Event, error) {
+	var kept []Event
+	err := l.read(ctx, func(tx *sql.Tx) error {
 		for _, e := range evs {
-			t := e.Time
-			if t.IsZero() {
-				t = now
-			}
-			var data sql.NullString
-			if len(e.Data) > 0 {
-				data = sql.NullString{String: string(e.Data), Valid: true}
-			}
-			res, err := l.exec(ctx, tx, qInsertEvent, e.ID, e.Name, e.Task, ns(t), data)
+			old, found, err := l.eventByID(ctx, tx, e.ID)
 			if err != nil {
 				return err
 			}
-			if n, err := res.RowsAffected(); err != nil {
-				return err
-			} else if n == 1 {
+			if !found {
+				kept = append(kept, e)
 				continue
 			}
-			// The id is taken: harmless if it is this very event.
-			var (
-				old     Event
-				oldT    int64
-				oldData sql.NullString
-			)
-			if err := tx.QueryRowContext(ctx, `SELECT name, task, time, data FROM events WHERE id = ?`, e.ID).
-				Scan(&old.Name, &old.Task, &oldT, &oldData); err != nil {
-				return err
-			}
-			same := old.Name == e.Name && old.Task == e.Task && oldData.Valid == data.Valid &&
-				bytes.Equal([]byte(oldData.String), []byte(data.String)) && (e.Time.IsZero() || oldT == ns(t))
+			same := old.Name == e.Name && old.Task == e.Task && bytes.Equal(old.Data, e.Data) &&
+				(e.Time.IsZero() || old.Time.Equal(e.Time))
 			if !same {
 				return &DuplicateEventError{ID: e.ID}
 			}
 		}
 		return nil
 	})
+	return kept, err
 }
 
-const qInsertEvent = `INSERT INTO events (id, name, task, time, data) VALUES (?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING`
+// eventByID finds a stored event.
+func (l *Log) eventByID(ctx context.Context, tx *sql.Tx, id int64) (Event, bool, error) {
+	rows, err := tx.QueryContext(ctx, `SELECT pos FROM event_records WHERE first_id <= ? AND last_id >= ?`, id, id)
+	if err != nil {
+		return Event{}, false, err
+	}
+	poss, err := scanInts(rows)
+	if err != nil {
+		return Event{}, false, err
+	}
+	for _, p := range poss {
+		evs, err := l.eventsAt(ctx, tx, Pos(p))
+		if err != nil {
+			return Event{}, false, err
+		}
+		for _, e := range evs {
+			if e.ID == id {
+				return e, true, nil
+			}
+		}
+	}
+	return Event{}, false, nil
+}
+
+func scanInts(rows *sql.Rows) ([]int64, error) {
+	defer rows.Close()
+	var out []int64
+	for rows.Next() {
+		var v int64
+		if err := rows.Scan(&v); err != nil {
+			return nil, err
+		}
+		out = append(out, v)
+	}
+	return out, rows.Err()
+}
+
+// eventsAt reads the events record at pos, references resolved. A record
+// dropped by retention has no events.
+func (l *Log) eventsAt(ctx context.Context, tx *sql.Tx, pos Pos) ([]Event, error) {
+	payload, err := l.j.ReadAt(ctx, pos)
+	if _, gone := err.(*GoneError); gone {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var r jrec
+	if err := json.Unmarshal(payload, &r); err != nil {
+		return nil, err
+	}
+	list, err := r.events()
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Event, len(list))
+	for i, e := range list {
+		data := e.Data
+		if e.Ref != "" {
+			data = l.resolve(ctx, tx, e)
+		}
+		out[i] = Event{ID: e.ID, Name: e.Name, Task: e.Task, Time: fromNS(e.Time), Data: data}
+	}
+	return out, nil
+}
+
+// resolve rebuilds the payload of an event stored as a reference.
+func (l *Log) resolve(ctx context.Context, tx *sql.Tx, e jEvent) json.RawMessage {
+	var pos int64
+	err := tx.QueryRowContext(ctx, `SELECT pos FROM calls WHERE id = ?`, e.Ref).Scan(&pos)
+	if err == nil {
+		var payload []byte
+		if payload, err = l.j.ReadAt(ctx, Pos(pos)); err == nil {
+			if b, ok := callEvent(payload, e.Part); ok {
+				return b
+			}
+		}
+	}
+	// The record is gone (retention): say so in the event's own shape.
+	b, _ := json.Marshal(stream.ToolCallResult(e.Ref, "", "[the call's record was dropped by retention]"))
+	return b
+}
+
+// callEvent builds, from a call record's payload, the tool_call event the
+// stream's scheduler sink publishes for it: the input (its arguments) or
+// the result (its text, or "kind: message" for a failure).
+func callEvent(payload []byte, part string) (json.RawMessage, bool) {
+	var r struct {
+		ID  string `json:"id"`
+		Rec struct {
+			Server    string          `json:"server"`
+			Tool      string          `json:"tool"`
+			Arguments json.RawMessage `json:"arguments"`
+			Result    *tool.Result    `json:"result"`
+			Error     *tool.Error     `json:"error"`
+		} `json:"record"`
+	}
+	if json.Unmarshal(payload, &r) != nil {
+		return nil, false
+	}
+	name := tool.ExposedName(r.Rec.Server, r.Rec.Tool)
+	var d stream.ToolCallData
+	switch part {
+	case partInput:
+		args := r.Rec.Arguments
+		if len(args) == 0 || string(args) == "null" {
+			args = json.RawMessage(`{}`)
+		}
+		d = stream.ToolCallData{ToolCallID: r.ID, ToolName: name, ToolInput: args}
+	case partResult:
+		d = stream.ToolCallResult(r.ID, name, resultText(&tool.Record{Result: r.Rec.Result, Error: r.Rec.Error}))
+	default:
+		return nil, false
+	}
+	b, err := json.Marshal(d)
+	return b, err == nil
+}
+
+// resultText is what a tool_call result event shows for a record, as the
+// stream's scheduler sink writes it (before its length limit).
+func resultText(rec *tool.Record) string {
+	if rec.Error == nil {
+		return rec.Result.Text()
+	}
+	s := string(rec.Error.Kind) + ": " + rec.Error.Message
+	if rec.Error.Suggestion != "" {
+		s += " (did you mean " + rec.Error.Suggestion + "?)"
+	}
+	if text := rec.Result.Text(); text != "" && text != rec.Error.Message {
+		s += "\n" + text
+	}
+	return s
+}
+
+// referTo turns a tool_call event into a reference to its call's record
+// when the record, recorded by this log a moment ago, rebuilds the event
+// exactly; otherwise the event keeps its data.
+func (l *Log) referTo(e *jEvent) {
+	var d struct {
+		ToolCallID string          `json:"tool_call_id"`
+		ToolInput  json.RawMessage `json:"tool_input"`
+		DeltaInput json.RawMessage `json:"delta_input"`
+	}
+	if json.Unmarshal(e.Data, &d) != nil || d.ToolCallID == "" || len(d.DeltaInput) > 0 {
+		return
+	}
+	payload := l.recent.get(d.ToolCallID)
+	if payload == nil {
+		return
+	}
+	part := partInput
+	if bytes.HasPrefix(d.ToolInput, []byte(`{"result":`)) {
+		part = partResult
+	}
+	if b, ok := callEvent(payload, part); ok && bytes.Equal(b, e.Data) {
+		e.Data, e.Ref, e.Part = nil, d.ToolCallID, part
+	}
+}
+
+// recentCalls keeps the payloads of the calls this log recorded last, for
+// referTo: the result events of a call follow its record by milliseconds.
+// Bounded in count and bytes.
+type recentCalls struct {
+	mu    sync.Mutex
+	m     map[string][]byte
+	ring  []string
+	next  int
+	bytes int
+}
+
+const (
+	recentCount = 4096
+	recentBytes = 8 << 20
+)
+
+func (c *recentCalls) init() {
+	c.m = make(map[string][]byte, recentCount)
+	c.ring = make([]string, recentCount)
+}
+
+func (c *recentCalls) add(id string, payload []byte) {
+	if len(payload) > recentBytes/16 {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for c.bytes+len(payload) > recentBytes || c.ring[c.next] != "" {
+		old := c.ring[c.next]
+		if old == "" {
+			c.next = (c.next + 1) % recentCount
+			continue
+		}
+		c.bytes -= len(c.m[old])
+		delete(c.m, old)
+		c.ring[c.next] = ""
+		if c.bytes+len(payload) <= recentBytes {
+			break
+		}
+		c.next = (c.next + 1) % recentCount
+	}
+	if _, dup := c.m[id]; dup {
+		return
+	}
+	c.m[id] = payload
+	c.ring[c.next] = id
+	c.bytes += len(payload)
+	c.next = (c.next + 1) % recentCount
+}
+
+func (c *recentCalls) get(id string) []byte {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.m[id]
+}
 
 // EventsAfter returns the events with an id greater than afterID, in id
 // order: of one task, or of all when task is empty; at most limit of them
 // (no cap when limit is 0 or less).
 func (l *Log) EventsAfter(ctx context.Context, afterID int64, task string, limit int) ([]Event, error) {
-	q := `SELECT id, name, task, time, data FROM events WHERE id > ?`
-	args := []any{afterID}
-	if task != "" {
-		q += ` AND task = ?`
-		args = append(args, task)
-	}
-	q += ` ORDER BY id`
-	if limit > 0 {
-		q += ` LIMIT ?`
-		args = append(args, limit)
-	}
 	out := []Event{}
 	err := l.read(ctx, func(tx *sql.Tx) error {
-		rows, err := tx.QueryContext(ctx, q, args...)
+		rows, err := tx.QueryContext(ctx, `SELECT pos, first_id FROM event_records WHERE last_id > ? ORDER BY first_id, pos`, afterID)
 		if err != nil {
 			return err
 		}
-		defer rows.Close()
+		type block struct{ pos, first int64 }
+		var blocks []block
 		for rows.Next() {
-			var (
-				e    Event
-				t    int64
-				data sql.NullString
-			)
-			if err := rows.Scan(&e.ID, &e.Name, &e.Task, &t, &data); err != nil {
+			var b block
+			if err := rows.Scan(&b.pos, &b.first); err != nil {
+				rows.Close()
 				return err
 			}
-			e.Time = fromNS(t)
-			if data.Valid {
-				e.Data = json.RawMessage(data.String)
-			}
-			out = append(out, e)
+			blocks = append(blocks, b)
 		}
-		return rows.Err()
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		for _, b := range blocks {
+			if limit > 0 && len(out) >= limit {
+				slices.SortStableFunc(out, func(a, b Event) int { return compareID(a.ID, b.ID) })
+				if b.first > out[limit-1].ID {
+					break
+				}
+			}
+			evs, err := l.eventsAt(ctx, tx, Pos(b.pos))
+			if err != nil {
+				return err
+			}
+			for _, e := range evs {
+				if e.ID > afterID && (task == "" || e.Task == task) {
+					out = append(out, e)
+				}
+			}
+		}
+		return nil
 	})
 	if err != nil {
 		return nil, err
 	}
+	slices.SortStableFunc(out, func(a, b Event) int { return compareID(a.ID, b.ID) })
+	if limit > 0 && len(out) > limit {
+		out = out[:limit]
+	}
 	return out, nil
+}
+
+func compareID(a, b int64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
 }
 
 // LastEventID returns the greatest event id stored, 0 when there is none:
 // where a stream hub starting up continues numbering.
 func (l *Log) LastEventID(ctx context.Context) (int64, error) {
-	var id sql.NullInt64
-	err := l.read(ctx, func(tx *sql.Tx) error {
-		return tx.QueryRowContext(ctx, `SELECT max(id) FROM events`).Scan(&id)
-	})
-	return id.Int64, err
+	if err := l.sync(ctx); err != nil {
+		return 0, err
+	}
+	return l.lastEvent.Load(), nil
 }

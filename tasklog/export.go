@@ -46,7 +46,7 @@ func (l *Log) Detail(ctx context.Context, id string) (*TaskDetail, error) {
 			}
 			d.Sessions = append(d.Sessions, SessionHistory{Session: s, Messages: msgs})
 		}
-		d.Calls, err = readCalls(ctx, tx, id)
+		d.Calls, err = l.readCalls(ctx, tx, id)
 		return err
 	})
 	if err != nil {

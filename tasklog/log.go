@@ -3,6 +3,7 @@ package tasklog
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -14,24 +15,46 @@ import (
 	"sync/atomic"
 	"time"
 
-	_ "modernc.org/sqlite" // registers the "sqlite" database/sql driver
+	"github.com/toolmux/toolmux/tool"
 )
 
-// FileName is the name of the database file inside the data directory.
+// FileName is the name of the task log's SQLite file before the journal
+// (schema versions 1 to 3): Open imports such a file into the journal and
+// renames it LegacyImportedName.
 const FileName = "tasklog.db"
 
-// Durability says what a committed write survives.
+// LegacyImportedName is what an imported tasklog.db is renamed to. It is
+// kept (never deleted by toolmux); remove it once the journal is trusted.
+const LegacyImportedName = "tasklog.db.imported"
+
+// JournalDir is the journal's directory inside the data directory: its
+// segments and the index.
+const JournalDir = "journal"
+
+// Exists reports whether dataDir holds a task log (a journal, or a
+// tasklog.db not yet imported): what reading commands check so that they
+// do not create one.
+func Exists(dataDir string) bool {
+	for _, p := range []string{filepath.Join(dataDir, JournalDir), filepath.Join(dataDir, FileName)} {
+		if _, err := os.Stat(p); err == nil {
+			return true
+		}
+	}
+	return false
+}
+
+// Durability says what an appended record survives.
 type Durability int
 
 const (
-	// DurabilityFull syncs the write-ahead log to disk on every commit: a
-	// write that returned survives a crash of the process, of the operating
-	// system and a power cut. The default.
+	// DurabilityFull syncs the journal to disk (fdatasync) before an
+	// append returns: a record that was acknowledged survives a crash of
+	// the process, of the operating system and a power cut. The package's
+	// default.
 	DurabilityFull Durability = iota
-	// DurabilityProcess skips that sync: a write that returned survives a
-	// crash of the process (the operating system still holds it), but the
-	// last writes may be lost if the machine goes down. Faster, and the
-	// database is never corrupted either way.
+	// DurabilityProcess returns once the record is written to the
+	// journal's file: it survives a crash or kill of the process (the
+	// operating system holds it), not a power cut.
 	DurabilityProcess
 )
 
@@ -39,32 +62,40 @@ const (
 type Option func(*options)
 
 type options struct {
-	log           *slog.Logger
-	busyTimeout   time.Duration
-	durability    Durability
-	readers       int
-	recordTimeout time.Duration
-	retryDelay    time.Duration
-	now           func() time.Time
+	log               *slog.Logger
+	busyTimeout       time.Duration
+	durability        Durability
+	readers           int
+	recordTimeout     time.Duration
+	retryDelay        time.Duration
+	now               func() time.Time
+	segmentBytes      int64
+	indexInterval     time.Duration
+	retentionInterval time.Duration
+	retention         Retention
+	journal           Journal
+	spillDir          string
+	// noBackgroundRetention leaves retention to EnforceRetention (tests).
+	noBackgroundRetention bool
 }
 
-// WithLogger sets where write failures of [Log.Record] are reported (they
-// have no caller to return an error to). Default: discarded.
+// WithLogger sets where write failures of [Log.Record] and the index's
+// and retention's troubles are reported. Default: discarded.
 func WithLogger(l *slog.Logger) Option { return func(o *options) { o.log = l } }
 
-// WithBusyTimeout sets how long a write waits for another process holding
-// the write lock before failing (default 10s).
+// WithBusyTimeout sets how long a write to the index waits for another
+// process holding its lock before failing (default 10s).
 func WithBusyTimeout(d time.Duration) Option { return func(o *options) { o.busyTimeout = d } }
 
-// WithDurability sets what a committed write survives (default
+// WithDurability sets what an appended record survives (default
 // [DurabilityFull]).
 func WithDurability(d Durability) Option { return func(o *options) { o.durability = d } }
 
-// WithReaders sets how many read connections may be open at once
-// (default 4). Reads never wait for the writer.
+// WithReaders sets how many read connections to the index may be open at
+// once (default 4).
 func WithReaders(n int) Option { return func(o *options) { o.readers = n } }
 
-// WithRecordTimeout bounds each write attempt of [Log.Record] (default
+// WithRecordTimeout bounds each attempt of [Log.Record] to append (default
 // 30s). Record ignores the cancellation of the call's context — a
 // cancelled call must still be recorded — so this is its only bound.
 func WithRecordTimeout(d time.Duration) Option { return func(o *options) { o.recordTimeout = d } }
@@ -73,49 +104,89 @@ func WithRecordTimeout(d time.Duration) Option { return func(o *options) { o.rec
 // (updated_at, ended_at, defaults for zero times). For tests.
 func WithClock(now func() time.Time) Option { return func(o *options) { o.now = now } }
 
-// Log is a task log backed by one SQLite file. It is safe for concurrent
-// use; see the package documentation.
+// WithSegmentBytes sets the size at which the local journal starts a new
+// segment (default: a 32nd of the retention's byte budget, between 1 MiB
+// and 64 MiB). Retention drops whole segments.
+func WithSegmentBytes(n int64) Option { return func(o *options) { o.segmentBytes = n } }
+
+// WithIndexInterval sets how often the index catches up with the journal
+// in the background (default 200ms): the most a query of another process,
+// or the page, lags behind. Queries of this Log always see its own writes.
+func WithIndexInterval(d time.Duration) Option { return func(o *options) { o.indexInterval = d } }
+
+// WithRetention sets what the log keeps (default [DefaultRetention]).
+func WithRetention(r Retention) Option { return func(o *options) { o.retention = r } }
+
+// WithRetentionInterval sets how often retention runs (default 10s).
+func WithRetentionInterval(d time.Duration) Option {
+	return func(o *options) { o.retentionInterval = d }
+}
+
+// WithJournal replaces the local journal (segment files in
+// DATA_DIR/journal) with another implementation; the index still lives in
+// DATA_DIR/journal. Retention of the journal is then the journal's own.
+func WithJournal(j Journal) Option { return func(o *options) { o.journal = j } }
+
+// WithSpillDir sets the directory of spilled results that retention
+// counts and drops with the journal (default DATA_DIR/spill).
+func WithSpillDir(dir string) Option { return func(o *options) { o.spillDir = dir } }
+
+// Log is a task log: an append-only journal, and an index of it for
+// queries. It is safe for concurrent use; see the package documentation.
 type Log struct {
-	owner owner // this process, recorded on the tasks it runs
-	path  string
-	w     *sql.DB // one connection: writes are serialised in the process
-	r     *sql.DB // readers, concurrent with the writer (WAL)
-	opts  options
-	log   *slog.Logger
-	done  chan struct{} // closed by Close
-	once  sync.Once
-	// ops hands writes to the writer goroutine, which closes stopped when
-	// it ends; prepared holds the hot statements, used only by the writer.
-	ops      chan *writeOp
-	stopped  chan struct{}
-	prepared map[string]*sql.Stmt
-	cerr     error
-	state    atomic.Bool // true once closed
-	stats    struct {
+	owner    owner // this process, recorded on the tasks it runs
+	ownerStr string
+	dir      string // the data directory
+	jdir     string // the journal's directory
+	j        Journal
+	fj       *fileJournal // the local journal; nil with WithJournal
+	w        *sql.DB      // the index's one writing connection
+	r        *sql.DB      // its readers
+	opts     options
+	log      *slog.Logger
+
+	imu       sync.Mutex    // one catch-up at a time in this process
+	indexed   atomic.Uint64 // the index holds every record before this position
+	lastEvent atomic.Int64  // the highest event id known taken
+	claims    claims
+	recent    recentCalls
+
+	done    chan struct{} // closed by Close
+	stopped chan struct{} // closed when the background goroutine ends
+	once    sync.Once
+	cerr    error
+	state   atomic.Bool // true once closed
+	stats   struct {
 		recorded, retried, lost atomic.Uint64
 		mu                      sync.Mutex
 		lastErr                 string
 	}
 }
 
-// Open opens (creating it if needed) the task log in dir, creating dir with
-// mode 0700 and the file with mode 0600 (task logs hold inputs, arguments
-// and results), and migrates its schema to the newest version. A file
+// Open opens (creating it if needed) the task log in dir: the journal in
+// dir/journal (mode 0700, files 0600: task logs hold inputs, arguments and
+// results) and its index. An index that is missing, corrupt or of another
+// version is rebuilt from the journal. A tasklog.db left by an older
+// toolmux is imported into the journal and renamed tasklog.db.imported; one
 // written by a newer toolmux is refused with a [*VersionError].
 //
 // Every task records the process that runs it. Open marks interrupted the
 // tasks left running by a process of this machine that has died (killed,
 // crashed), with a warning step saying so; tasks of live processes (which
-// may share the file) and of other machines are left alone. Tasks written
-// before owners were recorded count as dead after an hour without a write.
+// may share the directory) and of other machines are left alone. Tasks
+// written before owners were recorded count as dead after an hour without
+// a write.
 func Open(ctx context.Context, dir string, opts ...Option) (*Log, error) {
 	o := options{
-		log:           slog.New(slog.DiscardHandler),
-		busyTimeout:   10 * time.Second,
-		readers:       4,
-		recordTimeout: 30 * time.Second,
-		retryDelay:    50 * time.Millisecond,
-		now:           time.Now,
+		log:               slog.New(slog.DiscardHandler),
+		busyTimeout:       10 * time.Second,
+		readers:           4,
+		recordTimeout:     30 * time.Second,
+		retryDelay:        50 * time.Millisecond,
+		now:               time.Now,
+		indexInterval:     200 * time.Millisecond,
+		retentionInterval: 10 * time.Second,
+		retention:         DefaultRetention(),
 	}
 	for _, opt := range opts {
 		opt(&o)
@@ -123,80 +194,88 @@ func Open(ctx context.Context, dir string, opts ...Option) (*Log, error) {
 	if o.log == nil {
 		o.log = slog.New(slog.DiscardHandler)
 	}
-	if o.readers < 1 {
-		o.readers = 1
+	o.readers = max(o.readers, 1)
+	if o.indexInterval <= 0 {
+		o.indexInterval = 200 * time.Millisecond
+	}
+	if o.retentionInterval <= 0 {
+		o.retentionInterval = 10 * time.Second
 	}
 	if dir == "" {
 		return nil, &ValidationError{Field: "dir", Reason: "a data directory is needed"}
 	}
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return nil, fmt.Errorf("tasklog: %w", err)
-	}
-	path := filepath.Join(dir, FileName)
-	if strings.ContainsAny(path, "?#") {
-		// The driver reads everything after '?' as connection parameters.
+	if strings.ContainsAny(dir, "?#") {
+		// The SQLite driver reads everything after '?' as parameters.
 		return nil, &ValidationError{Field: "dir", Value: dir, Reason: "must not contain '?' or '#'"}
 	}
-	// Create the file ourselves so its mode is 0600; SQLite gives the -wal
-	// and -shm files the mode of the database file.
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
-	if err != nil {
+	if o.spillDir == "" {
+		o.spillDir = filepath.Join(dir, "spill")
+	}
+	if o.segmentBytes <= 0 {
+		o.segmentBytes = o.retention.segmentBytes()
+	}
+	jdir := filepath.Join(dir, JournalDir)
+	if err := os.MkdirAll(jdir, 0o700); err != nil {
 		return nil, fmt.Errorf("tasklog: %w", err)
 	}
-	f.Close()
-
-	l := &Log{owner: self(), path: path, opts: o, log: o.log, done: make(chan struct{})}
-	syncMode := "FULL"
-	if o.durability == DurabilityProcess {
-		syncMode = "NORMAL"
+	self := self()
+	l := &Log{owner: self, ownerStr: self.String(), dir: dir, jdir: jdir, opts: o, log: o.log,
+		done: make(chan struct{}), stopped: make(chan struct{})}
+	l.recent.init()
+	if o.journal != nil {
+		l.j = o.journal
+	} else {
+		fj, err := openFileJournal(jdir, o.durability == DurabilityFull, o.segmentBytes)
+		if err != nil {
+			return nil, err
+		}
+		l.j, l.fj = fj, fj
 	}
-	base := url.Values{}
-	base.Add("_pragma", fmt.Sprintf("busy_timeout(%d)", o.busyTimeout.Milliseconds()))
-	base.Add("_pragma", "foreign_keys(1)")
-	base.Add("_pragma", "synchronous("+syncMode+")")
-
-	wq := cloneValues(base)
-	wq.Add("_pragma", "journal_mode(WAL)")
-	// BEGIN IMMEDIATE takes the write lock up front, so the busy timeout
-	// applies; a deferred transaction upgrading to a write in WAL mode gets
-	// SQLITE_BUSY at once, without waiting.
-	wq.Set("_txlock", "immediate")
-	l.w, err = sql.Open("sqlite", path+"?"+wq.Encode())
-	if err != nil {
-		return nil, fmt.Errorf("tasklog: %w", err)
-	}
-	l.w.SetMaxOpenConns(1)
-	l.w.SetMaxIdleConns(1)
-	l.w.SetConnMaxLifetime(0)
-	l.w.SetConnMaxIdleTime(0)
-
-	rq := cloneValues(base)
-	rq.Add("_pragma", "query_only(1)")
-	l.r, err = sql.Open("sqlite", path+"?"+rq.Encode())
-	if err != nil {
-		l.w.Close()
-		return nil, fmt.Errorf("tasklog: %w", err)
-	}
-	l.r.SetMaxOpenConns(o.readers)
-	l.r.SetMaxIdleConns(o.readers)
-
-	l.ops = make(chan *writeOp)
-	l.stopped = make(chan struct{})
-	go l.writer()
-	if err := l.migrate(ctx); err != nil {
-		l.Close()
+	if err := l.openIndex(ctx); err != nil {
+		l.j.Close()
 		return nil, err
 	}
-	if err := l.prepare(ctx); err != nil {
-		l.Close()
+	if err := l.recover(ctx); err != nil {
+		l.closeFiles()
 		return nil, err
+	}
+	go l.background()
+	return l, nil
+}
+
+// recover does, under the open lock (one process at a time), what a
+// process opening the log owes the others: import a legacy tasklog.db,
+// index the journal, cut a torn record off its end, and mark the tasks of
+// dead processes interrupted.
+func (l *Log) recover(ctx context.Context) error {
+	lock, err := os.OpenFile(filepath.Join(l.jdir, "open.lock"), os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return fmt.Errorf("tasklog: %w", err)
+	}
+	defer lock.Close()
+	if err := flock(lock, 2 /* LOCK_EX */); err != nil {
+		return err
+	}
+	if err := l.catchUp(ctx); err != nil {
+		return l.dbErr(err)
+	}
+	if err := l.importLegacy(ctx); err != nil {
+		return err
+	}
+	if err := l.catchUp(ctx); err != nil {
+		return l.dbErr(err)
+	}
+	if l.fj != nil {
+		if err := l.fj.repairTail(ctx, Pos(l.indexed.Load())); err != nil {
+			l.log.Warn("tasklog: could not check the journal's end", "error", err)
+		}
 	}
 	if ids, err := l.recoverOrphans(ctx); err != nil {
 		l.log.Warn("tasklog: could not mark the tasks of dead processes interrupted", "error", err)
 	} else if len(ids) > 0 {
 		l.log.Info("tasklog: tasks of processes that died marked interrupted", "tasks", ids)
 	}
-	return l, nil
+	return nil
 }
 
 func cloneValues(v url.Values) url.Values {
@@ -207,160 +286,93 @@ func cloneValues(v url.Values) url.Values {
 	return c
 }
 
-// Path returns the database file's path.
-func (l *Log) Path() string { return l.path }
+func (l *Log) indexPath() string { return filepath.Join(l.jdir, IndexName) }
 
-// Close stops the writer goroutine and closes the database connections.
-// Writes the writer has taken finish first; every later call returns
-// [ErrClosed], and a later Record is counted as lost. Close is idempotent.
+// Path returns the journal's directory (segments and index).
+func (l *Log) Path() string { return l.jdir }
+
+// Close stops the background goroutine, indexes what is left (so the
+// next reader need not), and closes the journal and the index. Appends
+// under way finish first; every later call returns [ErrClosed], and a
+// later Record is counted as lost. Close is idempotent.
 func (l *Log) Close() error {
 	l.once.Do(func() {
-		l.state.Store(true)
 		close(l.done)
 		<-l.stopped
-		for _, st := range l.prepared {
-			st.Close()
+		l.state.Store(true)
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		if err := l.catchUp(ctx); err != nil {
+			// The next reader catches up instead.
+			l.log.Warn("tasklog: indexing the journal at close failed", "error", err)
 		}
-		l.cerr = errors.Join(l.w.Close(), l.r.Close())
+		cancel()
+		l.cerr = l.closeFiles()
 	})
 	return l.cerr
 }
 
+func (l *Log) closeFiles() error {
+	var errs []error
+	if l.j != nil {
+		errs = append(errs, l.j.Close())
+	}
+	if l.w != nil {
+		errs = append(errs, l.w.Close())
+	}
+	if l.r != nil {
+		errs = append(errs, l.r.Close())
+	}
+	return errors.Join(errs...)
+}
+
 func (l *Log) closed() bool { return l.state.Load() }
 
-// writeOp is one write waiting for the writer goroutine.
-type writeOp struct {
-	fn   func(tx *sql.Tx) error
-	done chan error
-}
-
-// maxBatch caps how many writes share one transaction.
-const maxBatch = 128
-
-// write runs fn in a write transaction and returns when it is committed
-// (or failed). fn runs on the writer goroutine and must be repeatable: a
-// batch that fails is rolled back and each of its writes run again alone.
-//
-// ctx bounds the wait for the writer; once the writer has taken the
-// write, write waits for its outcome, so the error returned is true (the
-// statements still honour ctx).
-func (l *Log) write(ctx context.Context, fn func(tx *sql.Tx) error) error {
-	if l.closed() {
-		return ErrClosed
-	}
-	op := &writeOp{fn: fn, done: make(chan error, 1)}
-	select {
-	case l.ops <- op:
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-l.done:
-		return ErrClosed
-	}
-	return <-op.done
-}
-
-// writer is the one goroutine that writes. It commits the writes waiting
-// at the same time in one transaction (group commit): one lock, one sync
-// to disk for all of them, which is what makes concurrent writers fast
-// with full durability. A lone write gets its own transaction at once;
-// nothing waits to fill a batch.
-func (l *Log) writer() {
-	defer close(l.stopped)
-	batch := make([]*writeOp, 0, maxBatch)
-	for {
-		select {
-		case op := <-l.ops:
-			batch = append(batch[:0], op)
-		case <-l.done:
-			return
-		}
-	drain:
-		for len(batch) < maxBatch {
-			select {
-			case op := <-l.ops:
-				batch = append(batch, op)
-			default:
-				break drain
-			}
-		}
-		l.commit(batch)
-		clear(batch)
-	}
-}
-
-// commit runs a batch in one transaction. If one of its writes fails, the
-// batch is rolled back and every write runs again in a transaction of its
-// own, so a write fails only for its own reasons. If the transaction could
-// not begin or commit, every write of the batch gets that error (running
-// them again one by one would only wait the busy timeout once per write).
-func (l *Log) commit(batch []*writeOp) {
-	opFailed, err := l.runTx(func(tx *sql.Tx) error {
-		for _, op := range batch {
-			if err := op.fn(tx); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
-	if err == nil || !opFailed || len(batch) == 1 {
-		for _, op := range batch {
-			op.done <- err
-		}
-		return
-	}
-	for _, op := range batch {
-		_, err := l.runTx(op.fn)
-		op.done <- err
-	}
-}
-
-// runTx runs fn in one transaction (BEGIN IMMEDIATE); opFailed says that
-// fn, not BEGIN or COMMIT, returned the error.
-func (l *Log) runTx(fn func(tx *sql.Tx) error) (opFailed bool, err error) {
-	// The transaction is the writer's, never cancelled: statements honour
-	// their own write's context, and a cancelled statement fails its batch,
-	// whose other writes then run again.
-	tx, err := l.w.BeginTx(context.Background(), nil)
-	if err != nil {
-		return false, l.dbErr(err)
-	}
-	if err := fn(tx); err != nil {
-		_ = tx.Rollback()
-		return true, l.dbErr(err)
-	}
-	if err := tx.Commit(); err != nil {
-		return false, l.dbErr(err)
-	}
-	return false, nil
-}
-
-// exec runs one of the statements prepared at Open inside tx, so the hot
-// writes are not parsed again each time.
-func (l *Log) exec(ctx context.Context, tx *sql.Tx, query string, args ...any) (sql.Result, error) {
-	if st, ok := l.prepared[query]; ok {
-		return tx.StmtContext(ctx, st).ExecContext(ctx, args...)
-	}
-	return tx.ExecContext(ctx, query, args...)
-}
-
-// prepare prepares the statements exec runs most, on the writer's one
-// connection.
-func (l *Log) prepare(ctx context.Context) error {
-	l.prepared = map[string]*sql.Stmt{}
-	for _, q := range []string{qEnsureTask, qInsertCall, qInsertStep, qInsertMessage, qInsertEvent} {
-		st, err := l.w.PrepareContext(ctx, q)
+// appendRecs appends records, in order and as one unit.
+func (l *Log) appendRecs(ctx context.Context, recs ...*jrec) (Pos, error) {
+	payloads := make([][]byte, len(recs))
+	for i, r := range recs {
+		b, err := l.encode(r)
 		if err != nil {
-			return fmt.Errorf("tasklog: preparing statements: %w", err)
+			return 0, err
 		}
-		l.prepared[q] = st
+		payloads[i] = b
 	}
-	return nil
+	return l.appendPayloads(ctx, payloads...)
 }
 
-// read runs fn in one read transaction, so what it reads is one snapshot.
-func (l *Log) read(ctx context.Context, fn func(tx *sql.Tx) error) error {
+// encode fills in a record's version, id and time and marshals it.
+func (l *Log) encode(r *jrec) ([]byte, error) {
+	r.V = FormatVersion
+	if r.ID == "" {
+		r.ID = tool.NewID()
+	}
+	if r.At == 0 {
+		r.At = l.opts.now().UnixNano()
+	}
+	b, err := json.Marshal(r)
+	if err != nil {
+		return nil, fmt.Errorf("tasklog: encoding a %s record: %w", r.Type, err)
+	}
+	return b, nil
+}
+
+func (l *Log) appendPayloads(ctx context.Context, payloads ...[]byte) (Pos, error) {
 	if l.closed() {
-		return ErrClosed
+		return 0, ErrClosed
+	}
+	pos, err := l.j.Append(ctx, payloads...)
+	if errors.Is(err, errJournalClosed) {
+		return 0, ErrClosed
+	}
+	return pos, err
+}
+
+// read runs fn in one read transaction of the index, after the index has
+// caught up with the journal, so what it reads is one snapshot holding
+// every write that returned before.
+func (l *Log) read(ctx context.Context, fn func(tx *sql.Tx) error) error {
+	if err := l.sync(ctx); err != nil {
+		return err
 	}
 	tx, err := l.r.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
 	if err != nil {
@@ -382,12 +394,16 @@ func (l *Log) dbErr(err error) error {
 		ve *ValidationError
 		de *DuplicateEventError
 		vv *VersionError
+		ge *GoneError
 	)
 	switch {
-	case errors.As(err, &nf), errors.As(err, &ae), errors.As(err, &ve), errors.As(err, &de), errors.As(err, &vv), errors.Is(err, ErrClosed):
+	case errors.As(err, &nf), errors.As(err, &ae), errors.As(err, &ve), errors.As(err, &de), errors.As(err, &vv), errors.As(err, &ge),
+		errors.Is(err, ErrClosed):
 		return err
-	case errors.Is(err, sql.ErrConnDone) || l.closed() && strings.Contains(err.Error(), "database is closed"):
+	case errors.Is(err, sql.ErrConnDone) || errors.Is(err, errJournalClosed) || l.closed() && strings.Contains(err.Error(), "database is closed"):
 		return ErrClosed
+	case strings.HasPrefix(err.Error(), "tasklog: "):
+		return err
 	}
 	return fmt.Errorf("tasklog: %w", err)
 }
@@ -405,7 +421,7 @@ type Stats struct {
 }
 
 // Stats returns the record counters of this Log value (not of other
-// processes sharing the file).
+// processes sharing the journal).
 func (l *Log) Stats() Stats {
 	l.stats.mu.Lock()
 	last := l.stats.lastErr
@@ -424,17 +440,17 @@ func (l *Log) noteErr(err error) {
 	l.stats.mu.Unlock()
 }
 
-// Times are stored as INTEGER Unix nanoseconds (UTC): compact, exact and
-// ordered; NULL is "not yet" (ended_at of a running task).
-
-func ns(t time.Time) int64 { return t.UnixNano() }
-
-func nullNS(t time.Time) sql.NullInt64 {
-	if t.IsZero() {
-		return sql.NullInt64{}
-	}
-	return sql.NullInt64{Int64: t.UnixNano(), Valid: true}
+// Version returns the schema version of the index.
+func (l *Log) Version(ctx context.Context) (int, error) {
+	var v int
+	err := l.read(ctx, func(tx *sql.Tx) error {
+		v = int(getMeta(ctx, tx, metaVersion))
+		return nil
+	})
+	return v, err
 }
+
+// Times are stored as Unix nanoseconds (UTC).
 
 func fromNS(v int64) time.Time { return time.Unix(0, v).UTC() }
 
@@ -451,4 +467,49 @@ func (l *Log) orNow(t time.Time) time.Time {
 		return l.opts.now()
 	}
 	return t
+}
+
+// claims remembers the tasks this process has written for, so that only
+// its first record of a task carries the owner (the task's owner if that
+// record creates it). Bounded: a forgotten task just gets the owner again.
+type claims struct {
+	mu   sync.Mutex
+	m    map[string]struct{}
+	ring []string
+	next int
+}
+
+const maxClaims = 4096
+
+// owner returns the owner to put on a record of task: this process's the
+// first time, "" after.
+func (l *Log) claim(task string) string {
+	if task == "" {
+		return ""
+	}
+	c := &l.claims
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, ok := c.m[task]; ok {
+		return ""
+	}
+	if c.m == nil {
+		c.m = make(map[string]struct{}, maxClaims)
+		c.ring = make([]string, maxClaims)
+	}
+	if old := c.ring[c.next]; old != "" {
+		delete(c.m, old)
+	}
+	c.ring[c.next] = task
+	c.next = (c.next + 1) % maxClaims
+	c.m[task] = struct{}{}
+	return l.ownerStr
+}
+
+// unclaim forgets a claim whose record was not appended.
+func (l *Log) unclaim(task string) {
+	c := &l.claims
+	c.mu.Lock()
+	delete(c.m, task)
+	c.mu.Unlock()
 }

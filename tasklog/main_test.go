@@ -21,6 +21,9 @@ func TestMain(m *testing.M) {
 	if dir := os.Getenv(crashDirEnv); dir != "" {
 		os.Exit(crashWriter(dir))
 	}
+	if arg := os.Getenv(tasklog.JournalAppenderEnv); arg != "" {
+		os.Exit(tasklog.JournalAppenderMain(arg))
+	}
 	goleak.VerifyTestMain(m)
 }
 
@@ -43,11 +46,23 @@ func open(t testing.TB, dir string, opts ...tasklog.Option) *tasklog.Log {
 	return l
 }
 
-// rawDB opens the database file directly, for what the API does not
-// expose (pragmas, hand-written schemas).
+// rawDB opens a legacy tasklog.db in dir directly, to write what an
+// older toolmux wrote.
 func rawDB(t testing.TB, dir string) *sql.DB {
 	t.Helper()
-	db, err := sql.Open("sqlite", filepath.Join(dir, tasklog.FileName)+"?_pragma=busy_timeout(10000)")
+	return sqliteDB(t, filepath.Join(dir, tasklog.FileName))
+}
+
+// indexDB opens the index of the journal in dir directly, for what the
+// API does not expose (pragmas, integrity).
+func indexDB(t testing.TB, dir string) *sql.DB {
+	t.Helper()
+	return sqliteDB(t, filepath.Join(dir, tasklog.JournalDir, tasklog.IndexName))
+}
+
+func sqliteDB(t testing.TB, path string) *sql.DB {
+	t.Helper()
+	db, err := sql.Open("sqlite", path+"?_pragma=busy_timeout(10000)")
 	if err != nil {
 		t.Fatal(err)
 	}

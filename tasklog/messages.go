@@ -61,33 +61,26 @@ func (l *Log) AppendMessages(ctx context.Context, taskID, session string, msgs .
 		return nil
 	}
 	now := l.opts.now()
-	return l.write(ctx, func(tx *sql.Tx) error {
-		if err := l.ensureTask(ctx, tx, taskID, l.orNow(msgs[0].Time), now); err != nil {
-			return err
+	list := make([]jMessage, len(msgs))
+	for i, m := range msgs {
+		content := m.Content
+		if len(content) == 0 {
+			content = json.RawMessage("null")
 		}
-		for _, m := range msgs {
-			content := string(m.Content)
-			if content == "" {
-				content = "null"
-			}
-			var calls sql.NullString
-			if len(m.ToolCalls) > 0 {
-				calls = sql.NullString{String: string(m.ToolCalls), Valid: true}
-			}
-			t := m.Time
-			if t.IsZero() {
-				t = now
-			}
-			if _, err := l.exec(ctx, tx, qInsertMessage, taskID, session, m.Role, content, m.Name, m.ToolCallID, calls, ns(t)); err != nil {
-				return err
-			}
+		list[i] = jMessage{Role: m.Role, Content: content, Name: m.Name, ToolCallID: m.ToolCallID, ToolCalls: m.ToolCalls,
+			Time: l.orNow(m.Time).UnixNano()}
+		if m.Time.IsZero() {
+			list[i].Time = now.UnixNano()
 		}
-		return nil
-	})
+	}
+	owner := l.claim(taskID)
+	_, err := l.appendRecs(ctx, &jrec{Type: recMsgs, Task: taskID, At: now.UnixNano(), Owner: owner,
+		Msgs: &jMsgs{Session: session, Messages: list}})
+	if err != nil && owner != "" {
+		l.unclaim(taskID)
+	}
+	return err
 }
-
-const qInsertMessage = `INSERT INTO messages (task_id, session, role, content, name, tool_call_id, tool_calls, time)
-	VALUES (?, ?, ?, ?, ?, ?, ?, ?)`
 
 // Messages returns the history of one session of a task (MainSession when
 // session is empty), oldest first: empty for a session with no messages, a
@@ -110,7 +103,7 @@ func (l *Log) Messages(ctx context.Context, taskID, session string) ([]Message, 
 
 func readMessages(ctx context.Context, tx *sql.Tx, taskID, session string) ([]Message, error) {
 	rows, err := tx.QueryContext(ctx, `SELECT role, content, name, tool_call_id, tool_calls, time FROM messages
-		WHERE task_id = ? AND session = ? ORDER BY seq`, taskID, session)
+		WHERE task_id = ? AND session = ? ORDER BY ord, i`, taskID, session)
 	if err != nil {
 		return nil, err
 	}
@@ -152,7 +145,7 @@ func (l *Log) Sessions(ctx context.Context, taskID string) ([]string, error) {
 }
 
 func readSessions(ctx context.Context, tx *sql.Tx, taskID string) ([]string, error) {
-	rows, err := tx.QueryContext(ctx, `SELECT session FROM messages WHERE task_id = ? GROUP BY session ORDER BY min(seq)`, taskID)
+	rows, err := tx.QueryContext(ctx, `SELECT session FROM messages WHERE task_id = ? GROUP BY session ORDER BY min(ord)`, taskID)
 	if err != nil {
 		return nil, err
 	}

@@ -1,11 +1,12 @@
 package tasklog_test
 
 import (
+	"database/sql"
 	"errors"
-	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -128,20 +129,90 @@ func TestMigrateEmptyFile(t *testing.T) {
 	}
 }
 
-func TestNewerSchemaIsRefused(t *testing.T) {
+// schemaV1to3 is what versions 2 and 3 added, as released.
+const schemaV1to3 = `
+ALTER TABLE messages ADD COLUMN tool_calls TEXT;
+CREATE TABLE events (id INTEGER PRIMARY KEY, name TEXT NOT NULL, task TEXT NOT NULL DEFAULT '', time INTEGER NOT NULL, data TEXT);
+CREATE INDEX events_task ON events (task, id);
+CREATE TABLE tasks_v3 (
+	id TEXT PRIMARY KEY,
+	status TEXT NOT NULL CHECK (status IN ('running','success','failed','cancelled','interrupted','closed','idle','shutdown')),
+	created_at INTEGER NOT NULL, updated_at INTEGER NOT NULL, ended_at INTEGER,
+	input TEXT NOT NULL DEFAULT '', final_answer TEXT NOT NULL DEFAULT '', metadata TEXT NOT NULL DEFAULT '{}',
+	owner TEXT NOT NULL DEFAULT '');
+INSERT INTO tasks_v3 (id, status, created_at, updated_at, ended_at, input, final_answer, metadata)
+	SELECT id, status, created_at, updated_at, ended_at, input, final_answer, metadata FROM tasks;
+DROP TABLE tasks;
+ALTER TABLE tasks_v3 RENAME TO tasks;
+UPDATE schema_version SET version = 3;
+`
+
+// legacyV3 writes a tasklog.db of schema version 3 in dir, with the rows
+// of version 1 and events, and returns it open.
+func legacyV3(t *testing.T, dir string) *sql.DB {
+	t.Helper()
+	db := rawDB(t, dir)
+	for _, script := range []string{schemaV1, rowsV1, schemaV1to3,
+		`INSERT INTO events VALUES (7, 'tool_call', 'old', 1768824002000000000, '{"tool_call_id":"01call"}'), (8, 'heartbeat', '', 1768824003000000000, NULL)`} {
+		if _, err := db.Exec(script); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return db
+}
+
+// A version-3 file is imported whole (events too), kept as
+// tasklog.db.imported, and not imported again.
+func TestImportVersion3(t *testing.T) {
 	dir := t.TempDir()
+	legacyV3(t, dir).Close()
 	l := open(t, dir)
-	if err := l.StartTask(ctx, tasklog.Task{ID: "t"}); err != nil {
-		t.Fatal(err)
+	if _, err := os.Stat(filepath.Join(dir, tasklog.FileName)); !os.IsNotExist(err) {
+		t.Errorf("tasklog.db is still there: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, tasklog.LegacyImportedName)); err != nil {
+		t.Errorf("the imported file was not kept: %v", err)
+	}
+	evs, err := l.EventsAfter(ctx, 0, "", 0)
+	if err != nil || len(evs) != 2 || evs[0].ID != 7 || string(evs[0].Data) != `{"tool_call_id":"01call"}` || evs[1].Data != nil {
+		t.Fatalf("events %+v %v", evs, err)
+	}
+	if id, err := l.LastEventID(ctx); err != nil || id != 8 {
+		t.Errorf("last event id %d %v", id, err)
+	}
+	d, err := l.Detail(ctx, "old")
+	if err != nil || len(d.Steps) != 2 || len(d.Calls) != 1 || len(d.Sessions) != 1 || d.Status != tasklog.StatusSuccess {
+		t.Fatalf("detail %+v %v", d, err)
 	}
 	l.Close()
-	db := rawDB(t, dir)
+	// A tasklog.db put back (say, from a backup) is imported again without
+	// duplicating anything.
+	if err := os.Rename(filepath.Join(dir, tasklog.LegacyImportedName), filepath.Join(dir, tasklog.FileName)); err != nil {
+		t.Fatal(err)
+	}
+	l = open(t, dir)
+	d2, err := l.Detail(ctx, "old")
+	if err != nil || len(d2.Steps) != 2 || len(d2.Calls) != 1 || len(d2.Sessions[0].Messages) != 2 {
+		t.Fatalf("after a second import: %+v %v", d2, err)
+	}
+	if evs, _ := l.EventsAfter(ctx, 0, "", 0); len(evs) != 2 {
+		t.Errorf("events after a second import: %+v", evs)
+	}
+	if tasks, _ := l.Tasks(ctx, tasklog.Filter{}); len(tasks) != 1 || tasks[0].Calls != 1 || tasks[0].Errors != 1 {
+		t.Errorf("tasks %+v", tasks)
+	}
+}
+
+// A tasklog.db of a newer schema is refused and left as it was.
+func TestNewerSchemaIsRefused(t *testing.T) {
+	dir := t.TempDir()
+	db := legacyV3(t, dir)
 	if _, err := db.Exec(`UPDATE schema_version SET version = 99; CREATE TABLE from_the_future (x)`); err != nil {
 		t.Fatal(err)
 	}
 	_, err := tasklog.Open(ctx, dir)
 	var ve *tasklog.VersionError
-	if !errors.As(err, &ve) || ve.Found != 99 || ve.Supported != tasklog.SchemaVersion {
+	if !errors.As(err, &ve) || ve.Found != 99 || ve.Supported != 3 {
 		t.Fatalf("Open of a newer schema: %v", err)
 	}
 	t.Log(err)
@@ -151,9 +222,11 @@ func TestNewerSchemaIsRefused(t *testing.T) {
 	}
 }
 
-// Several processes opening a new file at once migrate it once.
-func TestConcurrentOpenMigratesOnce(t *testing.T) {
+// Several processes opening a directory with a legacy file at once import
+// it once, and create one index.
+func TestConcurrentOpenImportsOnce(t *testing.T) {
 	dir := t.TempDir()
+	legacyV3(t, dir).Close()
 	errs := make(chan error, 8)
 	logs := make(chan *tasklog.Log, 8)
 	for range 8 {
@@ -171,60 +244,69 @@ func TestConcurrentOpenMigratesOnce(t *testing.T) {
 			defer l.Close()
 		}
 	}
+	l := open(t, dir)
+	d, err := l.Detail(ctx, "old")
+	if err != nil || len(d.Steps) != 2 || len(d.Calls) != 1 || len(d.Sessions[0].Messages) != 2 {
+		t.Fatalf("detail %+v %v", d, err)
+	}
 	var n int
-	if err := rawDB(t, dir).QueryRow(`SELECT count(*) FROM schema_version`).Scan(&n); err != nil || n != 1 {
-		t.Errorf("schema_version rows: %d %v", n, err)
+	if err := indexDB(t, dir).QueryRow(`SELECT count(*) FROM meta WHERE key = 'version'`).Scan(&n); err != nil || n != 1 {
+		t.Errorf("meta version rows: %d %v", n, err)
 	}
 }
 
-// A database migrated from version 1 has exactly the schema of a new one.
-func TestMigratedSchemaEqualsNewSchema(t *testing.T) {
-	fresh := t.TempDir()
-	open(t, fresh)
-	old := t.TempDir()
-	if _, err := rawDB(t, old).Exec(schemaV1); err != nil {
-		t.Fatal(err)
-	}
-	open(t, old)
-	a, b := schemaOf(t, fresh), schemaOf(t, old)
-	if !reflect.DeepEqual(a, b) {
-		t.Errorf("new schema:\n%v\nmigrated schema:\n%v", a, b)
-	}
-}
-
-// schemaOf describes the tables, columns and indexes of a database.
-func schemaOf(t *testing.T, dir string) []string {
-	db := rawDB(t, dir)
-	rows, err := db.Query(`SELECT type, name, tbl_name FROM sqlite_master WHERE name NOT LIKE 'sqlite_%' ORDER BY type, name`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out, tables []string
-	for rows.Next() {
-		var typ, name, tbl string
-		if err := rows.Scan(&typ, &name, &tbl); err != nil {
-			t.Fatal(err)
-		}
-		out = append(out, typ+" "+name+" on "+tbl)
-		if typ == "table" {
-			tables = append(tables, name)
-		}
-	}
-	rows.Close()
-	for _, tbl := range tables {
-		cols, err := db.Query(`SELECT name, type, "notnull", coalesce(dflt_value, ''), pk FROM pragma_table_info(?)`, tbl)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for cols.Next() {
-			var name, typ, dflt string
-			var notnull, pk int
-			if err := cols.Scan(&name, &typ, &notnull, &dflt, &pk); err != nil {
+// The index is derived: deleted, or corrupt, it is rebuilt from the
+// journal with everything in it.
+func TestIndexRebuiltFromTheJournal(t *testing.T) {
+	for _, damage := range []string{"deleted", "garbage", "stale"} {
+		t.Run(damage, func(t *testing.T) {
+			dir := t.TempDir()
+			l := open(t, dir)
+			if err := l.StartTask(ctx, tasklog.Task{ID: "t", Input: "q"}); err != nil {
 				t.Fatal(err)
 			}
-			out = append(out, fmt.Sprintf("column %s.%s %s notnull=%d default=%s pk=%d", tbl, name, typ, notnull, dflt, pk))
-		}
-		cols.Close()
+			if err := l.Step(ctx, "t", tasklog.Step{Name: "s1"}); err != nil {
+				t.Fatal(err)
+			}
+			if err := l.AppendMessages(ctx, "t", "", tasklog.Message{Role: "user", Content: []byte(`"hi"`)}); err != nil {
+				t.Fatal(err)
+			}
+			rec := fullRecord("t")
+			l.Record(ctx, rec)
+			if err := l.AppendEvents(ctx, tasklog.Event{ID: 1, Name: "message", Task: "t", Data: []byte(`{"x":1}`)}); err != nil {
+				t.Fatal(err)
+			}
+			if err := l.FinishTask(ctx, "t", tasklog.StatusSuccess, "A"); err != nil {
+				t.Fatal(err)
+			}
+			want, err := l.Detail(ctx, "t")
+			if err != nil {
+				t.Fatal(err)
+			}
+			l.Close()
+			index := filepath.Join(dir, tasklog.JournalDir, tasklog.IndexName)
+			switch damage {
+			case "deleted":
+				os.Remove(index)
+				os.Remove(index + "-wal")
+				os.Remove(index + "-shm")
+			case "garbage":
+				if err := os.WriteFile(index, []byte(strings.Repeat("not a database ", 1000)), 0o600); err != nil {
+					t.Fatal(err)
+				}
+			case "stale":
+				if _, err := indexDB(t, dir).Exec(`UPDATE meta SET value = 3 WHERE key = 'version'`); err != nil {
+					t.Fatal(err)
+				}
+			}
+			l = open(t, dir)
+			got, err := l.Detail(ctx, "t")
+			if err != nil || !reflect.DeepEqual(got, want) {
+				t.Fatalf("rebuilt:\n got  %+v %v\n want %+v", got, err, want)
+			}
+			if evs, err := l.EventsAfter(ctx, 0, "t", 0); err != nil || len(evs) != 1 {
+				t.Errorf("events %+v %v", evs, err)
+			}
+		})
 	}
-	return out
 }

@@ -28,7 +28,7 @@ func procStart(t *testing.T, pid int) string {
 // left running.
 func TestOpenInterruptsTheTasksOfDeadProcesses(t *testing.T) {
 	dir := t.TempDir()
-	open(t, dir).Close() // the schema
+	db := legacyV3(t, dir)
 
 	host, _ := os.Hostname()
 	live := exec.Command("sleep", "60")
@@ -58,7 +58,6 @@ func TestOpenInterruptsTheTasksOfDeadProcesses(t *testing.T) {
 		{"legacy-recent", "", recent, tasklog.StatusRunning},
 		{"done", fmt.Sprintf("%s/%d/1", host, dead.Process.Pid), old, tasklog.StatusSuccess},
 	}
-	db := rawDB(t, dir)
 	for _, r := range rows {
 		status := "running"
 		if r.want == tasklog.StatusSuccess {
@@ -106,8 +105,7 @@ func TestFinishOwned(t *testing.T) {
 	}
 	// A task created by a call record alone is this process's too.
 	l.Record(ctx, fullRecord("recorded"))
-	db := rawDB(t, dir)
-	if _, err := db.Exec(`INSERT INTO tasks (id, status, created_at, updated_at, owner) VALUES ('theirs', 'running', 1, 1, 'elsewhere/1/1')`); err != nil {
+	if err := tasklog.StartTaskOwnedBy(l, "theirs", "elsewhere/1/1", 1); err != nil {
 		t.Fatal(err)
 	}
 	ids, err := l.FinishOwned(ctx, tasklog.StatusShutdown, "toolmux serve stopped")

@@ -53,29 +53,27 @@ func (l *Log) Step(ctx context.Context, taskID string, s Step) error {
 	if !s.Level.valid() {
 		return &ValidationError{Field: "level", Value: string(s.Level), Reason: "must be debug, info, warning or error"}
 	}
-	var meta sql.NullString
+	var meta json.RawMessage
 	if len(s.Metadata) > 0 {
 		b, err := json.Marshal(s.Metadata)
 		if err != nil {
 			return &ValidationError{Field: "metadata", Value: short(fmt.Sprint(s.Metadata)), Reason: err.Error()}
 		}
-		meta = sql.NullString{String: string(b), Valid: true}
+		meta = b
 	}
 	now := l.opts.now()
 	t := s.Time
 	if t.IsZero() {
 		t = now
 	}
-	return l.write(ctx, func(tx *sql.Tx) error {
-		if err := l.ensureTask(ctx, tx, taskID, t, now); err != nil {
-			return err
-		}
-		_, err := l.exec(ctx, tx, qInsertStep, taskID, s.Name, s.Message, string(s.Level), ns(t), meta)
-		return err
-	})
+	owner := l.claim(taskID)
+	_, err := l.appendRecs(ctx, &jrec{Type: recStep, Task: taskID, At: now.UnixNano(), Owner: owner,
+		Step: &jStep{Name: s.Name, Message: s.Message, Level: s.Level, Time: t.UnixNano(), Metadata: meta}})
+	if err != nil && owner != "" {
+		l.unclaim(taskID)
+	}
+	return err
 }
-
-const qInsertStep = `INSERT INTO steps (task_id, name, message, level, time, metadata) VALUES (?, ?, ?, ?, ?, ?)`
 
 // Steps returns a task's step log in the order it was written, or a
 // [*NotFoundError].

@@ -24,30 +24,50 @@ var ctx = context.Background()
 // The log is what the pipeline records to.
 var _ pipeline.Recorder = (*tasklog.Log)(nil)
 
-func TestOpenCreatesPrivateFilesInWALMode(t *testing.T) {
+func TestOpenCreatesPrivateFiles(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "data", "toolmux")
 	l := open(t, dir)
-	for path, want := range map[string]fs.FileMode{dir: 0o700, l.Path(): 0o600} {
+	if err := l.StartTask(ctx, tasklog.Task{ID: "t"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.Task(ctx, "t"); err != nil {
+		t.Fatal(err)
+	}
+	if l.Path() != filepath.Join(dir, tasklog.JournalDir) {
+		t.Errorf("path %s", l.Path())
+	}
+	want := map[string]fs.FileMode{dir: 0o700, l.Path(): 0o700}
+	ents, err := os.ReadDir(l.Path())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range ents {
+		want[filepath.Join(l.Path(), e.Name())] = 0o600
+	}
+	if len(want) < 5 {
+		t.Errorf("files in the journal: %v", ents)
+	}
+	for path, mode := range want {
 		st, err := os.Stat(path)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if st.Mode().Perm() != want {
-			t.Errorf("%s has mode %v, want %v", path, st.Mode().Perm(), want)
+		if st.Mode().Perm() != mode {
+			t.Errorf("%s has mode %v, want %v", path, st.Mode().Perm(), mode)
 		}
 	}
-	if l.Path() != filepath.Join(dir, tasklog.FileName) {
-		t.Errorf("path %s", l.Path())
-	}
 	var mode string
-	if err := rawDB(t, dir).QueryRow(`PRAGMA journal_mode`).Scan(&mode); err != nil || mode != "wal" {
-		t.Errorf("journal_mode %q %v", mode, err)
+	if err := indexDB(t, dir).QueryRow(`PRAGMA journal_mode`).Scan(&mode); err != nil || mode != "wal" {
+		t.Errorf("the index's journal_mode %q %v", mode, err)
 	}
 	if v, err := l.Version(ctx); err != nil || v != tasklog.SchemaVersion {
 		t.Errorf("version %d %v", v, err)
 	}
 	if _, err := tasklog.Open(ctx, ""); err == nil {
 		t.Error("Open with no directory succeeded")
+	}
+	if !tasklog.Exists(dir) || tasklog.Exists(t.TempDir()) {
+		t.Error("Exists")
 	}
 }
 
@@ -469,52 +489,44 @@ func TestRecordEdgeCases(t *testing.T) {
 	}
 }
 
-// A write that fails (another process holds the write lock past the busy
-// timeout) is retried once; if the retry fails too the record is counted
-// and logged as lost.
+// A write that fails (a full disk) is retried once; if the retry fails
+// too the record is counted and logged as lost.
 func TestRecordRetriesOnceThenCountsTheLoss(t *testing.T) {
 	dir := t.TempDir()
 	logger, logs := bufferLogger()
-	l := open(t, dir, tasklog.WithLogger(logger), tasklog.WithBusyTimeout(50*time.Millisecond))
+	l := open(t, dir, tasklog.WithLogger(logger))
 	if err := l.StartTask(ctx, tasklog.Task{ID: "t"}); err != nil {
 		t.Fatal(err)
 	}
-	hold := func(d time.Duration) (release func()) {
-		db := rawDB(t, dir)
-		conn, err := db.Conn(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := conn.ExecContext(ctx, `BEGIN IMMEDIATE`); err != nil {
-			t.Fatal(err)
-		}
-		done := make(chan struct{})
-		go func() {
-			defer close(done)
-			time.Sleep(d)
-			conn.ExecContext(ctx, `ROLLBACK`)
-			conn.Close()
-		}()
-		return func() { <-done }
+	full := errors.New("no space left on device")
+	failures := 0
+	failNext := func(n int) {
+		failures = n
+		tasklog.SetJournalFaults(l, func(b []byte) (int, error) {
+			if failures > 0 {
+				failures--
+				return 0, full
+			}
+			return len(b), nil
+		})
 	}
 
-	// Held for a little longer than the busy timeout: the retry succeeds.
-	release := hold(75 * time.Millisecond)
+	// One failed write: the retry succeeds.
+	failNext(1)
 	first := &tool.Record{ID: tool.NewID(), Task: "t", Server: "s", Tool: "a", Started: time.Now()}
 	l.Record(ctx, first)
-	release()
-	if s := l.Stats(); s.Recorded != 1 || s.Retried != 1 || s.Lost != 0 || !strings.Contains(s.LastError, "locked") && !strings.Contains(s.LastError, "busy") {
+	if s := l.Stats(); s.Recorded != 1 || s.Retried != 1 || s.Lost != 0 || !strings.Contains(s.LastError, "no space") {
 		t.Errorf("after a retried write: %+v", s)
 	}
 	if !strings.Contains(logs.String(), "retrying") {
 		t.Errorf("the retry was not logged:\n%s", logs)
 	}
 
-	// Held for much longer: both attempts fail.
-	release = hold(time.Second)
+	// Both attempts fail.
+	failNext(2)
 	second := &tool.Record{ID: tool.NewID(), Task: "t", Server: "s", Tool: "b", Started: time.Now()}
 	l.Record(ctx, second)
-	release()
+	tasklog.SetJournalFaults(l, nil)
 	if s := l.Stats(); s.Recorded != 1 || s.Retried != 2 || s.Lost != 1 {
 		t.Errorf("after a lost record: %+v", s)
 	}

@@ -103,33 +103,23 @@ func (l *Log) StartTask(ctx context.Context, t Task) error {
 	if t.Status != "" && t.Status != StatusRunning {
 		return &ValidationError{Field: "status", Value: string(t.Status), Reason: "a task starts running; use FinishTask to end it"}
 	}
-	meta := "{}"
+	var meta json.RawMessage
 	if len(t.Metadata) > 0 {
 		b, err := json.Marshal(t.Metadata)
 		if err != nil {
 			return &ValidationError{Field: "metadata", Value: fmt.Sprint(t.Metadata), Reason: err.Error()}
 		}
-		meta = string(b)
+		meta = b
 	}
 	now := l.opts.now()
 	created := t.Created
 	if created.IsZero() {
 		created = now
 	}
-	return l.write(ctx, func(tx *sql.Tx) error {
-		_, err := tx.ExecContext(ctx, `INSERT INTO tasks (id, status, created_at, updated_at, input, metadata, owner)
-			VALUES (?, 'running', ?, ?, ?, ?, ?)
-			ON CONFLICT (id) DO UPDATE SET
-				status = 'running',
-				ended_at = NULL,
-				updated_at = excluded.updated_at,
-				created_at = min(created_at, excluded.created_at),
-				input = CASE WHEN excluded.input <> '' THEN excluded.input ELSE input END,
-				metadata = CASE WHEN excluded.metadata <> '{}' THEN excluded.metadata ELSE metadata END,
-				owner = excluded.owner`,
-			t.ID, ns(created), ns(now), t.Input, meta, l.owner.String())
-		return err
-	})
+	l.claim(t.ID)
+	_, err := l.appendRecs(ctx, &jrec{Type: recStart, Task: t.ID, At: now.UnixNano(), Owner: l.ownerStr,
+		Start: &jStart{Created: created.UnixNano(), Input: t.Input, Metadata: meta}})
+	return err
 }
 
 // FinishTask records that a task ended with status (any but running) and
@@ -139,20 +129,11 @@ func (l *Log) FinishTask(ctx context.Context, id string, status Status, finalAns
 	if !status.Valid() || status == StatusRunning {
 		return &ValidationError{Field: "status", Value: string(status), Reason: "must be one of the final statuses: " + finalStatuses()}
 	}
-	now := ns(l.opts.now())
-	return l.write(ctx, func(tx *sql.Tx) error {
-		res, err := tx.ExecContext(ctx, `UPDATE tasks SET status = ?, final_answer = ?, ended_at = ?, updated_at = max(updated_at, ?) WHERE id = ?`,
-			string(status), finalAnswer, now, now, id)
-		if err != nil {
-			return err
-		}
-		if n, err := res.RowsAffected(); err != nil {
-			return err
-		} else if n == 0 {
-			return &NotFoundError{Task: id}
-		}
-		return nil
-	})
+	if err := l.read(ctx, func(tx *sql.Tx) error { return taskExists(ctx, tx, id) }); err != nil {
+		return err
+	}
+	_, err := l.appendRecs(ctx, &jrec{Type: recEnd, Task: id, End: &jEnd{Status: status, Answer: finalAnswer}})
+	return err
 }
 
 // Task returns one task, or a [*NotFoundError].
@@ -278,12 +259,9 @@ func (l *Log) Tasks(ctx context.Context, f Filter) ([]TaskSummary, error) {
 	}
 	if !f.Before.IsZero() {
 		where = append(where, "created_at < ?")
-		args = append(args, ns(f.Before))
+		args = append(args, f.Before.UnixNano())
 	}
-	q := `SELECT id, status, created_at, updated_at, ended_at, input,
-		(SELECT count(*) FROM calls c WHERE c.task_id = t.id),
-		(SELECT count(*) FROM calls c WHERE c.task_id = t.id AND c.error_kind <> '')
-		FROM tasks t`
+	q := `SELECT id, status, created_at, updated_at, ended_at, input, calls, errors FROM tasks t`
 	if len(where) > 0 {
 		q += " WHERE " + strings.Join(where, " AND ")
 	}
@@ -316,18 +294,6 @@ func (l *Log) Tasks(ctx context.Context, f Filter) ([]TaskSummary, error) {
 	return out, err
 }
 
-// ensureTask creates the task row when a write arrives for a task nobody
-// started (calls through the gateway carry a client session as their task),
-// and otherwise notes the write in updated_at. An append never fails, and
-// is never dropped, because the task row is missing.
-func (l *Log) ensureTask(ctx context.Context, tx *sql.Tx, id string, first, now time.Time) error {
-	_, err := l.exec(ctx, tx, qEnsureTask, id, ns(first), ns(now), l.owner.String())
-	return err
-}
-
-const qEnsureTask = `INSERT INTO tasks (id, status, created_at, updated_at, owner) VALUES (?, 'running', ?, ?, ?)
-	ON CONFLICT (id) DO UPDATE SET updated_at = max(updated_at, excluded.updated_at)`
-
 // RecoverInterrupted marks as interrupted every task still running whose
 // last write is older than olderThan, and returns their ids. Each gets a
 // warning step saying so; its end time is its last write.
@@ -338,46 +304,53 @@ const qEnsureTask = `INSERT INTO tasks (id, status, created_at, updated_at, owne
 // with olderThan longer than any task stays silent (a task's every step,
 // message and call record counts as a write).
 func (l *Log) RecoverInterrupted(ctx context.Context, olderThan time.Duration) ([]string, error) {
-	now := l.opts.now()
-	cutoff := now.Add(-olderThan)
-	var ids []string
-	err := l.write(ctx, func(tx *sql.Tx) error {
-		ids = ids[:0]
-		rows, err := tx.QueryContext(ctx, `SELECT id, updated_at FROM tasks WHERE status = 'running' AND updated_at <= ? ORDER BY created_at`, ns(cutoff))
+	cutoff := l.opts.now().Add(-olderThan).UnixNano()
+	var found []orphan
+	err := l.read(ctx, func(tx *sql.Tx) error {
+		rows, err := tx.QueryContext(ctx, `SELECT id, updated_at FROM tasks WHERE status = 'running' AND updated_at <= ? ORDER BY created_at`, cutoff)
 		if err != nil {
 			return err
 		}
-		var last []int64
+		defer rows.Close()
 		for rows.Next() {
-			var id string
+			var o orphan
 			var u int64
-			if err := rows.Scan(&id, &u); err != nil {
-				rows.Close()
+			if err := rows.Scan(&o.id, &u); err != nil {
 				return err
 			}
-			ids, last = append(ids, id), append(last, u)
+			o.why = fmt.Sprintf("no write since %s", fromNS(u).Format(time.RFC3339))
+			found = append(found, o)
 		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return err
-		}
-		for i, id := range ids {
-			if _, err := tx.ExecContext(ctx, `UPDATE tasks SET status = 'interrupted', ended_at = updated_at, updated_at = ? WHERE id = ?`,
-				ns(now), id); err != nil {
-				return err
-			}
-			msg := fmt.Sprintf("no write since %s; marked interrupted", fromNS(last[i]).Format(time.RFC3339))
-			if _, err := tx.ExecContext(ctx, `INSERT INTO steps (task_id, name, message, level, time, metadata) VALUES (?, 'interrupted', ?, 'warning', ?, NULL)`,
-				id, msg, ns(now)); err != nil {
-				return err
-			}
-		}
-		return nil
+		return rows.Err()
 	})
 	if err != nil {
 		return nil, err
 	}
-	return ids, nil
+	return l.interrupt(ctx, found)
+}
+
+// orphan is a running task to mark interrupted, and why.
+type orphan struct{ id, why string }
+
+// interrupt marks tasks interrupted (if still running when indexed),
+// each with a warning step saying why, and waits until the index shows it.
+func (l *Log) interrupt(ctx context.Context, found []orphan) ([]string, error) {
+	ids := []string{}
+	if len(found) == 0 {
+		return ids, nil
+	}
+	now := l.opts.now().UnixNano()
+	recs := make([]*jrec, 0, 2*len(found))
+	for _, o := range found {
+		recs = append(recs,
+			&jrec{Type: recEnd, Task: o.id, At: now, End: &jEnd{Status: StatusInterrupted, IfRunning: true, AtLastWrite: true}},
+			&jrec{Type: recStep, Task: o.id, At: now, Step: &jStep{Name: "interrupted", Message: o.why + "; marked interrupted", Level: LevelWarning, Time: now}})
+		ids = append(ids, o.id)
+	}
+	if _, err := l.appendRecs(ctx, recs...); err != nil {
+		return nil, err
+	}
+	return ids, l.sync(ctx)
 }
 
 // finalStatuses names the statuses a task can end with.
@@ -401,18 +374,25 @@ func (l *Log) FinishOwned(ctx context.Context, status Status, message string) ([
 		return nil, &ValidationError{Field: "status", Value: string(status), Reason: "must be one of the final statuses: " + finalStatuses()}
 	}
 	var ids []string
-	err := l.write(ctx, func(tx *sql.Tx) error {
-		ids = ids[:0]
-		now := ns(l.opts.now())
-		rows, err := tx.QueryContext(ctx, `UPDATE tasks SET status = ?, final_answer = ?, ended_at = ?, updated_at = max(updated_at, ?)
-			WHERE status = 'running' AND owner = ? RETURNING id`, string(status), message, now, now, l.owner.String())
+	err := l.read(ctx, func(tx *sql.Tx) error {
+		rows, err := tx.QueryContext(ctx, `SELECT id FROM tasks WHERE status = 'running' AND owner = ? ORDER BY created_at`, l.ownerStr)
 		if err != nil {
 			return err
 		}
 		ids, err = scanStrings(rows)
 		return err
 	})
-	return ids, err
+	if err != nil || len(ids) == 0 {
+		return ids, err
+	}
+	recs := make([]*jrec, len(ids))
+	for i, id := range ids {
+		recs[i] = &jrec{Type: recEnd, Task: id, End: &jEnd{Status: status, Answer: message, IfRunning: true}}
+	}
+	if _, err := l.appendRecs(ctx, recs...); err != nil {
+		return nil, err
+	}
+	return ids, l.sync(ctx)
 }
 
 // scanStrings reads rows of one text column, and closes them.
@@ -441,47 +421,30 @@ const legacyOrphanAge = time.Hour
 // for legacyOrphanAge. Tasks of live processes and of other machines are
 // left alone. Each gets a warning step saying why.
 func (l *Log) recoverOrphans(ctx context.Context) ([]string, error) {
-	var ids []string
-	err := l.write(ctx, func(tx *sql.Tx) error {
-		ids = ids[:0]
-		now := l.opts.now()
-		rows, err := tx.QueryContext(ctx, `SELECT id, owner, updated_at FROM tasks WHERE status = 'running'`)
+	now := l.opts.now()
+	var found []orphan
+	err := l.read(ctx, func(tx *sql.Tx) error {
+		rows, err := tx.QueryContext(ctx, `SELECT id, owner, updated_at FROM tasks WHERE status = 'running' ORDER BY created_at`)
 		if err != nil {
 			return err
 		}
-		type orphan struct {
-			id, why string
-		}
-		var found []orphan
+		defer rows.Close()
 		for rows.Next() {
 			var (
 				id, owner string
 				updated   int64
 			)
 			if err := rows.Scan(&id, &owner, &updated); err != nil {
-				rows.Close()
 				return err
 			}
 			if why, dead := l.owner.orphaned(owner, fromNS(updated), now); dead {
 				found = append(found, orphan{id, why})
 			}
 		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return err
-		}
-		for _, o := range found {
-			if _, err := tx.ExecContext(ctx, `UPDATE tasks SET status = 'interrupted', ended_at = updated_at, updated_at = ? WHERE id = ?`,
-				ns(now), o.id); err != nil {
-				return err
-			}
-			if _, err := tx.ExecContext(ctx, `INSERT INTO steps (task_id, name, message, level, time, metadata) VALUES (?, 'interrupted', ?, 'warning', ?, NULL)`,
-				o.id, o.why+"; marked interrupted", ns(now)); err != nil {
-				return err
-			}
-			ids = append(ids, o.id)
-		}
-		return nil
+		return rows.Err()
 	})
-	return ids, err
+	if err != nil {
+		return nil, err
+	}
+	return l.interrupt(ctx, found)
 }

@@ -22,10 +22,10 @@ package main_test
 
 import (
 	"context"
-	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"net/http"
 	"os"
 	"os/exec"
@@ -625,34 +625,149 @@ func BenchmarkRecordedCall(b *testing.B) {
 			}
 			g.stop(b)
 			if v.name == "tasklog=off" {
-				if _, err := os.Stat(filepath.Join(g.dataDir, tasklog.FileName)); err == nil {
-					b.Errorf("task_log.enabled: false, yet %s exists", tasklog.FileName)
+				if tasklog.Exists(g.dataDir) {
+					b.Errorf("task_log.enabled: false, yet there is a task log in %s", g.dataDir)
 				}
 				return
 			}
+			disk := benchDiskBytes(b, g.dataDir)
 			calls, events, maxID := benchCountLog(b, g.dataDir)
 			if calls != made {
 				b.Errorf("task log holds %d calls; %d were made", calls, made)
 			}
-			b.Logf("task log: %d calls recorded of %d made; %d events stored, ids up to %d", calls, made, events, maxID)
+			b.Logf("task log: %d calls recorded of %d made; %d events stored, ids up to %d; the data directory takes %d bytes (du), %.0f per call",
+				calls, made, events, maxID, disk, float64(disk)/float64(made))
 		})
 	}
+}
+
+// benchDiskBytes is what dir takes on disk, as du counts it (blocks).
+func benchDiskBytes(b *testing.B, dir string) int64 {
+	b.Helper()
+	var n int64
+	err := filepath.WalkDir(dir, func(_ string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		if st, ok := info.Sys().(*syscall.Stat_t); ok {
+			n += st.Blocks * 512
+		}
+		return nil
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return n
 }
 
 // benchCountLog returns the number of call records and events in the task log
 // of dir, and the largest event id.
 func benchCountLog(b *testing.B, dir string) (calls, events, maxID int64) {
 	b.Helper()
-	db, err := sql.Open("sqlite", filepath.Join(dir, tasklog.FileName)+"?_pragma=query_only(1)")
+	ctx := context.Background()
+	l, err := tasklog.Open(ctx, dir)
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer db.Close()
-	if err := db.QueryRow(`SELECT count(*) FROM calls`).Scan(&calls); err != nil {
+	defer l.Close()
+	tasks, err := l.Tasks(ctx, tasklog.Filter{})
+	if err != nil {
 		b.Fatal(err)
 	}
-	if err := db.QueryRow(`SELECT count(*), coalesce(max(id), 0) FROM events`).Scan(&events, &maxID); err != nil {
+	for _, t := range tasks {
+		calls += int64(t.Calls)
+	}
+	loose, err := l.Calls(ctx, "")
+	if err != nil {
 		b.Fatal(err)
 	}
-	return calls, events, maxID
+	calls += int64(len(loose))
+	evs, err := l.EventsAfter(ctx, 0, "", 0)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, e := range evs {
+		maxID = max(maxID, e.ID)
+	}
+	return calls, int64(len(evs)), maxID
+}
+
+// BenchmarkJournalSoak runs 32 clients calling echo through `toolmux serve`
+// for TOOLMUX_SOAK (default 60s; the issue's soak is 5m) with the task
+// log's retention scaled down to max_bytes TOOLMUX_SOAK_BYTES (default
+// 8MiB), and logs, every 5s, what the data directory takes (du) and the
+// gateway's resident memory: both should rise to a plateau and stay there.
+// It reports the calls made, the last and the largest of each.
+func BenchmarkJournalSoak(b *testing.B) {
+	dur := 60 * time.Second
+	if v, err := time.ParseDuration(os.Getenv("TOOLMUX_SOAK")); err == nil {
+		dur = v
+	}
+	limit := "8MiB"
+	if v := os.Getenv("TOOLMUX_SOAK_BYTES"); v != "" {
+		limit = v
+	}
+	upstream, _ := startBenchUpstream(b)
+	g := startBenchServe(b, upstream, "task_log: {retention: {max_bytes: "+limit+"}}\n")
+	defer g.stop(b)
+	sessions := benchConnect(b, g.base+"/mcp", "fx__echo", 32)
+	ctx, cancel := context.WithTimeout(context.Background(), dur)
+	defer cancel()
+	var calls, failed atomic.Int64
+	var wg sync.WaitGroup
+	for _, cs := range sessions {
+		wg.Go(func() {
+			for ctx.Err() == nil {
+				res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "fx__echo", Arguments: map[string]any{"message": "soak"}})
+				if err != nil || res.IsError {
+					failed.Add(1)
+					continue
+				}
+				calls.Add(1)
+			}
+		})
+	}
+	var maxDisk, maxRSS, disk, rss int64
+	tick := time.NewTicker(5 * time.Second)
+	defer tick.Stop()
+	start := time.Now()
+	for done := false; !done; {
+		select {
+		case <-ctx.Done():
+			done = true
+		case <-tick.C:
+		}
+		disk, rss = benchDiskBytes(b, g.dataDir), benchRSS(g.cmd.Process.Pid)
+		maxDisk, maxRSS = max(maxDisk, disk), max(maxRSS, rss)
+		b.Logf("%5.0fs  %8d calls  data dir %6.1f MiB  rss %6.1f MiB", time.Since(start).Seconds(), calls.Load(),
+			float64(disk)/(1<<20), float64(rss)/(1<<20))
+	}
+	wg.Wait()
+	if failed.Load() > 0 {
+		b.Errorf("%d calls failed", failed.Load())
+	}
+	b.ReportMetric(float64(calls.Load()), "calls")
+	b.ReportMetric(float64(disk)/(1<<20), "disk-MiB")
+	b.ReportMetric(float64(maxDisk)/(1<<20), "max-disk-MiB")
+	b.ReportMetric(float64(rss)/(1<<20), "rss-MiB")
+	b.ReportMetric(float64(maxRSS)/(1<<20), "max-rss-MiB")
+}
+
+// benchRSS is a process's resident memory in bytes (0 when unknown).
+func benchRSS(pid int) int64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			kb, _ := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
+			return kb << 10
+		}
+	}
+	return 0
 }

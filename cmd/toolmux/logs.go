@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -26,7 +24,7 @@ func (a *app) logsCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "logs",
 		Short: "List recent tasks from the task log",
-		Long: `List the most recent tasks of the task log (tasklog.db in the data
+		Long: `List the most recent tasks of the task log (the journal in the data
 directory), newest first: id, status, start time, duration, number of tool
 calls (and how many failed) and the first line of the input.
 
@@ -53,10 +51,16 @@ the log cannot be read, 2 usage or configuration error.`,
 			if err != nil {
 				return err
 			}
-			var tasks []tasklog.TaskSummary
+			var (
+				tasks []tasklog.TaskSummary
+				ret   tasklog.RetentionStatus
+			)
 			if l != nil {
 				defer l.Close()
 				if tasks, err = l.Tasks(cmd.Context(), tasklog.Filter{Status: st, Limit: limit}); err != nil {
+					return &exitError{code: exitFailed, err: fmt.Errorf("task log: %s", taskLogMessage(err))}
+				}
+				if ret, err = l.RetentionStatus(cmd.Context()); err != nil {
 					return &exitError{code: exitFailed, err: fmt.Errorf("task log: %s", taskLogMessage(err))}
 				}
 			}
@@ -67,6 +71,7 @@ the log cannot be read, 2 usage or configuration error.`,
 				return writeJSON(a, tasks)
 			}
 			printTaskTable(a, tasks)
+			printRetention(a, ret)
 			return nil
 		},
 	}
@@ -137,10 +142,10 @@ func (a *app) openTaskLog(ctx context.Context) (*tasklog.Log, error) {
 	if dir == "" {
 		return nil, usageError("no data directory: pass --data-dir or set data_dir in the configuration")
 	}
-	if _, err := os.Stat(filepath.Join(dir, tasklog.FileName)); errors.Is(err, os.ErrNotExist) {
+	if !tasklog.Exists(dir) {
 		return nil, nil
 	}
-	l, err := tasklog.Open(ctx, dir, tasklog.WithLogger(a.logger()))
+	l, err := tasklog.Open(ctx, dir, taskLogOptions(cfg.TaskLog, a.logger())...)
 	if err != nil {
 		return nil, &exitError{code: exitFailed, err: fmt.Errorf("task log: %s", taskLogMessage(err))}
 	}
@@ -224,6 +229,45 @@ func printTaskTable(a *app, tasks []tasklog.TaskSummary) {
 			taskDuration(t.Created, t.Ended), calls, orDash(oneLine(t.Input, 60)))
 	}
 	tw.Flush()
+}
+
+// printRetention says what retention has dropped, when it has dropped
+// anything.
+func printRetention(a *app, r tasklog.RetentionStatus) {
+	if r.DroppedSegments == 0 && r.DroppedSpillFiles == 0 && r.DroppedTasks == 0 {
+		return
+	}
+	keep := []string{}
+	if r.MaxAge > 0 {
+		keep = append(keep, ageString(r.MaxAge))
+	}
+	if r.MaxBytes > 0 {
+		keep = append(keep, byteString(r.MaxBytes))
+	}
+	fmt.Fprintf(a.stdout, "\nretention: dropped %s, %s and %s (%s) since the journal began, the last at %s; keeping %s (now %s)\n",
+		plural(int(r.DroppedTasks), "task"), plural(int(r.DroppedCalls), "call")+" of running tasks",
+		plural(int(r.DroppedSpillFiles), "spill file"), byteString(r.DroppedBytes),
+		r.LastDrop.Local().Format(timeLayout), orDash(strings.Join(keep, " and ")), byteString(r.Bytes))
+}
+
+func ageString(d time.Duration) string {
+	if d%(24*time.Hour) == 0 {
+		return fmt.Sprintf("%dd", d/(24*time.Hour))
+	}
+	return d.String()
+}
+
+func byteString(n int64) string {
+	const unit = 1024
+	if n < unit {
+		return fmt.Sprintf("%d B", n)
+	}
+	f, i := float64(n), 0
+	for f >= unit && i < 4 {
+		f /= unit
+		i++
+	}
+	return fmt.Sprintf("%.1f %ciB", f, "KMGT"[i-1])
 }
 
 // taskDuration is how long a finished task took; "-" while it runs.

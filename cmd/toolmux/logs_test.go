@@ -3,8 +3,7 @@ package main_test
 import (
 	"context"
 	"encoding/json"
-	"os"
-	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -195,8 +194,8 @@ func TestLogsErrors(t *testing.T) {
 	if r.code != 1 {
 		t.Errorf("show in an empty data dir: exit %d", r.code)
 	}
-	if _, err := os.Stat(filepath.Join(empty, tasklog.FileName)); !os.IsNotExist(err) {
-		t.Errorf("reading created a task log: %v", err)
+	if tasklog.Exists(empty) {
+		t.Error("reading created a task log")
 	}
 }
 
@@ -230,4 +229,44 @@ func TestLogsShowByPrefix(t *testing.T) {
 	if r.stdout != "" {
 		t.Errorf("ambiguous: stdout %q", r.stdout)
 	}
+}
+
+// Once retention has dropped something, `toolmux logs` ends with a line
+// saying what.
+func TestLogsSaysWhatRetentionDropped(t *testing.T) {
+	ctx := context.Background()
+	data := t.TempDir()
+	l, err := tasklog.Open(ctx, data, tasklog.WithSegmentBytes(64<<10), tasklog.WithRetention(tasklog.Retention{MaxBytes: 1 << 20}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 40 {
+		id := "old-" + string(rune('a'+i%26)) + string(rune('a'+i/26))
+		if err := l.StartTask(ctx, tasklog.Task{ID: id}); err != nil {
+			t.Fatal(err)
+		}
+		l.Record(ctx, &tool.Record{ID: tool.NewID(), Task: id, Server: "s", Tool: "t", Started: time.Now(), Ended: time.Now(),
+			Result: tool.TextResult(strings.Repeat("x", 60<<10))})
+		if err := l.FinishTask(ctx, id, tasklog.StatusSuccess, ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Retention runs in the background as segments fill, and now.
+	if _, err := l.EnforceRetention(ctx); err != nil {
+		t.Fatal(err)
+	}
+	st, err := l.RetentionStatus(ctx)
+	if err != nil || st.DroppedTasks == 0 {
+		t.Fatalf("retention dropped %+v, %v", st, err)
+	}
+	l.Close()
+	r := toolmux(t, workspace(t, ""), "", "--data-dir", data, "logs")
+	if r.code != 0 {
+		t.Fatalf("exit %d: %s", r.code, r.stderr)
+	}
+	want := "retention: dropped " + strconv.Itoa(int(st.DroppedTasks)) + " tasks, 0 calls of running tasks and 0 spill files ("
+	if !strings.Contains(r.stdout, want) || !strings.Contains(r.stdout, "keeping 30d and 1.0 GiB") {
+		t.Errorf("no retention line %q:\n%s", want, r.stdout)
+	}
+	t.Log(r.stdout[strings.Index(r.stdout, "retention:"):])
 }

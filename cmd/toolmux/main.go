@@ -202,7 +202,7 @@ func (a *app) open(ctx context.Context, recording bool, mopts ...manager.Option)
 	popts := []pipeline.Option{pipeline.WithDataDir(cfg.DataDir), pipeline.WithLogger(log),
 		pipeline.WithLimits(pipeline.Limits{MaxDepth: cfg.Limits.MaxDepth, MaxRecordBytes: int(cfg.Limits.MaxRecordBytes)})}
 	if recording && cfg.DataDir != "" && cfg.TaskLog.Enabled {
-		if tl, err = tasklog.Open(ctx, cfg.DataDir, tasklog.WithLogger(log), tasklog.WithDurability(durability(cfg.TaskLog))); err != nil {
+		if tl, err = tasklog.Open(ctx, cfg.DataDir, taskLogOptions(cfg.TaskLog, log)...); err != nil {
 			return nil, &exitError{code: exitFailed, err: fmt.Errorf("task log: %s", taskLogMessage(err))}
 		}
 		popts = append(popts, pipeline.WithRecorder(tl))
@@ -303,4 +303,11 @@ func durability(c config.TaskLog) tasklog.Durability {
 		return tasklog.DurabilityFull
 	}
 	return tasklog.DurabilityProcess
+}
+
+// taskLogOptions opens the task log as configured: durability and
+// retention.
+func taskLogOptions(c config.TaskLog, log *slog.Logger) []tasklog.Option {
+	return []tasklog.Option{tasklog.WithLogger(log), tasklog.WithDurability(durability(c)),
+		tasklog.WithRetention(tasklog.Retention{MaxAge: c.Retention.MaxAge, MaxBytes: c.Retention.MaxBytes})}
 }

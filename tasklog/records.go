@@ -1,0 +1,259 @@
+package tasklog
+
+import (
+	"bytes"
+	"compress/flate"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"io"
+)
+
+// FormatVersion is the version of the journal's record format, in every
+// record's "v". docs/tasklog.md describes the format.
+const FormatVersion = 1
+
+// The record types.
+const (
+	recStart  = "task.start" // a task started (or resumed)
+	recEnd    = "task.end"   // a task ended
+	recStep   = "step"       // one step log entry
+	recMsgs   = "messages"   // messages of one session, all or none
+	recCall   = "call"       // one tool call's record
+	recEvents = "events"     // stream events, all or none
+	recCarry  = "task.carry" // a running task's state, carried past a dropped segment
+	recDrop   = "retention"  // retention dropped segments, tasks and spill files
+	recImport = "import"     // a legacy tasklog.db was imported
+)
+
+// jrec is one journal record: one self-describing JSON message with a
+// format version, a type, an id unique across processes (tool.NewID; a
+// JetStream Msg-Id), the task it belongs to and the time it was appended
+// (Unix nanoseconds). The fields of its type follow.
+type jrec struct {
+	V    int    `json:"v"`
+	Type string `json:"type"`
+	ID   string `json:"id"`
+	Task string `json:"task,omitempty"`
+	At   int64  `json:"at"`
+	// Owner is the process writing (host/pid/start), on the first record
+	// a process writes for a task and on task.start: the task's owner if
+	// this record creates it.
+	Owner string `json:"owner,omitempty"`
+	// Ord orders steps and messages: their first record's position, kept
+	// when carried (0: this record's own position).
+	Ord int64 `json:"ord,omitempty"`
+
+	Start *jStart         `json:"start,omitempty"`
+	End   *jEnd           `json:"end,omitempty"`
+	Step  *jStep          `json:"step,omitempty"`
+	Msgs  *jMsgs          `json:"messages,omitempty"`
+	Call  *jCall          `json:"call,omitempty"`
+	Rec   json.RawMessage `json:"record,omitempty"`
+	// EventIDs are the lowest and highest id of Events, ahead of them so
+	// that the index reads them without decoding the events.
+	EventIDs []int64  `json:"event_ids,omitempty"`
+	Events   []jEvent `json:"events,omitempty"`
+	// EventsZ holds the events instead, when there are enough of them to
+	// be worth it: their JSON array, deflated (RFC 1951), in base64.
+	EventsZ string  `json:"events_z,omitempty"`
+	Carry   *jCarry `json:"carry,omitempty"`
+	Drop    *jDrop  `json:"retention,omitempty"`
+}
+
+type jStart struct {
+	Created  int64           `json:"created"`
+	Input    string          `json:"input,omitempty"`
+	Metadata json.RawMessage `json:"metadata,omitempty"`
+}
+
+type jEnd struct {
+	Status Status `json:"status"`
+	Answer string `json:"answer,omitempty"`
+	// IfRunning ends the task only if it is still running when the
+	// record is indexed (FinishOwned, interruptions).
+	IfRunning bool `json:"if_running,omitempty"`
+	// AtLastWrite sets the end time to the task's last write instead of
+	// the record's time (interruptions).
+	AtLastWrite bool `json:"at_last_write,omitempty"`
+}
+
+type jStep struct {
+	Name     string          `json:"name"`
+	Message  string          `json:"message,omitempty"`
+	Level    Level           `json:"level"`
+	Time     int64           `json:"time"`
+	Metadata json.RawMessage `json:"metadata,omitempty"`
+}
+
+type jMsgs struct {
+	Session  string     `json:"session"`
+	Messages []jMessage `json:"list"`
+}
+
+type jMessage struct {
+	Role       string          `json:"role"`
+	Content    json.RawMessage `json:"content"`
+	Name       string          `json:"name,omitempty"`
+	ToolCallID string          `json:"tool_call_id,omitempty"`
+	ToolCalls  json.RawMessage `json:"tool_calls,omitempty"`
+	Time       int64           `json:"time"`
+}
+
+// jCall holds what the index keeps of a call; the record itself is the
+// record's "record" field, the tool.Record as `toolmux call --json`
+// prints it (its id and task are the record's).
+type jCall struct {
+	Session  string `json:"session,omitempty"`
+	Kind     string `json:"kind,omitempty"`
+	Started  int64  `json:"started"`
+	Ended    int64  `json:"ended"`
+	Duration int64  `json:"duration"`
+}
+
+// jEvent is one stream event. Data is the payload, or, for a tool_call
+// event that a call's record can rebuild byte for byte, Ref names the
+// call and Part says which event of it (input or result): the event does
+// not repeat what the record holds.
+type jEvent struct {
+	ID   int64           `json:"id"`
+	Name string          `json:"name"`
+	Task string          `json:"task,omitempty"`
+	Time int64           `json:"time"`
+	Data json.RawMessage `json:"data,omitempty"`
+	Ref  string          `json:"ref,omitempty"`
+	Part string          `json:"part,omitempty"`
+}
+
+// The parts of a call an event may refer to.
+const (
+	partInput  = "input"
+	partResult = "result"
+)
+
+// jCarry is what a running task keeps when the segment holding its
+// beginning is dropped: its start, steps and messages.
+type jCarry struct {
+	Status   Status          `json:"status"`
+	Created  int64           `json:"created"`
+	Updated  int64           `json:"updated"`
+	Input    string          `json:"input,omitempty"`
+	Metadata json.RawMessage `json:"metadata,omitempty"`
+	Steps    []jCarriedStep  `json:"steps,omitempty"`
+	Messages []jCarriedMsg   `json:"messages,omitempty"`
+}
+
+type jCarriedStep struct {
+	Seq int64 `json:"seq"`
+	jStep
+}
+
+type jCarriedMsg struct {
+	Ord     int64  `json:"ord"`
+	I       int    `json:"i"`
+	Session string `json:"session"`
+	jMessage
+}
+
+// jDrop is what one retention pass dropped, and the totals so far.
+type jDrop struct {
+	// Segments are the journal segments dropped, Before the first kept.
+	Segments []uint32 `json:"segments,omitempty"`
+	Before   uint32   `json:"before,omitempty"`
+	// Tasks were dropped whole (ended, and in a dropped segment).
+	Tasks []string `json:"tasks,omitempty"`
+	// Calls of running tasks dropped with their segment.
+	Calls int64 `json:"calls,omitempty"`
+	// SpillFiles and their bytes, dropped.
+	SpillFiles int64 `json:"spill_files,omitempty"`
+	Bytes      int64 `json:"bytes"`
+	// Reason is "age" or "bytes".
+	Reason string `json:"reason"`
+	// Total is what retention has dropped since the journal began, this
+	// pass included: the newest retention record tells an index rebuilt
+	// from the journal what the dropped segments held.
+	Total *jDropTotal `json:"total,omitempty"`
+}
+
+type jDropTotal struct {
+	Segments   int64 `json:"segments"`
+	Tasks      int64 `json:"tasks"`
+	Calls      int64 `json:"calls"`
+	SpillFiles int64 `json:"spill_files"`
+	Bytes      int64 `json:"bytes"`
+}
+
+// envelope decodes what the index needs of a record. The bulky part of a
+// call record (the tool.Record) and of an events record (the events) is
+// last, after fields that hold no nested object, so its key cannot occur
+// in a string or an object before it: the envelope is decoded without it.
+func envelope(payload []byte, r *jrec) error {
+	b := payload
+	for _, heavy := range []struct{ typ, key string }{{recCall, `,"record":`}, {recEvents, `,"events`}} {
+		if !bytes.HasPrefix(b, []byte(`{"v":`)) {
+			break
+		}
+		head := b[:min(len(b), 40)]
+		if !bytes.Contains(head, []byte(`"type":"`+heavy.typ+`"`)) {
+			continue
+		}
+		if i := bytes.Index(b, []byte(heavy.key)); i > 0 {
+			cut := make([]byte, i+1)
+			copy(cut, b[:i])
+			cut[i] = '}'
+			b = cut
+		}
+		break
+	}
+	return json.Unmarshal(b, r)
+}
+
+// minDeflate is the size of an events array below which it is stored as
+// it is: deflating a few events saves little.
+const minDeflate = 1024
+
+// packEvents stores the events of r deflated when that is worth it: the
+// events of a batch repeat their keys, task and call ids, and shrink
+// several times (the stream's events are most of a simple call's bytes).
+func packEvents(r *jrec) error {
+	raw, err := json.Marshal(r.Events)
+	if err != nil {
+		return err
+	}
+	if len(raw) < minDeflate {
+		return nil
+	}
+	var buf bytes.Buffer
+	w, err := flate.NewWriter(&buf, flate.BestSpeed)
+	if err != nil {
+		return err
+	}
+	if _, err := w.Write(raw); err != nil {
+		return err
+	}
+	if err := w.Close(); err != nil {
+		return err
+	}
+	r.Events, r.EventsZ = nil, base64.StdEncoding.EncodeToString(buf.Bytes())
+	return nil
+}
+
+// events returns the events of an events record, inflated if need be.
+func (r *jrec) events() ([]jEvent, error) {
+	if r.EventsZ == "" {
+		return r.Events, nil
+	}
+	z, err := base64.StdEncoding.DecodeString(r.EventsZ)
+	if err != nil {
+		return nil, fmt.Errorf("tasklog: events record %s: %w", r.ID, err)
+	}
+	raw, err := io.ReadAll(io.LimitReader(flate.NewReader(bytes.NewReader(z)), maxFrame))
+	if err != nil {
+		return nil, fmt.Errorf("tasklog: events record %s: %w", r.ID, err)
+	}
+	var evs []jEvent
+	if err := json.Unmarshal(raw, &evs); err != nil {
+		return nil, fmt.Errorf("tasklog: events record %s: %w", r.ID, err)
+	}
+	return evs, nil
+}
