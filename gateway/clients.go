@@ -91,6 +91,9 @@ type tracked struct {
 
 	// Guarded by clients.mu.
 	ended bool
+	// closed says the client ended the session (stdio: its end of the
+	// connection), whatever the gateway does meanwhile.
+	closed bool
 	// An HTTP session ends after idle without a request: timer runs
 	// while no POST of the session is being served (posts counts them).
 	posts int
@@ -162,7 +165,7 @@ func (s *clients) watch(ss *mcp.ServerSession, rec *tracked) {
 	_ = ss.Wait()
 	end := SessionEnd{At: time.Now()}
 	s.mu.Lock()
-	deleted := s.deleted[ss.ID()]
+	deleted := s.deleted[ss.ID()] || rec.closed
 	delete(s.deleted, ss.ID())
 	delete(s.byPtr, ss)
 	if s.byID[ss.ID()] == rec {
@@ -307,3 +310,14 @@ func (s *clients) bind(ctx context.Context, extra *mcp.RequestExtra) (context.Co
 
 // wait waits for the sessions' watchers, after the sessions were closed.
 func (s *clients) wait() { s.wg.Wait() }
+
+// inputEnded marks the stdio sessions as ended by their client.
+func (s *clients) inputEnded() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, rec := range s.byPtr {
+		if rec.Route == routeStdio {
+			rec.closed = true
+		}
+	}
+}

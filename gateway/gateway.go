@@ -145,6 +145,12 @@ func (g *Gateway) streamableOptions(protected bool) *mcp.StreamableHTTPOptions {
 // Passthrough routes have their own (Route.IdleTimeout).
 const SessionIdleTimeout = 30 * time.Minute
 
+// InputEnded says the stdio client closed its end of the connection: the
+// stdio sessions ended because their client left, even if the gateway
+// stops right after (serve --stdio stops when its input ends), so their
+// tasks end closed rather than shutdown.
+func (g *Gateway) InputEnded() { g.clients.inputEnded() }
+
 // BeginShutdown says the gateway is stopping: sessions that end from now
 // on end by a shutdown (their tasks say so), not because their client
 // closed them. Close implies it; call it earlier when the sessions may end

@@ -229,6 +229,10 @@ closes every upstream server and the task log, and says what it cancelled.`,
 					}
 				}()
 				err := g.Server().Run(runCtx, &mcp.StdioTransport{})
+				if ctx.Err() == nil {
+					// Not the signal: the client closed our stdin.
+					g.InputEnded()
+				}
 				g.BeginShutdown()
 				a.drain(s, shutdownTimeout)
 				if stopHTTP != nil {
