@@ -293,9 +293,23 @@ func (s *server) lookup(ctx context.Context, name string) (tool.Tool, error) {
 }
 
 // invoke calls the tool, retrying transport failures when that is safe.
-func (s *server) invoke(ctx context.Context, t tool.Tool, args map[string]any) (*tool.Result, int, error) {
-	attempts := 0
+// The first attempt is made directly: the retry machinery (a backoff, its
+// options, a timer) is set up only once an attempt failed in a way worth
+// retrying, which a healthy server never does.
+func (s *server) invoke(ctx context.Context, t *tool.Tool, args map[string]any) (*tool.Result, int, error) {
+	res, err := s.attempt(ctx, t.Name, args)
+	if err == nil || s.opts.Retry.MaxAttempts <= 1 || !s.retryable(t, err) {
+		return res, 1, err
+	}
+	attempts := 1
+	first := true
 	op := func() (*tool.Result, error) {
+		if first {
+			// The attempt already made, handed to the retry loop as its
+			// first, so that it decides about it as about any other.
+			first = false
+			return nil, err
+		}
 		attempts++
 		res, err := s.attempt(ctx, t.Name, args)
 		if err == nil || !s.retryable(t, err) {
@@ -312,7 +326,7 @@ func (s *server) invoke(ctx context.Context, t tool.Tool, args map[string]any) (
 		Multiplier:          2,
 		MaxInterval:         s.opts.Retry.MaxBackoff,
 	}
-	res, err := backoff.Retry(ctx, op,
+	res, err = backoff.Retry(ctx, op,
 		backoff.WithBackOff(b),
 		backoff.WithMaxTries(uint(s.opts.Retry.MaxAttempts)),
 		backoff.WithMaxElapsedTime(0))
@@ -321,7 +335,7 @@ func (s *server) invoke(ctx context.Context, t tool.Tool, args map[string]any) (
 
 // retryable: only server_unavailable, and only when the request never
 // reached the server or the tool is safe to repeat.
-func (s *server) retryable(t tool.Tool, err error) bool {
+func (s *server) retryable(t *tool.Tool, err error) bool {
 	if tool.KindOf(err) != tool.KindServerUnavailable {
 		return false
 	}
