@@ -133,8 +133,8 @@ type Hub struct {
 	lastID       int64
 	subs         []*Subscription
 	closed       bool
-	persistQ     chan Event // nil without a store
-	lastEnqueued int64      // id of the last event put in persistQ
+	persistQ     chan posted // nil without a store
+	lastEnqueued int64       // id of the last event put in persistQ
 
 	pmu       sync.Mutex
 	persisted int64         // every event up to this id has been handed to the store
@@ -186,7 +186,7 @@ func NewHub(ctx context.Context, opts ...Option) (*Hub, error) {
 		return h, nil
 	}
 	h.persisted, h.lastEnqueued = h.lastID, h.lastID
-	h.persistQ = make(chan Event, cfg.persistQueue)
+	h.persistQ = make(chan posted, cfg.persistQueue)
 	go h.persist()
 	return h, nil
 }
@@ -203,14 +203,24 @@ func NewHub(ctx context.Context, opts ...Option) (*Hub, error) {
 // stored event is the one sent and a store may require a name.
 func (h *Hub) Publish(name, task string, data any) Event {
 	name = cleanName(name)
-	raw := h.encode(name, data)
+	e := Event{Name: name, Task: task, Data: h.encode(name, data)}
+	e.ID, e.Time = h.publish(posted{Event: e, size: eventSize(e)})
+	return e
+}
+
+// publish gives e the next id and the time, and hands it to the memory
+// ring, the subscribers and the store's queue; it returns the id (0 after
+// Close) and the time.
+func (h *Hub) publish(e posted) (int64, time.Time) {
 	h.mu.Lock()
+	// Taken under the lock, so that times never go back as ids go up.
+	e.Time = time.Now().UTC()
 	if h.closed {
 		h.mu.Unlock()
-		return Event{Name: name, Task: task, Time: time.Now().UTC(), Data: raw}
+		return 0, e.Time
 	}
 	h.lastID++
-	e := Event{ID: h.lastID, Name: name, Task: task, Time: time.Now().UTC(), Data: raw}
+	e.ID = h.lastID
 	h.mem.push(e)
 	for _, s := range h.subs {
 		s.offer(e)
@@ -225,7 +235,7 @@ func (h *Hub) Publish(name, task string, data any) Event {
 	}
 	h.mu.Unlock()
 	h.published.Add(1)
-	return e
+	return e.ID, e.Time
 }
 
 func cleanName(name string) string {
@@ -280,8 +290,9 @@ func (h *Hub) persist() {
 		linger = time.NewTimer(h.cfg.linger)
 		linger.Stop()
 	}
+	// Payloads not encoded yet are encoded here, off the calls' path.
 	for e := range h.persistQ {
-		batch = append(batch[:0], e)
+		batch = append(batch[:0], e.resolve())
 		var due <-chan time.Time
 		if linger != nil {
 			linger.Reset(h.cfg.linger)
@@ -294,7 +305,7 @@ func (h *Hub) persist() {
 				if !ok {
 					break fill
 				}
-				batch = append(batch, e)
+				batch = append(batch, e.resolve())
 				continue
 			default:
 			}
@@ -307,7 +318,7 @@ func (h *Hub) persist() {
 				if !ok {
 					break fill
 				}
-				batch = append(batch, e)
+				batch = append(batch, e.resolve())
 			case <-due:
 				break fill
 			case <-h.persistCtx.Done():

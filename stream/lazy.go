@@ -1,0 +1,89 @@
+package stream
+
+import (
+	"encoding/json"
+	"sync"
+)
+
+// posted is an event as the hub holds it, in its memory ring, in each
+// subscriber's queue and in the store's queue. The events a scheduler's
+// calls produce are posted before their payload is encoded (lazy): the
+// bytes are made once, by whoever first needs them — a subscriber's
+// goroutine, the goroutine that persists events, a replay — so that a
+// call nobody watches costs no encoding, and a call somebody watches pays
+// for it off the call's path.
+type posted struct {
+	Event
+	lazy *lazyData // nil once Data is set
+	size int64     // what the event counts against the memory ring's bound
+}
+
+// lazyData is a payload waiting to be encoded. Its payload holds only
+// values nobody modifies (strings, numbers, JSON already encoded), so it
+// may be encoded at any time.
+type lazyData struct {
+	hub     *Hub
+	once    sync.Once
+	payload any
+	data    json.RawMessage
+}
+
+// resolve returns the event with its payload encoded.
+func (p posted) resolve() Event {
+	if l := p.lazy; l != nil {
+		l.once.Do(func() {
+			l.data = l.hub.encode(p.Name, l.payload)
+			l.payload = nil
+		})
+		p.Data = l.data
+	}
+	return p.Event
+}
+
+// sizeHinter is a payload that can say about how large its JSON is, so
+// that the memory ring can bound what it holds before anything is
+// encoded.
+type sizeHinter interface {
+	sizeHint() int
+}
+
+// payloadOverhead is what a lazily encoded payload is counted for beyond
+// its strings: field names, numbers, punctuation.
+const payloadOverhead = 160
+
+func (d ToolStateData) sizeHint() int {
+	return payloadOverhead + len(d.CallID) + len(d.Batch) + len(d.Server) + len(d.Tool) + len(d.State) +
+		len(d.Message) + len(d.Kind) + len(d.PreviousState)
+}
+
+func (d ToolCallData) sizeHint() int {
+	n := payloadOverhead + len(d.ToolCallID) + len(d.ToolName)
+	switch in := d.ToolInput.(type) {
+	case json.RawMessage:
+		n += len(in)
+	case resultInput:
+		n += len(in.Result)
+	default:
+		n += 2 * payloadOverhead // not posted lazily by this package
+	}
+	return n
+}
+
+func (d ApprovalResolvedData) sizeHint() int {
+	return payloadOverhead + len(d.CallID) + len(d.Batch) + len(d.Server) + len(d.Tool) + len(d.Outcome) + len(d.Message)
+}
+
+// resultInput is the tool_input of a tool_call result event: {"result":
+// text}, as ToolCallResult makes it, without a map.
+type resultInput struct {
+	Result string `json:"result"`
+}
+
+// post publishes an event whose payload is encoded only when someone needs
+// it (see posted). It is Publish for the scheduler sink's own events,
+// whose names are clean and whose payloads always encode.
+func (h *Hub) post(name, task string, payload sizeHinter) {
+	p := posted{Event: Event{Name: name, Task: task}, lazy: &lazyData{hub: h, payload: payload}}
+	p.size = int64(len(name)+len(task)+payload.sizeHint()) + eventOverhead
+	h.publish(p)
+}
