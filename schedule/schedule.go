@@ -461,19 +461,23 @@ func (b *Batch) execute(e *entry, deps []*entry) {
 	ctx := e.ctx
 	if b.s.sink != nil {
 		// The caller's own callbacks (a CLI spinner) keep getting what
-		// they got before; the sink gets it too.
+		// they got before; the sink gets it too. They hold the call's
+		// identity only, not the batch: a source may keep them a moment
+		// after the call (a progress report can come just after the
+		// result).
+		s, id := b.s, b.identity(e)
 		outerOut, outerProg := tool.OutputFrom(ctx), tool.ProgressFrom(ctx)
 		ctx = tool.WithOutput(ctx, func(stream, chunk string) {
 			if outerOut != nil {
 				outerOut(stream, chunk)
 			}
-			b.emit(e, Event{Type: EventOutput, Stream: stream, Chunk: chunk})
+			s.emit(&id, Event{Type: EventOutput, Stream: stream, Chunk: chunk})
 		})
 		ctx = tool.WithProgress(ctx, func(p tool.Progress) {
 			if outerProg != nil {
 				outerProg(p)
 			}
-			b.emit(e, Event{Type: EventProgress, Progress: &p})
+			s.emit(&id, Event{Type: EventProgress, Progress: &p})
 		})
 	}
 	b.finish(e, b.run(ctx, e))
@@ -557,20 +561,36 @@ func (b *Batch) enter(e *entry, state State, msg string) {
 	b.emit(e, ev)
 }
 
+// identity is what names a call in its events.
+type identity struct {
+	batch, call, task, server, tool string
+	index                           int
+}
+
+func (b *Batch) identity(e *entry) identity {
+	return identity{batch: b.id, call: e.call.ID, task: e.call.Task, server: e.call.Server, tool: e.call.Tool, index: e.index}
+}
+
 // emit fills in the call's identity and hands ev to the sink.
 func (b *Batch) emit(e *entry, ev Event) {
-	sink := b.s.sink
+	id := b.identity(e)
+	b.s.emit(&id, ev)
+}
+
+// emit fills in the identity of the call and hands ev to the sink.
+func (s *Scheduler) emit(id *identity, ev Event) {
+	sink := s.sink
 	if sink == nil {
 		return
 	}
-	ev.Batch, ev.Call, ev.Index = b.id, e.call.ID, e.index
-	ev.Task, ev.Server, ev.Tool = e.call.Task, e.call.Server, e.call.Tool
+	ev.Batch, ev.Call, ev.Index = id.batch, id.call, id.index
+	ev.Task, ev.Server, ev.Tool = id.task, id.server, id.tool
 	if ev.Time.IsZero() {
 		ev.Time = time.Now()
 	}
 	defer func() {
 		if p := recover(); p != nil {
-			b.s.log.Error("panic in event sink", "panic", p)
+			s.log.Error("panic in event sink", "panic", p)
 		}
 	}()
 	sink.Event(ev)
