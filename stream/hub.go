@@ -256,6 +256,16 @@ func (h *Hub) encode(name string, data any) json.RawMessage {
 	switch v := data.(type) {
 	case nil:
 		return emptyObject
+	case jsonAppender:
+		if b, ok := v.appendJSON(make([]byte, 0, 256)); ok {
+			return b
+		}
+		raw, err = json.Marshal(v)
+	case map[string]any:
+		if b, ok := appendValue(make([]byte, 0, 256), v); ok {
+			return b
+		}
+		raw, err = json.Marshal(v)
 	case json.RawMessage:
 		raw, err = compact(v)
 	case []byte:

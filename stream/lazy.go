@@ -59,7 +59,7 @@ func (d ToolStateData) sizeHint() int {
 func (d ToolCallData) sizeHint() int {
 	n := payloadOverhead + len(d.ToolCallID) + len(d.ToolName)
 	switch in := d.ToolInput.(type) {
-	case json.RawMessage:
+	case encodedArgs:
 		n += len(in)
 	case resultInput:
 		n += len(in.Result)

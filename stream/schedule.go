@@ -254,9 +254,9 @@ func (k *ScheduleSink) state(e schedule.Event) {
 // caller's, who may change them once the call has ended: they are encoded
 // now, the rest of the payload when someone needs it.
 func (k *ScheduleSink) input(e schedule.Event, args map[string]any) {
-	raw := emptyObject
+	raw := encodedArgs(emptyObject)
 	if args != nil {
-		raw = k.hub.encode(EventToolCall, args)
+		raw = encodedArgs(k.hub.encode(EventToolCall, args))
 	}
 	k.hub.post(EventToolCall, e.Task, ToolCallData{ToolCallID: e.Call, ToolName: tool.ExposedName(e.Server, e.Tool),
 		ToolInput: raw})
