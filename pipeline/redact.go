@@ -58,6 +58,14 @@ func newRedactor(cfg config.Redact) (*redactor, error) {
 // normKey folds case and treats '-' and '_' as absent, so "API-Key",
 // "api_key" and "apikey" are one key.
 func normKey(k string) string {
+	plain := true
+	for i := 0; i < len(k) && plain; i++ {
+		c := k[i]
+		plain = c >= 'a' && c <= 'z' || c >= '0' && c <= '9'
+	}
+	if plain {
+		return k // the usual key: nothing to fold, nothing to allocate
+	}
 	var b strings.Builder
 	b.Grow(len(k))
 	for _, c := range strings.ToLower(k) {

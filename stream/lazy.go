@@ -14,37 +14,54 @@ import (
 // for it off the call's path.
 type posted struct {
 	Event
-	lazy *lazyData // nil once Data is set
-	size int64     // what the event counts against the memory ring's bound
+	lazy lazyPayload // nil when Data is set
+	size int64       // what the event counts against the memory ring's bound
 }
 
-// lazyData is a payload waiting to be encoded. Its payload holds only
-// values nobody modifies (strings, numbers, JSON already encoded), so it
-// may be encoded at any time.
-type lazyData struct {
+// lazyPayload is a payload waiting to be encoded.
+type lazyPayload interface {
+	// encoded returns the payload's JSON, encoding it the first time.
+	encoded(name string) json.RawMessage
+}
+
+// lazyOf is a payload of type T waiting to be encoded, in one allocation
+// with what encodes it once. Its payload holds only values nobody
+// modifies (strings, numbers, JSON already encoded), so it may be encoded
+// at any time.
+type lazyOf[T lazyType] struct {
 	hub     *Hub
 	once    sync.Once
-	payload any
+	payload T
 	data    json.RawMessage
+}
+
+// lazyType is what a payload posted lazily must do: say about how large
+// its JSON is, so that the memory ring can bound what it holds before
+// anything is encoded, and append that JSON.
+type lazyType interface {
+	sizeHint() int
+	jsonAppender
+}
+
+func (l *lazyOf[T]) encoded(name string) json.RawMessage {
+	l.once.Do(func() {
+		if b, ok := l.payload.appendJSON(make([]byte, 0, l.payload.sizeHint())); ok {
+			l.data = b
+		} else {
+			l.data = l.hub.encode(name, l.payload)
+		}
+		var zero T
+		l.payload = zero // only the bytes are needed from now on
+	})
+	return l.data
 }
 
 // resolve returns the event with its payload encoded.
 func (p posted) resolve() Event {
-	if l := p.lazy; l != nil {
-		l.once.Do(func() {
-			l.data = l.hub.encode(p.Name, l.payload)
-			l.payload = nil
-		})
-		p.Data = l.data
+	if p.lazy != nil {
+		p.Data = p.lazy.encoded(p.Name)
 	}
 	return p.Event
-}
-
-// sizeHinter is a payload that can say about how large its JSON is, so
-// that the memory ring can bound what it holds before anything is
-// encoded.
-type sizeHinter interface {
-	sizeHint() int
 }
 
 // payloadOverhead is what a lazily encoded payload is counted for beyond
@@ -82,8 +99,8 @@ type resultInput struct {
 // post publishes an event whose payload is encoded only when someone needs
 // it (see posted). It is Publish for the scheduler sink's own events,
 // whose names are clean and whose payloads always encode.
-func (h *Hub) post(name, task string, payload sizeHinter) {
-	p := posted{Event: Event{Name: name, Task: task}, lazy: &lazyData{hub: h, payload: payload}}
+func post[T lazyType](h *Hub, name, task string, payload T) {
+	p := posted{Event: Event{Name: name, Task: task}, lazy: &lazyOf[T]{hub: h, payload: payload}}
 	p.size = int64(len(name)+len(task)+payload.sizeHint()) + eventOverhead
 	h.publish(p)
 }

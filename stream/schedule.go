@@ -201,12 +201,6 @@ func (k *ScheduleSink) state(e schedule.Event) {
 		startNow = e.State == schedule.Executing && args != nil
 		startLate = e.State.Terminal() && prev != schedule.Executing
 	}
-	boundArgs := func() map[string]any {
-		if !bounded {
-			args, bounded = k.bound(args), true
-		}
-		return args
-	}
 
 	st := ToolStateData{CallID: e.Call, Batch: e.Batch, Index: e.Index, Server: e.Server, Tool: e.Tool,
 		State: string(e.State), Message: msg, PreviousState: string(prev), TotalMS: ms(at.Sub(first))}
@@ -216,7 +210,7 @@ func (k *ScheduleSink) state(e schedule.Event) {
 	if e.Record != nil && e.Record.Error != nil {
 		st.Kind = string(e.Record.Error.Kind)
 	}
-	k.hub.post(EventToolState, e.Task, st)
+	post(k.hub, EventToolState, e.Task, st)
 
 	if prev == schedule.AwaitingApproval && e.State != schedule.AwaitingApproval {
 		r := ApprovalResolvedData{CallID: e.Call, Batch: e.Batch, Index: e.Index, Server: e.Server, Tool: e.Tool,
@@ -227,26 +221,31 @@ func (k *ScheduleSink) state(e schedule.Event) {
 		case schedule.Error:
 			r.Outcome, r.Message = OutcomeDenied, msg
 		}
-		k.hub.post(EventApprovalResolved, e.Task, r)
+		post(k.hub, EventApprovalResolved, e.Task, r)
+	}
+	if e.State == schedule.AwaitingApproval || startNow || startLate {
+		if startLate && args == nil && e.Record != nil {
+			args, bounded = e.Record.Arguments, false
+		}
+		if !bounded {
+			args = k.bound(args)
+		}
 	}
 	if e.State == schedule.AwaitingApproval {
 		// Rare, and it carries the arguments: encoded now.
 		k.hub.Publish(EventApprovalRequest, e.Task, ApprovalRequestData{CallID: e.Call, Batch: e.Batch,
-			Index: e.Index, Server: e.Server, Tool: e.Tool, Arguments: boundArgs(), Message: msg})
+			Index: e.Index, Server: e.Server, Tool: e.Tool, Arguments: args, Message: msg})
 	}
 	if startNow {
-		k.input(e, boundArgs())
+		k.input(e, args)
 	}
 	if !e.State.Terminal() {
 		return
 	}
 	if startLate {
-		if args == nil && e.Record != nil {
-			args, bounded = e.Record.Arguments, false
-		}
-		k.input(e, boundArgs())
+		k.input(e, args)
 	}
-	k.hub.post(EventToolCall, e.Task, ToolCallData{ToolCallID: e.Call, ToolName: tool.ExposedName(e.Server, e.Tool),
+	post(k.hub, EventToolCall, e.Task, ToolCallData{ToolCallID: e.Call, ToolName: tool.ExposedName(e.Server, e.Tool),
 		ToolInput: resultInput{Result: k.resultText(e)}})
 }
 
@@ -256,9 +255,13 @@ func (k *ScheduleSink) state(e schedule.Event) {
 func (k *ScheduleSink) input(e schedule.Event, args map[string]any) {
 	raw := encodedArgs(emptyObject)
 	if args != nil {
-		raw = encodedArgs(k.hub.encode(EventToolCall, args))
+		if b, ok := appendValue(make([]byte, 0, 64), args); ok {
+			raw = b
+		} else {
+			raw = encodedArgs(k.hub.encode(EventToolCall, args))
+		}
 	}
-	k.hub.post(EventToolCall, e.Task, ToolCallData{ToolCallID: e.Call, ToolName: tool.ExposedName(e.Server, e.Tool),
+	post(k.hub, EventToolCall, e.Task, ToolCallData{ToolCallID: e.Call, ToolName: tool.ExposedName(e.Server, e.Tool),
 		ToolInput: raw})
 }
 
