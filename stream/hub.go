@@ -204,38 +204,46 @@ func NewHub(ctx context.Context, opts ...Option) (*Hub, error) {
 func (h *Hub) Publish(name, task string, data any) Event {
 	name = cleanName(name)
 	e := Event{Name: name, Task: task, Data: h.encode(name, data)}
-	e.ID, e.Time = h.publish(posted{Event: e, size: eventSize(e)})
-	return e
+	p := [1]posted{{Event: e, size: eventSize(e)}}
+	h.publish(p[:])
+	return p[0].Event
 }
 
-// publish gives e the next id and the time, and hands it to the memory
-// ring, the subscribers and the store's queue; it returns the id (0 after
-// Close) and the time.
-func (h *Hub) publish(e posted) (int64, time.Time) {
+// publish gives each event the next id and the time, and hands it to the
+// memory ring, the subscribers and the store's queue, all in one turn of
+// the lock (the events of one call's transition come together). After
+// Close the events get the time and ID 0, and go nowhere.
+func (h *Hub) publish(evs []posted) {
 	h.mu.Lock()
 	// Taken under the lock, so that times never go back as ids go up.
-	e.Time = time.Now().UTC()
+	now := time.Now().UTC()
 	if h.closed {
 		h.mu.Unlock()
-		return 0, e.Time
+		for i := range evs {
+			evs[i].Time = now
+		}
+		return
 	}
-	h.lastID++
-	e.ID = h.lastID
-	h.mem.push(e)
-	for _, s := range h.subs {
-		s.offer(e)
+	for i := range evs {
+		h.lastID++
+		evs[i].ID, evs[i].Time = h.lastID, now
 	}
-	if h.persistQ != nil {
-		select {
-		case h.persistQ <- e:
-			h.lastEnqueued = e.ID
-		default:
-			h.persistDropped.Add(1)
+	h.mem.pushAll(evs)
+	for _, e := range evs {
+		for _, s := range h.subs {
+			s.offer(e)
+		}
+		if h.persistQ != nil {
+			select {
+			case h.persistQ <- e:
+				h.lastEnqueued = e.ID
+			default:
+				h.persistDropped.Add(1)
+			}
 		}
 	}
 	h.mu.Unlock()
-	h.published.Add(1)
-	return e.ID, e.Time
+	h.published.Add(uint64(len(evs)))
 }
 
 func cleanName(name string) string {

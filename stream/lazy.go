@@ -96,11 +96,31 @@ type resultInput struct {
 	Result string `json:"result"`
 }
 
-// post publishes an event whose payload is encoded only when someone needs
-// it (see posted). It is Publish for the scheduler sink's own events,
-// whose names are clean and whose payloads always encode.
-func post[T lazyType](h *Hub, name, task string, payload T) {
+// lazily returns an event whose payload is encoded only when someone needs
+// it (see posted), for the scheduler sink's own events, whose names are
+// clean and whose payloads always encode.
+func lazily[T lazyType](h *Hub, name, task string, payload T) posted {
 	p := posted{Event: Event{Name: name, Task: task}, lazy: &lazyOf[T]{hub: h, payload: payload}}
 	p.size = int64(len(name)+len(task)+payload.sizeHint()) + eventOverhead
-	h.publish(p)
+	return p
+}
+
+// postings are the events of one call's transition, published together.
+type postings struct {
+	ps [4]posted // a state, approval_resolved, an input and a result
+	n  int
+}
+
+func (o *postings) add(p posted) {
+	o.ps[o.n] = p
+	o.n++
+}
+
+// flush publishes what was added, in order, in one turn of the hub's
+// lock.
+func (o *postings) flush(h *Hub) {
+	if o.n > 0 {
+		h.publish(o.ps[:o.n])
+		o.n = 0
+	}
 }

@@ -60,7 +60,7 @@ func TestLazyPayloadsAreEncodedOnceWhenNeeded(t *testing.T) {
 	h := lazyHub(t)
 	var encodes atomic.Int32
 	for i := range 5 {
-		post(h, EventToolState, "t", countedPayload{Text: strings.Repeat("x", i), encodes: &encodes})
+		h.publish([]posted{lazily(h, EventToolState, "t", countedPayload{Text: strings.Repeat("x", i), encodes: &encodes})})
 	}
 	if n := encodes.Load(); n != 0 {
 		t.Fatalf("%d payloads encoded with nobody watching", n)
@@ -88,7 +88,7 @@ func TestLazyPayloadsAreEncodedOnceWhenNeeded(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	post(h, EventToolState, "t", countedPayload{Text: "live", encodes: &encodes})
+	h.publish([]posted{lazily(h, EventToolState, "t", countedPayload{Text: "live", encodes: &encodes})})
 	if e := receive(t, s); string(e.Data) != `{"text":"live"}` {
 		t.Errorf("live event %s", e.Data)
 	}
@@ -100,7 +100,7 @@ func TestLazyPayloadsReachTheStoreEncoded(t *testing.T) {
 	store := NewMemoryStore(0, 0)
 	h := lazyHub(t, WithStore(store), WithPersistLinger(0))
 	var encodes atomic.Int32
-	post(h, EventToolState, "t", countedPayload{Text: "stored", encodes: &encodes})
+	h.publish([]posted{lazily(h, EventToolState, "t", countedPayload{Text: "stored", encodes: &encodes})})
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	if err := h.Close(ctx); err != nil { // it persists what is queued
@@ -121,7 +121,7 @@ func TestLazyPayloadsCountAgainstTheRing(t *testing.T) {
 	h := lazyHub(t, WithMemory(1000, 10_000))
 	var encodes atomic.Int32
 	for range 10 {
-		post(h, EventToolState, "t", countedPayload{Text: "big", encodes: &encodes, sizeHalf: 1_500})
+		h.publish([]posted{lazily(h, EventToolState, "t", countedPayload{Text: "big", encodes: &encodes, sizeHalf: 1_500})})
 	}
 	if n := h.mem.Len(); n != 3 {
 		t.Errorf("the ring holds %d events of about 3 kB under a 10 kB bound, want 3", n)

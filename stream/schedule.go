@@ -210,7 +210,10 @@ func (k *ScheduleSink) state(e schedule.Event) {
 	if e.Record != nil && e.Record.Error != nil {
 		st.Kind = string(e.Record.Error.Kind)
 	}
-	post(k.hub, EventToolState, e.Task, st)
+	// The events of one transition are published together: one turn of
+	// the hub's lock for all of them.
+	var out postings
+	out.add(lazily(k.hub, EventToolState, e.Task, st))
 
 	if prev == schedule.AwaitingApproval && e.State != schedule.AwaitingApproval {
 		r := ApprovalResolvedData{CallID: e.Call, Batch: e.Batch, Index: e.Index, Server: e.Server, Tool: e.Tool,
@@ -221,7 +224,7 @@ func (k *ScheduleSink) state(e schedule.Event) {
 		case schedule.Error:
 			r.Outcome, r.Message = OutcomeDenied, msg
 		}
-		post(k.hub, EventApprovalResolved, e.Task, r)
+		out.add(lazily(k.hub, EventApprovalResolved, e.Task, r))
 	}
 	if e.State == schedule.AwaitingApproval || startNow || startLate {
 		if startLate && args == nil && e.Record != nil {
@@ -232,27 +235,26 @@ func (k *ScheduleSink) state(e schedule.Event) {
 		}
 	}
 	if e.State == schedule.AwaitingApproval {
-		// Rare, and it carries the arguments: encoded now.
+		// Rare, and it carries the arguments: encoded now, after what
+		// came before it.
+		out.flush(k.hub)
 		k.hub.Publish(EventApprovalRequest, e.Task, ApprovalRequestData{CallID: e.Call, Batch: e.Batch,
 			Index: e.Index, Server: e.Server, Tool: e.Tool, Arguments: args, Message: msg})
 	}
-	if startNow {
-		k.input(e, args)
+	if startNow || startLate {
+		out.add(k.input(e, args))
 	}
-	if !e.State.Terminal() {
-		return
+	if e.State.Terminal() {
+		out.add(lazily(k.hub, EventToolCall, e.Task, ToolCallData{ToolCallID: e.Call, ToolName: tool.ExposedName(e.Server, e.Tool),
+			ToolInput: resultInput{Result: k.resultText(e)}}))
 	}
-	if startLate {
-		k.input(e, args)
-	}
-	post(k.hub, EventToolCall, e.Task, ToolCallData{ToolCallID: e.Call, ToolName: tool.ExposedName(e.Server, e.Tool),
-		ToolInput: resultInput{Result: k.resultText(e)}})
+	out.flush(k.hub)
 }
 
-// input publishes a call's tool_call input event. The arguments are the
+// input returns a call's tool_call input event. The arguments are the
 // caller's, who may change them once the call has ended: they are encoded
 // now, the rest of the payload when someone needs it.
-func (k *ScheduleSink) input(e schedule.Event, args map[string]any) {
+func (k *ScheduleSink) input(e schedule.Event, args map[string]any) posted {
 	raw := encodedArgs(emptyObject)
 	if args != nil {
 		if b, ok := appendValue(make([]byte, 0, 64), args); ok {
@@ -261,7 +263,7 @@ func (k *ScheduleSink) input(e schedule.Event, args map[string]any) {
 			raw = encodedArgs(k.hub.encode(EventToolCall, args))
 		}
 	}
-	post(k.hub, EventToolCall, e.Task, ToolCallData{ToolCallID: e.Call, ToolName: tool.ExposedName(e.Server, e.Tool),
+	return lazily(k.hub, EventToolCall, e.Task, ToolCallData{ToolCallID: e.Call, ToolName: tool.ExposedName(e.Server, e.Tool),
 		ToolInput: raw})
 }
 

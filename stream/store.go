@@ -185,10 +185,12 @@ func (m *MemoryStore) since(afterID int64, keep func(Event) bool) (evs []posted,
 	return evs, oldest
 }
 
-// push appends e for the hub, whose ids always increase.
-func (m *MemoryStore) push(e posted) {
+// pushAll appends events for the hub, whose ids always increase.
+func (m *MemoryStore) pushAll(evs []posted) {
 	m.mu.Lock()
-	m.add(e)
+	for _, e := range evs {
+		m.add(e)
+	}
 	m.mu.Unlock()
 }
 
