@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/cenkalti/backoff/v5"
-	"github.com/sony/gobreaker/v2"
 
 	"github.com/toolmux/toolmux/internal/toolglob"
 	"github.com/toolmux/toolmux/tool"
@@ -22,7 +21,7 @@ type server struct {
 	opts    ServerOptions
 	filter  filter
 	retryOK []toolglob.Pattern
-	breaker *gobreaker.TwoStepCircuitBreaker[struct{}]
+	breaker *breaker // nil when disabled
 	log     *slog.Logger
 
 	mu       sync.Mutex
@@ -92,19 +91,8 @@ func newServer(src Source, o ServerOptions) (*server, error) {
 		kick:    func() {},
 	}
 	if o.Breaker.Failures > 0 {
-		failures := uint32(o.Breaker.Failures)
-		s.breaker = gobreaker.NewTwoStepCircuitBreaker[struct{}](gobreaker.Settings{
-			Name:        s.name,
-			MaxRequests: 1,
-			Timeout:     o.Breaker.Cooldown,
-			ReadyToTrip: func(c gobreaker.Counts) bool { return c.ConsecutiveFailures >= failures },
-			// Only a server that cannot be reached counts against it: a
-			// tool error or a timeout is an answer (or the tool's problem).
-			IsSuccessful: func(err error) bool { return tool.KindOf(err) != tool.KindServerUnavailable },
-			IsExcluded:   func(err error) bool { return tool.KindOf(err) == tool.KindCancelled },
-			OnStateChange: func(name string, from, to gobreaker.State) {
-				s.log.Warn("circuit breaker", "server", name, "from", from.String(), "to", to.String())
-			},
+		s.breaker = newBreaker(o.Breaker.Failures, o.Breaker.Cooldown, func(from, to breakerState) {
+			s.log.Warn("circuit breaker", "server", s.name, "from", from.String(), "to", to.String())
 		})
 	}
 	return s, nil
@@ -233,12 +221,12 @@ func (s *server) guarded(f func() ([]tool.Tool, error)) ([]tool.Tool, error) {
 	if s.breaker == nil {
 		return f()
 	}
-	done, err := s.breaker.Allow()
+	ticket, err := s.breaker.allow()
 	if err != nil {
 		return nil, s.openError(err)
 	}
 	tools, err := f()
-	done(err)
+	s.breaker.done(ticket, err)
 	return tools, err
 }
 
@@ -354,12 +342,12 @@ func (s *server) attempt(ctx context.Context, name string, args map[string]any) 
 	if s.breaker == nil {
 		return safeCall(ctx, s.src, name, args)
 	}
-	done, err := s.breaker.Allow()
+	ticket, err := s.breaker.allow()
 	if err != nil {
 		return nil, s.openError(err)
 	}
 	res, err := safeCall(ctx, s.src, name, args)
-	done(err)
+	s.breaker.done(ticket, err)
 	return res, err
 }
 
@@ -436,12 +424,12 @@ func (s *server) health() tool.ServerHealth {
 		}
 	}
 	if s.breaker != nil {
-		switch s.breaker.State() {
-		case gobreaker.StateOpen:
+		switch s.breaker.current() {
+		case breakerOpen:
 			h.State = tool.StateFailed
 			last, _ := s.lastError()
 			h.Error = breakerOpenMessage(s.name) + ": " + last
-		case gobreaker.StateHalfOpen:
+		case breakerHalfOpen:
 			h.State = tool.StateDegraded
 		}
 	}
