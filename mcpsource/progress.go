@@ -11,19 +11,25 @@ import (
 // progressTokens are the progress tokens of a source's calls and whom
 // their reports go to. The go-sdk queues notifications for a handler
 // goroutine but hands responses straight to the caller, so a report sent
-// just before the result can be handled just after it: a token is kept
-// progressGrace after its call returns, so the last report (often "100%")
-// is not lost. The tokens retiring are swept by one timer for the whole
-// source, not one per call.
+// just before the result can be handled just after it: a token is kept at
+// least progressGrace after its call returns (at most a quarter more), so
+// the last report (often "100%") is not lost. The tokens retiring are
+// swept by one timer for the whole source, at most every quarter of the
+// grace, not one timer per call.
 type progressTokens struct {
 	mu       sync.Mutex
 	next     uint64
 	fns      map[string]tool.ProgressFunc
-	retiring []retiree // in the order their calls returned
+	retiring []retiree // from head on, in the order their calls returned
+	head     int
 	timer    *time.Timer
 	armed    bool
 	closed   bool
+	sweeps   int // for tests
 }
+
+// sweepEvery is the least time between two sweeps.
+const sweepEvery = progressGrace / 4
 
 type retiree struct {
 	token string
@@ -70,21 +76,29 @@ func (p *progressTokens) retire(token string) {
 }
 
 // sweep drops the tokens whose time has come and arms the timer for the
-// next one.
+// next ones, a quarter of the grace from now at the soonest: at a high
+// rate of calls, one sweep takes many tokens.
 func (p *progressTokens) sweep() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.armed = false
+	p.sweeps++
 	now := time.Now()
-	n := 0
-	for n < len(p.retiring) && !p.retiring[n].at.After(now) {
-		delete(p.fns, p.retiring[n].token)
-		n++
+	for p.head < len(p.retiring) && !p.retiring[p.head].at.After(now) {
+		delete(p.fns, p.retiring[p.head].token)
+		p.retiring[p.head] = retiree{}
+		p.head++
 	}
-	p.retiring = append(p.retiring[:0], p.retiring[n:]...)
-	if len(p.retiring) > 0 && !p.closed {
+	if p.head == len(p.retiring) {
+		p.retiring, p.head = p.retiring[:0], 0
+	} else if p.head > len(p.retiring)/2 {
+		n := copy(p.retiring, p.retiring[p.head:])
+		clear(p.retiring[n:])
+		p.retiring, p.head = p.retiring[:n], 0
+	}
+	if len(p.retiring) > p.head && !p.closed {
 		p.armed = true
-		p.timer.Reset(p.retiring[0].at.Sub(now))
+		p.timer.Reset(max(p.retiring[p.head].at.Sub(now), sweepEvery))
 	}
 }
 
@@ -96,5 +110,5 @@ func (p *progressTokens) close() {
 	if p.timer != nil {
 		p.timer.Stop()
 	}
-	p.fns, p.retiring = nil, nil
+	p.fns, p.retiring, p.head = nil, nil, 0
 }

@@ -35,13 +35,19 @@ func TestProgressTokensRetireAfterTheGrace(t *testing.T) {
 	if !testservers.Eventually(10*progressGrace, func() bool {
 		p.mu.Lock()
 		defer p.mu.Unlock()
-		return len(p.fns) == 1 && len(p.retiring) == 0 && !p.armed
+		return len(p.fns) == 1 && len(p.retiring) == p.head && !p.armed
 	}) {
 		p.mu.Lock()
 		t.Fatalf("after the grace: %d tokens, %d retiring, armed %v", len(p.fns), len(p.retiring), p.armed)
 	}
 	if p.get(tokens[0]) != nil || p.get(tokens[99]) == nil {
 		t.Error("the wrong tokens went")
+	}
+	p.mu.Lock()
+	sweeps := p.sweeps
+	p.mu.Unlock()
+	if sweeps > 2 {
+		t.Errorf("%d sweeps for 99 tokens retired together; a sweep takes every token due", sweeps)
 	}
 	p.close()
 	if p.get(tokens[99]) != nil {
