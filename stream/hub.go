@@ -265,12 +265,16 @@ func (h *Hub) encode(name string, data any) json.RawMessage {
 	case nil:
 		return emptyObject
 	case jsonAppender:
-		if b, ok := v.appendJSON(make([]byte, 0, 256)); ok {
+		size := 128
+		if h, ok := v.(interface{ sizeHint() int }); ok {
+			size = h.sizeHint()
+		}
+		if b, ok := v.appendJSON(make([]byte, 0, size)); ok {
 			return b
 		}
 		raw, err = json.Marshal(v)
 	case map[string]any:
-		if b, ok := appendValue(make([]byte, 0, 256), v); ok {
+		if b, ok := appendValue(make([]byte, 0, 128), v); ok {
 			return b
 		}
 		raw, err = json.Marshal(v)
