@@ -211,8 +211,17 @@ func BenchmarkPooledVsSpawn(b *testing.B) {
 // Closing the servers is not timed.
 func BenchmarkDiscovery20(b *testing.B) {
 	const servers = 20
-	const toolsPerServer = 12 // the fixture's own tools
 	fixture := testservers.Fixture(b)
+	// The fixture's own tools, as one server lists them: each server of
+	// the catalog must list them all.
+	toolsPerServer := func() int {
+		m := benchManager(b, benchSource(b, "fx", fixture))
+		cat, err := m.Tools(context.Background())
+		if err != nil || cat.Len() == 0 {
+			b.Fatalf("listing the fixture: %v", err)
+		}
+		return cat.Len()
+	}()
 
 	// discover builds a fresh manager over n fixture servers and lists them,
 	// returning the manager for the caller to close with the timer stopped.

@@ -386,28 +386,24 @@ func (m *Manager) Servers() []string { return slices.Clone(m.order) }
 // with Error set. The call is refused with policy_violation when the tool
 // is denied, whether or not it exists; it fails fast with
 // server_unavailable while the server's circuit breaker is open.
+//
+// A call carrying the definition it was admitted against (tool.Call.Def)
+// is made against it, without looking the tool up again.
 func (m *Manager) Call(ctx context.Context, call tool.Call) *tool.Record {
-	rec := &tool.Record{
-		ID:        call.ID,
-		Task:      call.Task,
-		Session:   call.Session,
-		Server:    call.Server,
-		Tool:      call.Tool,
-		Arguments: call.Arguments,
-		Started:   time.Now(),
+	if call.ID == "" {
+		call.ID = tool.NewID()
 	}
-	if rec.ID == "" {
-		rec.ID = tool.NewID()
-	}
-	if c := m.catalog(); c != nil {
+	def := call.Def()
+	name := ""
+	if def != nil {
+		name = def.Exposed
+	} else if c := m.catalog(); c != nil {
 		if t, ok := c.Find(call.Server, call.Tool); ok {
-			rec.Name = t.Exposed
+			name = t.Exposed
 		}
 	}
-	if rec.Name == "" {
-		rec.Name = tool.ExposedName(call.Server, call.Tool)
-	}
-	res, err := m.call(ctx, call, rec)
+	rec := tool.NewRecord(&call, name)
+	res, err := m.call(ctx, &call, def, rec)
 	rec.Ended = time.Now()
 	rec.Duration = rec.Ended.Sub(rec.Started)
 	rec.Result = res
@@ -425,9 +421,11 @@ func (m *Manager) Call(ctx context.Context, call tool.Call) *tool.Record {
 	return rec
 }
 
-func (m *Manager) call(ctx context.Context, call tool.Call, rec *tool.Record) (*tool.Result, error) {
+// call makes the call against def, or against the definition it looks up
+// when def is nil.
+func (m *Manager) call(ctx context.Context, call *tool.Call, def *tool.Tool, rec *tool.Record) (*tool.Result, error) {
 	if m.closed.Load() {
-		return nil, errClosed
+		return nil, copyError(errClosed)
 	}
 	s, err := m.server(call.Server, call.Tool)
 	if err != nil {
@@ -436,11 +434,14 @@ func (m *Manager) call(ctx context.Context, call tool.Call, rec *tool.Record) (*
 
 	ctx, cancel := context.WithTimeoutCause(ctx, s.timeout(call.Tool), errTimedOut)
 	defer cancel()
-	ctx = tool.WithCall(ctx, call)
+	ctx = tool.WithCall(ctx, *call)
 
-	def, err := s.lookup(ctx, call.Tool)
-	if err != nil {
-		return nil, m.contextError(ctx, s, call.Tool, err)
+	if def == nil {
+		t, err := s.lookup(ctx, call.Tool)
+		if err != nil {
+			return nil, m.contextError(ctx, s, call.Tool, err)
+		}
+		def = &t
 	}
 	if err := s.down(); err != nil {
 		return nil, err
@@ -483,7 +484,7 @@ func (m *Manager) server(server, name string) (*server, error) {
 // server_unavailable, policy_violation for denied tools, tool_not_registered.
 func (m *Manager) Tool(ctx context.Context, server, name string) (tool.Tool, error) {
 	if m.closed.Load() {
-		return tool.Tool{}, errClosed
+		return tool.Tool{}, copyError(errClosed)
 	}
 	s, err := m.server(server, name)
 	if err != nil {

@@ -652,3 +652,35 @@ func TestCallerDeadlineIsATimeout(t *testing.T) {
 		t.Fatalf("got %+v", r.Error)
 	}
 }
+
+// A call carrying the definition it was admitted against is made against
+// it without another lookup: its annotations decide whether a transport
+// failure is retried, its exposed name names the record. A definition of
+// another tool (the call was redirected) is ignored.
+func TestCallUsesTheAdmittedDefinition(t *testing.T) {
+	m := newManager(t, manager.WithSource(stdio(t, "fx"), manager.ServerOptions{
+		Retry: manager.Retry{MaxAttempts: 2, InitialBackoff: time.Millisecond},
+	}))
+	ctx := context.Background()
+	def, err := m.Tool(ctx, "fx", "crash")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if def.IsIdempotent() {
+		t.Fatal("the fixture's crash is idempotent; the test needs a tool that is not")
+	}
+	// As the scheduler admitted it: safe to repeat.
+	def.Annotations.Idempotent = tool.Bool(true)
+	def.Exposed = "fx__crash_as_admitted"
+	r := m.Call(ctx, tool.Call{Server: "fx", Tool: "crash", Definition: &def})
+	if kind(r) != tool.KindServerUnavailable || r.Attempts != 2 {
+		t.Errorf("crash as admitted idempotent: attempts %d, err %v; want 2 attempts", r.Attempts, r.Err())
+	}
+	if r.Name != "fx__crash_as_admitted" {
+		t.Errorf("record name %q, want the admitted definition's", r.Name)
+	}
+	r = m.Call(ctx, tool.Call{Server: "fx", Tool: "echo", Arguments: map[string]any{"message": "hi"}, Definition: &def})
+	if r.Err() != nil || r.Result.Text() != "Echo: hi" || r.Name != "fx__echo" {
+		t.Errorf("a call carrying another tool's definition: %v %q %q", r.Err(), r.Result.Text(), r.Name)
+	}
+}

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/cenkalti/backoff/v5"
-	"github.com/sony/gobreaker/v2"
 
 	"github.com/toolmux/toolmux/internal/toolglob"
 	"github.com/toolmux/toolmux/tool"
@@ -22,7 +21,7 @@ type server struct {
 	opts    ServerOptions
 	filter  filter
 	retryOK []toolglob.Pattern
-	breaker *gobreaker.TwoStepCircuitBreaker[struct{}]
+	breaker *breaker // nil when disabled
 	log     *slog.Logger
 
 	mu       sync.Mutex
@@ -92,19 +91,8 @@ func newServer(src Source, o ServerOptions) (*server, error) {
 		kick:    func() {},
 	}
 	if o.Breaker.Failures > 0 {
-		failures := uint32(o.Breaker.Failures)
-		s.breaker = gobreaker.NewTwoStepCircuitBreaker[struct{}](gobreaker.Settings{
-			Name:        s.name,
-			MaxRequests: 1,
-			Timeout:     o.Breaker.Cooldown,
-			ReadyToTrip: func(c gobreaker.Counts) bool { return c.ConsecutiveFailures >= failures },
-			// Only a server that cannot be reached counts against it: a
-			// tool error or a timeout is an answer (or the tool's problem).
-			IsSuccessful: func(err error) bool { return tool.KindOf(err) != tool.KindServerUnavailable },
-			IsExcluded:   func(err error) bool { return tool.KindOf(err) == tool.KindCancelled },
-			OnStateChange: func(name string, from, to gobreaker.State) {
-				s.log.Warn("circuit breaker", "server", name, "from", from.String(), "to", to.String())
-			},
+		s.breaker = newBreaker(o.Breaker.Failures, o.Breaker.Cooldown, func(from, to breakerState) {
+			s.log.Warn("circuit breaker", "server", s.name, "from", from.String(), "to", to.String())
 		})
 	}
 	return s, nil
@@ -233,12 +221,12 @@ func (s *server) guarded(f func() ([]tool.Tool, error)) ([]tool.Tool, error) {
 	if s.breaker == nil {
 		return f()
 	}
-	done, err := s.breaker.Allow()
+	ticket, err := s.breaker.allow()
 	if err != nil {
 		return nil, s.openError(err)
 	}
 	tools, err := f()
-	done(err)
+	s.breaker.done(ticket, err)
 	return tools, err
 }
 
@@ -293,9 +281,23 @@ func (s *server) lookup(ctx context.Context, name string) (tool.Tool, error) {
 }
 
 // invoke calls the tool, retrying transport failures when that is safe.
-func (s *server) invoke(ctx context.Context, t tool.Tool, args map[string]any) (*tool.Result, int, error) {
-	attempts := 0
+// The first attempt is made directly: the retry machinery (a backoff, its
+// options, a timer) is set up only once an attempt failed in a way worth
+// retrying, which a healthy server never does.
+func (s *server) invoke(ctx context.Context, t *tool.Tool, args map[string]any) (*tool.Result, int, error) {
+	res, err := s.attempt(ctx, t.Name, args)
+	if err == nil || s.opts.Retry.MaxAttempts <= 1 || !s.retryable(t, err) {
+		return res, 1, err
+	}
+	attempts := 1
+	first := true
 	op := func() (*tool.Result, error) {
+		if first {
+			// The attempt already made, handed to the retry loop as its
+			// first, so that it decides about it as about any other.
+			first = false
+			return nil, err
+		}
 		attempts++
 		res, err := s.attempt(ctx, t.Name, args)
 		if err == nil || !s.retryable(t, err) {
@@ -312,7 +314,7 @@ func (s *server) invoke(ctx context.Context, t tool.Tool, args map[string]any) (
 		Multiplier:          2,
 		MaxInterval:         s.opts.Retry.MaxBackoff,
 	}
-	res, err := backoff.Retry(ctx, op,
+	res, err = backoff.Retry(ctx, op,
 		backoff.WithBackOff(b),
 		backoff.WithMaxTries(uint(s.opts.Retry.MaxAttempts)),
 		backoff.WithMaxElapsedTime(0))
@@ -321,7 +323,7 @@ func (s *server) invoke(ctx context.Context, t tool.Tool, args map[string]any) (
 
 // retryable: only server_unavailable, and only when the request never
 // reached the server or the tool is safe to repeat.
-func (s *server) retryable(t tool.Tool, err error) bool {
+func (s *server) retryable(t *tool.Tool, err error) bool {
 	if tool.KindOf(err) != tool.KindServerUnavailable {
 		return false
 	}
@@ -340,12 +342,12 @@ func (s *server) attempt(ctx context.Context, name string, args map[string]any) 
 	if s.breaker == nil {
 		return safeCall(ctx, s.src, name, args)
 	}
-	done, err := s.breaker.Allow()
+	ticket, err := s.breaker.allow()
 	if err != nil {
 		return nil, s.openError(err)
 	}
 	res, err := safeCall(ctx, s.src, name, args)
-	done(err)
+	s.breaker.done(ticket, err)
 	return res, err
 }
 
@@ -422,12 +424,12 @@ func (s *server) health() tool.ServerHealth {
 		}
 	}
 	if s.breaker != nil {
-		switch s.breaker.State() {
-		case gobreaker.StateOpen:
+		switch s.breaker.current() {
+		case breakerOpen:
 			h.State = tool.StateFailed
 			last, _ := s.lastError()
 			h.Error = breakerOpenMessage(s.name) + ": " + last
-		case gobreaker.StateHalfOpen:
+		case breakerHalfOpen:
 			h.State = tool.StateDegraded
 		}
 	}

@@ -29,9 +29,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/debug"
-	"strconv"
 	"sync"
-	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -184,11 +182,10 @@ type Source struct {
 	// closing is cancelled by Close. Every call is bound to it, because the
 	// go-sdk's ClientSession.Close waits for in-flight calls: a hung tool
 	// would otherwise hold Close forever.
-	closing   context.Context
-	stopAll   context.CancelFunc
-	progress  sync.Map // token string -> tool.ProgressFunc
-	nextToken atomic.Uint64
-	wg        sync.WaitGroup
+	closing  context.Context
+	stopAll  context.CancelFunc
+	progress progressTokens
+	wg       sync.WaitGroup
 }
 
 // conn is one session (and, for stdio, one process).
@@ -203,6 +200,9 @@ type conn struct {
 	gone    context.Context
 	abandon context.CancelFunc
 	stop    sync.Once // shutdown runs once
+
+	// watch pings the session when its requests wait too long.
+	watch callWatch
 
 	// Guarded by Source.mu.
 	why      *tool.Error // why it was retired
@@ -338,8 +338,8 @@ func (s *Source) Tools(ctx context.Context) ([]tool.Tool, error) {
 	}
 	ctx, done := c.bind(ctx)
 	defer done()
-	stop := s.watchCall(c, "listing its tools")
-	defer stop()
+	slot := s.waitFor(c, "", true)
+	defer c.watch.done(slot)
 	var out []tool.Tool
 	for t, err := range c.cs.Tools(ctx, nil) {
 		if err != nil {
@@ -372,20 +372,15 @@ func (s *Source) Call(ctx context.Context, name string, args map[string]any) (*t
 	}
 	params := &mcp.CallToolParams{Name: name, Arguments: args}
 	if fn := tool.ProgressFrom(ctx); fn != nil {
-		token := "toolmux-" + strconv.FormatUint(s.nextToken.Add(1), 10)
-		s.progress.Store(token, fn)
-		// The go-sdk queues notifications for a handler goroutine but hands
-		// responses straight to the caller, so a report sent just before the
-		// result can be handled just after it. Keep the token a moment so
-		// the last report (often "100%") is not lost.
-		defer time.AfterFunc(progressGrace, func() { s.progress.Delete(token) })
+		token := s.progress.add(fn)
+		defer s.progress.retire(token)
 		params.SetProgressToken(token)
 	}
 	col := &collector{}
 	defer col.done()
-	stop := s.watchCall(c, "a call of "+name)
+	slot := s.waitFor(c, name, false)
 	out, err := c.callTool(withCollector(ctx, col), params)
-	stop()
+	c.watch.done(slot)
 	if err != nil {
 		return nil, s.callError(parent, ctx, c, err, "calling "+name)
 	}
@@ -399,8 +394,8 @@ func (s *Source) handleProgress(_ context.Context, req *mcp.ProgressNotification
 	if !ok {
 		return
 	}
-	if fn, ok := s.progress.Load(token); ok {
-		fn.(tool.ProgressFunc)(tool.Progress{Progress: req.Params.Progress, Total: req.Params.Total, Message: req.Params.Message})
+	if fn := s.progress.get(token); fn != nil {
+		fn(tool.Progress{Progress: req.Params.Progress, Total: req.Params.Total, Message: req.Params.Message})
 	}
 }
 
@@ -854,6 +849,7 @@ func (s *Source) watch(c *conn) {
 // server that stopped reading never ends by itself.
 func (s *Source) shutdown(c *conn, abrupt bool) {
 	c.stop.Do(func() {
+		c.watch.stop()
 		if abrupt {
 			c.cancel()
 			if c.proc != nil {
@@ -886,6 +882,7 @@ func (s *Source) Close() error {
 		s.shutdown(c, false)
 	}
 	s.wg.Wait()
+	s.progress.close()
 	if s.own != nil {
 		s.own.CloseIdleConnections()
 	}
@@ -948,40 +945,6 @@ func mergeEnv(base []string, extra map[string]string) []string {
 		out = append(out, k+"="+v)
 	}
 	return out
-}
-
-// watchCall pings the session when the call of what has waited PingAfter
-// for its answer, and every PingAfter after that while it still waits. The
-// returned function ends the watch; until the first ping it is only a timer.
-func (s *Source) watchCall(c *conn, what string) (stop func()) {
-	hc := s.cfg.HealthCheck
-	if hc.Disabled {
-		return func() {}
-	}
-	done := make(chan struct{})
-	t := time.AfterFunc(hc.PingAfter, func() {
-		if !s.track() {
-			return
-		}
-		defer s.wg.Done()
-		why := fmt.Sprintf("%s had waited %s for its answer", what, hc.PingAfter)
-		wait := time.NewTimer(hc.PingAfter)
-		defer wait.Stop()
-		for s.ping(c, why, hc.PingAfter/2) {
-			wait.Reset(hc.PingAfter)
-			select {
-			case <-done:
-				return
-			case <-c.gone.Done():
-				return
-			case <-wait.C:
-			}
-		}
-	})
-	return func() {
-		close(done)
-		t.Stop()
-	}
 }
 
 // probeSoon pings the session in the background.

@@ -54,7 +54,13 @@ type spilled struct {
 type collector struct {
 	mu     sync.Mutex
 	parts  []spilled
-	forget []func()
+	forget []expected // the ids it was registered under
+}
+
+// expected is an id a collector was registered under, with a spiller.
+type expected struct {
+	sp  *spiller
+	key string
 }
 
 type collectorKey struct{}
@@ -81,7 +87,7 @@ func (c *collector) done() {
 	c.forget = nil
 	c.mu.Unlock()
 	for _, f := range forget {
-		f()
+		f.sp.forget(f.key, c)
 	}
 }
 
@@ -147,14 +153,18 @@ func (sp *spiller) expectKey(key string, c *collector) {
 	sp.waiting[key] = c
 	sp.mu.Unlock()
 	c.mu.Lock()
-	c.forget = append(c.forget, func() {
-		sp.mu.Lock()
-		if sp.waiting[key] == c {
-			delete(sp.waiting, key)
-		}
-		sp.mu.Unlock()
-	})
+	c.forget = append(c.forget, expected{sp, key})
 	c.mu.Unlock()
+}
+
+// forget unregisters c from the answer to key, unless another call took
+// the key since.
+func (sp *spiller) forget(key string, c *collector) {
+	sp.mu.Lock()
+	if sp.waiting[key] == c {
+		delete(sp.waiting, key)
+	}
+	sp.mu.Unlock()
 }
 
 // deliver hands what a message spilled to the call waiting for it.

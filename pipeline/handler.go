@@ -47,6 +47,19 @@ type ToolLookup interface {
 	Tool(ctx context.Context, server, name string) (tool.Tool, error)
 }
 
+// definition returns the definition of the tool call calls: the one it
+// was admitted against when it carries it, else the one tools finds.
+func definition(ctx context.Context, tools ToolLookup, call *tool.Call) (*tool.Tool, error) {
+	if d := call.Def(); d != nil {
+		return d, nil
+	}
+	t, err := tools.Tool(ctx, call.Server, call.Tool)
+	if err != nil {
+		return nil, err
+	}
+	return &t, nil
+}
+
 // refuse returns the record of a call a middleware stopped before it reached
 // the tool.
 func refuse(call tool.Call, err *tool.Error) *tool.Record {
@@ -56,9 +69,5 @@ func refuse(call tool.Call, err *tool.Error) *tool.Record {
 	if err.Tool == "" {
 		err.Tool = call.Tool
 	}
-	return &tool.Record{
-		ID: call.ID, Task: call.Task, Session: call.Session,
-		Server: call.Server, Tool: call.Tool, Name: tool.ExposedName(call.Server, call.Tool),
-		Arguments: call.Arguments, Error: err,
-	}
+	return tool.Refused(&call, err)
 }

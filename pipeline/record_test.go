@@ -137,3 +137,40 @@ func TestRedactorCopiesOnlyWhatItMasks(t *testing.T) {
 		t.Errorf("already masked value: %v", m["password"])
 	}
 }
+
+// Masking a record copies no part of it that holds nothing secret: a
+// clean result is the very result the tool returned, clean notes the same
+// slice. A part with a secret is masked in a copy, and the result, error
+// and notes the record pointed to (which a source may share between
+// calls) are left as they were.
+func TestRedactorMasksARecordWithoutCopyingCleanParts(t *testing.T) {
+	red, err := newRedactor(config.Redact{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	shared := tool.TextResult("sunny, 21°C")
+	notes := []tool.Note{{Layer: "repair", Message: "renamed q", Data: map[string]any{"from": "Q"}}}
+	rec := &tool.Record{Arguments: map[string]any{"q": "weather"}, Result: shared, Notes: notes}
+	if out := red.record(rec); out != rec || out.Result != shared || &out.Notes[0] != &notes[0] {
+		t.Error("a record with nothing secret was copied")
+	}
+
+	secret := "Bearer abcdefghijklmnop"
+	shared = &tool.Result{Content: []tool.Content{{Type: tool.ContentText, Text: "ok"}, {Type: tool.ContentText, Text: secret}}}
+	errShared := &tool.Error{Kind: tool.KindToolError, Message: "failed with " + secret}
+	notes = []tool.Note{{Layer: "a", Message: "clean"}, {Layer: "b", Message: secret}}
+	rec = &tool.Record{Result: shared, Error: errShared, Notes: notes}
+	out := red.record(rec)
+	if out.Result == shared || out.Result.Content[1].Text != Masked || out.Result.Content[0].Text != "ok" {
+		t.Errorf("masked result: %+v", out.Result)
+	}
+	if out.Error == errShared || strings.Contains(out.Error.Message, "abcdefgh") {
+		t.Errorf("masked error: %+v", out.Error)
+	}
+	if out.Notes[1].Message != Masked || out.Notes[0].Message != "clean" {
+		t.Errorf("masked notes: %+v", out.Notes)
+	}
+	if shared.Content[1].Text != secret || errShared.Message != "failed with "+secret || notes[1].Message != secret {
+		t.Error("what the record pointed to was modified")
+	}
+}

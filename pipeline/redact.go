@@ -58,6 +58,14 @@ func newRedactor(cfg config.Redact) (*redactor, error) {
 // normKey folds case and treats '-' and '_' as absent, so "API-Key",
 // "api_key" and "apikey" are one key.
 func normKey(k string) string {
+	plain := true
+	for i := 0; i < len(k) && plain; i++ {
+		c := k[i]
+		plain = c >= 'a' && c <= 'z' || c >= '0' && c <= '9'
+	}
+	if plain {
+		return k // the usual key: nothing to fold, nothing to allocate
+	}
 	var b strings.Builder
 	b.Grow(len(k))
 	for _, c := range strings.ToLower(k) {
@@ -145,45 +153,82 @@ func (r *redactor) object(m map[string]any) map[string]any {
 	return out.(map[string]any)
 }
 
-// record returns a copy of rec with secrets masked in its arguments,
-// result, error and notes. The tool received the real values; the record
-// only documents them.
+// record masks secrets in rec's arguments, result, error and notes, and
+// returns rec. The record is the call's own, but what it points to may be
+// shared (the caller's arguments, a result a source keeps, an error kept
+// for every caller): a part is copied only when something in it is
+// masked, and the copy replaces it in rec. The tool received the real
+// values; the record only documents them.
 func (r *redactor) record(rec *tool.Record) *tool.Record {
-	out := *rec
 	if rec.Arguments != nil {
-		out.Arguments = r.object(rec.Arguments)
+		rec.Arguments = r.object(rec.Arguments)
 	}
 	if rec.Result != nil {
-		res := *rec.Result
-		res.Content = make([]tool.Content, len(rec.Result.Content))
-		for i, c := range rec.Result.Content {
-			c.Text = r.text(c.Text)
-			if c.Resource != nil {
-				rc := *c.Resource
-				rc.Text = r.text(rc.Text)
-				c.Resource = &rc
-			}
-			res.Content[i] = c
-		}
-		if res.Structured != nil {
-			res.Structured, _ = r.value(res.Structured)
-		}
-		out.Result = &res
+		rec.Result = r.result(rec.Result)
 	}
-	if rec.Error != nil {
-		e := *rec.Error
-		e.Message, e.Detail = r.text(e.Message), r.text(e.Detail)
-		out.Error = &e
-	}
-	if len(rec.Notes) > 0 {
-		out.Notes = make([]tool.Note, len(rec.Notes))
-		for i, n := range rec.Notes {
-			n.Message = r.text(n.Message)
-			if n.Data != nil {
-				n.Data = r.object(n.Data)
-			}
-			out.Notes[i] = n
+	if e := rec.Error; e != nil {
+		if msg, detail := r.text(e.Message), r.text(e.Detail); msg != e.Message || detail != e.Detail {
+			c := *e
+			c.Message, c.Detail = msg, detail
+			rec.Error = &c
 		}
 	}
+	var notes []tool.Note
+	for i, n := range rec.Notes {
+		msg := r.text(n.Message)
+		data, masked := n.Data, false
+		if data != nil {
+			var v any
+			v, masked = r.value(data)
+			data = v.(map[string]any)
+		}
+		if msg == n.Message && !masked {
+			continue
+		}
+		if notes == nil {
+			notes = slices.Clone(rec.Notes)
+		}
+		notes[i].Message, notes[i].Data = msg, data
+	}
+	if notes != nil {
+		rec.Notes = notes
+	}
+	return rec
+}
+
+// result returns res with secrets masked: res itself when there are none.
+func (r *redactor) result(res *tool.Result) *tool.Result {
+	var content []tool.Content
+	for i, c := range res.Content {
+		text := r.text(c.Text)
+		var rtext string
+		if c.Resource != nil {
+			rtext = r.text(c.Resource.Text)
+		}
+		if text == c.Text && (c.Resource == nil || rtext == c.Resource.Text) {
+			continue
+		}
+		if content == nil {
+			content = slices.Clone(res.Content)
+		}
+		content[i].Text = text
+		if c.Resource != nil {
+			rc := *c.Resource
+			rc.Text = rtext
+			content[i].Resource = &rc
+		}
+	}
+	structured, masked := res.Structured, false
+	if structured != nil {
+		structured, masked = r.value(structured)
+	}
+	if content == nil && !masked {
+		return res
+	}
+	out := *res
+	if content != nil {
+		out.Content = content
+	}
+	out.Structured = structured
 	return &out
 }

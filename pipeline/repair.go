@@ -81,12 +81,12 @@ func newRepair(cfg config.Repair, tools ToolLookup) (Middleware, error) {
 			if len(sets) == 0 && !schema {
 				return next.Call(ctx, call)
 			}
-			t, err := tools.Tool(ctx, call.Server, call.Tool)
+			t, err := definition(ctx, tools, &call)
 			if err != nil {
 				// The manager reports unknown and denied tools.
 				return next.Call(ctx, call)
 			}
-			args, reps := repairArgs(t, call.Arguments, sets, schema)
+			args, reps := repairArgs(*t, call.Arguments, sets, schema)
 			if len(reps) == 0 {
 				return next.Call(ctx, call)
 			}

@@ -42,13 +42,13 @@ func newValidate(cfg config.Validate, tools ToolLookup) (Middleware, error) {
 }
 
 // schemaValidator is the validation middleware's state: the compiled input
-// schemas of each tool (the latest two).
+// schema of each tool, as last listed.
 type schemaValidator struct {
 	limit int64
 	tools ToolLookup
 
 	mu    sync.Mutex
-	cache map[schemaKey][]*schemaEntry
+	cache map[schemaKey]*schemaEntry
 
 	// compiles counts schema compilations, for tests.
 	compiles atomic.Int64
@@ -75,7 +75,7 @@ func newSchemaValidator(cfg config.Validate, tools ToolLookup) (*schemaValidator
 	if limit <= 0 {
 		limit = config.DefaultMaxArgumentBytes
 	}
-	return &schemaValidator{limit: limit, tools: tools, cache: make(map[schemaKey][]*schemaEntry)}, nil
+	return &schemaValidator{limit: limit, tools: tools, cache: make(map[schemaKey]*schemaEntry)}, nil
 }
 
 func (v *schemaValidator) wrap(next Handler) Handler {
@@ -85,7 +85,7 @@ func (v *schemaValidator) wrap(next Handler) Handler {
 }
 
 func (v *schemaValidator) call(ctx context.Context, call tool.Call, next Handler) *tool.Record {
-	t, err := v.tools.Tool(ctx, call.Server, call.Tool)
+	t, err := definition(ctx, v.tools, &call)
 	if err != nil {
 		// The manager reports unknown and denied tools.
 		return next.Call(ctx, call)
@@ -124,7 +124,7 @@ func (v *schemaValidator) call(ctx context.Context, call tool.Call, next Handler
 	if t.InputSchema == nil {
 		return next.Call(ctx, call)
 	}
-	e, first := v.entry(call.Server, call.Tool, t.InputSchema)
+	e, first := v.entry(ctx, call.Server, call.Tool, t.InputSchema)
 	if e.err != nil {
 		// The server's bad schema must not block its calls.
 		rec := next.Call(ctx, call)
@@ -185,33 +185,45 @@ func validateInstance(sch *jsonschema.Schema, instance any) (verr *jsonschema.Va
 // entry returns the compiled schema of a tool, compiling it on first use
 // and again whenever the tool's schema map changes. first is true for the
 // call that compiled it.
-func (v *schemaValidator) entry(server, name string, schema map[string]any) (e *schemaEntry, first bool) {
+//
+// One schema is kept per tool: the one of its latest listing. A call
+// carries the definition it was admitted against, so a call admitted
+// just before a refresh may still bring the old map; that map is compiled
+// for it alone, without evicting the current one, once the lookup says
+// which of the two is current.
+func (v *schemaValidator) entry(ctx context.Context, server, name string, schema map[string]any) (e *schemaEntry, first bool) {
 	k := schemaKey{server, name}
 	v.mu.Lock()
-	// The two latest schemas of a tool are kept: calls that looked the
-	// tool up just before a refresh still carry the old map, and must not
-	// evict the new entry (nor it theirs), or each would compile again.
-	entries := v.cache[k]
-	for _, c := range entries {
-		if sameMap(c.src, schema) {
-			e = c
-			break
-		}
-	}
-	if e == nil {
-		e = &schemaEntry{src: schema}
-		if len(entries) >= 2 {
-			entries = entries[:1]
-		}
-		v.cache[k] = append([]*schemaEntry{e}, entries...)
+	cached := v.cache[k]
+	if cached != nil && sameMap(cached.src, schema) {
+		e = cached
 	}
 	v.mu.Unlock()
+	if e == nil {
+		e = &schemaEntry{src: schema}
+		if cached == nil || v.current(ctx, server, name, schema) {
+			v.mu.Lock()
+			if c := v.cache[k]; c != nil && sameMap(c.src, schema) {
+				e = c // another call got here first
+			} else {
+				v.cache[k] = e
+			}
+			v.mu.Unlock()
+		}
+	}
 	e.once.Do(func() {
 		first = true
 		v.compiles.Add(1)
 		e.doc, e.sch, e.err = compileInputSchema(schema)
 	})
 	return e, first
+}
+
+// current reports whether schema is the one the tool's latest listing
+// holds (asked only when a call brings another map than the cached one).
+func (v *schemaValidator) current(ctx context.Context, server, name string, schema map[string]any) bool {
+	t, err := v.tools.Tool(ctx, server, name)
+	return err != nil || sameMap(t.InputSchema, schema)
 }
 
 func sameMap(a, b map[string]any) bool {

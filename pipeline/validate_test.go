@@ -546,3 +546,53 @@ func BenchmarkValidate(b *testing.B) {
 		}
 	}
 }
+
+// One schema is kept per tool, its latest listing's. A call that carries
+// the definition it was admitted against just before a refresh is
+// validated against that definition (compiled for it alone), and the
+// current schema stays cached for the other calls.
+func TestValidateAdmittedDefinitionAcrossARefresh(t *testing.T) {
+	admitted := tool.Tool{Server: "fx", Name: "echo", InputSchema: schemaJSON(t, echoSchema)}
+	tools := newSchemaToolStub(admitted)
+	v, err := newSchemaValidator(config.Validate{}, tools)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := v.wrap(&callSpy{})
+	call := func(def *tool.Tool, args map[string]any) *tool.Record {
+		return h.Call(context.Background(), tool.Call{Server: "fx", Tool: "echo", Arguments: args, Definition: def})
+	}
+	if rec := call(&admitted, map[string]any{"message": "hi"}); rec.Error != nil {
+		t.Fatal(rec.Error)
+	}
+	// The refresh: the tool now wants "text".
+	tools.set(tool.Tool{Server: "fx", Name: "echo", InputSchema: schemaJSON(t,
+		`{"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]}`)})
+	if rec := call(nil, map[string]any{"text": "hi"}); rec.Error != nil {
+		t.Fatalf("a call looked up after the refresh: %v", rec.Error)
+	}
+	if n := v.compiles.Load(); n != 2 {
+		t.Fatalf("compiles = %d after the refresh, want 2", n)
+	}
+	// A call admitted before the refresh keeps its definition.
+	if rec := call(&admitted, map[string]any{"message": "hi"}); rec.Error != nil {
+		t.Errorf("the admitted definition was not the one validated against: %v", rec.Error)
+	}
+	if rec := call(&admitted, map[string]any{"text": "hi"}); rec.Error == nil {
+		t.Error("a call refused by its admitted definition went through")
+	}
+	// The current schema was not evicted by it.
+	n := v.compiles.Load()
+	for range 3 {
+		call(nil, map[string]any{"text": "hi"})
+	}
+	if got := v.compiles.Load(); got != n {
+		t.Errorf("the current schema was compiled %d more times after a stale call", got-n)
+	}
+	v.mu.Lock()
+	entries := len(v.cache)
+	v.mu.Unlock()
+	if entries != 1 {
+		t.Errorf("%d cached schemas for one tool", entries)
+	}
+}

@@ -136,25 +136,53 @@ func New(b Backend, opts ...Option) *Scheduler {
 }
 
 // Run runs calls as one batch and returns their outcomes in the order of
-// calls. Cancelling ctx cancels every call not finished yet.
+// calls. Cancelling ctx cancels every call not finished yet. The batch is
+// admitted on the caller's goroutine, and its last call runs there too: a
+// batch of one starts no goroutine.
 func (s *Scheduler) Run(ctx context.Context, calls []tool.Call) []Outcome {
-	return s.Start(ctx, calls).Wait()
+	b := s.newBatch(ctx, calls)
+	b.process()
+	return b.Wait()
 }
 
 // Call runs one call as a batch of its own and returns its record, so a
 // Scheduler can stand wherever a single call is made (the gateway, the CLI)
 // and those calls get the same validation, policy, approval and events.
 func (s *Scheduler) Call(ctx context.Context, call tool.Call) *tool.Record {
-	return s.Run(ctx, []tool.Call{call})[0].Record
+	b := s.newBatch(ctx, []tool.Call{call})
+	b.process()
+	return b.entries[0].record
 }
 
 // Start starts a batch and returns at once; the batch runs until every
 // call has ended. Cancelling ctx cancels the whole batch.
 func (s *Scheduler) Start(ctx context.Context, calls []tool.Call) *Batch {
+	b := s.newBatch(ctx, calls)
+	go b.process()
+	return b
+}
+
+// byIDAbove is the batch size from which calls are found by ID through a
+// map rather than by looking at each.
+const byIDAbove = 8
+
+// newBatch prepares a batch of calls and registers it as running (unless
+// the scheduler is stopping: then every call ends cancelled).
+func (s *Scheduler) newBatch(ctx context.Context, calls []tool.Call) *Batch {
 	bctx, cancel := context.WithCancelCause(ctx)
-	b := &Batch{s: s, id: tool.NewID(), ctx: bctx, cancel: cancel, done: make(chan struct{}),
-		entries: make([]*entry, len(calls)), byID: make(map[string]*entry, len(calls)),
-		slots: make(chan struct{}, s.maxParallel)}
+	b := &Batch{s: s, id: tool.NewID(), ctx: bctx, cancel: cancel, done: make(chan struct{})}
+	if len(calls) == 1 {
+		b.entries = b.one[:]
+	} else {
+		b.entries = make([]*entry, len(calls))
+	}
+	if len(calls) > s.maxParallel {
+		// Fewer calls than slots never need one.
+		b.slots = make(chan struct{}, s.maxParallel)
+	}
+	if len(calls) > byIDAbove {
+		b.byID = make(map[string]*entry, len(calls))
+	}
 	for i, c := range calls {
 		if c.ID == "" {
 			c.ID = tool.NewID()
@@ -162,11 +190,21 @@ func (s *Scheduler) Start(ctx context.Context, calls []tool.Call) *Batch {
 		if c.Arguments == nil {
 			c.Arguments = map[string]any{}
 		}
-		e := &entry{index: i, call: c, done: make(chan struct{})}
-		e.ctx, e.cancel = context.WithCancel(bctx)
+		e := &entry{index: i, call: c}
+		e.transitions = e.trbuf[:0]
+		if len(calls) == 1 {
+			// The call is the batch: cancelling one cancels the other,
+			// with the same cause.
+			e.ctx = bctx // e.cancel nil: cancel the batch
+		} else {
+			e.ctx, e.cancel = context.WithCancel(bctx)
+			e.done = make(chan struct{})
+		}
 		b.entries[i] = e
-		if _, dup := b.byID[c.ID]; !dup {
-			b.byID[c.ID] = e
+		if b.byID != nil {
+			if _, dup := b.byID[c.ID]; !dup {
+				b.byID[c.ID] = e
+			}
 		}
 	}
 	s.mu.Lock()
@@ -178,20 +216,23 @@ func (s *Scheduler) Start(ctx context.Context, calls []tool.Call) *Batch {
 		s.running[b] = struct{}{}
 	}
 	s.mu.Unlock()
-	b.wg.Add(1)
-	go b.admit()
-	go func() {
-		b.wg.Wait()
-		cancel(nil)
-		s.mu.Lock()
-		delete(s.running, b)
-		if s.stopping && len(s.running) == 0 {
-			closeOnce(s.idle)
-		}
-		s.mu.Unlock()
-		close(b.done)
-	}()
 	return b
+}
+
+// process runs the batch to its end: admission, the calls, then the
+// batch's release.
+func (b *Batch) process() {
+	b.admit()
+	b.wg.Wait()
+	b.cancel(nil)
+	s := b.s
+	s.mu.Lock()
+	delete(s.running, b)
+	if s.stopping && len(s.running) == 0 {
+		closeOnce(s.idle)
+	}
+	s.mu.Unlock()
+	close(b.done)
 }
 
 // ErrShuttingDown is the cause of calls cancelled by [Scheduler.Shutdown]:
@@ -263,27 +304,29 @@ type Batch struct {
 	ctx     context.Context
 	cancel  context.CancelCauseFunc
 	entries []*entry
-	byID    map[string]*entry
-	slots   chan struct{}
+	one     [1]*entry         // entries' room for a batch of one
+	byID    map[string]*entry // nil for small batches
+	slots   chan struct{}     // nil when the batch is within max_parallel
 	wg      sync.WaitGroup
 	done    chan struct{}
 }
 
-// entry is one call of a batch. Its fields after ctx are written by one
+// entry is one call of a batch. Its fields after done are written by one
 // goroutine at a time: the admission loop, then the call's own goroutine,
 // which it starts; Wait reads them after every goroutine has ended.
 type entry struct {
 	index  int
 	call   tool.Call
 	ctx    context.Context
-	cancel context.CancelFunc
-	done   chan struct{} // closed when the call has ended
+	cancel context.CancelFunc // nil in a batch of one: the batch's
+	done   chan struct{}      // closed when the call has ended; nil in a batch of one
 
-	def         tool.Tool
+	def         tool.Tool // what the call was admitted against; call.Definition points here
 	exclusive   bool
 	record      *tool.Record
 	state       State
 	transitions []Transition
+	trbuf       [5]Transition // room for every state a call goes through
 }
 
 // ID returns the batch's identifier, the Batch field of its events.
@@ -297,10 +340,28 @@ func (b *Batch) Cancel() { b.cancel(nil) }
 // whether the batch has a call with that ID.
 func (b *Batch) CancelCall(id string) bool {
 	e, ok := b.byID[id]
+	if b.byID == nil {
+		for _, c := range b.entries {
+			if c.call.ID == id {
+				e, ok = c, true
+				break
+			}
+		}
+	}
 	if ok {
-		e.cancel()
+		b.cancelEntry(e)
 	}
 	return ok
+}
+
+// cancelEntry cancels one call: its own context, or in a batch of one the
+// batch's.
+func (b *Batch) cancelEntry(e *entry) {
+	if e.cancel != nil {
+		e.cancel()
+	} else {
+		b.cancel(nil)
+	}
 }
 
 // Done is closed when every call of the batch has ended.
@@ -318,11 +379,12 @@ func (b *Batch) Wait() []Outcome {
 }
 
 // admit walks the calls in the model's order: validates each, asks the
-// gate, and hands it to its own goroutine to wait for its turn and run.
-// Admission is sequential so that approval prompts come in the model's
-// order; earlier calls already run while later ones wait for an answer.
+// gate, and hands it to its own goroutine to wait for its turn and run
+// (the last call runs on the admitting goroutine: nothing is left to
+// admit). Admission is sequential so that approval prompts come in the
+// model's order; earlier calls already run while later ones wait for an
+// answer.
 func (b *Batch) admit() {
-	defer b.wg.Done()
 	var lastExclusive *entry
 	for i, e := range b.entries {
 		b.enter(e, Validating, "")
@@ -341,6 +403,7 @@ func (b *Batch) admit() {
 			continue
 		}
 		e.def = def
+		e.call.Definition = &e.def
 		e.exclusive = !b.s.parallel(def, e.call)
 		b.enter(e, Scheduled, "")
 		if g := b.s.gate; g != nil {
@@ -362,7 +425,11 @@ func (b *Batch) admit() {
 			lastExclusive = e
 		}
 		b.wg.Add(1)
-		go b.execute(e, deps)
+		if i == len(b.entries)-1 {
+			b.execute(e, deps)
+		} else {
+			go b.execute(e, deps)
+		}
 	}
 }
 
@@ -377,33 +444,42 @@ func (b *Batch) execute(e *entry, deps []*entry) {
 			return
 		}
 	}
-	select {
-	case b.slots <- struct{}{}:
-	case <-e.ctx.Done():
-		b.refuse(e, cancelled(e.call, context.Cause(e.ctx)))
-		return
+	if b.slots != nil {
+		select {
+		case b.slots <- struct{}{}:
+		case <-e.ctx.Done():
+			b.refuse(e, cancelled(e.call, context.Cause(e.ctx)))
+			return
+		}
+		defer func() { <-b.slots }()
 	}
-	defer func() { <-b.slots }()
 	if e.ctx.Err() != nil {
 		b.refuse(e, cancelled(e.call, context.Cause(e.ctx)))
 		return
 	}
 	b.enter(e, Executing, "")
-	// The caller's own callbacks (a CLI spinner) keep getting what they
-	// got before; the sink gets it too.
-	outerOut, outerProg := tool.OutputFrom(e.ctx), tool.ProgressFrom(e.ctx)
-	ctx := tool.WithOutput(e.ctx, func(stream, chunk string) {
-		if outerOut != nil {
-			outerOut(stream, chunk)
-		}
-		b.emit(e, Event{Type: EventOutput, Stream: stream, Chunk: chunk})
-	})
-	ctx = tool.WithProgress(ctx, func(p tool.Progress) {
-		if outerProg != nil {
-			outerProg(p)
-		}
-		b.emit(e, Event{Type: EventProgress, Progress: &p})
-	})
+	ctx := e.ctx
+	if b.s.sink != nil {
+		// The caller's own callbacks (a CLI spinner) keep getting what
+		// they got before; the sink gets it too. They hold the call's
+		// identity only, not the batch: a source may keep them a moment
+		// after the call (a progress report can come just after the
+		// result).
+		s, id := b.s, b.identity(e)
+		outerOut, outerProg := tool.OutputFrom(ctx), tool.ProgressFrom(ctx)
+		ctx = tool.WithOutput(ctx, func(stream, chunk string) {
+			if outerOut != nil {
+				outerOut(stream, chunk)
+			}
+			s.emit(&id, Event{Type: EventOutput, Stream: stream, Chunk: chunk})
+		})
+		ctx = tool.WithProgress(ctx, func(p tool.Progress) {
+			if outerProg != nil {
+				outerProg(p)
+			}
+			s.emit(&id, Event{Type: EventProgress, Progress: &p})
+		})
+	}
 	b.finish(e, b.run(ctx, e))
 }
 
@@ -459,36 +535,62 @@ func (b *Batch) finish(e *entry, rec *tool.Record) {
 		}
 	}
 	b.enter(e, state, msg)
-	e.cancel()
-	close(e.done)
+	b.cancelEntry(e)
+	if e.done != nil {
+		close(e.done)
+	}
 }
 
 // enter moves e to state and emits the transition.
 func (b *Batch) enter(e *entry, state State, msg string) {
 	now := time.Now()
+	var prev Transition
+	if n := len(e.transitions); n > 0 {
+		prev = e.transitions[n-1]
+	}
 	e.state = state
 	e.transitions = append(e.transitions, Transition{State: state, Time: now})
-	ev := Event{Type: EventState, State: state, Message: msg, Time: now, Arguments: e.call.Arguments}
+	if b.s.sink == nil {
+		return
+	}
+	ev := Event{Type: EventState, State: state, Message: msg, Time: now, Arguments: e.call.Arguments,
+		Previous: prev.State, PreviousAt: prev.Time, FirstAt: e.transitions[0].Time}
 	if state.Terminal() {
 		ev.Record = e.record
 	}
 	b.emit(e, ev)
 }
 
+// identity is what names a call in its events.
+type identity struct {
+	batch, call, task, server, tool string
+	index                           int
+}
+
+func (b *Batch) identity(e *entry) identity {
+	return identity{batch: b.id, call: e.call.ID, task: e.call.Task, server: e.call.Server, tool: e.call.Tool, index: e.index}
+}
+
 // emit fills in the call's identity and hands ev to the sink.
 func (b *Batch) emit(e *entry, ev Event) {
-	sink := b.s.sink
+	id := b.identity(e)
+	b.s.emit(&id, ev)
+}
+
+// emit fills in the identity of the call and hands ev to the sink.
+func (s *Scheduler) emit(id *identity, ev Event) {
+	sink := s.sink
 	if sink == nil {
 		return
 	}
-	ev.Batch, ev.Call, ev.Index = b.id, e.call.ID, e.index
-	ev.Task, ev.Server, ev.Tool = e.call.Task, e.call.Server, e.call.Tool
+	ev.Batch, ev.Call, ev.Index = id.batch, id.call, id.index
+	ev.Task, ev.Server, ev.Tool = id.task, id.server, id.tool
 	if ev.Time.IsZero() {
 		ev.Time = time.Now()
 	}
 	defer func() {
 		if p := recover(); p != nil {
-			b.s.log.Error("panic in event sink", "panic", p)
+			s.log.Error("panic in event sink", "panic", p)
 		}
 	}()
 	sink.Event(ev)
@@ -531,8 +633,5 @@ func cancelled(call tool.Call, cause error) *tool.Error {
 
 // failed is the record of a call that produced none of its own.
 func failed(call tool.Call, err *tool.Error) *tool.Record {
-	now := time.Now()
-	return &tool.Record{ID: call.ID, Task: call.Task, Session: call.Session, Server: call.Server,
-		Tool: call.Tool, Name: tool.ExposedName(call.Server, call.Tool), Arguments: call.Arguments,
-		Started: now, Ended: now, Error: err}
+	return tool.Refused(&call, err)
 }

@@ -74,6 +74,13 @@ type Event struct {
 	Time   time.Time `json:"time"`
 	// State is the state entered, for EventState.
 	State State `json:"state,omitempty"`
+	// Previous is the state left, for EventState ("" for the first
+	// state), PreviousAt when the call entered it, and FirstAt when the
+	// call entered its first state: how long each state lasted, without
+	// a sink having to remember the call.
+	Previous   State     `json:"previous_state,omitempty"`
+	PreviousAt time.Time `json:"previous_at,omitzero"`
+	FirstAt    time.Time `json:"first_at,omitzero"`
 	// Arguments are the call's arguments, on state events: what a UI shows
 	// of a call, and what an approval question is about. Not to be
 	// modified.

@@ -13,7 +13,9 @@
 // hands each event to every subscriber through a bounded buffer and to the
 // store through a bounded queue, and a subscriber that does not keep up
 // loses events and is told so with a gap marker, never blocking the others
-// or the publisher. The task log, not the stream, is the audit record.
+// or the publisher. The events of a scheduler's calls are encoded only when
+// a subscriber, a replay or the store needs them, on their goroutines. The
+// task log, not the stream, is the audit record.
 //
 // docs/events.md lists every event with its payload.
 package stream

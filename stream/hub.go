@@ -133,8 +133,8 @@ type Hub struct {
 	lastID       int64
 	subs         []*Subscription
 	closed       bool
-	persistQ     chan Event // nil without a store
-	lastEnqueued int64      // id of the last event put in persistQ
+	persistQ     chan posted // nil without a store
+	lastEnqueued int64       // id of the last event put in persistQ
 
 	pmu       sync.Mutex
 	persisted int64         // every event up to this id has been handed to the store
@@ -186,7 +186,7 @@ func NewHub(ctx context.Context, opts ...Option) (*Hub, error) {
 		return h, nil
 	}
 	h.persisted, h.lastEnqueued = h.lastID, h.lastID
-	h.persistQ = make(chan Event, cfg.persistQueue)
+	h.persistQ = make(chan posted, cfg.persistQueue)
 	go h.persist()
 	return h, nil
 }
@@ -203,29 +203,47 @@ func NewHub(ctx context.Context, opts ...Option) (*Hub, error) {
 // stored event is the one sent and a store may require a name.
 func (h *Hub) Publish(name, task string, data any) Event {
 	name = cleanName(name)
-	raw := h.encode(name, data)
+	e := Event{Name: name, Task: task, Data: h.encode(name, data)}
+	p := [1]posted{{Event: e, size: eventSize(e)}}
+	h.publish(p[:])
+	return p[0].Event
+}
+
+// publish gives each event the next id and the time, and hands it to the
+// memory ring, the subscribers and the store's queue, all in one turn of
+// the lock (the events of one call's transition come together). After
+// Close the events get the time and ID 0, and go nowhere.
+func (h *Hub) publish(evs []posted) {
 	h.mu.Lock()
+	// Taken under the lock, so that times never go back as ids go up.
+	now := time.Now().UTC()
 	if h.closed {
 		h.mu.Unlock()
-		return Event{Name: name, Task: task, Time: time.Now().UTC(), Data: raw}
+		for i := range evs {
+			evs[i].Time = now
+		}
+		return
 	}
-	h.lastID++
-	e := Event{ID: h.lastID, Name: name, Task: task, Time: time.Now().UTC(), Data: raw}
-	h.mem.push(e)
-	for _, s := range h.subs {
-		s.offer(e)
+	for i := range evs {
+		h.lastID++
+		evs[i].ID, evs[i].Time = h.lastID, now
 	}
-	if h.persistQ != nil {
-		select {
-		case h.persistQ <- e:
-			h.lastEnqueued = e.ID
-		default:
-			h.persistDropped.Add(1)
+	h.mem.pushAll(evs)
+	for _, e := range evs {
+		for _, s := range h.subs {
+			s.offer(e)
+		}
+		if h.persistQ != nil {
+			select {
+			case h.persistQ <- e:
+				h.lastEnqueued = e.ID
+			default:
+				h.persistDropped.Add(1)
+			}
 		}
 	}
 	h.mu.Unlock()
-	h.published.Add(1)
-	return e
+	h.published.Add(uint64(len(evs)))
 }
 
 func cleanName(name string) string {
@@ -246,6 +264,20 @@ func (h *Hub) encode(name string, data any) json.RawMessage {
 	switch v := data.(type) {
 	case nil:
 		return emptyObject
+	case jsonAppender:
+		size := 128
+		if h, ok := v.(interface{ sizeHint() int }); ok {
+			size = h.sizeHint()
+		}
+		if b, ok := v.appendJSON(make([]byte, 0, size)); ok {
+			return b
+		}
+		raw, err = json.Marshal(v)
+	case map[string]any:
+		if b, ok := appendValue(make([]byte, 0, 128), v); ok {
+			return b
+		}
+		raw, err = json.Marshal(v)
 	case json.RawMessage:
 		raw, err = compact(v)
 	case []byte:
@@ -280,8 +312,9 @@ func (h *Hub) persist() {
 		linger = time.NewTimer(h.cfg.linger)
 		linger.Stop()
 	}
+	// Payloads not encoded yet are encoded here, off the calls' path.
 	for e := range h.persistQ {
-		batch = append(batch[:0], e)
+		batch = append(batch[:0], e.resolve())
 		var due <-chan time.Time
 		if linger != nil {
 			linger.Reset(h.cfg.linger)
@@ -294,7 +327,7 @@ func (h *Hub) persist() {
 				if !ok {
 					break fill
 				}
-				batch = append(batch, e)
+				batch = append(batch, e.resolve())
 				continue
 			default:
 			}
@@ -307,7 +340,7 @@ func (h *Hub) persist() {
 				if !ok {
 					break fill
 				}
-				batch = append(batch, e)
+				batch = append(batch, e.resolve())
 			case <-due:
 				break fill
 			case <-h.persistCtx.Done():

@@ -3,6 +3,7 @@ package stream
 import (
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -82,18 +83,23 @@ type ScheduleSink struct {
 
 	mu    sync.Mutex
 	calls map[string]*tracked
+	// announced counts the announced calls not ended: while there are
+	// none, the scheduler's events are published without remembering
+	// anything.
+	announced atomic.Int64
 }
 
 var _ schedule.Sink = (*ScheduleSink)(nil)
 
 // tracked is what the sink remembers about one call between its events.
 type tracked struct {
-	args      map[string]any
-	announced bool
-	first     time.Time      // first state entered
-	since     time.Time      // current state entered
-	state     schedule.State // current state, "" before the first
-	started   bool           // the tool_call input event was published
+	args        map[string]any
+	announced   bool           // args are known
+	viaAnnounce bool           // by Announce
+	first       time.Time      // first state entered
+	since       time.Time      // current state entered
+	state       schedule.State // current state, "" before the first
+	started     bool           // the tool_call input event was published
 }
 
 // SchedulerSink returns a sink publishing a scheduler's events to h; pass
@@ -120,7 +126,19 @@ func (k *ScheduleSink) Announce(calls ...tool.Call) {
 		}
 		t := k.entry(c.ID)
 		t.args, t.announced = k.bound(c.Arguments), true
+		if !t.viaAnnounce {
+			t.viaAnnounce = true
+			k.announced.Add(1)
+		}
 	}
+}
+
+// forget drops a call's entry; k.mu is held.
+func (k *ScheduleSink) forget(id string, t *tracked) {
+	if t.viaAnnounce {
+		k.announced.Add(-1)
+	}
+	delete(k.calls, id)
 }
 
 // entry returns the call's entry, making room when the bound is reached by
@@ -132,7 +150,7 @@ func (k *ScheduleSink) entry(id string) *tracked {
 	if len(k.calls) >= maxTracked {
 		for cid, t := range k.calls {
 			if t.state == "" {
-				delete(k.calls, cid)
+				k.forget(cid, t)
 				if len(k.calls) < maxTracked/2 {
 					break
 				}
@@ -167,29 +185,22 @@ func (k *ScheduleSink) state(e schedule.Event) {
 		at = time.Now()
 	}
 	msg := truncate(e.Message, k.argLimit)
-	k.mu.Lock()
-	t := k.entry(e.Call)
-	prev, prevSince := t.state, t.since
-	if t.first.IsZero() {
-		t.first = at
+	prev, prevSince, first := e.Previous, e.PreviousAt, e.FirstAt
+	var args map[string]any
+	var startNow, startLate, bounded bool
+	if e.FirstAt.IsZero() || k.announced.Load() > 0 {
+		// The event does not say what came before, or calls were
+		// announced: the sink remembers the call.
+		args, startNow, startLate = k.track(e, at, &prev, &prevSince, &first)
+		bounded = true
+	} else {
+		// A scheduler's event says everything: nothing to remember. Its
+		// input event is published when it starts executing, or with its
+		// result when it never did.
+		args = e.Arguments
+		startNow = e.State == schedule.Executing && args != nil
+		startLate = e.State.Terminal() && prev != schedule.Executing
 	}
-	first := t.first
-	t.state, t.since = e.State, at
-	if !t.announced && e.Arguments != nil {
-		// The scheduler's state events carry the arguments: no Announce
-		// needed.
-		t.args, t.announced = k.bound(e.Arguments), true
-	}
-	args, announced := t.args, t.announced
-	startNow := e.State == schedule.Executing && announced && !t.started
-	startLate := e.State.Terminal() && !t.started
-	if startNow {
-		t.started = true
-	}
-	if e.State.Terminal() {
-		delete(k.calls, e.Call)
-	}
-	k.mu.Unlock()
 
 	st := ToolStateData{CallID: e.Call, Batch: e.Batch, Index: e.Index, Server: e.Server, Tool: e.Tool,
 		State: string(e.State), Message: msg, PreviousState: string(prev), TotalMS: ms(at.Sub(first))}
@@ -199,7 +210,10 @@ func (k *ScheduleSink) state(e schedule.Event) {
 	if e.Record != nil && e.Record.Error != nil {
 		st.Kind = string(e.Record.Error.Kind)
 	}
-	k.hub.Publish(EventToolState, e.Task, st)
+	// The events of one transition are published together: one turn of
+	// the hub's lock for all of them.
+	var out postings
+	out.add(lazily(k.hub, EventToolState, e.Task, st))
 
 	if prev == schedule.AwaitingApproval && e.State != schedule.AwaitingApproval {
 		r := ApprovalResolvedData{CallID: e.Call, Batch: e.Batch, Index: e.Index, Server: e.Server, Tool: e.Tool,
@@ -210,26 +224,87 @@ func (k *ScheduleSink) state(e schedule.Event) {
 		case schedule.Error:
 			r.Outcome, r.Message = OutcomeDenied, msg
 		}
-		k.hub.Publish(EventApprovalResolved, e.Task, r)
+		out.add(lazily(k.hub, EventApprovalResolved, e.Task, r))
+	}
+	if e.State == schedule.AwaitingApproval || startNow || startLate {
+		if startLate && args == nil && e.Record != nil {
+			args, bounded = e.Record.Arguments, false
+		}
+		if !bounded {
+			args = k.bound(args)
+		}
 	}
 	if e.State == schedule.AwaitingApproval {
+		// Rare, and it carries the arguments: encoded now, after what
+		// came before it.
+		out.flush(k.hub)
 		k.hub.Publish(EventApprovalRequest, e.Task, ApprovalRequestData{CallID: e.Call, Batch: e.Batch,
 			Index: e.Index, Server: e.Server, Tool: e.Tool, Arguments: args, Message: msg})
 	}
-	name := tool.ExposedName(e.Server, e.Tool)
-	if startNow {
-		k.hub.Publish(EventToolCall, e.Task, ToolCallInput(e.Call, name, args))
+	if startNow || startLate {
+		out.add(k.input(e, args))
 	}
-	if !e.State.Terminal() {
-		return
+	if e.State.Terminal() {
+		out.add(lazily(k.hub, EventToolCall, e.Task, ToolCallData{ToolCallID: e.Call, ToolName: tool.ExposedName(e.Server, e.Tool),
+			ToolInput: resultInput{Result: k.resultText(e)}}))
 	}
-	if startLate {
-		if !announced && e.Record != nil {
-			args = k.bound(e.Record.Arguments)
+	out.flush(k.hub)
+}
+
+// input returns a call's tool_call input event. The arguments are the
+// caller's, who may change them once the call has ended: they are encoded
+// now, the rest of the payload when someone needs it.
+func (k *ScheduleSink) input(e schedule.Event, args map[string]any) posted {
+	raw := encodedArgs(emptyObject)
+	if args != nil {
+		if b, ok := appendValue(make([]byte, 0, 64), args); ok {
+			raw = b
+		} else {
+			raw = encodedArgs(k.hub.encode(EventToolCall, args))
 		}
-		k.hub.Publish(EventToolCall, e.Task, ToolCallInput(e.Call, name, args))
 	}
-	k.hub.Publish(EventToolCall, e.Task, ToolCallResult(e.Call, name, k.resultText(e)))
+	return lazily(k.hub, EventToolCall, e.Task, ToolCallData{ToolCallID: e.Call, ToolName: tool.ExposedName(e.Server, e.Tool),
+		ToolInput: raw})
+}
+
+// track remembers the call between its events, for events that do not
+// say what came before and for announced calls; it fills in the previous
+// state, when it was entered and when the call began (unless the event
+// said), and returns the call's arguments (cut to the limit) and whether
+// its input event is due now, or late with its result.
+func (k *ScheduleSink) track(e schedule.Event, at time.Time, prev *schedule.State, prevSince, first *time.Time) (args map[string]any, startNow, startLate bool) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	t, known := k.calls[e.Call]
+	if !known {
+		t = k.entry(e.Call)
+		// A call first seen mid-way (calls were announced meanwhile)
+		// has had its input published if it has executed.
+		t.started = e.Previous == schedule.Executing
+	}
+	if e.FirstAt.IsZero() {
+		*prev, *prevSince = t.state, t.since
+		if t.first.IsZero() {
+			t.first = at
+		}
+		*first = t.first
+	}
+	t.state, t.since = e.State, at
+	if !t.announced && e.Arguments != nil {
+		// The scheduler's state events carry the arguments: no Announce
+		// needed.
+		t.args, t.announced = k.bound(e.Arguments), true
+	}
+	args = t.args
+	startNow = e.State == schedule.Executing && t.announced && !t.started
+	startLate = e.State.Terminal() && !t.started
+	if startNow {
+		t.started = true
+	}
+	if e.State.Terminal() {
+		k.forget(e.Call, t)
+	}
+	return args, startNow, startLate
 }
 
 // bound returns args cut to the argument limit (copied only if cut), so

@@ -298,3 +298,41 @@ func builtinStack(t *testing.T, file, content string, ans policy.Answer) (*manag
 	return m, policy.NewGate(eng, policy.WithApprover(policy.ApproverFunc(
 		func(context.Context, policy.Request) (policy.Answer, error) { return ans, nil })))
 }
+
+// A call's tool_call input shows its arguments as they were when it ran:
+// the caller may reuse the map afterwards, and a replay, however late,
+// still shows what was called. Its other events, encoded only when
+// replayed, say the same as when the call ran.
+func TestInputEventKeepsTheArgumentsAsCalled(t *testing.T) {
+	m, gate := builtinStack(t, "a.txt", "alpha\n", policy.ProceedOnce)
+	h := newHub(t)
+	sched := schedule.New(m, schedule.WithGate(gate), schedule.WithSink(stream.SchedulerSink(h)))
+	args := map[string]any{"path": "a.txt"}
+	if rec := sched.Call(context.Background(), tool.Call{ID: "read", Task: "t", Server: "builtin", Tool: "read_file", Arguments: args}); rec.Err() != nil {
+		t.Fatal(rec.Err())
+	}
+	args["path"] = "changed.txt"
+	s := subscribe(t, h, stream.Filter{Task: "t"}, 0)
+	var states []string
+	for {
+		e := next(t, s)
+		var d map[string]any
+		if err := json.Unmarshal(e.Data, &d); err != nil {
+			t.Fatal(err)
+		}
+		if e.Name == stream.EventToolState {
+			states = append(states, d["state"].(string))
+			continue
+		}
+		in, _ := d["tool_input"].(map[string]any)
+		if in["result"] != nil {
+			break
+		}
+		if in["path"] != "a.txt" {
+			t.Errorf("replayed input %v, want the arguments as called", in)
+		}
+	}
+	if got := strings.Join(states, " "); got != "validating scheduled executing success" {
+		t.Errorf("states %s", got)
+	}
+}

@@ -50,8 +50,8 @@ type MemoryStore struct {
 	mu        sync.Mutex
 	maxEvents int
 	maxBytes  int64
-	ring      []Event // grows to maxEvents, then wraps
-	head, n   int     // index of the oldest event, number held
+	ring      []posted // grows to maxEvents, then wraps
+	head, n   int      // index of the oldest event, number held
 	bytes     int64
 	last      int64 // highest id ever appended, evicted or not
 }
@@ -85,7 +85,7 @@ func (m *MemoryStore) AppendEvents(ctx context.Context, evs ...Event) error {
 		last = e.ID
 	}
 	for _, e := range evs {
-		m.add(e)
+		m.add(posted{Event: e, size: eventSize(e)})
 	}
 	return nil
 }
@@ -104,7 +104,7 @@ func (m *MemoryStore) EventsAfter(ctx context.Context, afterID int64, task strin
 		if task != "" && e.Task != task {
 			continue
 		}
-		out = append(out, e)
+		out = append(out, e.resolve())
 		if limit > 0 && len(out) == limit {
 			break
 		}
@@ -130,22 +130,22 @@ func (m *MemoryStore) Len() int {
 }
 
 // add appends e; m.mu is held and e.ID is above m.last.
-func (m *MemoryStore) add(e Event) {
+func (m *MemoryStore) add(e posted) {
 	if m.maxEvents < 1 { // the zero value
 		m.maxEvents = DefaultMemoryEvents
 	}
 	if m.maxBytes < 1 {
 		m.maxBytes = DefaultMemoryBytes
 	}
-	size := eventSize(e)
+	size := e.size
 	for m.n > 0 && (m.n == m.maxEvents || m.bytes+size > m.maxBytes) {
-		m.bytes -= eventSize(m.ring[m.head])
-		m.ring[m.head] = Event{} // release the payload
+		m.bytes -= m.ring[m.head].size
+		m.ring[m.head] = posted{} // release the payload
 		m.head = (m.head + 1) % len(m.ring)
 		m.n--
 	}
 	if m.n == len(m.ring) { // room is needed and the ring is below its bound: grow
-		grown := make([]Event, min(max(2*len(m.ring), 16), m.maxEvents))
+		grown := make([]posted, min(max(2*len(m.ring), 16), m.maxEvents))
 		for i := 0; i < m.n; i++ {
 			grown[i] = m.at(i)
 		}
@@ -158,7 +158,7 @@ func (m *MemoryStore) add(e Event) {
 }
 
 // at returns the i-th oldest event held; m.mu is held.
-func (m *MemoryStore) at(i int) Event { return m.ring[(m.head+i)%len(m.ring)] }
+func (m *MemoryStore) at(i int) posted { return m.ring[(m.head+i)%len(m.ring)] }
 
 // search returns the position of the first event held with an id above
 // afterID; m.mu is held.
@@ -168,8 +168,9 @@ func (m *MemoryStore) search(afterID int64) int {
 
 // since returns the events above afterID that match keep, and the id of the
 // oldest event held (the next id to be appended when none is), so the
-// caller knows whether the ring reaches back far enough.
-func (m *MemoryStore) since(afterID int64, keep func(Event) bool) (evs []Event, oldest int64) {
+// caller knows whether the ring reaches back far enough. Their payloads
+// may not be encoded yet.
+func (m *MemoryStore) since(afterID int64, keep func(Event) bool) (evs []posted, oldest int64) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	oldest = m.last + 1
@@ -177,17 +178,19 @@ func (m *MemoryStore) since(afterID int64, keep func(Event) bool) (evs []Event, 
 		oldest = m.at(0).ID
 	}
 	for i := m.search(afterID); i < m.n; i++ {
-		if e := m.at(i); keep(e) {
+		if e := m.at(i); keep(e.Event) {
 			evs = append(evs, e)
 		}
 	}
 	return evs, oldest
 }
 
-// push appends e for the hub, whose ids always increase.
-func (m *MemoryStore) push(e Event) {
+// pushAll appends events for the hub, whose ids always increase.
+func (m *MemoryStore) pushAll(evs []posted) {
 	m.mu.Lock()
-	m.add(e)
+	for _, e := range evs {
+		m.add(e)
+	}
 	m.mu.Unlock()
 }
 

@@ -50,7 +50,7 @@ type replay struct {
 	firstPage  []Event // the store's first page, read by Subscribe
 	storeUntil int64   // first id the memory snapshot or live events cover
 	expired    *GapData
-	snapshot   []Event // from the memory ring, all below the first live id
+	snapshot   []posted // from the memory ring, all below the first live id
 }
 
 // Subscribe returns a subscription to the events matching f. With afterID
@@ -159,9 +159,10 @@ func (s *Subscription) match(e Event) bool {
 
 // offer queues e for the subscriber, or counts it lost when the buffer is
 // full. It is called by Publish with the hub's lock held, so events are
-// offered in id order; it never waits for the subscriber.
-func (s *Subscription) offer(e Event) {
-	if !s.match(e) {
+// offered in id order; it never waits for the subscriber, and the
+// payload is encoded by the subscriber's goroutine.
+func (s *Subscription) offer(e posted) {
+	if !s.match(e.Event) {
 		return
 	}
 	s.mu.Lock()
@@ -245,7 +246,7 @@ func (s *Subscription) run(rp replay) {
 		last = g.ToID
 	}
 	for _, e := range rp.snapshot {
-		if !deliver(e) {
+		if !deliver(e.resolve()) {
 			return
 		}
 	}
@@ -262,7 +263,7 @@ func (s *Subscription) run(rp replay) {
 			}
 			continue
 		}
-		if !deliver(it.ev) {
+		if !deliver(it.ev.resolve()) {
 			return
 		}
 	}
@@ -324,7 +325,7 @@ func gapEvent(g GapData, at time.Time, task string) Event {
 
 // item is a queued event, or a gap marker when missed > 0.
 type item struct {
-	ev       Event
+	ev       posted
 	from, to int64
 	missed   int64
 	at       time.Time

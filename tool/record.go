@@ -24,6 +24,44 @@ type Call struct {
 	// Session names the agent within the task that made the call ("main", a
 	// sub-agent's session); duplicate detection counts per session.
 	Session string `json:"session,omitempty"`
+	// Definition, when set, is the definition of the tool the call was
+	// admitted against (the scheduler sets it): the layers below use it
+	// (see [Call.Def]) instead of looking the tool up again, so that the
+	// definition the policy judged is the one the arguments are repaired
+	// and validated against and the one the manager calls. It is never
+	// sent anywhere.
+	Definition *Tool `json:"-"`
+}
+
+// Def returns the call's Definition when it is the definition of the tool
+// called, nil otherwise: a layer that sends the call to another tool (a
+// fallback) need not clear it.
+func (c *Call) Def() *Tool {
+	if d := c.Definition; d != nil && d.Name == c.Tool && d.Server == c.Server {
+		return d
+	}
+	return nil
+}
+
+// NewRecord returns the record of call as it starts: the call's identity
+// and arguments, the tool's exposed name (name; "" means
+// [ExposedName]), and Started now. Every layer that answers a call builds
+// its record here, so that a record carries the same fields whoever made
+// it.
+func NewRecord(call *Call, name string) *Record {
+	if name == "" {
+		name = ExposedName(call.Server, call.Tool)
+	}
+	return &Record{ID: call.ID, Task: call.Task, Session: call.Session, Server: call.Server, Tool: call.Tool,
+		Name: name, Arguments: call.Arguments, Started: time.Now()}
+}
+
+// Refused returns the record of a call that ended without running, with
+// err: Started and Ended are now.
+func Refused(call *Call, err *Error) *Record {
+	rec := NewRecord(call, "")
+	rec.Ended, rec.Error = rec.Started, err
+	return rec
 }
 
 // Record is the uniform account of one call: what was asked, what came back,

@@ -113,6 +113,9 @@ func (r *Result) Text() string {
 	if r == nil {
 		return ""
 	}
+	if len(r.Content) == 1 && r.Content[0].Type == ContentText {
+		return r.Content[0].Text // the common case, without a copy
+	}
 	var b strings.Builder
 	first := true
 	for _, c := range r.Content {

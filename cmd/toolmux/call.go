@@ -279,9 +279,7 @@ func refuse(ctx context.Context, b schedule.Backend, call tool.Call, err *tool.E
 			return rec
 		}
 	}
-	now := time.Now()
-	return &tool.Record{ID: call.ID, Task: call.Task, Server: call.Server, Tool: call.Tool,
-		Name: tool.ExposedName(call.Server, call.Tool), Arguments: call.Arguments, Started: now, Ended: now, Error: err}
+	return tool.Refused(&call, err)
 }
 
 // timeoutBackend bounds each call it makes by d, from when the scheduler

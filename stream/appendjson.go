@@ -1,0 +1,267 @@
+package stream
+
+import (
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+)
+
+// The payloads a tool call produces (four or five events per call) are
+// encoded by hand rather than by encoding/json's reflection, byte for byte
+// as encoding/json writes them (HTML-safe strings, its number formats,
+// sorted map keys): FuzzAppendJSON holds them to it. A value of a type
+// not handled here makes the whole payload go through encoding/json.
+
+// jsonAppender is a payload that appends its JSON to b; ok is false when
+// it holds a value only encoding/json knows how to write.
+type jsonAppender interface {
+	appendJSON(b []byte) (out []byte, ok bool)
+}
+
+// encodedArgs are arguments already encoded by the hub, put in a payload
+// as they are.
+type encodedArgs []byte
+
+// MarshalJSON returns the bytes: they are JSON already.
+func (a encodedArgs) MarshalJSON() ([]byte, error) { return a, nil }
+
+func (r resultInput) appendJSON(b []byte) ([]byte, bool) {
+	b = append(b, `{"result":`...)
+	b = appendString(b, r.Result)
+	return append(b, '}'), true
+}
+
+func (d ToolStateData) appendJSON(b []byte) ([]byte, bool) {
+	b = append(b, `{"call_id":`...)
+	b = appendString(b, d.CallID)
+	b = append(b, `,"batch":`...)
+	b = appendString(b, d.Batch)
+	b = append(b, `,"index":`...)
+	b = strconv.AppendInt(b, int64(d.Index), 10)
+	b = append(b, `,"server":`...)
+	b = appendString(b, d.Server)
+	b = append(b, `,"tool":`...)
+	b = appendString(b, d.Tool)
+	b = append(b, `,"state":`...)
+	b = appendString(b, d.State)
+	if d.Message != "" {
+		b = append(b, `,"message":`...)
+		b = appendString(b, d.Message)
+	}
+	if d.Kind != "" {
+		b = append(b, `,"kind":`...)
+		b = appendString(b, d.Kind)
+	}
+	if d.PreviousState != "" {
+		b = append(b, `,"previous_state":`...)
+		b = appendString(b, d.PreviousState)
+	}
+	var ok bool
+	b = append(b, `,"previous_ms":`...)
+	if b, ok = appendFloat(b, d.PreviousMS); !ok {
+		return b, false
+	}
+	b = append(b, `,"total_ms":`...)
+	if b, ok = appendFloat(b, d.TotalMS); !ok {
+		return b, false
+	}
+	return append(b, '}'), true
+}
+
+func (d ToolCallData) appendJSON(b []byte) ([]byte, bool) {
+	b = append(b, `{"tool_call_id":`...)
+	b = appendString(b, d.ToolCallID)
+	b = append(b, `,"tool_name":`...)
+	b = appendString(b, d.ToolName)
+	var ok bool
+	if d.ToolInput != nil {
+		b = append(b, `,"tool_input":`...)
+		if b, ok = appendValue(b, d.ToolInput); !ok {
+			return b, false
+		}
+	}
+	if d.DeltaInput != nil {
+		b = append(b, `,"delta_input":`...)
+		if b, ok = appendValue(b, d.DeltaInput); !ok {
+			return b, false
+		}
+	}
+	return append(b, '}'), true
+}
+
+func (d ApprovalResolvedData) appendJSON(b []byte) ([]byte, bool) {
+	b = append(b, `{"call_id":`...)
+	b = appendString(b, d.CallID)
+	b = append(b, `,"batch":`...)
+	b = appendString(b, d.Batch)
+	b = append(b, `,"index":`...)
+	b = strconv.AppendInt(b, int64(d.Index), 10)
+	b = append(b, `,"server":`...)
+	b = appendString(b, d.Server)
+	b = append(b, `,"tool":`...)
+	b = appendString(b, d.Tool)
+	b = append(b, `,"outcome":`...)
+	b = appendString(b, d.Outcome)
+	if d.Message != "" {
+		b = append(b, `,"message":`...)
+		b = appendString(b, d.Message)
+	}
+	b = append(b, `,"waited_ms":`...)
+	b, ok := appendFloat(b, d.WaitedMS)
+	return append(b, '}'), ok
+}
+
+func (d MessageData) appendJSON(b []byte) ([]byte, bool) {
+	b = append(b, `{"message_id":`...)
+	b = appendString(b, d.MessageID)
+	b = append(b, `,"delta":{"content":`...)
+	b = appendString(b, d.Delta.Content)
+	return append(b, `}}`...), true
+}
+
+// appendValue appends a JSON-like value (what encoding/json decodes into,
+// and Go's integers): ok is false for anything else.
+func appendValue(b []byte, v any) ([]byte, bool) {
+	switch x := v.(type) {
+	case nil:
+		return append(b, "null"...), true
+	case string:
+		return appendString(b, x), true
+	case bool:
+		return strconv.AppendBool(b, x), true
+	case float64:
+		return appendFloat(b, x)
+	case int:
+		return strconv.AppendInt(b, int64(x), 10), true
+	case int64:
+		return strconv.AppendInt(b, x, 10), true
+	case int32:
+		return strconv.AppendInt(b, int64(x), 10), true
+	case uint64:
+		return strconv.AppendUint(b, x, 10), true
+	case encodedArgs:
+		return append(b, x...), true
+	case resultInput:
+		return x.appendJSON(b)
+	case []any:
+		if x == nil {
+			return append(b, "null"...), true
+		}
+		b = append(b, '[')
+		for i, e := range x {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			var ok bool
+			if b, ok = appendValue(b, e); !ok {
+				return b, false
+			}
+		}
+		return append(b, ']'), true
+	case map[string]any:
+		if x == nil {
+			return append(b, "null"...), true
+		}
+		var buf [16]string
+		keys := buf[:0]
+		for k := range x {
+			keys = append(keys, k)
+		}
+		slices.SortFunc(keys, strings.Compare)
+		b = append(b, '{')
+		for i, k := range keys {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = appendString(b, k)
+			b = append(b, ':')
+			var ok bool
+			if b, ok = appendValue(b, x[k]); !ok {
+				return b, false
+			}
+		}
+		return append(b, '}'), true
+	}
+	return b, false
+}
+
+// appendFloat appends f as encoding/json writes a float64 (like ES6:
+// exponents only below 1e-6 and from 1e21, not padded); NaN and the
+// infinities, which JSON cannot hold, are not ok.
+func appendFloat(b []byte, f float64) ([]byte, bool) {
+	if math.IsInf(f, 0) || math.IsNaN(f) {
+		return b, false
+	}
+	abs := math.Abs(f)
+	format := byte('f')
+	if abs != 0 && (abs < 1e-6 || abs >= 1e21) {
+		format = 'e'
+	}
+	b = strconv.AppendFloat(b, f, format, -1, 64)
+	if format == 'e' {
+		// e-09 becomes e-9.
+		if n := len(b); n >= 4 && b[n-4] == 'e' && b[n-3] == '-' && b[n-2] == '0' {
+			b[n-2] = b[n-1]
+			b = b[:n-1]
+		}
+	}
+	return b, true
+}
+
+const hexDigits = "0123456789abcdef"
+
+// appendString appends s as a JSON string as encoding/json writes it: <,
+// > and & escaped for HTML, control characters escaped, invalid UTF-8
+// replaced by U+FFFD, U+2028 and U+2029 escaped.
+func appendString(b []byte, s string) []byte {
+	b = append(b, '"')
+	start := 0
+	for i := 0; i < len(s); {
+		if c := s[i]; c < utf8.RuneSelf {
+			if c >= 0x20 && c != '"' && c != '\\' && c != '<' && c != '>' && c != '&' {
+				i++
+				continue
+			}
+			b = append(b, s[start:i]...)
+			switch c {
+			case '\\', '"':
+				b = append(b, '\\', c)
+			case '\b':
+				b = append(b, '\\', 'b')
+			case '\f':
+				b = append(b, '\\', 'f')
+			case '\n':
+				b = append(b, '\\', 'n')
+			case '\r':
+				b = append(b, '\\', 'r')
+			case '\t':
+				b = append(b, '\\', 't')
+			default:
+				b = append(b, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xF])
+			}
+			i++
+			start = i
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && size == 1 {
+			b = append(b, s[start:i]...)
+			b = append(b, `\ufffd`...)
+			i += size
+			start = i
+			continue
+		}
+		if r == '\u2028' || r == '\u2029' {
+			b = append(b, s[start:i]...)
+			b = append(b, '\\', 'u', '2', '0', '2', hexDigits[r&0xF])
+			i += size
+			start = i
+			continue
+		}
+		i += size
+	}
+	b = append(b, s[start:]...)
+	return append(b, '"')
+}
