@@ -33,17 +33,23 @@ func (r resultInput) appendJSON(b []byte) ([]byte, bool) {
 	return append(b, '}'), true
 }
 
-func (d ToolStateData) appendJSON(b []byte) ([]byte, bool) {
+// appendCallHead opens an object with the fields that name a scheduled
+// call, which several payloads start with.
+func appendCallHead(b []byte, callID, batch string, index int, server, tool string) []byte {
 	b = append(b, `{"call_id":`...)
-	b = appendString(b, d.CallID)
+	b = appendString(b, callID)
 	b = append(b, `,"batch":`...)
-	b = appendString(b, d.Batch)
+	b = appendString(b, batch)
 	b = append(b, `,"index":`...)
-	b = strconv.AppendInt(b, int64(d.Index), 10)
+	b = strconv.AppendInt(b, int64(index), 10)
 	b = append(b, `,"server":`...)
-	b = appendString(b, d.Server)
+	b = appendString(b, server)
 	b = append(b, `,"tool":`...)
-	b = appendString(b, d.Tool)
+	return appendString(b, tool)
+}
+
+func (d ToolStateData) appendJSON(b []byte) ([]byte, bool) {
+	b = appendCallHead(b, d.CallID, d.Batch, d.Index, d.Server, d.Tool)
 	b = append(b, `,"state":`...)
 	b = appendString(b, d.State)
 	if d.Message != "" {
@@ -92,16 +98,7 @@ func (d ToolCallData) appendJSON(b []byte) ([]byte, bool) {
 }
 
 func (d ApprovalResolvedData) appendJSON(b []byte) ([]byte, bool) {
-	b = append(b, `{"call_id":`...)
-	b = appendString(b, d.CallID)
-	b = append(b, `,"batch":`...)
-	b = appendString(b, d.Batch)
-	b = append(b, `,"index":`...)
-	b = strconv.AppendInt(b, int64(d.Index), 10)
-	b = append(b, `,"server":`...)
-	b = appendString(b, d.Server)
-	b = append(b, `,"tool":`...)
-	b = appendString(b, d.Tool)
+	b = appendCallHead(b, d.CallID, d.Batch, d.Index, d.Server, d.Tool)
 	b = append(b, `,"outcome":`...)
 	b = appendString(b, d.Outcome)
 	if d.Message != "" {
