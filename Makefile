@@ -62,6 +62,7 @@ check:
 # broken install cannot pass silently.
 test: peers browser check
 	TOOLMUX_REQUIRE_PEERS=1 $(GO) test -race -count=1 ./...
+	$(GO) test -count=1 -run 'Allocat' ./policy
 	$(MAKE) fuzz
 
 # A run that fails without writing a failing input is Go's fuzzing harness

@@ -414,6 +414,9 @@ func TestArgumentText(t *testing.T) {
 
 // Decide runs for every call: it must not allocate for string arguments.
 func TestDecideAllocations(t *testing.T) {
+	if raceEnabled {
+		t.Skip("under -race sync.Pool drops items at random; make test runs this without it")
+	}
 	e := mustEngine(t, policy.ModeDefault,
 		policy.Rule{Tools: []string{"github/*", "gitlab/*"}, Server: "git*", Action: policy.Allow, Priority: 3},
 		policy.Rule{Tools: []string{"shell"}, Args: map[string]string{"command": `^git (status|diff)\b`}, Action: policy.Allow, Priority: 2},
