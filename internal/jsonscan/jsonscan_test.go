@@ -70,7 +70,8 @@ func FuzzScan(f *testing.F) {
 			t.Fatalf("depth %d, want %d", m.Depth, d)
 		}
 		var obj map[string]json.RawMessage
-		if json.Unmarshal(b, &obj) != nil {
+		// null decodes into a map without error, leaving it nil.
+		if json.Unmarshal(b, &obj) != nil || obj == nil {
 			if m.Object || m.ID != nil || m.Method != nil {
 				t.Fatalf("not an object, but %+v", m)
 			}
