@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"sync"
 )
 
 // FormatVersion is the version of the journal's record format, in every
@@ -224,10 +225,16 @@ func packEvents(r *jrec) error {
 		return nil
 	}
 	var buf bytes.Buffer
-	w, err := flate.NewWriter(&buf, flate.BestSpeed)
-	if err != nil {
-		return err
+	w, _ := deflaters.Get().(*flate.Writer)
+	if w == nil {
+		var err error
+		if w, err = flate.NewWriter(&buf, flate.BestSpeed); err != nil {
+			return err
+		}
+	} else {
+		w.Reset(&buf)
 	}
+	defer deflaters.Put(w)
 	if _, err := w.Write(raw); err != nil {
 		return err
 	}
@@ -237,6 +244,11 @@ func packEvents(r *jrec) error {
 	r.Events, r.EventsZ = nil, base64.StdEncoding.EncodeToString(buf.Bytes())
 	return nil
 }
+
+// deflaters keeps flate writers between batches: a new one allocates and
+// clears hundreds of KiB, which the profile of a busy gateway showed as 2 %
+// of the process.
+var deflaters sync.Pool
 
 // events returns the events of an events record, inflated if need be.
 func (r *jrec) events() ([]jEvent, error) {

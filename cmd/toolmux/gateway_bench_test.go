@@ -61,7 +61,12 @@ func benchBinary(b *testing.B) string {
 	b.Helper()
 	benchBuild.Do(func() {
 		benchBinPath = filepath.Join(filepath.Dir(binary), "toolmux-bench")
-		benchBuildOut, benchBuildErr = exec.Command("go", "build", "-o", benchBinPath, ".").CombinedOutput()
+		args := []string{"build", "-o", benchBinPath}
+		if os.Getenv("TOOLMUX_PPROF_ADDR") != "" {
+			// The gateway serves net/http/pprof there (pprof.go).
+			args = append(args, "-tags", "toolmux_pprof")
+		}
+		benchBuildOut, benchBuildErr = exec.Command("go", append(args, ".")...).CombinedOutput()
 	})
 	if benchBuildErr != nil {
 		b.Fatalf("building toolmux: %v\n%s", benchBuildErr, benchBuildOut)
@@ -450,7 +455,8 @@ func BenchmarkGatewayHop(b *testing.B) {
 // gateway. Echo calls through `toolmux serve`'s governed /mcp (journal on,
 // default settings), through its passthrough route /servers/fx/mcp (every
 // client session a process of its own), and through TBXark/mcp-proxy (one
-// shared stdio session), at 1, 16 and 64 concurrent clients.
+// shared stdio session), at 1, 16 and 64 concurrent clients; gateway-nolog
+// is the governed /mcp with the task log off.
 // cpu-upstream-µs sums the stdio servers the gateway started.
 func BenchmarkGatewayStdio(b *testing.B) {
 	fixture := testservers.Fixture(b)
@@ -465,6 +471,12 @@ func BenchmarkGatewayStdio(b *testing.B) {
 	}
 	b.Run("gateway", func(b *testing.B) {
 		g := startBenchServeStdio(b, fixture, "")
+		run(b, g.base+"/mcp", "fx__echo", g.cmd.Process.Pid)
+	})
+	// The same route with no task log: what the durable record of every
+	// call and event costs is the difference.
+	b.Run("gateway-nolog", func(b *testing.B) {
+		g := startBenchServeStdio(b, fixture, "task_log: {enabled: false}\n")
 		run(b, g.base+"/mcp", "fx__echo", g.cmd.Process.Pid)
 	})
 	b.Run("passthrough", func(b *testing.B) {
