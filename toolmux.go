@@ -129,7 +129,7 @@ func Open(ctx context.Context, cfg *config.Config, o Options) (rt *Runtime, err 
 		// never retried.
 		mopts = append(mopts, manager.WithSource(sa, manager.ServerOptions{Timeout: cfg.Timeout, Retry: manager.Retry{MaxAttempts: 1}}))
 	}
-	if rt.Manager, err = manager.FromConfig(cfg, log, mopts...); err != nil {
+	if rt.Manager, err = NewManager(cfg, log, mopts...); err != nil {
 		return rt, err
 	}
 	if rt.Pipeline, err = pipeline.New(rt.Manager, cfg.Pipeline, popts...); err != nil {

@@ -19,6 +19,7 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
+	"github.com/toolmux/toolmux"
 	"github.com/toolmux/toolmux/config"
 	"github.com/toolmux/toolmux/manager"
 	"github.com/toolmux/toolmux/pipeline"
@@ -212,7 +213,7 @@ func (a *app) open(ctx context.Context, recording bool, mopts ...manager.Option)
 			tl.Close()
 		}
 	}
-	m, err := manager.FromConfig(cfg, log, mopts...)
+	m, err := toolmux.NewManager(cfg, log, mopts...)
 	if err != nil {
 		closeLog()
 		return nil, &exitError{code: exitUsage, err: err}

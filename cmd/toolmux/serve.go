@@ -17,10 +17,10 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/spf13/cobra"
 
+	"github.com/toolmux/toolmux"
 	"github.com/toolmux/toolmux/api"
 	"github.com/toolmux/toolmux/config"
 	"github.com/toolmux/toolmux/gateway"
-	"github.com/toolmux/toolmux/manager"
 	"github.com/toolmux/toolmux/policy"
 	"github.com/toolmux/toolmux/schedule"
 	"github.com/toolmux/toolmux/stream"
@@ -358,7 +358,7 @@ func passthroughServers(cfg *config.Config, log *slog.Logger) []gateway.Route {
 		if sc.Disabled || sc.Transport == config.Command {
 			continue
 		}
-		src := manager.SourceConfig(cfg, sc, log.With("server", sc.Name, "route", "passthrough"))
+		src := toolmux.MCPSourceConfig(cfg, sc, log.With("server", sc.Name, "route", "passthrough"))
 		out = append(out, gateway.RouteFromConfig(cfg, sc, src))
 	}
 	return out
