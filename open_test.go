@@ -18,6 +18,7 @@ import (
 	"github.com/toolmux/toolmux/manager"
 	"github.com/toolmux/toolmux/policy"
 	"github.com/toolmux/toolmux/schedule"
+	"github.com/toolmux/toolmux/stream"
 	"github.com/toolmux/toolmux/tool"
 )
 
@@ -170,5 +171,77 @@ func TestOpenTaskLogError(t *testing.T) {
 	}
 	if _, ok := errors.AsType[*toolmux.TaskLogError](err); !ok {
 		t.Errorf("%T %v: not a *TaskLogError", err, err)
+	}
+}
+
+// TestOpenExternalEvents: a runtime given a hub of the caller's publishes
+// its calls' events there and leaves the hub open when it closes; with
+// NoEvents it has no hub and its calls still run, seen by Sinks only.
+func TestOpenExternalEvents(t *testing.T) {
+	ctx := context.Background()
+	hub, err := stream.NewHub(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer hub.Close(ctx)
+	sub, err := hub.Subscribe(ctx, stream.Filter{}, stream.Live)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close()
+	echo := funcsource.New("s", funcsource.Func("echo", "Echoes.", func(_ context.Context, in struct {
+		Text string `json:"text"`
+	}) (string, error) {
+		return in.Text, nil
+	}, funcsource.ReadOnly()))
+	rt, err := toolmux.Open(ctx, config.Default(), toolmux.Options{NoTaskLog: true, Events: hub, Sources: []manager.Source{echo}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rt.Events != hub {
+		t.Fatal("the runtime made a hub of its own")
+	}
+	if rec := rt.Scheduler.Call(ctx, tool.Call{Server: "s", Tool: "echo", Arguments: map[string]any{"text": "hi"}}); rec.Err() != nil {
+		t.Fatal(rec.Err())
+	}
+	if err := rt.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// The call's events reached the hub, which is still open.
+	sawState := false
+	for !sawState {
+		e, ok := <-sub.Events()
+		if !ok {
+			t.Fatal("the subscription ended: the runtime closed the caller's hub")
+		}
+		sawState = e.Name == stream.EventToolState
+	}
+	if _, err := hub.Subscribe(ctx, stream.Filter{}, stream.Live); err != nil {
+		t.Errorf("the hub was closed with the runtime: %v", err)
+	}
+
+	var states []schedule.State
+	rt, err = toolmux.Open(ctx, config.Default(), toolmux.Options{NoTaskLog: true, NoEvents: true, NoAgents: true,
+		Sources: []manager.Source{echo},
+		Sinks: []schedule.Sink{schedule.SinkFunc(func(e schedule.Event) {
+			if e.Type == schedule.EventState {
+				states = append(states, e.State)
+			}
+		})}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rt.Close(ctx)
+	if rt.Events != nil {
+		t.Error("a hub with NoEvents")
+	}
+	if rec := rt.Scheduler.Call(ctx, tool.Call{Server: "s", Tool: "echo", Arguments: map[string]any{"text": "hi"}}); rec.Err() != nil || rec.Result.Text() != "hi" {
+		t.Fatalf("%+v", rec)
+	}
+	if len(states) == 0 || states[len(states)-1] != schedule.Success {
+		t.Errorf("states %v", states)
+	}
+	if _, err := rt.Agent(); err == nil {
+		t.Error("an agent without events")
 	}
 }
