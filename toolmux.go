@@ -57,8 +57,9 @@ type Options struct {
 	// there is one).
 	Hub []stream.Option
 	// Events is an event hub of the caller's to publish into instead of
-	// one of the runtime's own (Hub is then unused). The caller closes
-	// it, after the runtime.
+	// one of the runtime's own (Hub is then unused, and the events are
+	// kept by whatever store that hub has, not by this runtime's task
+	// log). The caller closes it, after the runtime.
 	Events *stream.Hub
 	// NoEvents makes a runtime without an event hub: the scheduler's
 	// events go only to Sinks, and no agent can run on it (toolmux
