@@ -56,6 +56,50 @@ type Options struct {
 	// Hub options for the event hub (the task log is its store when
 	// there is one).
 	Hub []stream.Option
+	// Events is an event hub of the caller's to publish into instead of
+	// one of the runtime's own (Hub is then unused, and the events are
+	// kept by whatever store that hub has, not by this runtime's task
+	// log). The caller closes it, after the runtime.
+	Events *stream.Hub
+	// NoEvents makes a runtime without an event hub: the scheduler's
+	// events go only to Sinks, and no agent can run on it (toolmux
+	// call, which keeps no events of its one call).
+	NoEvents bool
+	// NoAgents makes a runtime without models, agents or sub-agents: the
+	// configuration's model and agents sections are not read (the
+	// commands that only list or call tools).
+	NoAgents bool
+	// Sinks receive the scheduler's events too, after the hub.
+	Sinks []schedule.Sink
+	// ManagerOptions are further options of the manager (a listing
+	// observer, say).
+	ManagerOptions []manager.Option
+	// Backend, when set, returns what the scheduler drives, given the
+	// parts built before it (Manager, Pipeline, Log); nil: the pipeline.
+	// toolmux call --raw drives the manager, and bounds each call.
+	Backend func(rt *Runtime) schedule.Backend
+	// Dispatcher runs the tasks given to Runtime.Run; nil: they run in
+	// this process (see Dispatcher).
+	Dispatcher Dispatcher
+}
+
+// TaskLogError is a task log that could not be opened.
+type TaskLogError struct{ Err error }
+
+func (e *TaskLogError) Error() string { return "task log: " + e.Err.Error() }
+func (e *TaskLogError) Unwrap() error { return e.Err }
+
+// TaskLogOptions are the options of the task log cfg configures: its
+// durability (a recorded call survives a kill of toolmux by default, and a
+// power cut with durability full) and retention. Open uses them; so does
+// whoever opens the same task log to read it (toolmux logs).
+func TaskLogOptions(cfg config.TaskLog, log *slog.Logger) []tasklog.Option {
+	d := tasklog.DurabilityProcess
+	if cfg.Durability == config.DurabilityFull {
+		d = tasklog.DurabilityFull
+	}
+	return []tasklog.Option{tasklog.WithLogger(log), tasklog.WithDurability(d),
+		tasklog.WithRetention(tasklog.Retention{MaxAge: cfg.Retention.MaxAge, MaxBytes: cfg.Retention.MaxBytes})}
 }
 
 // Runtime is an assembled toolmux. Its fields are the parts, for callers
@@ -73,8 +117,11 @@ type Runtime struct {
 	// Model is the agents' model; nil when none is configured.
 	Model llm.Model
 
-	agents    agent.Runtime
-	subAgents []*agent.SubAgent
+	agents     agent.Runtime
+	subAgents  []*agent.SubAgent
+	dispatcher Dispatcher
+	// ownEvents: Events is the runtime's own, closed by Close.
+	ownEvents bool
 }
 
 // Open builds the runtime of cfg. Nothing is started until it is used:
@@ -91,29 +138,26 @@ func Open(ctx context.Context, cfg *config.Config, o Options) (rt *Runtime, err 
 			rt = nil
 		}
 	}()
-	if rt.Model == nil && cfg.Model.Set {
-		if rt.Model, err = llm.FromConfig(cfg.Model); err != nil {
-			return rt, fmt.Errorf("model: %w", err)
-		}
-	}
 	models := map[string]llm.Model{}
-	for _, a := range append([]config.Agent{cfg.Agent}, cfg.Agents...) {
-		if a.Model.Set {
-			if models[a.Name], err = llm.FromConfig(a.Model); err != nil {
-				return rt, fmt.Errorf("agent %s: model: %w", a.Name, err)
+	if !o.NoAgents {
+		if rt.Model == nil && cfg.Model.Set {
+			if rt.Model, err = llm.FromConfig(cfg.Model); err != nil {
+				return rt, fmt.Errorf("model: %w", err)
+			}
+		}
+		for _, a := range append([]config.Agent{cfg.Agent}, cfg.Agents...) {
+			if a.Model.Set {
+				if models[a.Name], err = llm.FromConfig(a.Model); err != nil {
+					return rt, fmt.Errorf("agent %s: model: %w", a.Name, err)
+				}
 			}
 		}
 	}
 	popts := []pipeline.Option{pipeline.WithDataDir(cfg.DataDir), pipeline.WithLogger(log),
 		pipeline.WithLimits(pipeline.Limits{MaxDepth: cfg.Limits.MaxDepth, MaxRecordBytes: int(cfg.Limits.MaxRecordBytes)})}
 	if cfg.DataDir != "" && cfg.TaskLog.Enabled && !o.NoTaskLog {
-		d := tasklog.DurabilityProcess
-		if cfg.TaskLog.Durability == config.DurabilityFull {
-			d = tasklog.DurabilityFull
-		}
-		ret := tasklog.Retention{MaxAge: cfg.TaskLog.Retention.MaxAge, MaxBytes: cfg.TaskLog.Retention.MaxBytes}
-		if rt.Log, err = tasklog.Open(ctx, cfg.DataDir, tasklog.WithLogger(log), tasklog.WithDurability(d), tasklog.WithRetention(ret)); err != nil {
-			return rt, fmt.Errorf("task log: %w", err)
+		if rt.Log, err = tasklog.Open(ctx, cfg.DataDir, TaskLogOptions(cfg.TaskLog, log)...); err != nil {
+			return rt, &TaskLogError{Err: err}
 		}
 		popts = append(popts, pipeline.WithRecorder(rt.Log))
 	}
@@ -122,6 +166,9 @@ func Open(ctx context.Context, cfg *config.Config, o Options) (rt *Runtime, err 
 		mopts = append(mopts, manager.WithSource(src, manager.ServerOptions{}))
 	}
 	for _, a := range cfg.Agents {
+		if o.NoAgents {
+			break
+		}
 		sa := agent.NewSubAgent(a)
 		rt.subAgents = append(rt.subAgents, sa)
 		// A sub-agent runs as long as its own turn limit takes; the
@@ -129,7 +176,7 @@ func Open(ctx context.Context, cfg *config.Config, o Options) (rt *Runtime, err 
 		// never retried.
 		mopts = append(mopts, manager.WithSource(sa, manager.ServerOptions{Timeout: cfg.Timeout, Retry: manager.Retry{MaxAttempts: 1}}))
 	}
-	if rt.Manager, err = manager.FromConfig(cfg, log, mopts...); err != nil {
+	if rt.Manager, err = NewManager(cfg, log, append(mopts, o.ManagerOptions...)...); err != nil {
 		return rt, err
 	}
 	if rt.Pipeline, err = pipeline.New(rt.Manager, cfg.Pipeline, popts...); err != nil {
@@ -143,17 +190,47 @@ func Open(ctx context.Context, cfg *config.Config, o Options) (rt *Runtime, err 
 			return rt, err
 		}
 	}
-	rt.Gate = policy.NewGate(rt.Policy, policy.WithApprover(o.Approver), policy.WithConcurrentApprovals(o.ConcurrentApprovals))
-	hubOpts := append([]stream.Option{stream.WithLogger(log)}, o.Hub...)
-	if rt.Log != nil {
-		hubOpts = append(hubOpts, stream.WithStore(rt.Log.StreamStore()))
+	rt.Gate = policy.NewGate(rt.Policy, gateOptions(cfg, o, log)...)
+	sinks := o.Sinks
+	switch {
+	case o.NoEvents:
+	case o.Events != nil:
+		rt.Events = o.Events
+	default:
+		hubOpts := append([]stream.Option{stream.WithLogger(log)}, o.Hub...)
+		if rt.Log != nil {
+			hubOpts = append(hubOpts, stream.WithStore(rt.Log.StreamStore()))
+		}
+		if rt.Events, err = stream.NewHub(ctx, hubOpts...); err != nil {
+			return rt, err
+		}
+		rt.ownEvents = true
 	}
-	if rt.Events, err = stream.NewHub(ctx, hubOpts...); err != nil {
-		return rt, err
+	if rt.Events != nil {
+		sinks = append([]schedule.Sink{stream.SchedulerSink(rt.Events,
+			stream.WithArgumentLimit(int(cfg.Limits.MaxEventBytes)), stream.WithResultLimit(int(cfg.Limits.MaxEventBytes)))}, sinks...)
 	}
-	rt.Scheduler = schedule.New(rt.Pipeline, schedule.WithGate(rt.Gate), schedule.WithSink(stream.SchedulerSink(rt.Events,
-		stream.WithArgumentLimit(int(cfg.Limits.MaxEventBytes)), stream.WithResultLimit(int(cfg.Limits.MaxEventBytes)))),
-		schedule.WithLogger(log), schedule.WithMaxDepth(cfg.Limits.MaxDepth))
+	var backend schedule.Backend = rt.Pipeline
+	if o.Backend != nil {
+		backend = o.Backend(rt)
+	}
+	sopts := []schedule.Option{schedule.WithGate(rt.Gate), schedule.WithLogger(log), schedule.WithMaxDepth(cfg.Limits.MaxDepth)}
+	switch len(sinks) {
+	case 0:
+	case 1:
+		sopts = append(sopts, schedule.WithSink(sinks[0]))
+	default:
+		sopts = append(sopts, schedule.WithSink(fanOut(sinks)))
+	}
+	rt.Scheduler = schedule.New(backend, sopts...)
+	rt.dispatcher = o.Dispatcher
+	if rt.dispatcher == nil {
+		rt.dispatcher = inProcess{rt}
+	}
+	if rt.Events == nil {
+		// No agent runs without events to tell of its turns.
+		return rt, nil
+	}
 	rt.agents = agent.Runtime{Model: rt.Model, Models: models, Calls: rt.Scheduler, Catalog: rt.Pipeline,
 		Turns: rt.Pipeline, Events: rt.Events, Logger: log}
 	if rt.Log != nil {
@@ -169,9 +246,35 @@ func Open(ctx context.Context, cfg *config.Config, o Options) (rt *Runtime, err 
 
 // Agent returns the main agent of the configuration (its `agent:`
 // section). It fails with an *agent.Error of kind no_model when no model
-// is configured.
+// is configured (or the runtime was opened with NoAgents or NoEvents).
 func (rt *Runtime) Agent() (*agent.Agent, error) {
 	return agent.New(rt.agents, rt.Config.Agent)
+}
+
+// gateOptions are the policy gate's: who is asked, and, when the
+// configuration says so (policy.persist) and came from a file, "always"
+// answers saved to that file as rules.
+func gateOptions(cfg *config.Config, o Options, log *slog.Logger) []policy.GateOption {
+	opts := []policy.GateOption{policy.WithApprover(o.Approver), policy.WithConcurrentApprovals(o.ConcurrentApprovals)}
+	if cfg.Policy.Persist && cfg.Path != "" {
+		path := cfg.Path
+		opts = append(opts,
+			policy.WithPersist(func(rule policy.Rule) error { return policy.SaveRule(path, rule) }),
+			policy.WithPersistAlways(true),
+			policy.WithPersistError(func(rule policy.Rule, err error) {
+				log.Warn("could not save the approval to the configuration", "rule", rule.Name, "file", path, "error", err)
+			}))
+	}
+	return opts
+}
+
+// fanOut hands each scheduler event to every sink, in order.
+type fanOut []schedule.Sink
+
+func (f fanOut) Event(e schedule.Event) {
+	for _, s := range f {
+		s.Event(e)
+	}
 }
 
 // AgentRuntime is what the runtime's agents run on, for building other
@@ -185,7 +288,7 @@ func (rt *Runtime) Close(ctx context.Context) error {
 	if rt.Scheduler != nil {
 		rt.Scheduler.Shutdown(ctx)
 	}
-	if rt.Events != nil {
+	if rt.Events != nil && rt.ownEvents {
 		errs = append(errs, rt.Events.Close(ctx))
 	}
 	if rt.Manager != nil {

@@ -31,7 +31,6 @@ import (
 
 	"github.com/google/jsonschema-go/jsonschema"
 
-	"github.com/toolmux/toolmux/manager"
 	"github.com/toolmux/toolmux/tool"
 )
 
@@ -229,8 +228,6 @@ type Source struct {
 	tools  []Tool // sorted by name, as sources list their tools
 	byName map[string]*Tool
 }
-
-var _ manager.Source = (*Source)(nil)
 
 // New returns a source named name serving tools. It panics when name is
 // empty or two tools share a name: mistakes in the program, not in what

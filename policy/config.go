@@ -72,6 +72,38 @@ func RulesFromConfig(cfg config.Policy) []Rule {
 	return rules
 }
 
+// ConfigRule is r as a rule of the configuration's policy section, the
+// inverse of RulesFromConfig.
+func ConfigRule(r Rule) config.PolicyRule {
+	var modes []string
+	for _, m := range r.Modes {
+		modes = append(modes, string(m))
+	}
+	return config.PolicyRule{
+		Name:        r.Name,
+		Tools:       r.Tools,
+		Server:      r.Server,
+		Args:        r.Args,
+		ReadOnly:    r.ReadOnly,
+		Destructive: r.Destructive,
+		Modes:       modes,
+		Action:      string(r.Action),
+		Priority:    r.Priority,
+		Message:     r.Message,
+	}
+}
+
+// SaveRule adds r to the rules of the configuration file at path, after
+// checking that it is a valid rule: what WithPersist is given to save
+// "always" answers. The file is edited by config.SaveRule, which owns the
+// file's format.
+func SaveRule(path string, r Rule) error {
+	if _, errs := compile(r, 1); errs != nil {
+		return fmt.Errorf("policy: not saving an invalid rule: %w", errs[0])
+	}
+	return config.SaveRule(path, ConfigRule(r))
+}
+
 func unjoin(err error) []error {
 	if j, ok := err.(interface{ Unwrap() []error }); ok {
 		return j.Unwrap()

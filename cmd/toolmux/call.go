@@ -13,6 +13,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/toolmux/toolmux"
 	"github.com/toolmux/toolmux/manager"
 	"github.com/toolmux/toolmux/pipeline"
 	"github.com/toolmux/toolmux/schedule"
@@ -122,13 +123,38 @@ func looksLikeArgs(s string) bool {
 }
 
 func (a *app) callTool(ctx context.Context, args []string, f callFlags) error {
-	rt, err := a.open(ctx, true)
+	tg := target(args)
+	label := tg.server + "/" + tg.tool
+	if tg.exposed != "" {
+		label = tg.exposed
+	}
+	// The spinner starts when the call starts executing, so it never
+	// draws over an approval prompt.
+	sp := &lazySpinner{w: a.stderr, label: label}
+	// The scheduler drives the pipeline, or the manager alone with --raw,
+	// each call bounded by --timeout; its events only start the spinner.
+	var backend schedule.Backend
+	rt, err := a.open(ctx, toolmux.Options{NoEvents: true, NoAgents: true, Approver: a.approver(tg.args != "-"),
+		Sinks: []schedule.Sink{schedule.SinkFunc(func(e schedule.Event) {
+			if e.Type == schedule.EventState && e.State == schedule.Executing {
+				sp.start()
+			}
+		})},
+		Backend: func(rt *toolmux.Runtime) schedule.Backend {
+			backend = rt.Pipeline
+			if f.raw {
+				backend = rt.Manager
+			}
+			if f.timeout > 0 {
+				backend = timeoutBackend{Backend: backend, d: f.timeout}
+			}
+			return backend
+		}})
 	if err != nil {
 		return err
 	}
-	defer rt.Close()
-	tg := target(args)
-	if slices.Contains(rt.manager.Servers(), tg.exposed) {
+	defer closeRuntime(ctx, rt)
+	if slices.Contains(rt.Manager.Servers(), tg.exposed) {
 		return usageError("%s is a server: name one of its tools too, as in toolmux call %s TOOL (toolmux tools lists them)", tg.exposed, tg.exposed)
 	}
 	var raw []byte
@@ -146,7 +172,7 @@ func (a *app) callTool(ctx context.Context, args []string, f callFlags) error {
 	if err != nil {
 		return &exitError{code: exitUsage, usage: true, err: err}
 	}
-	if e := tool.CheckDepth(callArgs, rt.config.Limits.MaxDepth); e != nil {
+	if e := tool.CheckDepth(callArgs, rt.Config.Limits.MaxDepth); e != nil {
 		// Checked here too, so that --raw, which bypasses the pipeline's
 		// own check, is bounded as well.
 		return &exitError{code: exitUsage, err: fmt.Errorf("%s: %s", e.Kind, e.Message)}
@@ -156,34 +182,12 @@ func (a *app) callTool(ctx context.Context, args []string, f callFlags) error {
 	// --timeout.
 	var unresolved *tool.Error
 	if tg.exposed != "" {
-		tg.server, tg.tool, unresolved = resolveExposed(ctx, rt.manager, tg.exposed)
+		tg.server, tg.tool, unresolved = resolveExposed(ctx, rt.Manager, tg.exposed)
 	}
-
-	var backend schedule.Backend = rt.pipeline
-	if f.raw {
-		backend = rt.manager
-	}
-	if f.timeout > 0 {
-		backend = timeoutBackend{Backend: backend, d: f.timeout}
-	}
-	approver := a.approver(tg.args != "-")
-
-	label := tg.server + "/" + tg.tool
-	if tg.exposed != "" {
-		label = tg.exposed
-	}
-	// The spinner starts when the call starts executing, so it never
-	// draws over an approval prompt.
-	sp := &lazySpinner{w: a.stderr, label: label}
 	ctx = tool.WithProgress(ctx, sp.progress)
-	s := schedule.New(backend, schedule.WithGate(rt.gate(approver, false, a.logger())),
-		schedule.WithSink(schedule.SinkFunc(func(e schedule.Event) {
-			if e.Type == schedule.EventState && e.State == schedule.Executing {
-				sp.start()
-			}
-		})))
+	s := rt.Scheduler
 	call := tool.Call{Server: tg.server, Tool: tg.tool, Arguments: callArgs}
-	if rt.log != nil {
+	if rt.Log != nil {
 		// One command, one task in the log: `toolmux logs` lists it.
 		call.Task = tool.NewID()
 		words := args
@@ -191,7 +195,7 @@ func (a *app) callTool(ctx context.Context, args []string, f callFlags) error {
 			words = args[:len(args)-1] // what stdin held is in the call's record
 		}
 		input := "toolmux call " + strings.Join(words, " ")
-		if err := rt.log.StartTask(ctx, tasklog.Task{ID: call.Task, Input: input}); err != nil {
+		if err := rt.Log.StartTask(ctx, tasklog.Task{ID: call.Task, Input: input}); err != nil {
 			fmt.Fprintln(a.stderr, "toolmux: task log:", taskLogMessage(err))
 		}
 	}
@@ -202,9 +206,9 @@ func (a *app) callTool(ctx context.Context, args []string, f callFlags) error {
 		rec = s.Call(ctx, call)
 	}
 	sp.stop()
-	if rt.log != nil {
+	if rt.Log != nil {
 		status, answer := tasklog.OneCallStatus(rec)
-		if err := rt.log.FinishTask(context.WithoutCancel(ctx), call.Task, status, answer); err != nil {
+		if err := rt.Log.FinishTask(context.WithoutCancel(ctx), call.Task, status, answer); err != nil {
 			fmt.Fprintln(a.stderr, "toolmux: task log:", taskLogMessage(err))
 		}
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/toolmux/toolmux"
 	"github.com/toolmux/toolmux/tasklog"
 	"github.com/toolmux/toolmux/tool"
 )
@@ -145,7 +146,7 @@ func (a *app) openTaskLog(ctx context.Context) (*tasklog.Log, error) {
 	if !tasklog.Exists(dir) {
 		return nil, nil
 	}
-	l, err := tasklog.Open(ctx, dir, taskLogOptions(cfg.TaskLog, a.logger())...)
+	l, err := tasklog.Open(ctx, dir, toolmux.TaskLogOptions(cfg.TaskLog, a.logger())...)
 	if err != nil {
 		return nil, &exitError{code: exitFailed, err: fmt.Errorf("task log: %s", taskLogMessage(err))}
 	}

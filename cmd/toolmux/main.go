@@ -19,11 +19,10 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
+	"github.com/toolmux/toolmux"
 	"github.com/toolmux/toolmux/config"
-	"github.com/toolmux/toolmux/manager"
-	"github.com/toolmux/toolmux/pipeline"
 	"github.com/toolmux/toolmux/policy"
-	"github.com/toolmux/toolmux/tasklog"
+	"github.com/toolmux/toolmux/stream"
 )
 
 // Exit codes.
@@ -168,77 +167,43 @@ func (a *app) logger() *slog.Logger {
 	return slog.New(slog.NewTextHandler(a.stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 }
 
-// runtimeSet is what commands work with: the manager, the governed
-// pipeline around it, and the policy engine of the configured mode.
-type runtimeSet struct {
-	manager  *manager.Manager
-	pipeline *pipeline.Pipeline
-	policy   *policy.Engine
-	config   *config.Config
-	// log is the task log every call is recorded in; nil for commands
-	// that make no calls, or when there is no data directory.
-	log *tasklog.Log
-}
-
-func (r *runtimeSet) Close() error {
-	err := r.manager.Close()
-	if r.log != nil {
-		err = errors.Join(err, r.log.Close())
-	}
-	return err
-}
-
-// open loads the configuration and builds the manager (with mopts) and the
-// pipeline. With recording, every call through the pipeline is recorded in
-// the task log of the data directory.
-func (a *app) open(ctx context.Context, recording bool, mopts ...manager.Option) (*runtimeSet, error) {
+// open loads the configuration and assembles its runtime with
+// toolmux.Open, adjusted by o; the command-line flags decide the data
+// directory, the approval mode and the logger. A task log that cannot be
+// opened is a failure (exit 1); anything else wrong in the configuration
+// is a usage error.
+func (a *app) open(ctx context.Context, o toolmux.Options) (*toolmux.Runtime, error) {
 	cfg, err := a.loadConfig()
 	if err != nil {
 		return nil, err
 	}
-	log := a.logger()
 	cfg.DataDir = a.resolveDataDir(cfg)
-	var tl *tasklog.Log
-	popts := []pipeline.Option{pipeline.WithDataDir(cfg.DataDir), pipeline.WithLogger(log),
-		pipeline.WithLimits(pipeline.Limits{MaxDepth: cfg.Limits.MaxDepth, MaxRecordBytes: int(cfg.Limits.MaxRecordBytes)})}
-	if recording && cfg.DataDir != "" && cfg.TaskLog.Enabled {
-		if tl, err = tasklog.Open(ctx, cfg.DataDir, taskLogOptions(cfg.TaskLog, log)...); err != nil {
-			return nil, &exitError{code: exitFailed, err: fmt.Errorf("task log: %s", taskLogMessage(err))}
-		}
-		popts = append(popts, pipeline.WithRecorder(tl))
-	}
-	closeLog := func() {
-		if tl != nil {
-			tl.Close()
+	if a.approvalMode != "" {
+		if o.Mode, err = policy.ParseMode(a.approvalMode); err != nil {
+			return nil, &exitError{code: exitUsage, err: fmt.Errorf("--approval-mode: %w", err)}
 		}
 	}
-	m, err := manager.FromConfig(cfg, log, mopts...)
-	if err != nil {
-		closeLog()
-		return nil, &exitError{code: exitUsage, err: err}
+	o.Logger = a.logger()
+	rt, err := toolmux.Open(ctx, cfg, o)
+	if tle, ok := errors.AsType[*toolmux.TaskLogError](err); ok {
+		return nil, &exitError{code: exitFailed, err: fmt.Errorf("task log: %s", taskLogMessage(tle.Err))}
 	}
-	p, err := pipeline.New(m, cfg.Pipeline, popts...)
-	if err != nil {
-		m.Close()
-		closeLog()
-		return nil, &exitError{code: exitUsage, err: err}
-	}
-	engine, err := policy.ForConfig(cfg)
-	if err == nil && a.approvalMode != "" {
-		var mode policy.Mode
-		if mode, err = policy.ParseMode(a.approvalMode); err == nil {
-			engine, err = engine.WithMode(mode)
-		}
-		if err != nil {
-			err = fmt.Errorf("--approval-mode: %w", err)
-		}
+	if _, ok := errors.AsType[*stream.StoreError](err); ok {
+		// The event hub could not read the task log.
+		return nil, &exitError{code: exitFailed, err: err}
 	}
 	if err != nil {
-		m.Close()
-		closeLog()
 		return nil, &exitError{code: exitUsage, err: err}
 	}
-	return &runtimeSet{manager: m, pipeline: p, policy: engine, config: cfg, log: tl}, nil
+	return rt, nil
+}
+
+// closeRuntime closes a command's runtime, even after the command's
+// context has ended, within shutdownGrace.
+func closeRuntime(ctx context.Context, rt *toolmux.Runtime) {
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), shutdownGrace)
+	defer cancel()
+	_ = rt.Close(cctx)
 }
 
 // approver returns who approves calls the policy asks about: everything
@@ -257,27 +222,6 @@ func (a *app) approver(stdinFree bool) policy.Approver {
 	return nil
 }
 
-// gate returns the policy gate of a command: asking approver for calls
-// the policy says to ask about (nil: nobody can be asked, so such calls
-// are refused with a message saying how to allow them), and saving
-// "always" answers to the configuration file when policy.persist is set.
-// gate is the policy gate of a command. concurrent lets approval
-// requests wait side by side, for approvers that show many questions at
-// once (the gateway's clients and its web page; not a terminal).
-func (r *runtimeSet) gate(approver policy.Approver, concurrent bool, log *slog.Logger) *policy.Gate {
-	opts := []policy.GateOption{policy.WithApprover(approver), policy.WithConcurrentApprovals(concurrent)}
-	if r.config.Policy.Persist && r.config.Path != "" {
-		path := r.config.Path
-		opts = append(opts,
-			policy.WithPersist(func(rule policy.Rule) error { return policy.SaveRule(path, rule) }),
-			policy.WithPersistAlways(true),
-			policy.WithPersistError(func(rule policy.Rule, err error) {
-				log.Warn("could not save the approval to the configuration", "rule", rule.Name, "file", path, "error", err)
-			}))
-	}
-	return policy.NewGate(r.policy, opts...)
-}
-
 // resolveDataDir picks the data directory: the flag, the configuration,
 // $XDG_DATA_HOME/toolmux, ~/.local/share/toolmux, or none.
 func (a *app) resolveDataDir(cfg *config.Config) string {
@@ -294,20 +238,4 @@ func (a *app) resolveDataDir(cfg *config.Config) string {
 		return filepath.Join(home, ".local", "share", "toolmux")
 	}
 	return ""
-}
-
-// durability is the task log's durability as configured: a recorded call
-// survives a kill of toolmux by default, and a power cut on request.
-func durability(c config.TaskLog) tasklog.Durability {
-	if c.Durability == config.DurabilityFull {
-		return tasklog.DurabilityFull
-	}
-	return tasklog.DurabilityProcess
-}
-
-// taskLogOptions opens the task log as configured: durability and
-// retention.
-func taskLogOptions(c config.TaskLog, log *slog.Logger) []tasklog.Option {
-	return []tasklog.Option{tasklog.WithLogger(log), tasklog.WithDurability(durability(c)),
-		tasklog.WithRetention(tasklog.Retention{MaxAge: c.Retention.MaxAge, MaxBytes: c.Retention.MaxBytes})}
 }

@@ -100,12 +100,3 @@ func (r *releaser) stop() {
 		r.timer.Stop()
 	}
 }
-
-// sinks sends every event to each of a list of sinks, in order.
-type sinks []schedule.Sink
-
-func (s sinks) Event(e schedule.Event) {
-	for _, k := range s {
-		k.Event(e)
-	}
-}

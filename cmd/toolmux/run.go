@@ -192,8 +192,9 @@ func (a *app) runTask(ctx context.Context, task string, f runFlags) error {
 		defer cancel()
 		rt.Close(cctx)
 	}()
-	ag, err := rt.Agent()
-	if err != nil {
+	// The main agent is checked now (no model configured, say), before
+	// anything is served; the task runs through the runtime's dispatcher.
+	if _, err := rt.Agent(); err != nil {
 		return &exitError{code: exitUsage, err: err}
 	}
 	id := tool.NewID()
@@ -230,7 +231,7 @@ func (a *app) runTask(ctx context.Context, task string, f runFlags) error {
 			}
 		}
 	}()
-	res, runErr := ag.Run(ctx, task, agent.WithTask(id), agent.WithMetadata(map[string]any{"model": cfg.Model.Name, "provider": cfg.Model.Provider}))
+	res, runErr := rt.Run(ctx, toolmux.Task{ID: id, Input: task, Metadata: map[string]any{"model": cfg.Model.Name, "provider": cfg.Model.Provider}})
 	// The workflow's last event ends the printing; a hub closed early
 	// (it is not) would end it too.
 	select {
@@ -288,7 +289,7 @@ func (a *app) serveRun(ctx context.Context, addr, token string, rt *toolmux.Runt
 	}
 	page.url = pageURL(ln.Addr())
 	approvals.SetWhere(page.url)
-	g := gateway.New(scheduled{catalog: rt.Pipeline, Scheduler: rt.Scheduler}, gateway.Options{Version: versionString(), Logger: a.logger(),
+	g := gateway.New(gateway.Scheduled{Catalog: rt.Pipeline, Calls: rt.Scheduler}, gateway.Options{Version: versionString(), Logger: a.logger(),
 		Sessions: sessionTasks(rt.Log, a.logger()),
 		API: api.New(api.Options{Catalog: rt.Pipeline, Caller: rt.Scheduler, Health: rt.Manager.Health, Policy: rt.Policy,
 			Approvals: approvals, Log: rt.Log, Events: rt.Events, Version: versionString(), Run: page.get})})

@@ -17,13 +17,13 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/spf13/cobra"
 
+	"github.com/toolmux/toolmux"
 	"github.com/toolmux/toolmux/api"
 	"github.com/toolmux/toolmux/config"
 	"github.com/toolmux/toolmux/gateway"
 	"github.com/toolmux/toolmux/manager"
 	"github.com/toolmux/toolmux/policy"
 	"github.com/toolmux/toolmux/schedule"
-	"github.com/toolmux/toolmux/stream"
 	"github.com/toolmux/toolmux/tool"
 )
 
@@ -125,11 +125,6 @@ closes every upstream server and the task log, and says what it cancelled.`,
 			}
 			tuneGC()
 			st := newStartup(a.stderr)
-			rt, err := a.open(cmd.Context(), true, st.option())
-			if err != nil {
-				return err
-			}
-			defer rt.Close()
 			ctx := cmd.Context()
 			// Calls from clients go through the scheduler, for the policy
 			// and the call events. A call that needs approval is put to
@@ -155,47 +150,37 @@ closes every upstream server and the task log, and says what it cancelled.`,
 			}
 			// Every call's states and output are events: /api/events
 			// streams them, the task log keeps them for resumption.
-			hubOpts := []stream.Option{stream.WithLogger(a.logger())}
-			if rt.log != nil {
-				hubOpts = append(hubOpts, stream.WithStore(rt.log.StreamStore()))
-			}
-			hub, err := stream.NewHub(ctx, hubOpts...)
+			rel := newReleaser()
+			rt, err := a.open(ctx, toolmux.Options{NoAgents: true, Approver: approver, ConcurrentApprovals: true,
+				Sinks: []schedule.Sink{rel}, ManagerOptions: []manager.Option{st.option()}})
 			if err != nil {
-				return &exitError{code: exitFailed, err: err}
+				return err
 			}
-			defer func() {
-				cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), shutdownGrace)
-				defer cancel()
-				_ = hub.Close(cctx)
-			}()
+			defer closeRuntime(ctx, rt)
 			// Whatever task this process still runs when it stops (a task
 			// an API caller named, say) ends as shutdown, after the
 			// sessions' own tasks.
-			defer a.finishOwned(rt.log)
-			rel := newReleaser()
+			defer a.finishOwned(rt.Log)
 			defer rel.stop()
-			events := stream.SchedulerSink(hub,
-				stream.WithArgumentLimit(int(rt.config.Limits.MaxEventBytes)), stream.WithResultLimit(int(rt.config.Limits.MaxEventBytes)))
-			s := schedule.New(rt.pipeline, schedule.WithGate(rt.gate(approver, true, a.logger())), schedule.WithSink(sinks{events, rel}),
-				schedule.WithMaxDepth(rt.config.Limits.MaxDepth))
-			opts := gateway.Options{Version: versionString(), Logger: a.logger(), MaxDepth: rt.config.Limits.MaxDepth,
-				Sessions: sessionTasks(rt.log, a.logger())}
-			opts.API = api.New(api.Options{Catalog: rt.pipeline, Caller: s, Health: rt.manager.Health,
-				Policy: rt.policy, Approvals: approvals, Log: rt.log, Events: hub, Version: versionString(), MaxDepth: rt.config.Limits.MaxDepth})
+			s, hub := rt.Scheduler, rt.Events
+			opts := gateway.Options{Version: versionString(), Logger: a.logger(), MaxDepth: rt.Config.Limits.MaxDepth,
+				Sessions: sessionTasks(rt.Log, a.logger())}
+			opts.API = api.New(api.Options{Catalog: rt.Pipeline, Caller: s, Health: rt.Manager.Health,
+				Policy: rt.Policy, Approvals: approvals, Log: rt.Log, Events: hub, Version: versionString(), MaxDepth: rt.Config.Limits.MaxDepth})
 			if onHTTP {
-				opts.Passthrough = passthroughServers(rt.config, a.logger())
+				opts.Passthrough = passthroughServers(rt.Config, a.logger())
 				opts.OnSessionRefused = func(rs gateway.RouteSessions) {
 					fmt.Fprintf(a.stderr, "toolmux: passthrough to %s refused a client session: %d of %d sessions open "+
 						"(servers.%s.passthrough.max_sessions); %d refused so far\n", rs.Server, rs.Open, rs.Max, rs.Server, rs.Refused)
 				}
 			}
-			g := gateway.New(scheduled{catalog: rt.pipeline, Scheduler: s}, opts)
+			g := gateway.New(gateway.Scheduled{Catalog: rt.Pipeline, Calls: s}, opts)
 			defer g.Close()
 			// Servers that fail, crash or stop answering are brought back
 			// in the background while serving; when one comes back (or
 			// its tools change), the clients are told the tool list
 			// changed.
-			rt.manager.Recover(func(*tool.Catalog) {
+			rt.Manager.Recover(func(*tool.Catalog) {
 				if err := g.Sync(ctx); err != nil && ctx.Err() == nil {
 					a.logger().Warn("updating the gateway's tools", "error", err)
 				}
@@ -203,7 +188,7 @@ closes every upstream server and the task log, and says what it cancelled.`,
 			// Discover now, so problems show at start rather than at the
 			// first client request.
 			st.begin()
-			cat, err := rt.manager.Tools(ctx)
+			cat, err := rt.Manager.Tools(ctx)
 			st.end()
 			if err != nil {
 				return &exitError{code: exitFailed, err: err}
@@ -325,18 +310,6 @@ func serveBeside(ctx context.Context, ln net.Listener, h http.Handler) (stop fun
 	}
 }
 
-// scheduled is the gateway's view of the runtime: the pipeline's catalog,
-// and calls made through the scheduler.
-type scheduled struct {
-	catalog interface {
-		Tools(ctx context.Context) (*tool.Catalog, error)
-	}
-	*schedule.Scheduler
-}
-
-// Tools returns the catalog.
-func (s scheduled) Tools(ctx context.Context) (*tool.Catalog, error) { return s.catalog.Tools(ctx) }
-
 // reportServers says which servers failed to start, unless the start-up
 // lines said so already.
 func (a *app) reportServers(cat *tool.Catalog, st *startup) {
@@ -358,7 +331,7 @@ func passthroughServers(cfg *config.Config, log *slog.Logger) []gateway.Route {
 		if sc.Disabled || sc.Transport == config.Command {
 			continue
 		}
-		src := manager.SourceConfig(cfg, sc, log.With("server", sc.Name, "route", "passthrough"))
+		src := toolmux.MCPSourceConfig(cfg, sc, log.With("server", sc.Name, "route", "passthrough"))
 		out = append(out, gateway.RouteFromConfig(cfg, sc, src))
 	}
 	return out

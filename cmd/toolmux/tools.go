@@ -8,6 +8,8 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/toolmux/toolmux"
+	"github.com/toolmux/toolmux/manager"
 	"github.com/toolmux/toolmux/policy"
 	"github.com/toolmux/toolmux/tool"
 )
@@ -49,24 +51,26 @@ than a few seconds.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			st := newStartup(a.stderr)
-			rt, err := a.open(cmd.Context(), false, st.option())
+			// Listing needs no task log, events or agents.
+			rt, err := a.open(cmd.Context(), toolmux.Options{NoTaskLog: true, NoEvents: true, NoAgents: true,
+				ManagerOptions: []manager.Option{st.option()}})
 			if err != nil {
 				return err
 			}
-			defer rt.Close()
+			defer closeRuntime(cmd.Context(), rt)
 			st.begin()
-			cat, err := rt.manager.Tools(cmd.Context())
+			cat, err := rt.Manager.Tools(cmd.Context())
 			st.end()
 			if err != nil {
 				return &exitError{code: exitFailed, err: err}
 			}
-			entries := catalogEntries(cat, rt.policy)
+			entries := catalogEntries(cat, rt.Policy)
 			if asJSON {
 				enc := json.NewEncoder(a.stdout)
 				enc.SetIndent("", "  ")
 				return enc.Encode(entries)
 			}
-			printToolTable(a, cat, entries, rt.policy.Mode())
+			printToolTable(a, cat, entries, rt.Policy.Mode())
 			return nil
 		},
 	}

@@ -1,4 +1,4 @@
-package manager
+package toolmux
 
 import (
 	"context"
@@ -15,12 +15,13 @@ import (
 	"github.com/toolmux/toolmux/builtin"
 	"github.com/toolmux/toolmux/cmdsource"
 	"github.com/toolmux/toolmux/config"
+	"github.com/toolmux/toolmux/manager"
 	"github.com/toolmux/toolmux/mcpsource"
 	"github.com/toolmux/toolmux/tool"
 	"github.com/toolmux/toolmux/web"
 )
 
-// FromConfig builds a manager for cfg: the built-in tools on the workspace
+// NewManager builds a manager for cfg: the built-in tools on the workspace
 // (unless disabled), with the settings of cfg.Builtin, and one source per
 // configured server — an MCP source, or a command source for command
 // servers — with the policy the configuration gives each. Nothing is
@@ -30,14 +31,14 @@ import (
 // default: memory's facts in DataDir/memory (unless builtin.memory_dir says
 // otherwise) and the full output of long shell commands in
 // DataDir/spill/shell.
-func FromConfig(cfg *config.Config, log *slog.Logger, opts ...Option) (m *Manager, err error) {
+func NewManager(cfg *config.Config, log *slog.Logger, opts ...manager.Option) (m *manager.Manager, err error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
 	// Sources already made are closed when a later step fails: they may
 	// hold web backends, and New closes only the sources it has added.
 	// Closing a source twice is harmless.
-	var made []Source
+	var made []manager.Source
 	defer func() {
 		if err != nil {
 			for _, s := range made {
@@ -45,17 +46,17 @@ func FromConfig(cfg *config.Config, log *slog.Logger, opts ...Option) (m *Manage
 			}
 		}
 	}()
-	all := []Option{WithLogger(log), WithFilter(cfg.Allow, cfg.Deny)}
+	all := []manager.Option{manager.WithLogger(log), manager.WithFilter(cfg.Allow, cfg.Deny)}
 	if cfg.Builtin.Enabled {
 		b, err := newBuiltin(cfg)
 		if err != nil {
 			return nil, err
 		}
 		made = append(made, b)
-		all = append(all, WithSource(b, builtinServerOptions(cfg)))
+		all = append(all, manager.WithSource(b, builtinServerOptions(cfg)))
 	}
 	for _, sc := range cfg.Servers {
-		var src Source
+		var src manager.Source
 		var err error
 		sopts := serverOptions(cfg, sc)
 		if sc.Transport == config.Command {
@@ -67,7 +68,7 @@ func FromConfig(cfg *config.Config, log *slog.Logger, opts ...Option) (m *Manage
 			// what the command printed.
 			sopts.ConnectTimeout = first(sc.ConnectTimeout, cfg.ConnectTimeout) + cmdsource.DefaultKillGrace
 		} else {
-			src, err = mcpsource.New(SourceConfig(cfg, sc, log.With("server", sc.Name)))
+			src, err = mcpsource.New(MCPSourceConfig(cfg, sc, log.With("server", sc.Name)))
 		}
 		switch {
 		case err != nil && sc.Disabled:
@@ -79,9 +80,9 @@ func FromConfig(cfg *config.Config, log *slog.Logger, opts ...Option) (m *Manage
 			return nil, err
 		}
 		made = append(made, src)
-		all = append(all, WithSource(src, sopts))
+		all = append(all, manager.WithSource(src, sopts))
 	}
-	return New(append(all, opts...)...)
+	return manager.New(append(all, opts...)...)
 }
 
 // disabledSource stands in for a disabled server whose source cannot be
@@ -107,7 +108,7 @@ func (d disabledSource) err() error {
 // newBuiltin makes the built-in source with the settings of cfg.Builtin.
 // Zero settings are passed on as they are: the builtin and web options
 // keep their defaults for them.
-func newBuiltin(cfg *config.Config) (Source, error) {
+func newBuiltin(cfg *config.Config) (manager.Source, error) {
 	bc := cfg.Builtin
 	ws := cfg.Workspace
 	if ws == "" {
@@ -193,8 +194,8 @@ const reportMargin = 5 * time.Second
 // command first, and the setting would do nothing. The kill grace lets the
 // shell end the command and report what it printed before the manager
 // gives up.
-func builtinServerOptions(cfg *config.Config) ServerOptions {
-	o := ServerOptions{Timeout: cfg.Timeout, Transport: "builtin"}
+func builtinServerOptions(cfg *config.Config) manager.ServerOptions {
+	o := manager.ServerOptions{Timeout: cfg.Timeout, Transport: "builtin"}
 	sh := cfg.Builtin.Shell
 	if d := max(sh.Timeout, sh.MaxTimeout); d > 0 {
 		if bound := d + builtin.DefaultShellKillGrace + reportMargin; bound > cfg.Timeout {
@@ -230,10 +231,10 @@ func newCommandSource(cfg *config.Config, sc config.Server, log *slog.Logger) (*
 	})
 }
 
-// SourceConfig returns the settings of the MCP source of one configured
-// MCP server (stdio, SSE or streamable HTTP), as FromConfig makes it: the
+// MCPSourceConfig returns the settings of the MCP source of one configured
+// MCP server (stdio, SSE or streamable HTTP), as NewManager makes it: the
 // gateway's passthrough routes open their own sessions with the same ones.
-func SourceConfig(cfg *config.Config, sc config.Server, log *slog.Logger) mcpsource.Config {
+func MCPSourceConfig(cfg *config.Config, sc config.Server, log *slog.Logger) mcpsource.Config {
 	hc := healthCheck(cfg, sc)
 	return mcpsource.Config{
 		Name:           sc.Name,
@@ -279,7 +280,7 @@ func healthCheck(cfg *config.Config, sc config.Server) config.HealthCheck {
 	return cfg.HealthCheck
 }
 
-func serverOptions(cfg *config.Config, sc config.Server) ServerOptions {
+func serverOptions(cfg *config.Config, sc config.Server) manager.ServerOptions {
 	retry := cfg.Retry
 	retry.Tools = toolGlobsFor(sc.Name, cfg.Retry.Tools)
 	if sc.Retry != nil {
@@ -290,22 +291,22 @@ func serverOptions(cfg *config.Config, sc config.Server) ServerOptions {
 		breaker = *sc.CircuitBreaker
 	}
 	hc := healthCheck(cfg, sc)
-	return ServerOptions{
+	return manager.ServerOptions{
 		Allow:          sc.Allow,
 		Deny:           sc.Deny,
 		Timeout:        first(sc.Timeout, cfg.Timeout),
 		ToolTimeouts:   sc.ToolTimeouts,
 		ConnectTimeout: first(sc.ConnectTimeout, cfg.ConnectTimeout),
-		Retry: Retry{
+		Retry: manager.Retry{
 			MaxAttempts:    retry.MaxAttempts,
 			InitialBackoff: retry.InitialBackoff,
 			MaxBackoff:     retry.MaxBackoff,
 			Tools:          retry.Tools,
 		},
-		Breaker:   Breaker{Failures: breaker.Failures, Cooldown: breaker.Cooldown},
+		Breaker:   manager.Breaker{Failures: breaker.Failures, Cooldown: breaker.Cooldown},
 		Disabled:  sc.Disabled,
 		Transport: sc.Transport,
-		Recovery:  Recovery{MinBackoff: hc.MinBackoff, MaxBackoff: hc.MaxBackoff},
+		Recovery:  manager.Recovery{MinBackoff: hc.MinBackoff, MaxBackoff: hc.MaxBackoff},
 	}
 }
 

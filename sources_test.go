@@ -1,4 +1,4 @@
-package manager_test
+package toolmux_test
 
 import (
 	"context"
@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/toolmux/toolmux"
 	"github.com/toolmux/toolmux/builtin"
 	"github.com/toolmux/toolmux/config"
 	"github.com/toolmux/toolmux/manager"
@@ -40,7 +41,7 @@ func loadConfig(t *testing.T, dir, name, content string, env map[string]string) 
 
 func fromConfig(t *testing.T, cfg *config.Config) *manager.Manager {
 	t.Helper()
-	m, err := manager.FromConfig(cfg, nil)
+	m, err := toolmux.NewManager(cfg, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -85,7 +86,7 @@ cat
 // A command server of toolmux.yaml: its relative programs are found in the
 // config file's directory, its env reaches them, and the manager lists and
 // calls its tool.
-func TestFromConfigCommandServer(t *testing.T) {
+func TestNewManagerCommandServer(t *testing.T) {
 	dir := t.TempDir()
 	commandScripts(t, dir)
 	cfg := loadConfig(t, dir, "toolmux.yaml", `
@@ -127,7 +128,7 @@ servers:
 
 // Gemini CLI's toolDiscoveryCommand and toolCallCommand run through sh,
 // and the tool's name still arrives as the call command's last argument.
-func TestFromConfigGeminiDiscoveryCommands(t *testing.T) {
+func TestNewManagerGeminiDiscoveryCommands(t *testing.T) {
 	dir := t.TempDir()
 	commandScripts(t, dir)
 	disc, _ := json.Marshal(filepath.Join(dir, "discover.sh"))
@@ -157,7 +158,7 @@ func TestFromConfigGeminiDiscoveryCommands(t *testing.T) {
 // connect_timeout, before the manager's own bound (connect_timeout, kill
 // grace and listing margin) would cut it off: the error is cmdsource's,
 // which quotes what the command wrote, not the manager's "did not list".
-func TestFromConfigCommandDiscoveryTimeout(t *testing.T) {
+func TestNewManagerCommandDiscoveryTimeout(t *testing.T) {
 	dir := t.TempDir()
 	writeScript(t, filepath.Join(dir, "slow.sh"), "echo starting >&2\nexec sleep 30\n")
 	cfg := loadConfig(t, dir, "toolmux.yaml", `
@@ -178,7 +179,7 @@ servers:
 // builtin.web.search makes web_search, backed here by a local server
 // speaking SearXNG's JSON; the web backends made for the built-in tools
 // are closed with the manager, leaving no connection open.
-func TestFromConfigWebSearch(t *testing.T) {
+func TestNewManagerWebSearch(t *testing.T) {
 	var mu sync.Mutex
 	open := map[net.Conn]bool{}
 	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -222,7 +223,7 @@ builtin:
       url: ${SEARXNG_URL}
       key: s3cret
 `, map[string]string{"SEARXNG_URL": srv.URL})
-	m, err := manager.FromConfig(cfg, nil)
+	m, err := toolmux.NewManager(cfg, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -262,7 +263,7 @@ builtin:
 
 // memory_dir keeps facts on disk; without it, a data directory gives
 // DataDir/memory, and long shell outputs are spilled under DataDir too.
-func TestFromConfigMemoryAndSpill(t *testing.T) {
+func TestNewManagerMemoryAndSpill(t *testing.T) {
 	dir := t.TempDir()
 	cfg := loadConfig(t, dir, "toolmux.yaml", "builtin: {memory_dir: facts}\n", nil)
 	m := fromConfig(t, cfg)
@@ -317,7 +318,7 @@ func dirHolds(t *testing.T, dir, s string) bool {
 
 // A shell limit longer than the call timeout governs shell calls: the
 // built-in server's tool timeout for shell follows it.
-func TestFromConfigShellTimeout(t *testing.T) {
+func TestNewManagerShellTimeout(t *testing.T) {
 	cfg := config.Default()
 	cfg.Workspace = t.TempDir()
 	cfg.Timeout = time.Second
@@ -337,7 +338,7 @@ func TestFromConfigShellTimeout(t *testing.T) {
 
 // When FromConfig fails after making sources (here because a server takes
 // the built-in tools' name), it closes them, web backends included.
-func TestFromConfigFailureClosesSources(t *testing.T) {
+func TestNewManagerFailureClosesSources(t *testing.T) {
 	dir := t.TempDir()
 	commandScripts(t, dir)
 	cfg := loadConfig(t, dir, "toolmux.yaml", `
@@ -348,7 +349,7 @@ builtin:
 servers:
   builtin: {discover: [./discover.sh], call: [./call.sh]}
 `, nil)
-	m, err := manager.FromConfig(cfg, nil)
+	m, err := toolmux.NewManager(cfg, nil)
 	if err == nil {
 		m.Close()
 		t.Fatal("no error for a server named builtin")
@@ -360,7 +361,7 @@ servers:
 
 // health_check reaches the MCP source: the global block for servers that
 // set none, a server's own block (completed from the global one) else.
-func TestSourceConfigHealthCheck(t *testing.T) {
+func TestMCPSourceConfigHealthCheck(t *testing.T) {
 	cfg := loadConfig(t, t.TempDir(), "toolmux.yaml", `
 health_check: {ping_after: 5s, max_backoff: 10s}
 servers:
@@ -381,9 +382,17 @@ servers:
 		{"own", mcpsource.HealthCheck{PingAfter: 5 * time.Second, PingTimeout: 2 * time.Second, Interval: time.Minute}, time.Second, 10 * time.Second},
 		{"off", mcpsource.HealthCheck{Disabled: true, PingAfter: 5 * time.Second, PingTimeout: config.DefaultPingTimeout}, config.DefaultMinBackoff, 10 * time.Second},
 	} {
-		sc := manager.SourceConfig(cfg, byName[tc.server], nil)
+		sc := toolmux.MCPSourceConfig(cfg, byName[tc.server], nil)
 		if sc.HealthCheck != tc.want || sc.MinBackoff != tc.min || sc.MaxBackoff != tc.max {
 			t.Errorf("%s: health check %+v, backoff %s..%s; want %+v, %s..%s", tc.server, sc.HealthCheck, sc.MinBackoff, sc.MaxBackoff, tc.want, tc.min, tc.max)
 		}
 	}
 }
+
+func do(m *manager.Manager, server, name string, args map[string]any) *tool.Record {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	return m.Call(ctx, tool.Call{Server: server, Tool: name, Arguments: args})
+}
+
+func kind(r *tool.Record) tool.Kind { return tool.KindOf(r.Err()) }

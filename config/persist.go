@@ -1,4 +1,4 @@
-package policy
+package config
 
 import (
 	"bytes"
@@ -19,7 +19,8 @@ import (
 
 // SaveRule adds r to the rules of the policy section of the YAML
 // configuration file at path, creating the section, or the file, if
-// missing. Rules are saved for "always" answers (see [WithPersist]).
+// missing. Package policy saves the rules of "always" answers with it
+// (policy.SaveRule checks the rule first; see policy.WithPersist).
 //
 // The rest of the file is kept as it is, comments and layout included:
 // the rule is inserted as one line at the end of policy.rules (or a new
@@ -31,12 +32,10 @@ import (
 // it does atomically (a temporary file renamed over it; a symbolic link is
 // followed, not replaced). A rule the file already has is not added again.
 //
-// JSON configuration files (the mcpServers format) are refused: writing
-// YAML into them would break the other programs that read them.
-func SaveRule(path string, r Rule) error {
-	if _, errs := compile(r, 1); errs != nil {
-		return fmt.Errorf("policy: not saving an invalid rule: %w", errs[0])
-	}
+// A file Load reads as JSON (the mcpServers format) is refused: writing
+// YAML into it would break the other programs that read it. r.Line is not
+// saved.
+func SaveRule(path string, r PolicyRule) error {
 	saveMu.Lock()
 	defer saveMu.Unlock()
 	target, err := filepath.EvalSymlinks(path)
@@ -81,19 +80,24 @@ func SaveRule(path string, r Rule) error {
 // against.)
 var saveMu sync.Mutex
 
-// isJSONFile tells JSON files as config does: by extension, or by content
-// that starts like JSON and is not a YAML flow mapping with comments.
+// isJSONFile tells whether Load reads the file as JSON: by its name, or
+// by content that starts like JSON and is JSON (a YAML flow mapping that
+// is not JSON is YAML), as parser.document decides.
 func isJSONFile(name string, data []byte) bool {
 	switch strings.ToLower(filepath.Ext(name)) {
 	case ".json", ".jsonc":
 		return true
 	}
-	trimmed := bytes.TrimLeft(data, " \t\r\n\xef\xbb\xbf")
-	return len(trimmed) > 0 && (trimmed[0] == '{' || trimmed[0] == '[')
+	trimmed := bytes.TrimLeft(data, " \t\r\n")
+	if len(trimmed) == 0 || trimmed[0] != '{' && trimmed[0] != '[' {
+		return false
+	}
+	_, err := parseJSON(data)
+	return err == nil
 }
 
 // addRule returns data with r added, or nil if data already has r.
-func addRule(data []byte, r Rule) ([]byte, error) {
+func addRule(data []byte, r PolicyRule) ([]byte, error) {
 	var before any
 	if err := yaml.Unmarshal(data, &before); err != nil {
 		return nil, fmt.Errorf("not valid YAML, so not edited: %v", err)
@@ -176,7 +180,7 @@ func withRule(data []byte, rule map[string]any) (any, error) {
 }
 
 // ruleValue is r as yaml.v3 decodes the line flowRule writes.
-func ruleValue(r Rule) map[string]any {
+func ruleValue(r PolicyRule) map[string]any {
 	m := map[string]any{}
 	for _, kv := range ruleFields(r) {
 		m[kv.key] = kv.value
@@ -192,7 +196,7 @@ type field struct {
 // ruleFields lists the fields of r that are set, in the order of the
 // documentation. Strings are escaped for config's variable expansion, so
 // a "$" in a tool name or pattern stays a "$".
-func ruleFields(r Rule) []field {
+func ruleFields(r PolicyRule) []field {
 	esc := func(s string) string { return strings.ReplaceAll(s, "$", "$$") }
 	var fs []field
 	if r.Name != "" {
@@ -224,11 +228,11 @@ func ruleFields(r Rule) []field {
 	if len(r.Modes) > 0 {
 		l := make([]any, len(r.Modes))
 		for i, m := range r.Modes {
-			l[i] = string(m)
+			l[i] = m
 		}
 		fs = append(fs, field{"modes", l})
 	}
-	fs = append(fs, field{"action", string(r.Action)})
+	fs = append(fs, field{"action", r.Action})
 	if r.Priority != 0 {
 		fs = append(fs, field{"priority", r.Priority})
 	}
@@ -239,7 +243,7 @@ func ruleFields(r Rule) []field {
 }
 
 // ruleNode is r as a flow mapping node.
-func ruleNode(r Rule) *yaml.Node {
+func ruleNode(r PolicyRule) *yaml.Node {
 	str := func(s string) *yaml.Node { return &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: s} }
 	n := &yaml.Node{Kind: yaml.MappingNode, Style: yaml.FlowStyle}
 	for _, f := range ruleFields(r) {
@@ -273,7 +277,7 @@ func ruleNode(r Rule) *yaml.Node {
 }
 
 // flowRule renders r on one line: {tools: [a/b], action: allow}.
-func flowRule(r Rule) string {
+func flowRule(r PolicyRule) string {
 	out, err := yaml.Marshal(ruleNode(r))
 	s := strings.TrimSuffix(string(out), "\n")
 	if err != nil || strings.Contains(s, "\n") {
@@ -296,7 +300,7 @@ func flowRule(r Rule) string {
 
 // splice inserts the rule as text, leaving every other byte of data as it
 // was. ok is false when the layout calls for a rewrite instead.
-func splice(data []byte, r Rule) ([]byte, bool) {
+func splice(data []byte, r PolicyRule) ([]byte, bool) {
 	var doc yaml.Node
 	if yaml.Unmarshal(data, &doc) != nil {
 		return nil, false
@@ -417,7 +421,7 @@ func splitLines(data []byte) [][]byte {
 }
 
 // rewrite adds the rule through the parsed document and encodes it again.
-func rewrite(data []byte, r Rule) ([]byte, error) {
+func rewrite(data []byte, r PolicyRule) ([]byte, error) {
 	var doc yaml.Node
 	if err := yaml.Unmarshal(data, &doc); err != nil {
 		return nil, err
