@@ -23,6 +23,9 @@ FUZZ := ./config:FuzzParse ./builtin:FuzzResolvePath ./internal/ringbuf:FuzzRing
         ./internal/jsonscan:FuzzScan ./internal/mcpwire:FuzzReadRequest ./mcpsource:FuzzDecodeAnswer ./tasklog:FuzzScan \
         ./stream:FuzzAppendJSON
 FUZZTIME ?= 5s
+# Tests that call t.Parallel (cmd/toolmux's, which mostly wait on the
+# processes they start) run this many at a time in a package.
+PARALLEL ?= 4
 
 all: build
 
@@ -61,25 +64,15 @@ check:
 # TOOLMUX_REQUIRE_PEERS turns "peer not installed" skips into failures, so a
 # broken install cannot pass silently.
 test: peers browser check
-	TOOLMUX_REQUIRE_PEERS=1 $(GO) test -race -count=1 ./...
+	TOOLMUX_REQUIRE_PEERS=1 $(GO) test -race -count=1 -parallel $(PARALLEL) ./...
 	$(GO) test -count=1 -run 'Allocat' ./policy
 	$(MAKE) fuzz
 
-# A run that fails without writing a failing input is Go's fuzzing harness
-# missing its own deadline on a busy machine ("context deadline exceeded"),
-# not a finding: that target is run once more. A real finding always writes
-# its input under testdata/fuzz and fails the build.
+# Two targets at a time, each on half the cores (scripts/fuzz.sh); a
+# failing input found is written under the package's testdata/fuzz and fails
+# the build.
 fuzz:
-	@for t in $(FUZZ); do \
-		pkg=$${t%%:*}; name=$${t##*:}; \
-		echo "fuzz $$pkg $$name ($(FUZZTIME))"; \
-		out=$$($(GO) test -run '^$$' -fuzz "^$$name\$$" -fuzztime $(FUZZTIME) $$pkg 2>&1); st=$$?; echo "$$out"; \
-		if [ $$st -ne 0 ]; then \
-			if echo "$$out" | grep -q "Failing input written"; then exit 1; fi; \
-			echo "fuzz $$pkg $$name: the harness failed without a finding; running it again"; \
-			$(GO) test -run '^$$' -fuzz "^$$name\$$" -fuzztime $(FUZZTIME) $$pkg || exit 1; \
-		fi; \
-	done
+	@GO="$(GO)" FUZZTIME=$(FUZZTIME) scripts/fuzz.sh $(FUZZ)
 
 bench: peers
 	$(GO) test -run '^$$' -bench . -benchmem ./...

@@ -12,6 +12,7 @@ import (
 // (stdin is not a terminal) refuses it and says how to allow it, --yes
 // approves it, plan mode refuses file edits outright.
 func TestCallApproval(t *testing.T) {
+	t.Parallel()
 	dir := workspace(t, "")
 	r := toolmux(t, dir, "", "call", "builtin", "shell", `{"command": "echo hi > made.txt"}`)
 	if r.code != 1 || !strings.Contains(r.stderr, "approval_denied") || !strings.Contains(r.stderr, "--yes") ||
@@ -59,6 +60,7 @@ func TestCallApproval(t *testing.T) {
 // A policy rule in the configuration allows a narrow shell command without
 // asking, and only that one.
 func TestCallPolicyRuleFromConfig(t *testing.T) {
+	t.Parallel()
 	dir := workspace(t, `policy:
   rules:
     - name: echo is harmless
@@ -78,6 +80,7 @@ func TestCallPolicyRuleFromConfig(t *testing.T) {
 
 // `tools` says which tools need approval in the mode in force.
 func TestToolsShowsApproval(t *testing.T) {
+	t.Parallel()
 	dir := workspace(t, "")
 	approval := func(args ...string) map[string]string {
 		t.Helper()

@@ -13,6 +13,7 @@ import (
 // serve's approval queue holds several calls at once; answering one of
 // them "always this tool" lets the others run too.
 func TestServeApprovalsWaitSideBySide(t *testing.T) {
+	t.Parallel()
 	p := startServeProc(t, workspace(t, ""), t.TempDir())
 	p.attach(t)
 	codes := make(chan int, 3)

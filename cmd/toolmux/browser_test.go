@@ -254,6 +254,7 @@ func uiAPICall(t *testing.T, s *serveProc, token, server, tool, body string) (in
 // stream without losing an event; the page's own modules (SSE parsing,
 // argument skeletons) in the browser.
 func TestBrowserUI(t *testing.T) {
+	t.Parallel()
 	s := startServeProc(t, workspace(t, ""), "")
 	b := newUIBrowser(t)
 
@@ -673,6 +674,7 @@ func TestBrowserUI(t *testing.T) {
 // without it, the page asks for it when the API answers 401, and then
 // shows the data and streams events with it.
 func TestBrowserToken(t *testing.T) {
+	t.Parallel()
 	const token = "browser-test-token"
 	s := startServeProc(t, workspace(t, ""), "", "--token", token)
 	// The page needs no token; the API and the plain-text index do.
@@ -708,6 +710,7 @@ func TestBrowserToken(t *testing.T) {
 // Thousands of events: the page keeps up, stays responsive and keeps a
 // bounded number of rows.
 func TestBrowserManyEvents(t *testing.T) {
+	t.Parallel()
 	s := startServeProc(t, workspace(t, ""), "")
 	b := newUIBrowser(t)
 	b.do(chromedp.Navigate(s.url("/")))
@@ -779,6 +782,7 @@ func TestBrowserManyEvents(t *testing.T) {
 // ended, shows the whole run from its first event, every part of it in
 // its end state, and no error; the process keeps serving it until Ctrl-C.
 func TestBrowserRunPageOpenedLate(t *testing.T) {
+	t.Parallel()
 	dir := workspace(t, "")
 	m := llmtest.OpenAI(t, llmtest.Replies(
 		llmtest.Reply{Calls: []llmtest.Call{{Name: "builtin__read_file", Args: `{"path": "notes.txt"}`}}},

@@ -29,6 +29,7 @@ func slowConfig(t *testing.T) string {
 // seconds: a line names it while it is awaited, one says when it is up.
 // The failed server is in the table (stdout), not on stderr.
 func TestStartupOffATerminal(t *testing.T) {
+	t.Parallel()
 	dir := workspace(t, fixtureConfig(t))
 	r := toolmux(t, dir, "", "tools", "--json")
 	if r.code != 0 || r.stderr != "" {
@@ -54,6 +55,7 @@ func TestStartupOffATerminal(t *testing.T) {
 // serve names a slow server while it starts, then says how many servers
 // are up.
 func TestServeStartupNamesSlowServers(t *testing.T) {
+	t.Parallel()
 	dir := workspace(t, slowConfig(t))
 	p := startServeProc(t, dir, "")
 	out := p.stderr.String()
@@ -72,6 +74,7 @@ func TestServeStartupNamesSlowServers(t *testing.T) {
 // arguments; SERVER TOOL still works. A name that is no tool is refused
 // with the closest exposed name, and recorded like any refused call.
 func TestCallByExposedName(t *testing.T) {
+	t.Parallel()
 	dir := workspace(t, fixtureConfig(t))
 	data := t.TempDir()
 	call := func(stdin string, args ...string) result {
@@ -138,6 +141,7 @@ func TestCallByExposedName(t *testing.T) {
 // runs out of time is a timeout (not cancelled) that says which limit
 // ended it, and its task failed.
 func TestCallTimeout(t *testing.T) {
+	t.Parallel()
 	dir := workspace(t, slowConfig(t))
 	data := t.TempDir()
 	// late takes 4 seconds to start, more than the call's second.
@@ -163,6 +167,7 @@ func TestCallTimeout(t *testing.T) {
 // A server reached over HTTP that refuses the connection shows the
 // cause in the table's detail block and in --json.
 func TestToolsShowsUnreachableHTTPServer(t *testing.T) {
+	t.Parallel()
 	url := fmt.Sprintf("http://127.0.0.1:%d/mcp", testservers.FreePort(t)) // nothing listens there
 	dir := workspace(t, "servers:\n  remote:\n    url: "+url+"\n")
 	r := toolmux(t, dir, "", "tools")
@@ -189,6 +194,7 @@ func TestToolsShowsUnreachableHTTPServer(t *testing.T) {
 
 // Counts are in words that agree with them.
 func TestPlurals(t *testing.T) {
+	t.Parallel()
 	dir := workspace(t, "")
 	r := toolmux(t, dir, "", "tools")
 	if !regexp.MustCompile(`\n\d+ tools from 1 server; approval mode default\n$`).MatchString(r.stdout) {
@@ -213,6 +219,7 @@ func TestPlurals(t *testing.T) {
 // usage line and where to read more; a bad configuration is no such
 // mistake and shows no usage.
 func TestUsageErrors(t *testing.T) {
+	t.Parallel()
 	dir := workspace(t, fixtureConfig(t))
 	for _, c := range []struct {
 		args            []string
@@ -246,6 +253,7 @@ func TestUsageErrors(t *testing.T) {
 // serve on an address in use exits 2 at once, naming the address and
 // how to choose another.
 func TestServePortInUse(t *testing.T) {
+	t.Parallel()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -260,6 +268,7 @@ func TestServePortInUse(t *testing.T) {
 }
 
 func TestVersionJSON(t *testing.T) {
+	t.Parallel()
 	r := toolmux(t, t.TempDir(), "", "version", "--json")
 	var v struct{ Version, Go, OS, Arch string }
 	if err := json.Unmarshal([]byte(r.stdout), &v); err != nil || r.code != 0 {

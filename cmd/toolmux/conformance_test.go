@@ -27,6 +27,7 @@ import (
 // Every scenario that passes directly must pass through the gateway. The
 // Inspector CLI then lists and calls a tool on the aggregated /mcp.
 func TestConformanceThroughPassthrough(t *testing.T) {
+	t.Parallel()
 	node := testservers.Node22(t)
 	suite := testservers.NodeModule(t, "@modelcontextprotocol/conformance/dist/index.js")
 	inspector := testservers.NodeBin(t, "mcp-inspector")

@@ -23,6 +23,7 @@ import (
 // MCP Inspector) and over stdio — with how to allow the call, and where a
 // person could have answered.
 func TestServeRefusesWhatNobodyCanApprove(t *testing.T) {
+	t.Parallel()
 	dir := workspace(t, "")
 	p := startServeProc(t, dir, "")
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -79,6 +80,7 @@ func TestServeRefusesWhatNobodyCanApprove(t *testing.T) {
 // question is withdrawn, and approving it afterwards runs nothing. The
 // session's task ends as closed.
 func TestServeStdioWithPage(t *testing.T) {
+	t.Parallel()
 	dir := workspace(t, "")
 	data := t.TempDir()
 	addr := fmt.Sprintf("127.0.0.1:%d", testservers.FreePort(t))
@@ -157,6 +159,7 @@ func TestServeStdioWithPage(t *testing.T) {
 // ends, the question leaves the page's queue, and answering it afterwards
 // through the API is refused as gone and runs nothing.
 func TestServeWithdrawsTheQuestionOfAClientThatLeft(t *testing.T) {
+	t.Parallel()
 	dir := workspace(t, "")
 	p := startServeProc(t, dir, "")
 	p.attach(t)
@@ -244,6 +247,7 @@ func findTask(t *testing.T, dir, data, id string) loggedTask {
 // idle (timed out), shutdown; a call made through the API without a task
 // is a task of its own.
 func TestServeTasksEnd(t *testing.T) {
+	t.Parallel()
 	dir := workspace(t, fmt.Sprintf(`servers:
   fx:
     command: %s
@@ -317,6 +321,7 @@ passthrough:
 // A gateway killed with its sessions open leaves their tasks running;
 // the next one to open the task log marks them interrupted.
 func TestKilledServeTasksAreInterrupted(t *testing.T) {
+	t.Parallel()
 	dir := workspace(t, "")
 	data := t.TempDir()
 	p := startServeProc(t, dir, data)
@@ -346,6 +351,7 @@ func TestKilledServeTasksAreInterrupted(t *testing.T) {
 // A blank token, or one with spaces around it, is refused before anything
 // starts; a short one is served with a warning.
 func TestServeTokenChecks(t *testing.T) {
+	t.Parallel()
 	dir := workspace(t, "")
 	for _, tc := range []struct {
 		args []string

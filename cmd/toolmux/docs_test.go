@@ -13,6 +13,7 @@ import (
 // the toolmux.yaml beside them, used from another directory. Its tools
 // need approval; --yes gives it.
 func TestDiscoveryDocExample(t *testing.T) {
+	t.Parallel()
 	doc, err := os.ReadFile(filepath.Join("..", "..", "docs", "discovery.md"))
 	if err != nil {
 		t.Fatal(err)

@@ -23,6 +23,7 @@ import (
 // the stuck one, when it reads at last, is told how many events it
 // missed.
 func TestServeEventsStuckSubscriber(t *testing.T) {
+	t.Parallel()
 	dir := workspace(t, "")
 	p := startServeProc(t, dir, t.TempDir(), "--yes")
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)

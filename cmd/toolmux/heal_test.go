@@ -22,6 +22,7 @@ import (
 // stderr on every route, tried again in the background, and served as
 // soon as it can start, without anyone calling it.
 func TestServeBringsBackAServerThatFailedAtStart(t *testing.T) {
+	t.Parallel()
 	flag := filepath.Join(t.TempDir(), "ready")
 	dir := workspace(t, fmt.Sprintf(`servers:
   late:

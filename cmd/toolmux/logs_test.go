@@ -56,6 +56,7 @@ func taskLogFixture(t *testing.T) string {
 }
 
 func TestLogsList(t *testing.T) {
+	t.Parallel()
 	data := taskLogFixture(t)
 	dir := workspace(t, "")
 	r := toolmux(t, dir, "", "--data-dir", data, "logs")
@@ -93,6 +94,7 @@ func TestLogsList(t *testing.T) {
 }
 
 func TestLogsShow(t *testing.T) {
+	t.Parallel()
 	data := taskLogFixture(t)
 	dir := workspace(t, "")
 	r := toolmux(t, dir, "", "--data-dir", data, "logs", "show", "task-paris")
@@ -125,6 +127,7 @@ func TestLogsShow(t *testing.T) {
 }
 
 func TestLogsExport(t *testing.T) {
+	t.Parallel()
 	data := taskLogFixture(t)
 	dir := workspace(t, "")
 	r := toolmux(t, dir, "", "--data-dir", data, "logs", "export", "task-paris")
@@ -156,6 +159,7 @@ func TestLogsExport(t *testing.T) {
 }
 
 func TestLogsErrors(t *testing.T) {
+	t.Parallel()
 	data := taskLogFixture(t)
 	dir := workspace(t, "")
 	for _, tc := range []struct {
@@ -202,6 +206,7 @@ func TestLogsErrors(t *testing.T) {
 // A task is named by its id or by any start of it that no other id has;
 // an ambiguous start lists the tasks it could mean, and exits 1.
 func TestLogsShowByPrefix(t *testing.T) {
+	t.Parallel()
 	data := taskLogFixture(t)
 	l, err := tasklog.Open(context.Background(), data)
 	if err != nil {
@@ -234,6 +239,7 @@ func TestLogsShowByPrefix(t *testing.T) {
 // Once retention has dropped something, `toolmux logs` ends with a line
 // saying what.
 func TestLogsSaysWhatRetentionDropped(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	data := t.TempDir()
 	l, err := tasklog.Open(ctx, data, tasklog.WithSegmentBytes(64<<10), tasklog.WithRetention(tasklog.Retention{MaxBytes: 1 << 20}))

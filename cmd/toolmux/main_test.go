@@ -104,6 +104,7 @@ deny: ["fx/pid"]
 }
 
 func TestToolsWithoutConfig(t *testing.T) {
+	t.Parallel()
 	dir := workspace(t, "")
 	r := toolmux(t, dir, "", "tools")
 	if r.code != 0 || !strings.Contains(r.stdout, "builtin__read_file") || !strings.Contains(r.stdout, "ready") {
@@ -131,6 +132,7 @@ func TestToolsWithoutConfig(t *testing.T) {
 }
 
 func TestToolsShowsFailedServers(t *testing.T) {
+	t.Parallel()
 	dir := workspace(t, fixtureConfig(t))
 	r := toolmux(t, dir, "", "tools", "--json")
 	if r.code != 0 {
@@ -161,6 +163,7 @@ func TestToolsShowsFailedServers(t *testing.T) {
 }
 
 func TestCall(t *testing.T) {
+	t.Parallel()
 	dir := workspace(t, fixtureConfig(t))
 	r := toolmux(t, dir, "", "call", "builtin", "read_file", `{"path": "notes.txt", "offset": 1, "limit": 1}`)
 	if r.code != 0 || !strings.Contains(r.stdout, "beta") || strings.Contains(r.stdout, "alpha") {
@@ -186,6 +189,7 @@ func TestCall(t *testing.T) {
 }
 
 func TestCallFailures(t *testing.T) {
+	t.Parallel()
 	dir := workspace(t, fixtureConfig(t))
 	cases := []struct {
 		name   string
@@ -223,6 +227,7 @@ func TestCallFailures(t *testing.T) {
 }
 
 func TestConfigErrors(t *testing.T) {
+	t.Parallel()
 	dir := workspace(t, "servers:\n  fx:\n    comand: x\n")
 	r := toolmux(t, dir, "", "tools")
 	if r.code != 2 || !strings.Contains(r.stderr, "toolmux.yaml:3:5") || !strings.Contains(r.stderr, "comand") {
@@ -248,6 +253,7 @@ func TestConfigErrors(t *testing.T) {
 }
 
 func TestVersion(t *testing.T) {
+	t.Parallel()
 	r := toolmux(t, t.TempDir(), "", "version")
 	if r.code != 0 || !strings.HasPrefix(r.stdout, "toolmux ") {
 		t.Errorf("exit %d %q", r.code, r.stdout)
@@ -255,6 +261,7 @@ func TestVersion(t *testing.T) {
 }
 
 func TestServeHTTP(t *testing.T) {
+	t.Parallel()
 	dir := workspace(t, fixtureConfig(t))
 	addr := fmt.Sprintf("127.0.0.1:%d", testservers.FreePort(t))
 	cmd := exec.Command(binary, "serve", "--addr", addr)
@@ -288,6 +295,7 @@ func TestServeHTTP(t *testing.T) {
 }
 
 func TestServeStdio(t *testing.T) {
+	t.Parallel()
 	dir := workspace(t, fixtureConfig(t))
 	cmd := exec.Command(binary, "serve", "--stdio")
 	cmd.Dir = dir
@@ -334,6 +342,7 @@ func exerciseGateway(t *testing.T, ctx context.Context, cs *mcp.ClientSession) {
 }
 
 func TestServeRefusesOpenAddressWithoutToken(t *testing.T) {
+	t.Parallel()
 	r := toolmux(t, t.TempDir(), "", "serve", "--addr", "0.0.0.0:0")
 	if r.code != 2 || !strings.Contains(r.stderr, "token") {
 		t.Errorf("exit %d, %q", r.code, r.stderr)
@@ -341,6 +350,7 @@ func TestServeRefusesOpenAddressWithoutToken(t *testing.T) {
 }
 
 func TestCallThroughThePipeline(t *testing.T) {
+	t.Parallel()
 	cfg := fixtureConfig(t) + "pipeline:\n  truncate:\n    tools: {\"fx/big\": 300}\n"
 	dir := workspace(t, cfg)
 	data := t.TempDir()
@@ -389,6 +399,7 @@ func TestCallThroughThePipeline(t *testing.T) {
 // `toolmux call` refuses arguments nested deeper than limits.max_depth,
 // with or without the pipeline, before anything is called.
 func TestCallRefusesDeepArguments(t *testing.T) {
+	t.Parallel()
 	dir := workspace(t, fixtureConfig(t)+"limits:\n  max_depth: 3\n")
 	for _, extra := range [][]string{nil, {"--raw"}} {
 		args := append([]string{"call", "fx", "echo", `{"message": [[["too deep"]]]}`}, extra...)

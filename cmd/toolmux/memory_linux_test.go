@@ -107,6 +107,7 @@ const mb = 1 << 20
 // after the call. The whole text is in the call's spill file, whose path
 // both the model's text and the record give.
 func TestServeMemoryOfALargeResult(t *testing.T) {
+	t.Parallel()
 	const size = 20 * mb
 	bin := plainBinary(t)
 	dir := workspace(t, fmt.Sprintf("servers:\n  fx:\n    command: %s\n    trust: true\n", testservers.Fixture(t)))
@@ -177,6 +178,7 @@ func TestServeMemoryOfALargeResult(t *testing.T) {
 // refused with invalid_tool_params at a cost that does not depend on their
 // nesting, and leave nothing behind.
 func TestServeMemoryOfNestedArguments(t *testing.T) {
+	t.Parallel()
 	bin := plainBinary(t)
 	dir := workspace(t, fmt.Sprintf("servers:\n  fx:\n    command: %s\n    trust: true\n", testservers.Fixture(t)))
 	p := startServeBinary(t, bin, dir, "")

@@ -21,6 +21,7 @@ import (
 // the server's tools under their own names, denied ones hidden, calls
 // governed; the built-in tools have none.
 func TestServePassthrough(t *testing.T) {
+	t.Parallel()
 	addr := serveGateway(t, workspace(t, fixtureConfig(t)))
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -70,6 +71,7 @@ func TestServePassthrough(t *testing.T) {
 // TypeScript SDK) shows, naming the key to raise; serve says so on stderr
 // and in its index; a session that ends makes room.
 func TestServePassthroughSessionLimit(t *testing.T) {
+	t.Parallel()
 	inspector := testservers.NodeBin(t, "mcp-inspector")
 	cfg := fmt.Sprintf(`passthrough:
   idle_timeout: 10m

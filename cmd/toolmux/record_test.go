@@ -10,6 +10,7 @@ import (
 // Every `toolmux call` is a task in the task log of the data directory,
 // with its call record: `toolmux logs` lists it, `logs show` has the call.
 func TestCallsAreRecordedInTheTaskLog(t *testing.T) {
+	t.Parallel()
 	dir := workspace(t, "")
 	data := filepath.Join(t.TempDir(), "data")
 	if r := toolmux(t, dir, "", "--data-dir", data, "call", "builtin", "read_file", `{"path": "notes.txt"}`); r.code != 0 {

@@ -16,6 +16,7 @@ import (
 // the events it missed, also across a restart of serve: they are replayed
 // from the task log, then the stream goes on live.
 func TestServeEventsResumeAcrossRestart(t *testing.T) {
+	t.Parallel()
 	dir := workspace(t, "")
 	data := t.TempDir()
 	p := startServeProc(t, dir, data)

@@ -51,6 +51,7 @@ func modelFreeEnv() []string {
 }
 
 func TestRunAnswers(t *testing.T) {
+	t.Parallel()
 	dir := workspace(t, "")
 	m := llmtest.OpenAI(t, llmtest.Replies(
 		llmtest.Reply{Calls: []llmtest.Call{{Name: "builtin__read_file", Args: `{"path": "notes.txt"}`}}},
@@ -73,6 +74,7 @@ func TestRunAnswers(t *testing.T) {
 }
 
 func TestRunWithoutModel(t *testing.T) {
+	t.Parallel()
 	r := runToolmux(t, workspace(t, ""), nil, "run", "do something")
 	if r.code != 2 || !strings.Contains(r.stderr, "no model is configured") || !strings.Contains(r.stderr, "--model") {
 		t.Errorf("exit %d\n%s", r.code, r.stderr)
@@ -165,6 +167,7 @@ func loggedTasks(t *testing.T, dir string) []taskSummary {
 // the model: section (its ${VAR}s expanded) with no flags at all, and from
 // ANTHROPIC_API_KEY with --provider anthropic.
 func TestRunModelFromEnvironmentAndConfig(t *testing.T) {
+	t.Parallel()
 	answer := llmtest.Reply{Content: "done"}
 	t.Run("env", func(t *testing.T) {
 		m := llmtest.OpenAI(t, llmtest.Replies(answer))
@@ -221,6 +224,7 @@ func TestRunModelFromEnvironmentAndConfig(t *testing.T) {
 // With --json, stdout holds only the run's events as JSON lines, in order,
 // then the result.
 func TestRunJSON(t *testing.T) {
+	t.Parallel()
 	m := llmtest.OpenAI(t, llmtest.Replies(
 		llmtest.Reply{Content: "Reading it.", Calls: []llmtest.Call{{Name: "builtin__read_file", Args: `{"path": "notes.txt"}`}}},
 		llmtest.Reply{Content: "alpha, beta, gamma"},
@@ -296,6 +300,7 @@ func isSubsequence(want, have []string) bool {
 // A model that refuses the key fails the run: exit 1, the kind on stderr,
 // the task failed in the task log.
 func TestRunModelFailure(t *testing.T) {
+	t.Parallel()
 	dir := workspace(t, "")
 	m := llmtest.OpenAI(t, llmtest.Replies(llmtest.Reply{Status: http.StatusUnauthorized,
 		Body: `{"error":{"message":"Incorrect API key provided","type":"invalid_request_error","code":"invalid_api_key"}}`}))
@@ -319,6 +324,7 @@ func TestRunModelFailure(t *testing.T) {
 // At --max-turns the model is asked for a summary without tools, which is
 // the answer.
 func TestRunMaxTurns(t *testing.T) {
+	t.Parallel()
 	m := llmtest.OpenAI(t, func(n int, req llmtest.Request) llmtest.Reply {
 		if req.ToolChoice == "none" {
 			return llmtest.Reply{Content: "Summary: the notes start with alpha."}
@@ -355,6 +361,7 @@ func shellThenAnswer(command string) llmtest.Script {
 // Without a terminal, a call the policy asks about is refused (and the
 // model told so) unless --yes approves it.
 func TestRunApprovalsWithoutTerminal(t *testing.T) {
+	t.Parallel()
 	t.Run("refused", func(t *testing.T) {
 		dir := workspace(t, "")
 		m := llmtest.OpenAI(t, shellThenAnswer("touch made.txt"))
@@ -391,6 +398,7 @@ func TestRunApprovalsWithoutTerminal(t *testing.T) {
 // With --serve, the run is on the web page and its approvals wait in the
 // API's queue.
 func TestRunServeApprovals(t *testing.T) {
+	t.Parallel()
 	dir := workspace(t, "")
 	m := llmtest.OpenAI(t, shellThenAnswer("touch made.txt"))
 	p := startRun(t, dir, nil, "run", "--serve", "127.0.0.1:0", "--model", "scripted", "--base-url", m.BaseURL(), "Make a file")
@@ -488,6 +496,7 @@ func TestRunServeApprovals(t *testing.T) {
 // SIGINT stops a run promptly, in the middle of a tool call: exit 130, the
 // task and the call recorded as cancelled.
 func TestRunInterrupted(t *testing.T) {
+	t.Parallel()
 	dir := workspace(t, "")
 	// An odd duration names the command's process among the machine's.
 	const sleep = "61.2345"
@@ -535,6 +544,7 @@ func TestRunInterrupted(t *testing.T) {
 
 // Rate limits are retried with the configured backoff.
 func TestRunRetriesRateLimit(t *testing.T) {
+	t.Parallel()
 	m := llmtest.OpenAI(t, llmtest.Replies(
 		llmtest.Reply{Status: http.StatusTooManyRequests, RetryAfter: "0"},
 		llmtest.Reply{Content: "after the wait"},
@@ -552,6 +562,7 @@ func TestRunRetriesRateLimit(t *testing.T) {
 // The main agent delegates to a configured sub-agent, whose answer comes
 // back as the tool's result.
 func TestRunSubAgent(t *testing.T) {
+	t.Parallel()
 	cfg := `agents:
   helper:
     description: Answers questions about the notes.

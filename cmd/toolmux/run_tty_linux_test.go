@@ -16,6 +16,7 @@ import (
 // On a terminal, `toolmux run` puts a call the policy asks about to the
 // user, showing the command; "y" runs it and the run goes on to its answer.
 func TestRunAsksOnATerminal(t *testing.T) {
+	t.Parallel()
 	dir := workspace(t, "")
 	m := llmtest.OpenAI(t, shellThenAnswer("touch made.txt"))
 	ctl, tty := openPTY(t)

@@ -18,6 +18,7 @@ import (
 // a shell call that waits for approval until it is approved through
 // /api/approvals; the call is then in the task log.
 func TestServeAPIApproval(t *testing.T) {
+	t.Parallel()
 	dir := workspace(t, "")
 	p := startServeProc(t, dir, "")
 	p.attach(t)

@@ -24,6 +24,7 @@ import (
 // the cancellation, the upstream server sees it, the task log records it,
 // and serve says what it cancelled and exits cleanly.
 func TestServeGracefulShutdown(t *testing.T) {
+	t.Parallel()
 	marker := filepath.Join(t.TempDir(), "marker")
 	dir := workspace(t, fmt.Sprintf("servers:\n  fx:\n    command: %s\n    args: [-marker, %s]\n    trust: true\n", testservers.Fixture(t), marker))
 	data := t.TempDir()
@@ -128,6 +129,7 @@ func TestServeGracefulShutdown(t *testing.T) {
 // kill -9 of serve while clients call tools loses no completed call: every
 // call whose answer a client got is in the task log after a restart.
 func TestServeKilledLosesNoCompletedCall(t *testing.T) {
+	t.Parallel()
 	dir := workspace(t, fmt.Sprintf("servers:\n  fx:\n    command: %s\n    trust: true\n", testservers.Fixture(t)))
 	data := t.TempDir()
 	p := startServeProc(t, dir, data)

@@ -39,6 +39,7 @@ func runOnTerminal(t *testing.T, dir string, args ...string) (scr *screen, ctl *
 // or its error and the time it took; a server slower than a few seconds
 // is named while it is awaited.
 func TestStartupOnATerminal(t *testing.T) {
+	t.Parallel()
 	dir := workspace(t, slowConfig(t))
 	scr, _, wait := runOnTerminal(t, dir, "tools")
 	if code := wait(); code != 0 {
@@ -61,6 +62,7 @@ func TestStartupOnATerminal(t *testing.T) {
 // --timeout starts when the call runs, after the question on the terminal
 // was answered, however long that took.
 func TestCallTimeoutExcludesApproval(t *testing.T) {
+	t.Parallel()
 	dir := workspace(t, "")
 	scr, ctl, wait := runOnTerminal(t, dir, "call", "builtin", "shell", `{"command": "echo approved-and-ran"}`, "--timeout", "1s")
 	deadline := time.Now().Add(time.Minute)

@@ -75,6 +75,7 @@ func watchTerminal(ctl *os.File) (scr *screen, copied <-chan struct{}) {
 // On a terminal, a call the policy asks about is put to the user: the
 // prompt shows the tool and its arguments, "n" refuses it, "y" runs it.
 func TestCallAsksOnATerminal(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		answer   string
 		wantCode int
