@@ -8,7 +8,6 @@ import (
 	"io"
 	"math"
 	"net/url"
-	"path"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -17,6 +16,8 @@ import (
 	"time"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/toolmux/toolmux/internal/toolglob"
 )
 
 // The configuration is decoded into a yaml.Node tree and walked key by key,
@@ -784,27 +785,12 @@ func (p *parser) retry(n *yaml.Node, kp string, base Retry, server string) Retry
 		}
 	}
 	if server != "" && !toolsSet {
-		r.Tools = scopeTools(base.Tools, server)
+		r.Tools = toolglob.Scope(base.Tools, server)
 	}
 	if ok && r.InitialBackoff > r.MaxBackoff {
 		p.errAt(n, kp, "initial_backoff (%s) is longer than max_backoff (%s)", r.InitialBackoff, r.MaxBackoff)
 	}
 	return r
-}
-
-// scopeTools rewrites global retry patterns as bare globs for one server,
-// keeping those whose server part can match it.
-func scopeTools(tools []string, server string) []string {
-	var out []string
-	for _, t := range tools {
-		srv, tl, ok := strings.Cut(t, "/")
-		if !ok {
-			out = append(out, t)
-		} else if m, _ := path.Match(srv, server); m {
-			out = append(out, tl)
-		}
-	}
-	return out
 }
 
 func (p *parser) breaker(n *yaml.Node, kp string, base Breaker) Breaker {
@@ -1327,23 +1313,12 @@ func (p *parser) patterns(n *yaml.Node, kp string, global bool) []string {
 	return out
 }
 
+// checkPattern checks a tool pattern (toolglob's rule), worded with the
+// pattern shortened as config's messages write values.
 func checkPattern(s string, global bool) string {
-	if s == "" {
-		return "empty pattern"
-	}
-	parts := []string{s}
-	if global {
-		if srv, tl, ok := strings.Cut(s, "/"); ok {
-			if srv == "" || tl == "" {
-				return fmt.Sprintf("%s: expected \"server/tool\" or a bare tool name", quote(s))
-			}
-			parts = []string{srv, tl}
-		}
-	}
-	for _, part := range parts {
-		if _, err := path.Match(part, ""); err != nil {
-			return fmt.Sprintf("%s is not a valid glob: %v (see path.Match)", quote(s), err)
-		}
+	var e *toolglob.Error
+	if err := toolglob.Check(s, global); errors.As(err, &e) {
+		return e.Explain(quote)
 	}
 	return ""
 }
@@ -1361,14 +1336,7 @@ func (p *parser) toolNames(n *yaml.Node, kp string) []string {
 			p.errAt(it, fmt.Sprintf("%s[%d]", kp, i), "a tool name must not be empty")
 			continue
 		}
-		var b strings.Builder
-		for _, r := range s {
-			if strings.ContainsRune(`*?[]\`, r) {
-				b.WriteByte('\\')
-			}
-			b.WriteRune(r)
-		}
-		out = append(out, b.String())
+		out = append(out, toolglob.Escape(s))
 	}
 	return out
 }

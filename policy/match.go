@@ -3,6 +3,7 @@ package policy
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"path"
@@ -50,8 +51,11 @@ func compile(r Rule, index int) (c compiled, errs []*RuleError) {
 	c = compiled{rule: r, name: r.Name, server: r.Server, readOnly: r.ReadOnly, destr: r.Destructive,
 		modes: r.Modes, action: r.Action, priority: r.Priority, message: r.Message}
 	for i, s := range r.Tools {
-		if msg := checkToolPattern(s); msg != "" {
-			bad(fmt.Sprintf("tools[%d]", i), "%s", msg)
+		var pe *toolglob.Error
+		if err := toolglob.Check(s, true); errors.As(err, &pe) {
+			// As config checks it, so that rules built in code are held
+			// to the same rule as rules in a file.
+			bad(fmt.Sprintf("tools[%d]", i), "%s", pe.Explain(strconv.Quote))
 			continue
 		}
 		p, err := toolglob.Parse(s, true)
@@ -62,8 +66,9 @@ func compile(r Rule, index int) (c compiled, errs []*RuleError) {
 		c.tools = append(c.tools, p)
 	}
 	if r.Server != "" {
-		if msg := checkServerGlob(r.Server); msg != "" {
-			bad("server", "%s", msg)
+		var pe *toolglob.Error
+		if err := toolglob.CheckServer(r.Server); errors.As(err, &pe) {
+			bad("server", "%s", pe.Explain(strconv.Quote))
 		}
 	}
 	names := make([]string, 0, len(r.Args))
@@ -100,37 +105,6 @@ func compile(r Rule, index int) (c compiled, errs []*RuleError) {
 		bad("action", "unknown action %q (expected allow, deny or ask)", r.Action)
 	}
 	return c, errs
-}
-
-// checkToolPattern checks a pattern in the syntax of the global allow list,
-// as config does, so that rules built in code are held to the same rules.
-func checkToolPattern(s string) string {
-	if s == "" {
-		return "empty pattern"
-	}
-	parts := []string{s}
-	if srv, tl, ok := strings.Cut(s, "/"); ok {
-		if srv == "" || tl == "" {
-			return fmt.Sprintf("%q: expected \"server/tool\" or a bare tool name", s)
-		}
-		parts = []string{srv, tl}
-	}
-	for _, part := range parts {
-		if _, err := path.Match(part, ""); err != nil {
-			return fmt.Sprintf("%q is not a valid glob: %v (see path.Match)", s, err)
-		}
-	}
-	return ""
-}
-
-func checkServerGlob(s string) string {
-	if strings.Contains(s, "/") {
-		return fmt.Sprintf("%q: a server name never contains \"/\" (to name a tool, use tools: [\"server/tool\"])", s)
-	}
-	if _, err := path.Match(s, ""); err != nil {
-		return fmt.Sprintf("%q is not a valid glob: %v (see path.Match)", s, err)
-	}
-	return ""
 }
 
 // applies reports whether the rule takes part in mode, and prepares its
