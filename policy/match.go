@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math"
 	"path"
 	"regexp"
 	"slices"
@@ -13,6 +12,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/toolmux/toolmux/internal/jsonfloat"
 	"github.com/toolmux/toolmux/internal/toolglob"
 )
 
@@ -212,9 +212,9 @@ func appendValue(b []byte, v any) []byte {
 	case bool:
 		return strconv.AppendBool(b, x)
 	case float64:
-		return appendFloat(b, x, 64)
+		return jsonfloat.Append(b, x, 64)
 	case float32:
-		return appendFloat(b, float64(x), 32)
+		return jsonfloat.Append(b, float64(x), 32)
 	case int:
 		return strconv.AppendInt(b, int64(x), 10)
 	case int64:
@@ -237,28 +237,4 @@ func appendValue(b []byte, v any) []byte {
 		return fmt.Append(b, v)
 	}
 	return append(b, bytes.TrimSuffix(w.Bytes(), []byte("\n"))...)
-}
-
-// appendFloat formats like encoding/json: plain decimal notation, switching
-// to exponent notation outside [1e-6, 1e21), with a minimal exponent.
-func appendFloat(b []byte, f float64, bits int) []byte {
-	if math.IsInf(f, 0) || math.IsNaN(f) {
-		return strconv.AppendFloat(b, f, 'g', -1, bits)
-	}
-	format := byte('f')
-	if abs := math.Abs(f); abs != 0 {
-		if bits == 64 && (abs < 1e-6 || abs >= 1e21) || bits == 32 && (float32(abs) < 1e-6 || float32(abs) >= 1e21) {
-			format = 'e'
-		}
-	}
-	b = strconv.AppendFloat(b, f, format, -1, bits)
-	if format == 'e' {
-		// clean up e-09 to e-9
-		n := len(b)
-		if n >= 4 && b[n-4] == 'e' && b[n-3] == '-' && b[n-2] == '0' {
-			b[n-2] = b[n-1]
-			b = b[:n-1]
-		}
-	}
-	return b
 }
