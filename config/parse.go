@@ -220,24 +220,11 @@ func (p *parser) config(root *yaml.Node, isJSON bool) *Config {
 		return nil
 	}
 	entries, _ := p.entries(root, "")
-	hasToolmux, hasMCP := false, false
-	for _, e := range entries {
-		switch {
-		case e.key == "mcpServers":
-			hasMCP = true
-		case isJSON && slices.Contains(geminiKeys, e.key):
-			// A settings.json may declare command-discovered tools and no
-			// MCP server at all; it is still Gemini CLI's file.
-			hasMCP = true
-		case slices.Contains(topKeys, e.key):
-			hasToolmux = true
-		}
-	}
 	// A file with only mcpServers is another client's configuration: in
 	// JSON (Gemini CLI's settings.json) the rest of the file belongs to that
 	// client, and its directory says nothing about which files the built-in
 	// tools should see, so the workspace stays the current directory.
-	common := hasMCP && !hasToolmux
+	common := otherClients(entries, isJSON)
 	lenient := common && isJSON
 	if !common {
 		cfg.Workspace = filepath.Clean(p.dir)
@@ -256,62 +243,7 @@ func (p *parser) config(root *yaml.Node, isJSON bool) *Config {
 			}
 			continue
 		}
-		switch e.key {
-		case "workspace":
-			if s, ok := p.expandStr(e.v, kp, false); ok {
-				if s == "" {
-					p.errAt(e.v, kp, "must not be empty (use \".\" for the config file's directory)")
-				} else if r, err := resolvePath(s, p.dir, p.lookup); err != nil {
-					p.errAt(e.v, kp, "%v", err)
-				} else {
-					cfg.Workspace = r
-				}
-			}
-		case "data_dir":
-			if s, ok := p.expandStr(e.v, kp, false); ok && s != "" {
-				if r, err := resolvePath(s, p.dir, p.lookup); err != nil {
-					p.errAt(e.v, kp, "%v", err)
-				} else {
-					cfg.DataDir = r
-				}
-			}
-		case "builtin":
-			cfg.Builtin = p.builtin(e.v, kp, cfg.Builtin)
-		case "task_log":
-			cfg.TaskLog = p.taskLog(e.v, kp, cfg.TaskLog)
-		case "passthrough":
-			cfg.Passthrough = p.passthrough(e.v, kp, cfg.Passthrough)
-		case "limits":
-			cfg.Limits = p.limits(e.v, kp)
-		case "connect_timeout":
-			if d, ok := p.duration(e.v, kp); ok {
-				cfg.ConnectTimeout = d
-			}
-		case "timeout":
-			if d, ok := p.duration(e.v, kp); ok {
-				cfg.Timeout = d
-			}
-		case "allow":
-			cfg.Allow = p.patterns(e.v, kp, true)
-		case "deny":
-			cfg.Deny = p.patterns(e.v, kp, true)
-		case "retry":
-			cfg.Retry = p.retry(e.v, kp, cfg.Retry, "")
-		case "circuit_breaker":
-			cfg.CircuitBreaker = p.breaker(e.v, kp, cfg.CircuitBreaker)
-		case "health_check":
-			cfg.HealthCheck, _ = p.healthCheck(e.v, kp, cfg.HealthCheck)
-		case "pipeline":
-			cfg.Pipeline = p.pipeline(e.v, kp)
-		case "policy":
-			cfg.Policy = p.policy(e.v, kp)
-		case "model":
-			cfg.Model = p.model(e, kp)
-		case "agent":
-			cfg.Agent = p.agent(e, kp, cfg.Agent, &agents)
-		case "agents":
-			cfg.Agents = p.agents(e.v, kp, &agents)
-		}
+		p.topLevel(e, cfg, &agents)
 	}
 	seen := map[string]*yaml.Node{}
 	for _, e := range entries {
@@ -327,6 +259,88 @@ func (p *parser) config(root *yaml.Node, isJSON bool) *Config {
 	}
 	p.checkAgents(cfg, &agents)
 	return cfg
+}
+
+// otherClients reports whether the top-level keys are those of another
+// client's file: mcpServers (or, in JSON, Gemini CLI's command-discovered
+// tools) and no key of toolmux's own.
+func otherClients(entries []entry, isJSON bool) bool {
+	hasToolmux, hasMCP := false, false
+	for _, e := range entries {
+		switch {
+		case e.key == "mcpServers":
+			hasMCP = true
+		case isJSON && slices.Contains(geminiKeys, e.key):
+			// A settings.json may declare command-discovered tools and no
+			// MCP server at all; it is still Gemini CLI's file.
+			hasMCP = true
+		case slices.Contains(topKeys, e.key):
+			hasToolmux = true
+		}
+	}
+	return hasMCP && !hasToolmux
+}
+
+// topLevel reads one top-level key of toolmux's own; the servers are read
+// after every other key (see config).
+func (p *parser) topLevel(e entry, cfg *Config, agents *agentDecls) {
+	kp := e.key
+	switch e.key {
+	case "workspace":
+		if s, ok := p.expandStr(e.v, kp, false); ok {
+			if s == "" {
+				p.errAt(e.v, kp, "must not be empty (use \".\" for the config file's directory)")
+			} else if r, err := resolvePath(s, p.dir, p.lookup); err != nil {
+				p.errAt(e.v, kp, "%v", err)
+			} else {
+				cfg.Workspace = r
+			}
+		}
+	case "data_dir":
+		if s, ok := p.expandStr(e.v, kp, false); ok && s != "" {
+			if r, err := resolvePath(s, p.dir, p.lookup); err != nil {
+				p.errAt(e.v, kp, "%v", err)
+			} else {
+				cfg.DataDir = r
+			}
+		}
+	case "builtin":
+		cfg.Builtin = p.builtin(e.v, kp, cfg.Builtin)
+	case "task_log":
+		cfg.TaskLog = p.taskLog(e.v, kp, cfg.TaskLog)
+	case "passthrough":
+		cfg.Passthrough = p.passthrough(e.v, kp, cfg.Passthrough)
+	case "limits":
+		cfg.Limits = p.limits(e.v, kp)
+	case "connect_timeout":
+		if d, ok := p.duration(e.v, kp); ok {
+			cfg.ConnectTimeout = d
+		}
+	case "timeout":
+		if d, ok := p.duration(e.v, kp); ok {
+			cfg.Timeout = d
+		}
+	case "allow":
+		cfg.Allow = p.patterns(e.v, kp, true)
+	case "deny":
+		cfg.Deny = p.patterns(e.v, kp, true)
+	case "retry":
+		cfg.Retry = p.retry(e.v, kp, cfg.Retry, "")
+	case "circuit_breaker":
+		cfg.CircuitBreaker = p.breaker(e.v, kp, cfg.CircuitBreaker)
+	case "health_check":
+		cfg.HealthCheck, _ = p.healthCheck(e.v, kp, cfg.HealthCheck)
+	case "pipeline":
+		cfg.Pipeline = p.pipeline(e.v, kp)
+	case "policy":
+		cfg.Policy = p.policy(e.v, kp)
+	case "model":
+		cfg.Model = p.model(e, kp)
+	case "agent":
+		cfg.Agent = p.agent(e, kp, cfg.Agent, agents)
+	case "agents":
+		cfg.Agents = p.agents(e.v, kp, agents)
+	}
 }
 
 var taskLogKeys = []string{"enabled", "durability", "retention"}

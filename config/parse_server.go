@@ -131,42 +131,29 @@ func (p *parser) servers(n *yaml.Node, kp string, common bool, cfg *Config, seen
 
 // server reads one server entry in either dialect.
 func (p *parser) server(se entry, sp string, common bool, cfg *Config) Server {
-	s := Server{Name: se.key, Line: se.k.Line}
+	d := &serverDecl{s: Server{Name: se.key, Line: se.k.Line}, sp: sp, common: common, keyNode: map[string]*yaml.Node{}}
 	known, ignored := serverKeys, []string(nil)
 	if common {
 		known, ignored = commonKeys, commonIgnored
 	}
 	if isNull(deref(se.v)) {
 		p.errAt(se.v, sp, "expected a mapping with command or url, got null")
-		return s
+		return d.s
 	}
 	entries, ok := p.entries(se.v, sp)
 	if !ok {
-		return s
+		return d.s
 	}
 	// Disabled is read first because a disabled server may refer to
 	// variables that are not set: that is often why it is disabled.
 	for _, e := range entries {
 		if (e.key == "disabled" || e.key == "enabled") && slices.Contains(known, e.key) {
 			if b, ok := p.boolean(e.v, sp+"."+e.key); ok && b == (e.key == "disabled") {
-				s.Disabled = true
+				d.s.Disabled = true
 			}
 		}
 	}
-	lax := s.Disabled
-	keyNode := map[string]*yaml.Node{}
-	var (
-		urlKey, trKey      string
-		trVal              string
-		trNode             *yaml.Node
-		urlOK              bool
-		retryE, breakerE   *entry
-		passthroughE       *entry
-		healthE            *entry
-		cmdNode, urlKeyN   *yaml.Node
-		urlValue           *yaml.Node
-		discNode, callNode *yaml.Node
-	)
+	d.lax = d.s.Disabled
 	for i, e := range entries {
 		kp := sp + "." + e.key
 		if !slices.Contains(known, e.key) {
@@ -175,173 +162,239 @@ func (p *parser) server(se entry, sp string, common bool, cfg *Config) Server {
 			}
 			continue
 		}
-		keyNode[e.key] = e.k
-		switch e.key {
-		case "command":
-			cmdNode = e.k
-			if v, ok := p.expandStr(e.v, kp, lax); ok {
-				s.Command = v
-				if strings.TrimSpace(v) == "" {
-					p.errAt(e.v, kp, "must not be empty")
-				}
+		d.keyNode[e.key] = e.k
+		p.serverKey(d, &entries[i], kp)
+	}
+	p.serverKind(d, se)
+	p.serverTransport(d)
+	p.serverMisplaced(d)
+	p.serverSections(d, cfg)
+	return d.s
+}
+
+// serverDecl is what reading a server entry collects besides the Server
+// itself: the keys that decide its kind, and the sections read once its
+// kind is known.
+type serverDecl struct {
+	s      Server
+	sp     string // the entry's key path
+	common bool   // the mcpServers dialect of other clients
+	lax    bool   // a disabled server: unset variables are no error
+	// keyNode holds the key node of every known key the entry has.
+	keyNode map[string]*yaml.Node
+
+	urlKey             string // "url" or "httpUrl"
+	urlKeyN, urlValue  *yaml.Node
+	urlOK              bool // the URL was read (expanded)
+	trKey, trVal       string
+	trNode             *yaml.Node
+	cmdNode            *yaml.Node
+	discNode, callNode *yaml.Node
+
+	retry, breaker, passthrough, health *entry
+}
+
+func (d *serverDecl) hasCmd() bool  { return d.cmdNode != nil }
+func (d *serverDecl) hasURL() bool  { return d.urlKeyN != nil }
+func (d *serverDecl) hasDisc() bool { return d.discNode != nil || d.callNode != nil }
+
+// commandServer reports a server with discover and call only.
+func (d *serverDecl) commandServer() bool { return d.hasDisc() && !d.hasCmd() && !d.hasURL() }
+
+// has names the key that gives the server its kind, for messages.
+func (d *serverDecl) has() string {
+	switch {
+	case d.hasURL() && !d.hasCmd():
+		return d.urlKey
+	case d.commandServer():
+		if d.discNode == nil {
+			return "call"
+		}
+		return "discover"
+	}
+	return "command"
+}
+
+// serverKey reads one known key of a server entry.
+func (p *parser) serverKey(d *serverDecl, e *entry, kp string) {
+	s, lax := &d.s, d.lax
+	switch e.key {
+	case "command":
+		d.cmdNode = e.k
+		if v, ok := p.expandStr(e.v, kp, lax); ok {
+			s.Command = v
+			if strings.TrimSpace(v) == "" {
+				p.errAt(e.v, kp, "must not be empty")
 			}
-		case "args":
-			s.Args = p.expandList(e.v, kp, lax)
-		case "env":
-			s.Env = p.stringMap(e.v, kp, lax, validEnvName, "an environment variable name")
-		case "cwd":
-			if v, ok := p.expandStr(e.v, kp, lax); ok && v != "" {
-				if r, err := resolvePath(v, p.dir, p.lookup); err != nil {
-					p.errAt(e.v, kp, "%v", err)
-				} else {
-					s.Cwd = r
-				}
-			}
-		case "url", "httpUrl":
-			if urlKeyN != nil {
-				p.errAt(e.k, kp, "use either url or httpUrl, not both")
-				continue
-			}
-			urlKey, urlKeyN, urlValue = e.key, e.k, e.v
-			s.URL, urlOK = p.expandStr(e.v, kp, lax)
-		case "transport", "type":
-			if trNode != nil {
-				p.errAt(e.k, kp, "use either transport or type, not both")
-				continue
-			}
-			if v, ok := p.str(e.v, kp); ok {
-				trKey, trVal, trNode = e.key, v, e.v
-			}
-		case "discover":
-			discNode = e.k
-			s.Discover = p.argv(e.v, kp, lax, "discover")
-		case "call":
-			callNode = e.k
-			s.Call = p.argv(e.v, kp, lax, "call")
-		case "headers":
-			s.Headers = p.stringMap(e.v, kp, lax, validHeaderName, "an HTTP header name")
-		case "bearer_token":
-			s.BearerToken, _ = p.expandStr(e.v, kp, lax)
-		case "allow":
-			s.Allow = p.patterns(e.v, kp, false)
-		case "deny":
-			s.Deny = p.patterns(e.v, kp, false)
-		case "includeTools":
-			s.Allow = p.toolNames(e.v, kp)
-		case "excludeTools":
-			s.Deny = p.toolNames(e.v, kp)
-		case "timeout":
-			if common {
-				s.Timeout, _ = p.millis(e.v, kp)
+		}
+	case "args":
+		s.Args = p.expandList(e.v, kp, lax)
+	case "env":
+		s.Env = p.stringMap(e.v, kp, lax, validEnvName, "an environment variable name")
+	case "cwd":
+		if v, ok := p.expandStr(e.v, kp, lax); ok && v != "" {
+			if r, err := resolvePath(v, p.dir, p.lookup); err != nil {
+				p.errAt(e.v, kp, "%v", err)
 			} else {
-				s.Timeout, _ = p.duration(e.v, kp)
+				s.Cwd = r
 			}
-		case "tool_timeouts":
-			es, _ := p.entries(e.v, kp)
-			for _, t := range es {
-				if t.key == "" {
-					p.errAt(t.k, kp, "a tool name must not be empty")
-					continue
-				}
-				if d, ok := p.duration(t.v, kp+"."+t.key); ok {
-					if s.ToolTimeouts == nil {
-						s.ToolTimeouts = map[string]time.Duration{}
-					}
-					s.ToolTimeouts[t.key] = d
-				}
+		}
+	case "url", "httpUrl":
+		if d.urlKeyN != nil {
+			p.errAt(e.k, kp, "use either url or httpUrl, not both")
+			return
+		}
+		d.urlKey, d.urlKeyN, d.urlValue = e.key, e.k, e.v
+		s.URL, d.urlOK = p.expandStr(e.v, kp, lax)
+	case "transport", "type":
+		if d.trNode != nil {
+			p.errAt(e.k, kp, "use either transport or type, not both")
+			return
+		}
+		if v, ok := p.str(e.v, kp); ok {
+			d.trKey, d.trVal, d.trNode = e.key, v, e.v
+		}
+	case "discover":
+		d.discNode = e.k
+		s.Discover = p.argv(e.v, kp, lax, "discover")
+	case "call":
+		d.callNode = e.k
+		s.Call = p.argv(e.v, kp, lax, "call")
+	case "headers":
+		s.Headers = p.stringMap(e.v, kp, lax, validHeaderName, "an HTTP header name")
+	case "bearer_token":
+		s.BearerToken, _ = p.expandStr(e.v, kp, lax)
+	case "allow":
+		s.Allow = p.patterns(e.v, kp, false)
+	case "deny":
+		s.Deny = p.patterns(e.v, kp, false)
+	case "includeTools":
+		s.Allow = p.toolNames(e.v, kp)
+	case "excludeTools":
+		s.Deny = p.toolNames(e.v, kp)
+	case "timeout":
+		if d.common {
+			s.Timeout, _ = p.millis(e.v, kp)
+		} else {
+			s.Timeout, _ = p.duration(e.v, kp)
+		}
+	case "tool_timeouts":
+		s.ToolTimeouts = p.toolTimeouts(e.v, kp)
+	case "connect_timeout":
+		s.ConnectTimeout, _ = p.duration(e.v, kp)
+	case "trust":
+		s.Trust, _ = p.boolean(e.v, kp)
+	case "retry":
+		d.retry = e
+	case "circuit_breaker":
+		d.breaker = e
+	case "passthrough":
+		d.passthrough = e
+	case "health_check":
+		d.health = e
+	}
+}
+
+// toolTimeouts reads a server's tool_timeouts: tool name to duration; nil
+// when none is valid.
+func (p *parser) toolTimeouts(n *yaml.Node, kp string) map[string]time.Duration {
+	var out map[string]time.Duration
+	es, _ := p.entries(n, kp)
+	for _, t := range es {
+		if t.key == "" {
+			p.errAt(t.k, kp, "a tool name must not be empty")
+			continue
+		}
+		if d, ok := p.duration(t.v, kp+"."+t.key); ok {
+			if out == nil {
+				out = map[string]time.Duration{}
 			}
-		case "connect_timeout":
-			s.ConnectTimeout, _ = p.duration(e.v, kp)
-		case "trust":
-			s.Trust, _ = p.boolean(e.v, kp)
-		case "retry":
-			retryE = &entries[i]
-		case "circuit_breaker":
-			breakerE = &entries[i]
-		case "passthrough":
-			passthroughE = &entries[i]
-		case "health_check":
-			healthE = &entries[i]
+			out[t.key] = d
 		}
 	}
+	return out
+}
 
-	// A server is of exactly one kind, given by the keys it has: command
-	// (stdio), url (sse or http), or discover and call (a command server).
-	hasCmd, hasURL, hasDisc := cmdNode != nil, urlKeyN != nil, discNode != nil || callNode != nil
+// serverKind checks that a server is of exactly one kind, given by the
+// keys it has: command (stdio), url (sse or http), or discover and call (a
+// command server); and that its URL is one.
+func (p *parser) serverKind(d *serverDecl, se entry) {
+	sp := d.sp
+	hasCmd, hasURL, hasDisc := d.hasCmd(), d.hasURL(), d.hasDisc()
 	switch {
 	case hasCmd && hasURL:
-		p.errAt(urlKeyN, sp+"."+urlKey, "a server has either command (stdio) or %s (sse/http), not both", urlKey)
+		p.errAt(d.urlKeyN, sp+"."+d.urlKey, "a server has either command (stdio) or %s (sse/http), not both", d.urlKey)
 	case hasDisc && (hasCmd || hasURL):
 		other, what := "command", "stdio"
 		if !hasCmd {
-			other, what = urlKey, "sse/http"
+			other, what = d.urlKey, "sse/http"
 		}
-		k, n := "discover", discNode
+		k, n := "discover", d.discNode
 		if n == nil {
-			k, n = "call", callNode
+			k, n = "call", d.callNode
 		}
 		p.errAt(n, sp+"."+k, "a server has either %s (%s) or discover and call (tools found by a command), not both", other, what)
-	case hasDisc && discNode == nil:
-		p.errAt(callNode, sp+".call", "needs discover too (the command that lists the tools call runs)")
-	case hasDisc && callNode == nil:
-		p.errAt(discNode, sp+".discover", "needs call too (the command that runs the tools discover lists)")
-	case !hasCmd && !hasURL && !hasDisc && common:
+	case hasDisc && d.discNode == nil:
+		p.errAt(d.callNode, sp+".call", "needs discover too (the command that lists the tools call runs)")
+	case hasDisc && d.callNode == nil:
+		p.errAt(d.discNode, sp+".discover", "needs call too (the command that runs the tools discover lists)")
+	case !hasCmd && !hasURL && !hasDisc && d.common:
 		p.errAt(se.k, sp, "needs command (to start a stdio server) or url (to reach an sse or http server)")
 	case !hasCmd && !hasURL && !hasDisc:
 		p.errAt(se.k, sp, "needs command (to start a stdio server), url (to reach an sse or http server), or discover and call (to run tools found by a command)")
 	}
-	if hasURL && urlOK && (s.URL != "" || !lax) {
-		if msg := checkURL(s.URL); msg != "" {
-			p.errAt(urlValue, sp+"."+urlKey, "%s", msg)
+	if hasURL && d.urlOK && (d.s.URL != "" || !d.lax) {
+		if msg := checkURL(d.s.URL); msg != "" {
+			p.errAt(d.urlValue, sp+"."+d.urlKey, "%s", msg)
 		}
 	}
-	// has names the key that gives the server its kind, for messages.
-	has := "command"
+}
+
+// serverTransport sets the server's transport: the one it names, checked
+// against the keys it has, or the one its keys imply.
+func (p *parser) serverTransport(d *serverDecl) {
+	s, sp := &d.s, d.sp
+	hasCmd, hasURL, hasDisc := d.hasCmd(), d.hasURL(), d.hasDisc()
 	switch {
-	case hasURL && !hasCmd:
-		has = urlKey
-	case hasDisc && !hasCmd && !hasURL:
-		has = "discover"
-		if discNode == nil {
-			has = "call"
-		}
-	}
-	switch {
-	case trNode != nil:
-		t, ok := transports[trVal]
-		if !ok || t == Command && common {
+	case d.trNode != nil:
+		t, ok := transports[d.trVal]
+		if !ok || t == Command && d.common {
 			expected := "stdio, sse, http, streamable-http, command"
-			if common {
+			if d.common {
 				// Other clients have no command servers.
 				expected = "stdio, sse, http, streamable-http"
 			}
-			p.errAt(trNode, sp+"."+trKey, "unknown transport %s (expected one of: %s)", quote(trVal), expected)
+			p.errAt(d.trNode, sp+"."+d.trKey, "unknown transport %s (expected one of: %s)", quote(d.trVal), expected)
 			break
 		}
 		s.Transport = t
 		switch {
 		case t == Stdio && !hasCmd && (hasURL || hasDisc):
-			p.errAt(trNode, sp+"."+trKey, "%s stdio needs command, but this server has %s", trKey, has)
+			p.errAt(d.trNode, sp+"."+d.trKey, "%s stdio needs command, but this server has %s", d.trKey, d.has())
 		case (t == SSE || t == HTTP) && !hasURL && (hasCmd || hasDisc):
-			p.errAt(trNode, sp+"."+trKey, "%s %s needs url, but this server has %s", trKey, trVal, has)
+			p.errAt(d.trNode, sp+"."+d.trKey, "%s %s needs url, but this server has %s", d.trKey, d.trVal, d.has())
 		case t == Command && !hasDisc && (hasCmd || hasURL):
-			p.errAt(trNode, sp+"."+trKey, "%s command needs discover and call, but this server has %s", trKey, has)
-		case t == SSE && urlKey == "httpUrl":
-			p.errAt(trNode, sp+"."+trKey, "httpUrl is streamable HTTP, but %s says sse (use url for sse)", trKey)
+			p.errAt(d.trNode, sp+"."+d.trKey, "%s command needs discover and call, but this server has %s", d.trKey, d.has())
+		case t == SSE && d.urlKey == "httpUrl":
+			p.errAt(d.trNode, sp+"."+d.trKey, "httpUrl is streamable HTTP, but %s says sse (use url for sse)", d.trKey)
 		}
 	case hasCmd:
 		s.Transport = Stdio
-	case urlKey == "httpUrl":
+	case d.urlKey == "httpUrl":
 		s.Transport = HTTP
 	case hasURL:
 		s.Transport = inferTransport(s.URL)
 	case hasDisc:
 		s.Transport = Command
 	}
+}
 
-	// Settings that belong to another kind of server are mistakes (they
-	// would be silently ignored), unless they are empty. Only a server of
-	// one kind is checked: one with two has been reported already.
+// serverMisplaced reports settings that belong to another kind of server:
+// they would be silently ignored, so they are mistakes unless they are
+// empty. Only a server of one kind is checked: one with two has been
+// reported already. A command server's directory defaults to the file's.
+func (p *parser) serverMisplaced(d *serverDecl) {
+	s, sp := &d.s, d.sp
 	set := func(k string) bool {
 		switch k {
 		case "args":
@@ -357,25 +410,27 @@ func (p *parser) server(se entry, sp string, common bool, cfg *Config) Server {
 		}
 		return false
 	}
+	hasCmd, hasURL, hasDisc := d.hasCmd(), d.hasURL(), d.hasDisc()
 	switch {
 	case hasURL && !hasCmd && !hasDisc:
 		for _, k := range []string{"args", "env", "cwd"} {
-			if n := keyNode[k]; n != nil && set(k) {
-				p.errAt(n, sp+"."+k, "applies only to stdio servers, but this server has %s", urlKey)
+			if n := d.keyNode[k]; n != nil && set(k) {
+				p.errAt(n, sp+"."+k, "applies only to stdio servers, but this server has %s", d.urlKey)
 			}
 		}
 	case hasCmd && !hasURL && !hasDisc:
 		for _, k := range []string{"headers", "bearer_token"} {
-			if n := keyNode[k]; n != nil && set(k) {
+			if n := d.keyNode[k]; n != nil && set(k) {
 				p.errAt(n, sp+"."+k, "applies only to sse and http servers, but this server has command")
 			}
 		}
-	case hasDisc && !hasCmd && !hasURL:
-		if n := keyNode["args"]; n != nil && set("args") {
+	case d.commandServer():
+		has := d.has()
+		if n := d.keyNode["args"]; n != nil && set("args") {
 			p.errAt(n, sp+".args", "applies only to stdio servers, but this server has %s (put the arguments in the %s list)", has, has)
 		}
 		for _, k := range []string{"headers", "bearer_token"} {
-			if n := keyNode[k]; n != nil && set(k) {
+			if n := d.keyNode[k]; n != nil && set(k) {
 				p.errAt(n, sp+"."+k, "applies only to sse and http servers, but this server has %s", has)
 			}
 		}
@@ -386,33 +441,37 @@ func (p *parser) server(se entry, sp string, common bool, cfg *Config) Server {
 			s.Cwd = filepath.Clean(p.dir)
 		}
 	}
+}
 
-	if retryE != nil {
-		r := p.retry(retryE.v, sp+".retry", cfg.Retry, s.Name)
+// serverSections reads the sections a server overrides, each completed
+// from the global one.
+func (p *parser) serverSections(d *serverDecl, cfg *Config) {
+	s, sp := &d.s, d.sp
+	if d.retry != nil {
+		r := p.retry(d.retry.v, sp+".retry", cfg.Retry, s.Name)
 		s.Retry = &r
 	}
-	if breakerE != nil {
-		b := p.breaker(breakerE.v, sp+".circuit_breaker", cfg.CircuitBreaker)
+	if d.breaker != nil {
+		b := p.breaker(d.breaker.v, sp+".circuit_breaker", cfg.CircuitBreaker)
 		s.CircuitBreaker = &b
 	}
-	if passthroughE != nil {
-		if hasDisc && !hasCmd && !hasURL {
-			p.errAt(passthroughE.k, sp+".passthrough", "applies only to stdio, sse and http servers: a command server has no passthrough route")
+	if d.passthrough != nil {
+		if d.commandServer() {
+			p.errAt(d.passthrough.k, sp+".passthrough", "applies only to stdio, sse and http servers: a command server has no passthrough route")
 		} else {
-			pt := p.passthrough(passthroughE.v, sp+".passthrough", cfg.Passthrough)
+			pt := p.passthrough(d.passthrough.v, sp+".passthrough", cfg.Passthrough)
 			s.Passthrough = &pt
 		}
 	}
-	if healthE != nil {
-		h, pings := p.healthCheck(healthE.v, sp+".health_check", cfg.HealthCheck)
+	if d.health != nil {
+		h, pings := p.healthCheck(d.health.v, sp+".health_check", cfg.HealthCheck)
 		s.HealthCheck = &h
 		// A command server has no session to ping; only its backoff
 		// applies (to retrying a failed discovery).
-		if n := pings; n != nil && hasDisc && !hasCmd && !hasURL {
-			p.errAt(n, sp+".health_check."+n.Value, "applies only to MCP servers (stdio, sse, http), but this server has %s; only min_backoff and max_backoff apply to it", has)
+		if n := pings; n != nil && d.commandServer() {
+			p.errAt(n, sp+".health_check."+n.Value, "applies only to MCP servers (stdio, sse, http), but this server has %s; only min_backoff and max_backoff apply to it", d.has())
 		}
 	}
-	return s
 }
 
 // transports maps every accepted spelling to its canonical name; the
