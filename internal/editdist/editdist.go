@@ -3,9 +3,11 @@
 // the argument names repair takes as misspellings.
 //
 // Both distances are bounded: a caller only cares whether two strings are
-// within a few edits, so each stops as soon as the answer exceeds limit and
-// then returns limit+1. That also bounds the work hostile input (a key of a
-// megabyte) can cause.
+// within a few edits, so each returns limit+1 for anything farther. Only
+// the band of the matrix within limit of its diagonal is computed (a cell
+// outside it is farther than limit), and the work stops as soon as a row
+// is past limit, so the cost is O(len·limit): a key of a megabyte from a
+// hostile file costs little.
 package editdist
 
 import "unicode/utf8"
@@ -32,16 +34,24 @@ func Levenshtein(a, b string, limit int) int {
 	for j := range prev {
 		prev[j] = j
 	}
+	far := limit + 1 // the value of every cell outside the band
 	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		rowMin := cur[0]
-		for j := 1; j <= len(b); j++ {
+		lo, hi := max(1, i-limit), min(len(b), i+limit)
+		cur[lo-1] = far
+		if lo == 1 {
+			cur[0] = i
+		}
+		rowMin := cur[lo-1]
+		for j := lo; j <= hi; j++ {
 			cost := 1
 			if a[i-1] == b[j-1] {
 				cost = 0
 			}
 			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
 			rowMin = min(rowMin, cur[j])
+		}
+		if hi < len(b) {
+			cur[hi+1] = far
 		}
 		// Every later row is at least this row's minimum.
 		if rowMin > limit {
@@ -70,11 +80,16 @@ func OSA(a, b string, limit int) int {
 	for j := range prev {
 		prev[j] = j
 	}
+	far := limit + 1 // the value of every cell outside the band
 	prevMin := 0
 	for i := 1; i <= na; i++ {
-		cur[0] = i
-		rowMin := cur[0]
-		for j := 1; j <= nb; j++ {
+		lo, hi := max(1, i-limit), min(nb, i+limit)
+		cur[lo-1] = far
+		if lo == 1 {
+			cur[0] = i
+		}
+		rowMin := cur[lo-1]
+		for j := lo; j <= hi; j++ {
 			cost := 1
 			if ra[i-1] == rb[j-1] {
 				cost = 0
@@ -84,6 +99,9 @@ func OSA(a, b string, limit int) int {
 				cur[j] = min(cur[j], back[j-2]+1)
 			}
 			rowMin = min(rowMin, cur[j])
+		}
+		if hi < nb {
+			cur[hi+1] = far
 		}
 		// A later row is at least the smaller of this row's minimum and
 		// one more than the previous row's (a transposition reaches back

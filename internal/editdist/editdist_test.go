@@ -32,6 +32,23 @@ func TestLevenshtein(t *testing.T) {
 	}
 }
 
+// Long strings of similar length cost O(len·limit), not O(len²): a
+// megabyte each would otherwise take hours. (Hostile files may hold keys
+// that long.)
+func TestLongInputBanded(t *testing.T) {
+	a := strings.Repeat("ab", 1<<19)
+	b := a[:len(a)-3] + "xyz"
+	if got := Levenshtein(a, b, 2); got != 3 {
+		t.Errorf("Levenshtein = %d, want 3", got)
+	}
+	if got := OSA(a, b, 2); got != 3 {
+		t.Errorf("OSA = %d, want 3", got)
+	}
+	if got := OSA(a, a[:len(a)-1]+"c", 2); got != 1 {
+		t.Errorf("OSA = %d, want 1", got)
+	}
+}
+
 func TestOSA(t *testing.T) {
 	for _, tc := range []struct {
 		a, b  string
