@@ -21,7 +21,8 @@ FUZZ := ./config:FuzzParse ./builtin:FuzzResolvePath ./internal/ringbuf:FuzzRing
         ./web:FuzzHTMLToMarkdown ./web:FuzzSearXNGResponse ./web:FuzzSerperResponse \
         ./stream:FuzzSSE ./internal/bm25:FuzzTerms ./internal/jsonrepair:FuzzRepair ./agent:FuzzParseTextCalls ./llm:FuzzOpenAIStream \
         ./internal/jsonscan:FuzzScan ./internal/mcpwire:FuzzReadRequest ./mcpsource:FuzzDecodeAnswer ./tasklog:FuzzScan \
-        ./stream:FuzzAppendJSON
+        ./stream:FuzzAppendJSON ./internal/toolglob:FuzzPattern ./internal/editdist:FuzzDistance \
+        ./internal/jsonfloat:FuzzAppend
 FUZZTIME ?= 5s
 # Tests that call t.Parallel (cmd/toolmux's, which mostly wait on the
 # processes they start) run this many at a time in a package.

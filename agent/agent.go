@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/toolmux/toolmux/config"
+	"github.com/toolmux/toolmux/internal/errkind"
 	"github.com/toolmux/toolmux/internal/toolglob"
 	"github.com/toolmux/toolmux/llm"
 	"github.com/toolmux/toolmux/schedule"
@@ -316,11 +317,21 @@ func (a *Agent) publish(name, task string, data any) {
 	}
 }
 
-// KindOf returns the ErrorKind of err when it is (or wraps) an *Error,
-// else "".
+// KindOf returns the kind of err, by the convention of every error
+// vocabulary in toolmux (tool.KindOf, llm.KindOf, agent.KindOf):
+//   - a nil error: "";
+//   - an error whose chain holds an *Error: the Kind of the first one,
+//     however deeply wrapped, even when it wraps a context error;
+//   - a context error (or one wrapping it) with no *Error in its chain:
+//     ErrCancelled, for context.DeadlineExceeded and context.Canceled
+//     alike (a run's context ended; the vocabulary has no timeout);
+//   - any other error: "" (KindOf reports a classification, it does not
+//     guess).
 func KindOf(err error) ErrorKind {
-	if e, ok := errors.AsType[*Error](err); ok {
-		return e.Kind
-	}
-	return ""
+	return errkind.Of(err, func(e *Error) (ErrorKind, bool) {
+		if e == nil {
+			return "", false
+		}
+		return e.Kind, true
+	}, ErrCancelled, ErrCancelled)
 }

@@ -3,6 +3,8 @@ package config
 import (
 	"strconv"
 	"strings"
+
+	"github.com/toolmux/toolmux/internal/editdist"
 )
 
 // Error is one problem in a configuration file, located precisely enough
@@ -57,11 +59,14 @@ func unknownKeyMsg(key string, known, ignored []string) string {
 // if none. Case differences count as a single edit at most, since
 // "Command" for "command" is the commonest slip.
 func suggest(key string, lists ...[]string) string {
-	best, bestD := "", 3
+	const limit = 2
+	best, bestD := "", limit+1
 	for _, l := range lists {
 		for _, c := range l {
-			d := distance(key, c)
-			if ld := distance(strings.ToLower(key), strings.ToLower(c)); ld+1 < d {
+			// Bounded, so a very long key (from a hostile file) costs
+			// little: no known key is long, it cannot be a typo of one.
+			d := editdist.OSA(key, c, limit)
+			if ld := editdist.OSA(strings.ToLower(key), strings.ToLower(c), limit); ld+1 < d {
 				d = ld + 1
 			}
 			if d < bestD {
@@ -75,36 +80,4 @@ func suggest(key string, lists ...[]string) string {
 		return ""
 	}
 	return best
-}
-
-// distance is the optimal string alignment distance (Levenshtein plus
-// adjacent transpositions, which are typical typos). Keys are short, so the
-// full matrix is fine; very long input (from a hostile file) is cut off
-// early, since no known key is long and it cannot be a typo of one.
-func distance(a, b string) int {
-	ra, rb := []rune(a), []rune(b)
-	if len(ra) > 64 || len(rb) > 64 {
-		return 1 << 10
-	}
-	d := make([][]int, len(ra)+1)
-	for i := range d {
-		d[i] = make([]int, len(rb)+1)
-		d[i][0] = i
-	}
-	for j := range d[0] {
-		d[0][j] = j
-	}
-	for i := 1; i <= len(ra); i++ {
-		for j := 1; j <= len(rb); j++ {
-			cost := 1
-			if ra[i-1] == rb[j-1] {
-				cost = 0
-			}
-			d[i][j] = min(d[i-1][j]+1, d[i][j-1]+1, d[i-1][j-1]+cost)
-			if i > 1 && j > 1 && ra[i-1] == rb[j-2] && ra[i-2] == rb[j-1] {
-				d[i][j] = min(d[i][j], d[i-2][j-2]+1)
-			}
-		}
-	}
-	return d[len(ra)][len(rb)]
 }

@@ -1,11 +1,12 @@
 package config
 
 import (
+	"errors"
 	"fmt"
-	"path"
-	"strings"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/toolmux/toolmux/internal/toolglob"
 )
 
 // Keys of the policy section, in the order docs/policy.md documents them.
@@ -124,11 +125,9 @@ func (p *parser) argPatterns(n *yaml.Node, kp string) map[string]string {
 
 // checkServerGlob checks a glob over server names.
 func checkServerGlob(s string) string {
-	if strings.Contains(s, "/") {
-		return fmt.Sprintf("%s: a server name never contains \"/\" (to name a tool, use tools: [\"server/tool\"])", quote(s))
-	}
-	if _, err := path.Match(s, ""); err != nil {
-		return fmt.Sprintf("%s is not a valid glob: %v (see path.Match)", quote(s), err)
+	var e *toolglob.Error
+	if err := toolglob.CheckServer(s); errors.As(err, &e) {
+		return e.Explain(quote)
 	}
 	return ""
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/toolmux/toolmux/internal/jsonscan"
+	"github.com/toolmux/toolmux/internal/mcpwire"
 	"github.com/toolmux/toolmux/mcpsource"
 	"github.com/toolmux/toolmux/tool"
 )
@@ -348,7 +349,7 @@ func (r *route) governed(ctx context.Context, l *link, params *mcp.CallToolParam
 	// A JSON-RPC error the server answered goes to the client as it was
 	// (after being recorded), as it would without the gateway.
 	var wire *jsonrpc.Error
-	if rec.Error != nil && rec.Result == nil && errors.As(rec.Error, &wire) && !localCode(wire.Code) {
+	if rec.Error != nil && rec.Result == nil && errors.As(rec.Error, &wire) && !mcpwire.LocalCode(wire.Code) {
 		return nil, wire
 	}
 	return toMCP(rec), nil
@@ -783,7 +784,7 @@ func leanAsk[R any](ctx context.Context, st *leanStream, method string, params a
 // error as the client sent it.
 func toServer[R mcp.Result](res R, err error) (mcp.Result, error) {
 	var wire *jsonrpc.Error
-	if errors.As(err, &wire) && !localCode(wire.Code) {
+	if errors.As(err, &wire) && !mcpwire.LocalCode(wire.Code) {
 		err = wire
 	}
 	return result(res, err)
@@ -795,18 +796,13 @@ func toServer[R mcp.Result](res R, err error) (mcp.Result, error) {
 func upstreamError(server string, err error) error {
 	var wire *jsonrpc.Error
 	switch {
-	case errors.As(err, &wire) && !localCode(wire.Code):
+	case errors.As(err, &wire) && !mcpwire.LocalCode(wire.Code):
 		return wire
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return err
 	}
 	return unavailable(server, err)
 }
-
-// localCode reports JSON-RPC codes the go-sdk uses for failures of its own
-// side (the session closing, a request rejected before it was sent): these
-// are not answers from the peer.
-func localCode(code int64) bool { return code == -32003 || code == -32004 || code == -32005 }
 
 // relatedContext lives as long as its Context but carries the values of
 // req first: the go-sdk sends what is sent with it on the stream of the

@@ -1,9 +1,10 @@
 package llm
 
 import (
-	"errors"
 	"fmt"
 	"time"
+
+	"github.com/toolmux/toolmux/internal/errkind"
 )
 
 // Kind classifies a failed request, for callers that react to it.
@@ -81,12 +82,23 @@ func (e *Error) Retryable() bool {
 	return false
 }
 
-// KindOf returns the Kind of err when it is (or wraps) an *Error, else "".
+// KindOf returns the kind of err, by the convention of every error
+// vocabulary in toolmux (tool.KindOf, llm.KindOf, agent.KindOf):
+//   - a nil error: "";
+//   - an error whose chain holds an *Error: the Kind of the first one,
+//     however deeply wrapped, even when it wraps a context error;
+//   - a context error (or one wrapping it) with no *Error in its chain:
+//     KindTimeout for context.DeadlineExceeded, KindCancelled for
+//     context.Canceled;
+//   - any other error: "" (KindOf reports a classification, it does not
+//     guess).
 func KindOf(err error) Kind {
-	if e, ok := errors.AsType[*Error](err); ok {
-		return e.Kind
-	}
-	return ""
+	return errkind.Of(err, func(e *Error) (Kind, bool) {
+		if e == nil {
+			return "", false
+		}
+		return e.Kind, true
+	}, KindTimeout, KindCancelled)
 }
 
 // KindForStatus maps an HTTP status to a Kind; isContextLength says

@@ -123,7 +123,8 @@ func retryResponse(ctx context.Context, provider string, p RetryPolicy,
 		return nil
 	})
 	if err != nil {
-		if ctx.Err() != nil && KindOf(err) != KindCancelled {
+		// A bare context error is wrapped too: the caller gets an *Error.
+		if e, ok := errors.AsType[*Error](err); ctx.Err() != nil && (!ok || e.Kind != KindCancelled) {
 			return nil, &Error{Kind: KindCancelled, Provider: provider, Attempts: attempts,
 				Message: "cancelled while waiting to retry after: " + err.Error(), Err: context.Cause(ctx)}
 		}

@@ -36,6 +36,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/toolmux/toolmux/internal/mcpwire"
 	"github.com/toolmux/toolmux/internal/ringbuf"
 	"github.com/toolmux/toolmux/tool"
 )
@@ -484,7 +485,7 @@ func (s *Source) callError(parent, ctx context.Context, c *conn, err error, doin
 // is not an answer from the server.
 func (s *Source) answerError(err error, doing string) *tool.Error {
 	var wire *jsonrpc.Error
-	if !errors.As(err, &wire) || localWireError(wire.Code) {
+	if !errors.As(err, &wire) || mcpwire.LocalCode(wire.Code) {
 		return nil
 	}
 	kind := tool.KindExecutionFailed
@@ -498,22 +499,10 @@ func (s *Source) answerError(err error, doing string) *tool.Error {
 // request before it reached the server.
 func notSent(err error) error {
 	var wire *jsonrpc.Error
-	if errors.As(err, &wire) && wire.Code == codeRejectedByClient {
+	if errors.As(err, &wire) && wire.Code == mcpwire.CodeRejected {
 		return errors.Join(tool.ErrNotSent, err)
 	}
 	return err
-}
-
-// The go-sdk reports some failures of its own side with JSON-RPC codes:
-// these are not answers from the server.
-const (
-	codeClientClosing    = -32003
-	codeServerClosing    = -32004
-	codeRejectedByClient = -32005 // the request never reached the server
-)
-
-func localWireError(code int64) bool {
-	return code == codeClientClosing || code == codeServerClosing || code == codeRejectedByClient
 }
 
 // abandoned returns, for a call the session's retirement cut short, why the

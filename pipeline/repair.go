@@ -13,6 +13,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/toolmux/toolmux/config"
+	"github.com/toolmux/toolmux/internal/editdist"
 	"github.com/toolmux/toolmux/internal/toolglob"
 	"github.com/toolmux/toolmux/tool"
 )
@@ -716,7 +717,7 @@ func nearMiss(key, want string) bool {
 	if k == w {
 		return true
 	}
-	d := repairEditDistance(k, w, 2)
+	d := editdist.Levenshtein(k, w, 2)
 	return d <= 2 && 3*d <= len(w)
 }
 

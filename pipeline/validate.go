@@ -26,6 +26,7 @@ import (
 	"golang.org/x/text/message"
 
 	"github.com/toolmux/toolmux/config"
+	"github.com/toolmux/toolmux/internal/jsonfloat"
 	"github.com/toolmux/toolmux/tool"
 )
 
@@ -374,12 +375,12 @@ func (s *argScan) value(v any) *argProblem {
 		if math.IsNaN(x) || math.IsInf(x, 0) {
 			return &argProblem{what: fmt.Sprintf("is not a finite number: %v", x)}
 		}
-		s.size += int64(len(appendJSONFloat(buf[:0], x, 64)))
+		s.size += int64(len(jsonfloat.Append(buf[:0], x, 64)))
 	case float32:
 		if math.IsNaN(float64(x)) || math.IsInf(float64(x), 0) {
 			return &argProblem{what: fmt.Sprintf("is not a finite number: %v", x)}
 		}
-		s.size += int64(len(appendJSONFloat(buf[:0], float64(x), 32)))
+		s.size += int64(len(jsonfloat.Append(buf[:0], float64(x), 32)))
 	case int:
 		s.size += int64(len(strconv.AppendInt(buf[:0], int64(x), 10)))
 	case int8:

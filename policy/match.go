@@ -3,8 +3,8 @@ package policy
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
-	"math"
 	"path"
 	"regexp"
 	"slices"
@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/toolmux/toolmux/internal/jsonfloat"
 	"github.com/toolmux/toolmux/internal/toolglob"
 )
 
@@ -50,8 +51,11 @@ func compile(r Rule, index int) (c compiled, errs []*RuleError) {
 	c = compiled{rule: r, name: r.Name, server: r.Server, readOnly: r.ReadOnly, destr: r.Destructive,
 		modes: r.Modes, action: r.Action, priority: r.Priority, message: r.Message}
 	for i, s := range r.Tools {
-		if msg := checkToolPattern(s); msg != "" {
-			bad(fmt.Sprintf("tools[%d]", i), "%s", msg)
+		var pe *toolglob.Error
+		if err := toolglob.Check(s, true); errors.As(err, &pe) {
+			// As config checks it, so that rules built in code are held
+			// to the same rule as rules in a file.
+			bad(fmt.Sprintf("tools[%d]", i), "%s", pe.Explain(strconv.Quote))
 			continue
 		}
 		p, err := toolglob.Parse(s, true)
@@ -62,8 +66,9 @@ func compile(r Rule, index int) (c compiled, errs []*RuleError) {
 		c.tools = append(c.tools, p)
 	}
 	if r.Server != "" {
-		if msg := checkServerGlob(r.Server); msg != "" {
-			bad("server", "%s", msg)
+		var pe *toolglob.Error
+		if err := toolglob.CheckServer(r.Server); errors.As(err, &pe) {
+			bad("server", "%s", pe.Explain(strconv.Quote))
 		}
 	}
 	names := make([]string, 0, len(r.Args))
@@ -100,37 +105,6 @@ func compile(r Rule, index int) (c compiled, errs []*RuleError) {
 		bad("action", "unknown action %q (expected allow, deny or ask)", r.Action)
 	}
 	return c, errs
-}
-
-// checkToolPattern checks a pattern in the syntax of the global allow list,
-// as config does, so that rules built in code are held to the same rules.
-func checkToolPattern(s string) string {
-	if s == "" {
-		return "empty pattern"
-	}
-	parts := []string{s}
-	if srv, tl, ok := strings.Cut(s, "/"); ok {
-		if srv == "" || tl == "" {
-			return fmt.Sprintf("%q: expected \"server/tool\" or a bare tool name", s)
-		}
-		parts = []string{srv, tl}
-	}
-	for _, part := range parts {
-		if _, err := path.Match(part, ""); err != nil {
-			return fmt.Sprintf("%q is not a valid glob: %v (see path.Match)", s, err)
-		}
-	}
-	return ""
-}
-
-func checkServerGlob(s string) string {
-	if strings.Contains(s, "/") {
-		return fmt.Sprintf("%q: a server name never contains \"/\" (to name a tool, use tools: [\"server/tool\"])", s)
-	}
-	if _, err := path.Match(s, ""); err != nil {
-		return fmt.Sprintf("%q is not a valid glob: %v (see path.Match)", s, err)
-	}
-	return ""
 }
 
 // applies reports whether the rule takes part in mode, and prepares its
@@ -238,9 +212,9 @@ func appendValue(b []byte, v any) []byte {
 	case bool:
 		return strconv.AppendBool(b, x)
 	case float64:
-		return appendFloat(b, x, 64)
+		return jsonfloat.Append(b, x, 64)
 	case float32:
-		return appendFloat(b, float64(x), 32)
+		return jsonfloat.Append(b, float64(x), 32)
 	case int:
 		return strconv.AppendInt(b, int64(x), 10)
 	case int64:
@@ -263,28 +237,4 @@ func appendValue(b []byte, v any) []byte {
 		return fmt.Append(b, v)
 	}
 	return append(b, bytes.TrimSuffix(w.Bytes(), []byte("\n"))...)
-}
-
-// appendFloat formats like encoding/json: plain decimal notation, switching
-// to exponent notation outside [1e-6, 1e21), with a minimal exponent.
-func appendFloat(b []byte, f float64, bits int) []byte {
-	if math.IsInf(f, 0) || math.IsNaN(f) {
-		return strconv.AppendFloat(b, f, 'g', -1, bits)
-	}
-	format := byte('f')
-	if abs := math.Abs(f); abs != 0 {
-		if bits == 64 && (abs < 1e-6 || abs >= 1e21) || bits == 32 && (float32(abs) < 1e-6 || float32(abs) >= 1e21) {
-			format = 'e'
-		}
-	}
-	b = strconv.AppendFloat(b, f, format, -1, bits)
-	if format == 'e' {
-		// clean up e-09 to e-9
-		n := len(b)
-		if n >= 4 && b[n-4] == 'e' && b[n-3] == '-' && b[n-2] == '0' {
-			b[n-2] = b[n-1]
-			b = b[:n-1]
-		}
-	}
-	return b
 }

@@ -1,11 +1,12 @@
 package stream
 
 import (
-	"math"
 	"slices"
 	"strconv"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/toolmux/toolmux/internal/jsonfloat"
 )
 
 // The payloads a tool call produces (four or five events per call) are
@@ -184,27 +185,13 @@ func appendValue(b []byte, v any) ([]byte, bool) {
 	return b, false
 }
 
-// appendFloat appends f as encoding/json writes a float64 (like ES6:
-// exponents only below 1e-6 and from 1e21, not padded); NaN and the
+// appendFloat appends f as encoding/json writes a float64; NaN and the
 // infinities, which JSON cannot hold, are not ok.
 func appendFloat(b []byte, f float64) ([]byte, bool) {
-	if math.IsInf(f, 0) || math.IsNaN(f) {
+	if !jsonfloat.Finite(f) {
 		return b, false
 	}
-	abs := math.Abs(f)
-	format := byte('f')
-	if abs != 0 && (abs < 1e-6 || abs >= 1e21) {
-		format = 'e'
-	}
-	b = strconv.AppendFloat(b, f, format, -1, 64)
-	if format == 'e' {
-		// e-09 becomes e-9.
-		if n := len(b); n >= 4 && b[n-4] == 'e' && b[n-3] == '-' && b[n-2] == '0' {
-			b[n-2] = b[n-1]
-			b = b[:n-1]
-		}
-	}
-	return b, true
+	return jsonfloat.Append(b, f, 64), true
 }
 
 const hexDigits = "0123456789abcdef"

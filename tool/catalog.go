@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/toolmux/toolmux/internal/editdist"
 )
 
 // State is a server's health state.
@@ -230,10 +232,13 @@ func closest(name string, candidates []string) int {
 	if n == "" {
 		return -1
 	}
+	// Anything farther than limit is refused, so the distance need not
+	// be counted beyond it.
+	limit := max(2, len(n)/3)
 	best, bestDist := -1, 0
 	for i, cand := range candidates {
 		cn := norm(cand)
-		d := levenshtein(n, cn)
+		d := editdist.Levenshtein(n, cn, limit)
 		if strings.Contains(cn, n) || strings.Contains(n, cn) {
 			// A containment ("read" in "read_file") is as good as a near-typo.
 			d = min(d, 1+abs(len(cn)-len(n))/4)
@@ -242,7 +247,7 @@ func closest(name string, candidates []string) int {
 			best, bestDist = i, d
 		}
 	}
-	if best < 0 || bestDist > max(2, len(n)/3) {
+	if best < 0 || bestDist > limit {
 		return -1
 	}
 	return best
@@ -253,28 +258,4 @@ func abs(x int) int {
 		return -x
 	}
 	return x
-}
-
-// levenshtein computes the edit distance of a and b over bytes.
-func levenshtein(a, b string) int {
-	if len(a) < len(b) {
-		a, b = b, a
-	}
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
 }

@@ -1,9 +1,10 @@
 package tool
 
 import (
-	"context"
 	"errors"
 	"strings"
+
+	"github.com/toolmux/toolmux/internal/errkind"
 )
 
 // Kind classifies a failed call. Callers branch on kinds with [KindOf] or
@@ -103,28 +104,27 @@ func (e *Error) Is(target error) bool {
 	return ok && t.Kind == e.Kind && t.Message == "" && t.Err == nil
 }
 
-// KindOf returns the kind of err: the Kind of the first *Error in its chain,
-// KindCancelled or KindTimeout for context errors, and KindExecutionFailed for
-// anything else. It returns "" for a nil error.
+// KindOf returns the kind of err, by the convention of every error
+// vocabulary in toolmux (tool.KindOf, llm.KindOf, agent.KindOf):
+//   - a nil error: "";
+//   - an error whose chain holds an *Error: the Kind of the first one,
+//     however deeply wrapped, even when it wraps a context error;
+//   - a context error (or one wrapping it) with no *Error in its chain:
+//     KindTimeout for context.DeadlineExceeded, KindCancelled for
+//     context.Canceled;
+//   - any other error: "" (KindOf reports a classification, it does not
+//     guess; [AsError] classifies such an error as KindExecutionFailed).
 func KindOf(err error) Kind {
-	if err == nil {
-		return ""
-	}
-	var te *Error
-	if errors.As(err, &te) && te != nil {
-		return te.Kind
-	}
-	switch {
-	case errors.Is(err, context.DeadlineExceeded):
-		return KindTimeout
-	case errors.Is(err, context.Canceled):
-		return KindCancelled
-	}
-	return KindExecutionFailed
+	return errkind.Of(err, func(e *Error) (Kind, bool) {
+		if e == nil {
+			return "", false
+		}
+		return e.Kind, true
+	}, KindTimeout, KindCancelled)
 }
 
 // AsError returns err as an *Error, wrapping errors of other types with the
-// kind [KindOf] gives them.
+// kind [KindOf] gives them, KindExecutionFailed when it gives none.
 func AsError(err error) *Error {
 	if err == nil {
 		return nil
@@ -133,5 +133,9 @@ func AsError(err error) *Error {
 	if errors.As(err, &te) && te != nil {
 		return te
 	}
-	return &Error{Kind: KindOf(err), Message: err.Error(), Err: err}
+	kind := KindOf(err)
+	if kind == "" {
+		kind = KindExecutionFailed
+	}
+	return &Error{Kind: kind, Message: err.Error(), Err: err}
 }

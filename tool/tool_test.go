@@ -404,14 +404,27 @@ func TestKindOf(t *testing.T) {
 		{"wrapped Canceled", fmt.Errorf("call: %w", context.Canceled), tool.KindCancelled},
 		{"wrapped DeadlineExceeded", fmt.Errorf("call: %w", context.DeadlineExceeded), tool.KindTimeout},
 		{"joined DeadlineExceeded", errors.Join(errors.New("x"), context.DeadlineExceeded), tool.KindTimeout},
-		{"plain", errors.New("boom"), tool.KindExecutionFailed},
-		{"custom type", customErr{}, tool.KindExecutionFailed},
-		{"wrapped plain", fmt.Errorf("x: %w", errors.New("boom")), tool.KindExecutionFailed},
+		// Errors of other types have no kind (the convention of every
+		// KindOf in toolmux, see internal/errkind); AsError classifies
+		// them as execution failures.
+		{"plain", errors.New("boom"), ""},
+		{"custom type", customErr{}, ""},
+		{"wrapped plain", fmt.Errorf("x: %w", errors.New("boom")), ""},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			if got := tool.KindOf(c.err); got != c.want {
 				t.Errorf("KindOf = %q, want %q", got, c.want)
+			}
+			if c.err == nil {
+				return
+			}
+			want := c.want
+			if want == "" {
+				want = tool.KindExecutionFailed
+			}
+			if got := tool.AsError(c.err).Kind; got != want {
+				t.Errorf("AsError(...).Kind = %q, want %q", got, want)
 			}
 		})
 	}

@@ -28,6 +28,27 @@ const (
 	MethodProgress  = "notifications/progress"
 )
 
+// The JSON-RPC codes the go-sdk gives failures of its own side of a
+// session (its internal jsonrpc2 package does not export them). An error
+// with one of them did not come from the peer: the gateway must not pass
+// it on as the server's answer, and the MCP source must not take it for
+// one.
+const (
+	// CodeClientClosing: the request was made while the client closed.
+	CodeClientClosing int64 = -32003
+	// CodeServerClosing: the request arrived while the server closed.
+	CodeServerClosing int64 = -32004
+	// CodeRejected: the transport refused the request before it was
+	// sent; it never reached the peer.
+	CodeRejected int64 = -32005
+)
+
+// LocalCode reports whether code is one of the go-sdk's codes for a
+// failure of its own side, not an answer from the peer.
+func LocalCode(code int64) bool {
+	return code == CodeClientClosing || code == CodeServerClosing || code == CodeRejected
+}
+
 // CallParams are the params of a tools/call request as the wire carries
 // them: the arguments stay raw, for the caller to decode as it needs.
 type CallParams struct {
