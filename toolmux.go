@@ -132,7 +132,7 @@ func Open(ctx context.Context, cfg *config.Config, o Options) (rt *Runtime, err 
 	if rt.Manager, err = manager.FromConfig(cfg, log, mopts...); err != nil {
 		return rt, err
 	}
-	if rt.Pipeline, err = pipeline.New(rt.Manager, cfg.Pipeline, popts...); err != nil {
+	if rt.Pipeline, err = pipeline.New(rt.Manager, append(pipeline.FromConfig(cfg.Pipeline), popts...)...); err != nil {
 		return rt, err
 	}
 	if rt.Policy, err = policy.ForConfig(cfg); err != nil {

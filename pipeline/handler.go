@@ -71,3 +71,18 @@ func refuse(call tool.Call, err *tool.Error) *tool.Record {
 	}
 	return tool.Refused(&call, err)
 }
+
+// afterFunc is what a middleware that acts on records does once the call
+// below it has answered: it completes rec (or returns a record in its
+// place). The pipeline runs the same steps on the record of a call refused
+// before the chain (Refuse), so calls and refusals share one way out.
+type afterFunc func(ctx context.Context, call tool.Call, rec *tool.Record) *tool.Record
+
+// afterMiddleware makes a middleware of a step after the call.
+func afterMiddleware(step afterFunc) Middleware {
+	return func(next Handler) Handler {
+		return HandlerFunc(func(ctx context.Context, call tool.Call) *tool.Record {
+			return step(ctx, call, next.Call(ctx, call))
+		})
+	}
+}

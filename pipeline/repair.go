@@ -12,7 +12,6 @@ import (
 	"strings"
 	"unicode/utf8"
 
-	"github.com/toolmux/toolmux/config"
 	"github.com/toolmux/toolmux/internal/toolglob"
 	"github.com/toolmux/toolmux/tool"
 )
@@ -51,9 +50,9 @@ type repairAliasEntry struct {
 	names map[string]string
 }
 
-// newRepair returns the argument-repair middleware. tools finds the called
+// NewRepair returns the argument-repair middleware. tools finds the called
 // tool's definition (its InputSchema).
-func newRepair(cfg config.Repair, tools ToolLookup) (Middleware, error) {
+func NewRepair(cfg RepairOptions, tools ToolLookup) (Middleware, error) {
 	entries := make([]repairAliasEntry, 0, len(cfg.Aliases))
 	for _, a := range cfg.Aliases {
 		p, err := toolglob.Parse(a.Tools, true)

@@ -25,15 +25,14 @@ import (
 	"golang.org/x/text/language"
 	"golang.org/x/text/message"
 
-	"github.com/toolmux/toolmux/config"
 	"github.com/toolmux/toolmux/tool"
 )
 
-// newValidate returns the validation middleware: it refuses, with an
+// NewValidate returns the validation middleware: it refuses, with an
 // invalid_tool_params error that lists every problem, calls whose arguments
 // hold invalid UTF-8, are too large, or do not match the tool's input
 // schema. The tool is not called then.
-func newValidate(cfg config.Validate, tools ToolLookup) (Middleware, error) {
+func NewValidate(cfg ValidateOptions, tools ToolLookup) (Middleware, error) {
 	v, err := newSchemaValidator(cfg, tools)
 	if err != nil {
 		return nil, err
@@ -67,13 +66,13 @@ type schemaEntry struct {
 	err  error // why src does not compile
 }
 
-func newSchemaValidator(cfg config.Validate, tools ToolLookup) (*schemaValidator, error) {
+func newSchemaValidator(cfg ValidateOptions, tools ToolLookup) (*schemaValidator, error) {
 	if tools == nil {
 		return nil, errors.New("validate: no tool lookup")
 	}
 	limit := cfg.MaxArgumentBytes
 	if limit <= 0 {
-		limit = config.DefaultMaxArgumentBytes
+		limit = DefaultMaxArgumentBytes
 	}
 	return &schemaValidator{limit: limit, tools: tools, cache: make(map[schemaKey]*schemaEntry)}, nil
 }

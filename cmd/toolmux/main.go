@@ -217,7 +217,7 @@ func (a *app) open(ctx context.Context, recording bool, mopts ...manager.Option)
 		closeLog()
 		return nil, &exitError{code: exitUsage, err: err}
 	}
-	p, err := pipeline.New(m, cfg.Pipeline, popts...)
+	p, err := pipeline.New(m, append(pipeline.FromConfig(cfg.Pipeline), popts...)...)
 	if err != nil {
 		m.Close()
 		closeLog()
