@@ -122,7 +122,7 @@ func Open(ctx context.Context, cfg *config.Config, o Options) (rt *Runtime, err 
 		mopts = append(mopts, manager.WithSource(src, manager.ServerOptions{}))
 	}
 	for _, a := range cfg.Agents {
-		sa := agent.NewSubAgent(a)
+		sa := agent.NewSubAgent(agent.FromConfig(a))
 		rt.subAgents = append(rt.subAgents, sa)
 		// A sub-agent runs as long as its own turn limit takes; the
 		// manager's default call timeout still bounds it, and it is
@@ -171,7 +171,7 @@ func Open(ctx context.Context, cfg *config.Config, o Options) (rt *Runtime, err 
 // section). It fails with an *agent.Error of kind no_model when no model
 // is configured.
 func (rt *Runtime) Agent() (*agent.Agent, error) {
-	return agent.New(rt.agents, rt.Config.Agent)
+	return agent.New(rt.agents, agent.FromConfig(rt.Config.Agent))
 }
 
 // AgentRuntime is what the runtime's agents run on, for building other
