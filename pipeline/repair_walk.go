@@ -265,38 +265,7 @@ func (r *repairer) value(schema map[string]any, v any) (any, bool) {
 		if types == 0 || types&typeString != 0 {
 			return v, false
 		}
-		if types&typeInteger != 0 {
-			if n, ok := repairParseInteger(x); ok {
-				r.add(repairItem{kind: RepairCoerce, tail: "string " + repairQuote(x) + " to integer " + string(n)})
-				return n, true
-			}
-		}
-		if types&typeNumber != 0 {
-			if n, ok := repairParseNumber(x); ok {
-				r.add(repairItem{kind: RepairCoerce, tail: "string " + repairQuote(x) + " to number " + string(n)})
-				return n, true
-			}
-		}
-		if types&typeBoolean != 0 {
-			if b, ok := repairParseBool(x); ok {
-				r.add(repairItem{kind: RepairCoerce, tail: "string " + repairQuote(x) + " to boolean " + strconv.FormatBool(b)})
-				return b, true
-			}
-		}
-		for _, want := range [...]struct {
-			t     repairType
-			first byte
-			name  string
-		}{{typeObject, '{', "an object"}, {typeArray, '[', "an array"}} {
-			if types&want.t == 0 {
-				continue
-			}
-			dec, ok := repairDecodeJSON(x, want.first)
-			if !ok {
-				continue
-			}
-			r.add(repairItem{kind: RepairUnwrapJSON, tail: want.name})
-			nv, _ := r.value(r.branch(schema, want.t), dec)
+		if nv, ok := r.fromString(schema, types, x); ok {
 			return nv, true
 		}
 	case float64, json.Number, int, int64, bool:
@@ -312,31 +281,8 @@ func (r *repairer) value(schema map[string]any, v any) (any, bool) {
 			return r.object(sub, x, false)
 		}
 	case []any:
-		sub := r.branch(schema, typeArray)
-		if sub == nil || r.depth >= repairMaxDepth {
-			return v, false
-		}
-		items, ok := sub["items"].(map[string]any)
-		if !ok || len(x) == 0 {
-			return v, false
-		}
-		r.depth++
-		defer func() { r.depth-- }()
-		var out []any
-		for i, e := range x {
-			n := len(r.items)
-			ne, ch := r.value(items, e)
-			if !ch {
-				continue
-			}
-			r.prefix(n, "", i)
-			if out == nil {
-				out = slices.Clone(x)
-			}
-			out[i] = ne
-		}
-		if out != nil {
-			return out, true
+		if nv, ok := r.array(schema, x); ok {
+			return nv, true
 		}
 	}
 	return v, false
@@ -408,4 +354,77 @@ func repairPointer(doc any, ptr string) (any, bool) {
 		}
 	}
 	return cur, true
+}
+
+// fromString repairs a string where the schema wants another type: a
+// number, an integer or a boolean written as text, or an object or array
+// sent as JSON text. It returns false when it changed nothing.
+func (r *repairer) fromString(schema map[string]any, types repairType, x string) (any, bool) {
+	if types&typeInteger != 0 {
+		if n, ok := repairParseInteger(x); ok {
+			r.add(repairItem{kind: RepairCoerce, tail: "string " + repairQuote(x) + " to integer " + string(n)})
+			return n, true
+		}
+	}
+	if types&typeNumber != 0 {
+		if n, ok := repairParseNumber(x); ok {
+			r.add(repairItem{kind: RepairCoerce, tail: "string " + repairQuote(x) + " to number " + string(n)})
+			return n, true
+		}
+	}
+	if types&typeBoolean != 0 {
+		if b, ok := repairParseBool(x); ok {
+			r.add(repairItem{kind: RepairCoerce, tail: "string " + repairQuote(x) + " to boolean " + strconv.FormatBool(b)})
+			return b, true
+		}
+	}
+	for _, want := range [...]struct {
+		t     repairType
+		first byte
+		name  string
+	}{{typeObject, '{', "an object"}, {typeArray, '[', "an array"}} {
+		if types&want.t == 0 {
+			continue
+		}
+		dec, ok := repairDecodeJSON(x, want.first)
+		if !ok {
+			continue
+		}
+		r.add(repairItem{kind: RepairUnwrapJSON, tail: want.name})
+		nv, _ := r.value(r.branch(schema, want.t), dec)
+		return nv, true
+	}
+	return nil, false
+}
+
+// array repairs the items of an array against the schema's items. It
+// returns false when it changed nothing.
+func (r *repairer) array(schema map[string]any, x []any) (any, bool) {
+	sub := r.branch(schema, typeArray)
+	if sub == nil || r.depth >= repairMaxDepth {
+		return nil, false
+	}
+	items, ok := sub["items"].(map[string]any)
+	if !ok || len(x) == 0 {
+		return nil, false
+	}
+	r.depth++
+	defer func() { r.depth-- }()
+	var out []any
+	for i, e := range x {
+		n := len(r.items)
+		ne, ch := r.value(items, e)
+		if !ch {
+			continue
+		}
+		r.prefix(n, "", i)
+		if out == nil {
+			out = slices.Clone(x)
+		}
+		out[i] = ne
+	}
+	if out != nil {
+		return out, true
+	}
+	return nil, false
 }

@@ -79,36 +79,10 @@ func (v *schemaValidator) call(ctx context.Context, call tool.Call, next Handler
 		return next.Call(ctx, call)
 	}
 
-	// Arguments are a map, hence a JSON object; nil is {}.
-	var scan argScan
-	if p := scan.object(call.Arguments); p != nil {
-		return v.refuse(call, p.message(), map[string]any{"pointer": p.pointer()})
+	instance, refused := v.checkArguments(call)
+	if refused != nil {
+		return refused
 	}
-	var instance any = call.Arguments
-	if call.Arguments == nil {
-		instance = map[string]any{}
-	}
-	if scan.foreign {
-		// Values of Go types a JSON decoder never produces ([]string,
-		// structs, ...): measure and validate their JSON form.
-		b, err := json.Marshal(call.Arguments)
-		if err != nil {
-			return v.refuse(call, fmt.Sprintf("the arguments cannot be encoded as JSON: %v", err), nil)
-		}
-		scan.size = int64(len(b))
-		if scan.size <= v.limit {
-			instance, err = jsonschema.UnmarshalJSON(bytes.NewReader(b))
-			if err != nil {
-				return v.refuse(call, fmt.Sprintf("the arguments cannot be encoded as JSON: %v", err), nil)
-			}
-		}
-	}
-	if scan.size > v.limit {
-		return v.refuse(call,
-			fmt.Sprintf("the arguments are %d bytes of JSON, over the limit of %d bytes; send less data in one call", scan.size, v.limit),
-			map[string]any{"size": scan.size, "limit": v.limit})
-	}
-
 	if t.InputSchema == nil {
 		return next.Call(ctx, call)
 	}
@@ -133,13 +107,54 @@ func (v *schemaValidator) call(ctx context.Context, call tool.Call, next Handler
 		return next.Call(ctx, call)
 	}
 	lines := renderViolations(verr, instance, e.doc)
+	return v.refuse(call, violationsMessage(call, lines), map[string]any{"violations": lines})
+}
+
+// checkArguments refuses arguments that hold what JSON cannot (invalid
+// UTF-8, numbers it cannot encode) or are over the size limit, and
+// otherwise returns them in the form the schema is checked against.
+func (v *schemaValidator) checkArguments(call tool.Call) (instance any, refused *tool.Record) {
+	// Arguments are a map, hence a JSON object; nil is {}.
+	var scan argScan
+	if p := scan.object(call.Arguments); p != nil {
+		return nil, v.refuse(call, p.message(), map[string]any{"pointer": p.pointer()})
+	}
+	instance = call.Arguments
+	if call.Arguments == nil {
+		instance = map[string]any{}
+	}
+	if scan.foreign {
+		// Values of Go types a JSON decoder never produces ([]string,
+		// structs, ...): measure and validate their JSON form.
+		b, err := json.Marshal(call.Arguments)
+		if err != nil {
+			return nil, v.refuse(call, fmt.Sprintf("the arguments cannot be encoded as JSON: %v", err), nil)
+		}
+		scan.size = int64(len(b))
+		if scan.size <= v.limit {
+			instance, err = jsonschema.UnmarshalJSON(bytes.NewReader(b))
+			if err != nil {
+				return nil, v.refuse(call, fmt.Sprintf("the arguments cannot be encoded as JSON: %v", err), nil)
+			}
+		}
+	}
+	if scan.size > v.limit {
+		return nil, v.refuse(call,
+			fmt.Sprintf("the arguments are %d bytes of JSON, over the limit of %d bytes; send less data in one call", scan.size, v.limit),
+			map[string]any{"size": scan.size, "limit": v.limit})
+	}
+	return instance, nil
+}
+
+// violationsMessage is the error message listing a call's violations.
+func violationsMessage(call tool.Call, lines []string) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "arguments do not match the schema of %s/%s:", call.Server, call.Tool)
 	for _, l := range lines {
 		b.WriteString("\n- ")
 		b.WriteString(l)
 	}
-	return v.refuse(call, b.String(), map[string]any{"violations": lines})
+	return b.String()
 }
 
 func (v *schemaValidator) refuse(call tool.Call, msg string, data map[string]any) *tool.Record {
