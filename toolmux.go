@@ -169,7 +169,7 @@ func Open(ctx context.Context, cfg *config.Config, o Options) (rt *Runtime, err 
 		if o.NoAgents {
 			break
 		}
-		sa := agent.NewSubAgent(a)
+		sa := agent.NewSubAgent(agent.FromConfig(a))
 		rt.subAgents = append(rt.subAgents, sa)
 		// A sub-agent runs as long as its own turn limit takes; the
 		// manager's default call timeout still bounds it, and it is
@@ -179,7 +179,7 @@ func Open(ctx context.Context, cfg *config.Config, o Options) (rt *Runtime, err 
 	if rt.Manager, err = NewManager(cfg, log, append(mopts, o.ManagerOptions...)...); err != nil {
 		return rt, err
 	}
-	if rt.Pipeline, err = pipeline.New(rt.Manager, cfg.Pipeline, popts...); err != nil {
+	if rt.Pipeline, err = pipeline.New(rt.Manager, append(pipeline.FromConfig(cfg.Pipeline), popts...)...); err != nil {
 		return rt, err
 	}
 	if rt.Policy, err = policy.ForConfig(cfg); err != nil {
@@ -248,7 +248,7 @@ func Open(ctx context.Context, cfg *config.Config, o Options) (rt *Runtime, err 
 // section). It fails with an *agent.Error of kind no_model when no model
 // is configured (or the runtime was opened with NoAgents or NoEvents).
 func (rt *Runtime) Agent() (*agent.Agent, error) {
-	return agent.New(rt.agents, rt.Config.Agent)
+	return agent.New(rt.agents, agent.FromConfig(rt.Config.Agent))
 }
 
 // gateOptions are the policy gate's: who is asked, and, when the

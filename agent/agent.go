@@ -8,7 +8,6 @@ import (
 	"regexp"
 	"time"
 
-	"github.com/toolmux/toolmux/config"
 	"github.com/toolmux/toolmux/internal/errkind"
 	"github.com/toolmux/toolmux/internal/toolglob"
 	"github.com/toolmux/toolmux/llm"
@@ -161,7 +160,7 @@ type Result struct {
 // use: each run has its own state.
 type Agent struct {
 	rt       Runtime
-	cfg      config.Agent
+	cfg      Options
 	model    llm.Model
 	log      *slog.Logger
 	tools    []toolglob.Pattern
@@ -186,16 +185,16 @@ var DefaultRefusalPatterns = []string{
 	"I am unable to",
 }
 
-// New returns the main agent configured by cfg (config.DefaultAgent gives
-// the defaults) running on rt. It may call every sub-agent in the catalog
+// New returns the main agent configured by cfg (DefaultOptions gives the
+// defaults, FromConfig a configuration file's agent) running on rt. It may call every sub-agent in the catalog
 // unless cfg.Agents names some.
-func New(rt Runtime, cfg config.Agent) (*Agent, error) {
+func New(rt Runtime, cfg Options) (*Agent, error) {
 	return newAgent(rt, cfg, false)
 }
 
 // newAgent builds an agent; a sub-agent calls only the sub-agents its
 // configuration names.
-func newAgent(rt Runtime, cfg config.Agent, sub bool) (*Agent, error) {
+func newAgent(rt Runtime, cfg Options, sub bool) (*Agent, error) {
 	a := &Agent{rt: rt, cfg: cfg, log: rt.Logger}
 	if a.log == nil {
 		a.log = slog.New(slog.DiscardHandler)
@@ -231,7 +230,7 @@ func newAgent(rt Runtime, cfg config.Agent, sub bool) (*Agent, error) {
 		a.refusals = append(a.refusals, regexp.MustCompile(`(?i)`+regexp.QuoteMeta(p)))
 	}
 	switch cfg.ToolProtocol {
-	case "", config.ProtocolNative, config.ProtocolText:
+	case "", ProtocolNative, ProtocolText:
 	default:
 		return fail(ErrConfig, "tool_protocol %q is not native or text", cfg.ToolProtocol)
 	}

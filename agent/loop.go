@@ -8,7 +8,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/toolmux/toolmux/config"
 	"github.com/toolmux/toolmux/internal/jsonrepair"
 	"github.com/toolmux/toolmux/llm"
 	"github.com/toolmux/toolmux/pipeline"
@@ -193,7 +192,7 @@ func (s *session) think(ctx context.Context, turn int, off *offer, hint string, 
 		msgs = append(msgs, llm.Message{Role: llm.RoleUser, Content: hint})
 	}
 	req := llm.Request{System: system, Messages: msgs, ToolChoice: choice}
-	if a.cfg.ToolProtocol != config.ProtocolText {
+	if a.cfg.ToolProtocol != ProtocolText {
 		req.Tools = off.llm
 	}
 	display := a.cfg.DisplayName
@@ -242,7 +241,7 @@ func (s *session) messageID() string {
 // protocol's blocks.
 func (s *session) parse(resp *llm.Response, off *offer) *turnPlan {
 	plan := &turnPlan{content: resp.Message.Content}
-	if s.a.cfg.ToolProtocol == config.ProtocolText {
+	if s.a.cfg.ToolProtocol == ProtocolText {
 		calls, before, errs := ParseTextCalls(resp.Message.Content)
 		plan.content = before
 		for _, err := range errs {
@@ -390,7 +389,7 @@ func (s *session) keep(ctx context.Context, turn int, msg llm.Message, plan *tur
 	s.res.Turns++
 	s.res.Calls += len(plan.calls)
 	msg.Role = llm.RoleAssistant
-	if s.a.cfg.ToolProtocol == config.ProtocolText {
+	if s.a.cfg.ToolProtocol == ProtocolText {
 		var b strings.Builder
 		for i, c := range plan.calls {
 			if i > 0 {
@@ -432,7 +431,7 @@ func (s *session) commit(ctx context.Context, turn int, result bool, msgs ...llm
 // answer ends the run with msg's text as the final answer.
 func (s *session) answer(ctx context.Context, turn int, msg llm.Message, status Status) (*Result, error) {
 	text := msg.Content
-	if s.a.cfg.ToolProtocol == config.ProtocolText {
+	if s.a.cfg.ToolProtocol == ProtocolText {
 		_, before, _ := ParseTextCalls(text)
 		text = before
 	}

@@ -7,7 +7,6 @@ import (
 	"strings"
 	"sync/atomic"
 
-	"github.com/toolmux/toolmux/config"
 	"github.com/toolmux/toolmux/tool"
 )
 
@@ -28,14 +27,15 @@ func SubAgentServer(name string) string { return SubAgentPrefix + name }
 // and the scheduler is built on the manager): Bind supplies the runtime,
 // and a call before Bind fails with server_unavailable.
 type SubAgent struct {
-	cfg config.Agent
+	cfg Options
 	rt  atomic.Pointer[Agent]
 }
 
-// NewSubAgent returns the source of the sub-agent cfg (config.Agents).
-func NewSubAgent(cfg config.Agent) *SubAgent {
+// NewSubAgent returns the source of the sub-agent cfg (FromConfig gives
+// the options of an entry of the configuration's `agents:`).
+func NewSubAgent(cfg Options) *SubAgent {
 	if cfg.Tool == "" {
-		cfg.Tool = config.DefaultSubAgentTool
+		cfg.Tool = DefaultSubAgentTool
 	}
 	return &SubAgent{cfg: cfg}
 }

@@ -7,7 +7,6 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/toolmux/toolmux/config"
 	"github.com/toolmux/toolmux/internal/bm25"
 	"github.com/toolmux/toolmux/internal/toolglob"
 	"github.com/toolmux/toolmux/llm"
@@ -168,7 +167,7 @@ func (s *session) query() string {
 // the tools offered.
 func (s *session) system(off *offer) string {
 	prompt := s.a.prompt()
-	if s.a.cfg.ToolProtocol != config.ProtocolText {
+	if s.a.cfg.ToolProtocol != ProtocolText {
 		return prompt
 	}
 	list := make([]TextProtocolTool, 0, len(off.llm))
@@ -267,7 +266,7 @@ func (s *session) findTools(ctx context.Context, off *offer, c *plannedCall) {
 			t := tools[h.Doc]
 			s.found[t.Exposed] = true
 			name := t.Exposed
-			if s.a.cfg.ToolProtocol == config.ProtocolText {
+			if s.a.cfg.ToolProtocol == ProtocolText {
 				name = t.Server + "/" + t.Name
 			}
 			fmt.Fprintf(&b, "- %s: %s\n", name, firstLine(t.Description))

@@ -16,7 +16,6 @@ import (
 
 	"github.com/toolmux/toolmux/api"
 	"github.com/toolmux/toolmux/builtin"
-	"github.com/toolmux/toolmux/config"
 	"github.com/toolmux/toolmux/internal/testservers"
 	"github.com/toolmux/toolmux/manager"
 	"github.com/toolmux/toolmux/pipeline"
@@ -64,7 +63,7 @@ func newFixtureWith(t *testing.T, ao *api.ApprovalOptions) fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := pipeline.New(m, config.Pipeline{}, pipeline.WithRecorder(log))
+	p, err := pipeline.New(m, pipeline.WithRecorder(log))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -36,7 +36,8 @@ const (
 )
 
 // DefaultPipelineOrder is the order used when Pipeline.Order is nil,
-// outermost first. Recording is outermost so that every call, whatever
+// outermost first: the pipeline's (pipeline.DefaultOrder), which a test
+// there keeps equal. Recording is outermost so that every call, whatever
 // happens inside, yields exactly one record; fallbacks sit outside the
 // argument checks so a fallback target is checked like any call.
 var DefaultPipelineOrder = []string{
@@ -70,12 +71,9 @@ type Aliases struct {
 // Validate configures schema validation.
 type Validate struct {
 	// MaxArgumentBytes bounds the JSON size of a call's arguments; 0 means
-	// DefaultMaxArgumentBytes.
+	// the pipeline's default (pipeline.DefaultMaxArgumentBytes).
 	MaxArgumentBytes int64
 }
-
-// DefaultMaxArgumentBytes is the default bound on a call's arguments.
-const DefaultMaxArgumentBytes = 1 << 20
 
 // URLPolicy allows or denies calls by the URLs in their arguments, before
 // the call is made.
@@ -111,16 +109,14 @@ type URLRule struct {
 type Dedupe struct {
 	// Policy is "allow", "warn" (the default) or "reject".
 	Policy string
-	// Keys are the argument names that identify a query; nil means
-	// DefaultDedupeKeys. A call with none of them is not checked.
+	// Keys are the argument names that identify a query; nil means the
+	// pipeline's default (pipeline.DefaultDedupeKeys). A call with none of
+	// them is not checked.
 	Keys []string
 	// Tools overrides keys and policy for the tools a pattern matches; the
 	// first matching entry applies.
 	Tools []DedupeTool
 }
-
-// DefaultDedupeKeys cover the common search and scrape argument shapes.
-var DefaultDedupeKeys = []string{"q", "query", "Query", "url", "subtask", "info_to_extract"}
 
 // DedupeTool is a per-tool duplicate detection setting.
 type DedupeTool struct {
@@ -146,8 +142,8 @@ type Fallback struct {
 
 // Truncate configures output truncation and spilling.
 type Truncate struct {
-	// MaxChars bounds the text a model sees of one result; 0 means
-	// DefaultMaxChars.
+	// MaxChars bounds the text a model sees of one result; 0 means the
+	// pipeline's default (pipeline.DefaultMaxChars).
 	MaxChars int
 	// Tools overrides MaxChars for the tools a pattern matches; the first
 	// matching entry applies.
@@ -156,9 +152,6 @@ type Truncate struct {
 	// environment variable TOOLMUX_LOW_CONTEXT=1.
 	LowContext LowContext
 }
-
-// DefaultMaxChars is the default bound on the text of one result.
-const DefaultMaxChars = 50_000
 
 // ToolLimit is a per-tool character limit.
 type ToolLimit struct {
@@ -170,18 +163,16 @@ type ToolLimit struct {
 // system's DEMO_MODE).
 type LowContext struct {
 	Enabled bool
-	// MaxChars is the low-context global limit; 0 means DefaultLowContextChars.
+	// MaxChars is the low-context global limit; 0 means the pipeline's
+	// default (pipeline.DefaultLowContextChars).
 	MaxChars int
 	Tools    []ToolLimit
 }
 
-// DefaultLowContextChars is the default low-context bound.
-const DefaultLowContextChars = 20_000
-
 // Rollback configures rollback verdicts.
 type Rollback struct {
 	// Rules are tried in order; the first that matches gives the verdict.
-	// Nil means DefaultRollbackRules.
+	// Nil means the pipeline's default (pipeline.DefaultRollbackRules).
 	Rules []RollbackRule
 }
 
@@ -201,13 +192,6 @@ type RollbackRule struct {
 	Kinds []string
 	// Reason explains the verdict; a default is derived from the condition.
 	Reason string
-}
-
-// DefaultRollbackRules advise dropping a turn that called an unknown tool
-// or repeated a query.
-var DefaultRollbackRules = []RollbackRule{
-	{Kinds: []string{"tool_not_registered"}, Reason: "the model called a tool that does not exist"},
-	{Kinds: []string{"duplicate_query"}, Reason: "the model repeated a query it already made"},
 }
 
 // Instructions configures just-in-time instructions.
@@ -238,12 +222,10 @@ type InstructionRule struct {
 // Redact configures masking of secrets in records and logs.
 type Redact struct {
 	// Keys are argument and JSON keys whose values are masked, in addition
-	// to DefaultRedactKeys; matching ignores case, '-' and '_'.
+	// to the pipeline's (pipeline.DefaultRedactKeys); matching ignores case,
+	// '-' and '_'.
 	Keys []string
 	// Patterns are regular expressions whose matches are masked in every
 	// string, in addition to the built-in patterns for common token shapes.
 	Patterns []string
 }
-
-// DefaultRedactKeys are always masked.
-var DefaultRedactKeys = []string{"api_key", "apikey", "token", "access_token", "refresh_token", "password", "passwd", "secret", "client_secret", "authorization", "cookie"}

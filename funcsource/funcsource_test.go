@@ -326,7 +326,7 @@ func TestThroughManagerAndPipeline(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer m.Close()
-	p, err := pipeline.New(m, config.Default().Pipeline, pipeline.WithDataDir(t.TempDir()))
+	p, err := pipeline.New(m, append(pipeline.FromConfig(config.Default().Pipeline), pipeline.WithDataDir(t.TempDir()))...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,7 +15,6 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/toolmux/toolmux/config"
 	"github.com/toolmux/toolmux/gateway"
 	"github.com/toolmux/toolmux/internal/testservers"
 	"github.com/toolmux/toolmux/manager"
@@ -51,7 +50,7 @@ func serveHealing(t *testing.T, cfgs ...mcpsource.Config) *healing {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := pipeline.New(m, config.Pipeline{})
+	p, err := pipeline.New(m)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -18,7 +18,6 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/toolmux/toolmux/config"
 	"github.com/toolmux/toolmux/gateway"
 	"github.com/toolmux/toolmux/internal/testservers"
 	"github.com/toolmux/toolmux/manager"
@@ -212,7 +211,7 @@ func serveRoute(t *testing.T, cfg mcpsource.Config, rt gateway.Route, deny ...st
 		t.Fatal(err)
 	}
 	pt := &passthrough{}
-	p, err := pipeline.New(m, config.Pipeline{}, pipeline.WithRecorder(pipeline.RecorderFunc(func(_ context.Context, rec *tool.Record) {
+	p, err := pipeline.New(m, pipeline.WithRecorder(pipeline.RecorderFunc(func(_ context.Context, rec *tool.Record) {
 		pt.mu.Lock()
 		pt.records = append(pt.records, rec)
 		pt.mu.Unlock()

@@ -123,7 +123,7 @@ func fixtureManager(b *testing.B) *manager.Manager {
 // directory of its own.
 func benchPipeline(b *testing.B, backend pipeline.Backend, cfg config.Pipeline) *pipeline.Pipeline {
 	b.Helper()
-	p, err := pipeline.New(backend, cfg, pipeline.WithDataDir(b.TempDir()))
+	p, err := pipeline.New(backend, append(pipeline.FromConfig(cfg), pipeline.WithDataDir(b.TempDir()))...)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -302,7 +302,7 @@ func BenchmarkChainOnly(b *testing.B) {
 	b.Run("dedupe", func(b *testing.B) {
 		runDedupe(b, benchPipeline(b, newStubBackend(b), benchDedupeConfig()), false)
 	})
-	for _, name := range config.DefaultPipelineOrder {
+	for _, name := range pipeline.DefaultOrder() {
 		b.Run("only="+name, func(b *testing.B) {
 			runFixed(b, benchPipeline(b, newStubBackend(b), config.Pipeline{Order: []string{name}}), false)
 		})

@@ -48,8 +48,8 @@ func TestChainAgainstRealServers(t *testing.T) {
 		Truncate:     config.Truncate{Tools: []config.ToolLimit{{Tools: "everything/get-env", MaxChars: 300}}},
 		Instructions: config.Instructions{Tools: []config.ToolText{{Tools: "fs/*", Text: "Paths must be absolute and inside the allowed directory."}}},
 	}
-	p, err := pipeline.New(m, cfg, pipeline.WithDataDir(dataDir),
-		pipeline.WithRecorder(pipeline.RecorderFunc(func(_ context.Context, r *tool.Record) { mu.Lock(); recorded = append(recorded, r); mu.Unlock() })))
+	p, err := pipeline.New(m, append(pipeline.FromConfig(cfg), pipeline.WithDataDir(dataDir),
+		pipeline.WithRecorder(pipeline.RecorderFunc(func(_ context.Context, r *tool.Record) { mu.Lock(); recorded = append(recorded, r); mu.Unlock() })))...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,7 +14,6 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/toolmux/toolmux/config"
 	"github.com/toolmux/toolmux/internal/toolglob"
 	"github.com/toolmux/toolmux/tool"
 )
@@ -30,7 +29,7 @@ const (
 // detection remembers; past it, the least recently used is forgotten.
 const maxDedupeNamespaces = 10_000
 
-// dedupeTool is a parsed config.DedupeTool.
+// dedupeTool is a parsed DedupeTool.
 type dedupeTool struct {
 	tools  toolglob.Pattern
 	keys   []string // nil: the global keys
@@ -72,7 +71,7 @@ type dedupeSpace struct {
 }
 
 // NewDedupe returns duplicate detection configured by cfg.
-func NewDedupe(cfg config.Dedupe) (*Dedupe, error) {
+func NewDedupe(cfg DedupeOptions) (*Dedupe, error) {
 	d := &Dedupe{
 		keys:  cfg.Keys,
 		max:   maxDedupeNamespaces,
@@ -80,7 +79,7 @@ func NewDedupe(cfg config.Dedupe) (*Dedupe, error) {
 		lru:   list.New(),
 	}
 	if d.keys == nil {
-		d.keys = config.DefaultDedupeKeys
+		d.keys = DefaultDedupeKeys()
 	}
 	var err error
 	if d.policy, err = dedupePolicy(cfg.Policy, dedupeWarn); err != nil {

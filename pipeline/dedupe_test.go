@@ -10,7 +10,6 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/toolmux/toolmux/config"
 	"github.com/toolmux/toolmux/tool"
 )
 
@@ -22,7 +21,7 @@ type dedupeHarness struct {
 	calls atomic.Int32
 }
 
-func newDedupeHarness(t *testing.T, cfg config.Dedupe) *dedupeHarness {
+func newDedupeHarness(t *testing.T, cfg DedupeOptions) *dedupeHarness {
 	t.Helper()
 	d, err := NewDedupe(cfg)
 	if err != nil {
@@ -180,7 +179,7 @@ func TestDedupeCounting(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			dh := newDedupeHarness(t, config.Dedupe{})
+			dh := newDedupeHarness(t, DedupeOptions{})
 			for i, s := range tc.steps {
 				switch s.op {
 				case "commit":
@@ -213,7 +212,7 @@ func TestDedupePolicies(t *testing.T) {
 	call := tool.Call{Server: "web", Tool: "google_search", Task: "t", Session: "main", Arguments: map[string]any{"q": "rust mcp", "num": 10}}
 
 	t.Run("allow", func(t *testing.T) {
-		dh := newDedupeHarness(t, config.Dedupe{Policy: "allow"})
+		dh := newDedupeHarness(t, DedupeOptions{Policy: "allow"})
 		for range 3 {
 			rec := dh.h.Call(context.Background(), call)
 			if rec.Err() != nil || len(rec.Notes) != 0 || len(rec.Result.Content) != 1 {
@@ -226,7 +225,7 @@ func TestDedupePolicies(t *testing.T) {
 	})
 
 	t.Run("warn", func(t *testing.T) {
-		dh := newDedupeHarness(t, config.Dedupe{}) // warn is the default
+		dh := newDedupeHarness(t, DedupeOptions{}) // warn is the default
 		first := dh.h.Call(context.Background(), call)
 		if len(first.Result.Content) != 1 || len(first.Notes) != 0 {
 			t.Fatalf("first call warned: %+v %+v", first.Result, first.Notes)
@@ -258,7 +257,7 @@ func TestDedupePolicies(t *testing.T) {
 	})
 
 	t.Run("reject", func(t *testing.T) {
-		dh := newDedupeHarness(t, config.Dedupe{Policy: "reject"})
+		dh := newDedupeHarness(t, DedupeOptions{Policy: "reject"})
 		if rec := dh.h.Call(context.Background(), call); rec.Err() != nil {
 			t.Fatal(rec.Err())
 		}
@@ -286,10 +285,10 @@ func TestDedupePolicies(t *testing.T) {
 	})
 
 	t.Run("per tool", func(t *testing.T) {
-		dh := newDedupeHarness(t, config.Dedupe{
+		dh := newDedupeHarness(t, DedupeOptions{
 			Policy: "warn",
 			Keys:   []string{"q"},
-			Tools: []config.DedupeTool{
+			Tools: []DedupeTool{
 				{Tools: "google_search", Policy: "reject"},
 				{Tools: "fs/*", Keys: []string{"path"}},
 				{Tools: "scrape_*", Keys: []string{}}, // never checked
@@ -325,24 +324,24 @@ func TestDedupePolicies(t *testing.T) {
 
 func TestDedupeConfigErrors(t *testing.T) {
 	for _, tc := range []struct {
-		cfg  config.Dedupe
+		cfg  DedupeOptions
 		want string
 	}{
-		{config.Dedupe{Policy: "block"}, `policy "block"`},
-		{config.Dedupe{Tools: []config.DedupeTool{{Tools: "a", Policy: "nope"}}}, `tools[0] (a): policy "nope"`},
-		{config.Dedupe{Tools: []config.DedupeTool{{Tools: "a"}, {Tools: "[x"}}}, "tools[1]: bad tool pattern"},
+		{DedupeOptions{Policy: "block"}, `policy "block"`},
+		{DedupeOptions{Tools: []DedupeTool{{Tools: "a", Policy: "nope"}}}, `tools[0] (a): policy "nope"`},
+		{DedupeOptions{Tools: []DedupeTool{{Tools: "a"}, {Tools: "[x"}}}, "tools[1]: bad tool pattern"},
 	} {
 		if _, err := NewDedupe(tc.cfg); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("NewDedupe(%+v) = %v, want an error containing %q", tc.cfg, err, tc.want)
 		}
 	}
-	if _, err := NewDedupe(config.Dedupe{Policy: "Reject", Tools: []config.DedupeTool{{Tools: "x/*", Policy: " WARN "}}}); err != nil {
+	if _, err := NewDedupe(DedupeOptions{Policy: "Reject", Tools: []DedupeTool{{Tools: "x/*", Policy: " WARN "}}}); err != nil {
 		t.Errorf("case of policies: %v", err)
 	}
 }
 
 func TestDedupeFingerprint(t *testing.T) {
-	d, err := NewDedupe(config.Dedupe{})
+	d, err := NewDedupe(DedupeOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -380,7 +379,7 @@ func TestDedupeFingerprint(t *testing.T) {
 // first runs, and with "reject" the others are refused while it is still
 // running.
 func TestDedupeParallelDuplicates(t *testing.T) {
-	d, err := NewDedupe(config.Dedupe{Policy: "reject"})
+	d, err := NewDedupe(DedupeOptions{Policy: "reject"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -418,7 +417,7 @@ func TestDedupeParallelDuplicates(t *testing.T) {
 }
 
 func TestDedupeEvictsLeastRecentlyUsed(t *testing.T) {
-	dh := newDedupeHarness(t, config.Dedupe{})
+	dh := newDedupeHarness(t, DedupeOptions{})
 	dh.d.max = 3
 	do := func(task string) int {
 		return dedupeCount(dh.h.Call(context.Background(), tool.Call{Server: "web", Tool: "s", Task: task, Arguments: map[string]any{"q": "a"}}))
@@ -442,7 +441,7 @@ func TestDedupeEvictsLeastRecentlyUsed(t *testing.T) {
 }
 
 func TestDedupeConcurrentUse(t *testing.T) {
-	dh := newDedupeHarness(t, config.Dedupe{Tools: []config.DedupeTool{{Tools: "r", Policy: "reject"}}})
+	dh := newDedupeHarness(t, DedupeOptions{Tools: []DedupeTool{{Tools: "r", Policy: "reject"}}})
 	dh.d.max = 16
 	var wg sync.WaitGroup
 	for w := range 8 {
@@ -497,7 +496,7 @@ func FuzzFingerprint(f *testing.F) {
 	} {
 		f.Add(s)
 	}
-	d, err := NewDedupe(config.Dedupe{})
+	d, err := NewDedupe(DedupeOptions{})
 	if err != nil {
 		f.Fatal(err)
 	}
@@ -508,7 +507,7 @@ func FuzzFingerprint(f *testing.F) {
 		}
 		call := tool.Call{Server: "web", Tool: "search", Arguments: args}
 		fp, ok := d.Fingerprint(call)
-		if ok != (len(presentKeys(args, config.DefaultDedupeKeys)) > 0) || ok != (fp != "") {
+		if ok != (len(presentKeys(args, DefaultDedupeKeys())) > 0) || ok != (fp != "") {
 			t.Fatalf("Fingerprint(%s) = %q, %v", doc, fp, ok)
 		}
 

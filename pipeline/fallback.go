@@ -6,7 +6,6 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/toolmux/toolmux/config"
 	"github.com/toolmux/toolmux/internal/toolglob"
 	"github.com/toolmux/toolmux/tool"
 )
@@ -18,11 +17,11 @@ type fallbackEntry struct {
 	args           map[string]string // target argument <- source argument; nil: pass all
 }
 
-// newFallback returns the middleware that, when a call fails with one of a
+// NewFallback returns the middleware that, when a call fails with one of a
 // fallback's error kinds, calls the fallback's target instead — through the
 // rest of the chain, so the target's arguments are repaired, validated and
 // policed like any call. Triggers are error kinds, never error text.
-func newFallback(cfg []config.Fallback) (Middleware, error) {
+func NewFallback(cfg []Fallback) (Middleware, error) {
 	entries := make([]fallbackEntry, 0, len(cfg))
 	for i, f := range cfg {
 		tools, err := toolglob.ParseAll(f.Tools, true)

@@ -5,12 +5,11 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/toolmux/toolmux/config"
 	"github.com/toolmux/toolmux/tool"
 )
 
 func TestFallbackByKind(t *testing.T) {
-	mw, err := newFallback([]config.Fallback{
+	mw, err := NewFallback([]Fallback{
 		{Tools: []string{"scrape", "scrape_website"}, On: []string{"timeout", "server_unavailable"}, Target: "builtin/web_fetch", Arguments: map[string]string{"url": "url"}},
 		{Tools: []string{"scrape_website"}, On: []string{"timeout"}, Target: "backup/fetch"},
 	})
@@ -74,7 +73,7 @@ func TestFallbackByKind(t *testing.T) {
 }
 
 func TestFallbackBadTarget(t *testing.T) {
-	if _, err := newFallback([]config.Fallback{{Tools: []string{"x"}, On: []string{"timeout"}, Target: "nofolder"}}); err == nil {
+	if _, err := NewFallback([]Fallback{{Tools: []string{"x"}, On: []string{"timeout"}, Target: "nofolder"}}); err == nil {
 		t.Error("target without server accepted")
 	}
 }

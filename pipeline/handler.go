@@ -1,8 +1,10 @@
 // Package pipeline governs tool calls: a chain of middlewares around the
 // manager, each doing one job — recording, just-in-time instructions,
 // truncation, rollback verdicts, fallbacks, argument repair, schema
-// validation, URL policy, duplicate detection — configured by the
-// `pipeline:` section of the configuration.
+// validation, URL policy, duplicate detection — and the caller's own
+// (WithMiddleware). The package owns its options and their defaults (New,
+// With...); FromConfig reads them from the `pipeline:` section of the
+// configuration.
 //
 // A middleware never hides what it did: each one notes its actions on the
 // call's record (tool.Record.Notes), so a record shows the repairs made, the
@@ -70,4 +72,19 @@ func refuse(call tool.Call, err *tool.Error) *tool.Record {
 		err.Tool = call.Tool
 	}
 	return tool.Refused(&call, err)
+}
+
+// afterFunc is what a middleware that acts on records does once the call
+// below it has answered: it completes rec (or returns a record in its
+// place). The pipeline runs the same steps on the record of a call refused
+// before the chain (Refuse), so calls and refusals share one way out.
+type afterFunc func(ctx context.Context, call tool.Call, rec *tool.Record) *tool.Record
+
+// afterMiddleware makes a middleware of a step after the call.
+func afterMiddleware(step afterFunc) Middleware {
+	return func(next Handler) Handler {
+		return HandlerFunc(func(ctx context.Context, call tool.Call) *tool.Record {
+			return step(ctx, call, next.Call(ctx, call))
+		})
+	}
 }

@@ -7,7 +7,6 @@ import (
 	"slices"
 	"sync"
 
-	"github.com/toolmux/toolmux/config"
 	"github.com/toolmux/toolmux/internal/toolglob"
 	"github.com/toolmux/toolmux/tool"
 )
@@ -28,10 +27,10 @@ type instructionRule struct {
 	text  string
 }
 
-// instructions attaches guidance to results just in time: a tool's guidance
+// Instructions attaches guidance to results just in time: a tool's guidance
 // the first time the tool is used in a task, and a rule's text whenever it
 // matches. The system prompt stays small and stable.
-type instructions struct {
+type Instructions struct {
 	tools []toolText
 	rules []instructionRule
 
@@ -40,8 +39,11 @@ type instructions struct {
 	order []string                   // tasks, oldest first
 }
 
-func newInstructions(cfg config.Instructions) (*instructions, error) {
-	in := &instructions{seen: map[string]map[string]bool{}}
+// NewInstructions returns the instructions middleware's state; its
+// Middleware goes in the chain, and EndTask releases what it remembers of a
+// task.
+func NewInstructions(cfg InstructionsOptions) (*Instructions, error) {
+	in := &Instructions{seen: map[string]map[string]bool{}}
 	for _, t := range cfg.Tools {
 		p, err := toolglob.Parse(t.Tools, true)
 		if err != nil {
@@ -65,27 +67,28 @@ func newInstructions(cfg config.Instructions) (*instructions, error) {
 	return in, nil
 }
 
-func (in *instructions) middleware(next Handler) Handler {
-	return HandlerFunc(func(ctx context.Context, call tool.Call) *tool.Record {
-		rec := next.Call(ctx, call)
-		for _, t := range in.tools {
-			if t.pattern.Match(rec.Server, rec.Tool) {
-				if in.firstUse(call.Task, rec.Server+"/"+rec.Tool) {
-					in.attach(rec, t.text, "first use of the tool in this task")
-				}
-				break
+// Middleware attaches the guidance to each record once the call has
+// answered.
+func (in *Instructions) Middleware(next Handler) Handler { return afterMiddleware(in.after)(next) }
+
+func (in *Instructions) after(_ context.Context, call tool.Call, rec *tool.Record) *tool.Record {
+	for _, t := range in.tools {
+		if t.pattern.Match(rec.Server, rec.Tool) {
+			if in.firstUse(call.Task, rec.Server+"/"+rec.Tool) {
+				in.attach(rec, t.text, "first use of the tool in this task")
 			}
+			break
 		}
-		for _, r := range in.rules {
-			if r.matches(rec) {
-				in.attach(rec, r.text, "a rule matched the outcome")
-			}
+	}
+	for _, r := range in.rules {
+		if r.matches(rec) {
+			in.attach(rec, r.text, "a rule matched the outcome")
 		}
-		return rec
-	})
+	}
+	return rec
 }
 
-func (in *instructions) attach(rec *tool.Record, text, why string) {
+func (in *Instructions) attach(rec *tool.Record, text, why string) {
 	if slices.Contains(rec.Instructions, text) {
 		return
 	}
@@ -107,7 +110,7 @@ func (r instructionRule) matches(rec *tool.Record) bool {
 
 // firstUse records that task used the tool and reports whether it was the
 // first time. Calls without a task are each their own task.
-func (in *instructions) firstUse(task, key string) bool {
+func (in *Instructions) firstUse(task, key string) bool {
 	if task == "" {
 		return true
 	}
@@ -130,8 +133,8 @@ func (in *instructions) firstUse(task, key string) bool {
 	return true
 }
 
-// endTask forgets a finished task.
-func (in *instructions) endTask(task string) {
+// EndTask forgets a finished task.
+func (in *Instructions) EndTask(task string) {
 	in.mu.Lock()
 	defer in.mu.Unlock()
 	if _, ok := in.seen[task]; !ok {

@@ -5,14 +5,13 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/toolmux/toolmux/config"
 	"github.com/toolmux/toolmux/tool"
 )
 
 func TestInstructionsFirstUseAndRules(t *testing.T) {
-	in, err := newInstructions(config.Instructions{
-		Tools: []config.ToolText{{Tools: "*/scrape*", Text: "Scraped pages are long; ask for what you need."}},
-		Rules: []config.InstructionRule{
+	in, err := NewInstructions(InstructionsOptions{
+		Tools: []ToolText{{Tools: "*/scrape*", Text: "Scraped pages are long; ask for what you need."}},
+		Rules: []InstructionRule{
 			{Tools: []string{"google_search"}, Match: "(?i)no results", Text: "Try fewer keywords."},
 			{Kinds: []string{"timeout"}, Text: "The tool is slow; ask for less."},
 		},
@@ -25,7 +24,7 @@ func TestInstructionsFirstUseAndRules(t *testing.T) {
 		"g/google_search":  answerText("No results found"),
 		"g/slow":           func(c tool.Call) *tool.Record { return failWith(c, tool.KindTimeout, "too slow") },
 	}}
-	h := Chain(next, in.middleware)
+	h := Chain(next, in.Middleware)
 	call := func(task, srv, name string) *tool.Record {
 		return h.Call(context.Background(), tool.Call{Task: task, Server: srv, Tool: name})
 	}
@@ -42,7 +41,7 @@ func TestInstructionsFirstUseAndRules(t *testing.T) {
 	if noTask := call("", "w", "scrape_website"); len(noTask.Instructions) != 1 {
 		t.Errorf("a call without a task is its own task: %v", noTask.Instructions)
 	}
-	in.endTask("t1")
+	in.EndTask("t1")
 	if afterEnd := call("t1", "w", "scrape_website"); len(afterEnd.Instructions) != 1 {
 		t.Errorf("after EndTask the task starts afresh: %v", afterEnd.Instructions)
 	}
@@ -55,13 +54,13 @@ func TestInstructionsFirstUseAndRules(t *testing.T) {
 	if r := call("t1", "g", "slow"); !slices.Equal(r.Instructions, []string{"The tool is slow; ask for less."}) {
 		t.Errorf("kind rule: %v", r.Instructions)
 	}
-	if _, err := newInstructions(config.Instructions{Rules: []config.InstructionRule{{Match: "(", Text: "x"}}}); err == nil {
+	if _, err := NewInstructions(InstructionsOptions{Rules: []InstructionRule{{Match: "(", Text: "x"}}}); err == nil {
 		t.Error("bad regexp accepted")
 	}
 }
 
 func TestInstructionsBoundedMemory(t *testing.T) {
-	in, _ := newInstructions(config.Instructions{})
+	in, _ := NewInstructions(InstructionsOptions{})
 	for i := 0; i < maxTrackedTasks+50; i++ {
 		in.firstUse(string(rune('a'+i%26))+string(rune(i)), "s/t")
 	}

@@ -53,7 +53,7 @@ func fixturePipeline(t *testing.T, cfg config.Pipeline, dataDir string, maxResul
 	}
 	t.Cleanup(func() { m.Close() })
 	rec := &recorded{}
-	p, err := pipeline.New(m, cfg, append([]pipeline.Option{pipeline.WithDataDir(dataDir), pipeline.WithRecorder(rec)}, opts...)...)
+	p, err := pipeline.New(m, append(append(pipeline.FromConfig(cfg), pipeline.WithDataDir(dataDir), pipeline.WithRecorder(rec)), opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}

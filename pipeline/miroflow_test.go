@@ -146,7 +146,7 @@ func miroflowPipeline(t *testing.T, ms *miroflowServers, opts ...pipeline.Option
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { m.Close() })
-	p, err := pipeline.New(m, cfg.Pipeline, append([]pipeline.Option{pipeline.WithDataDir(t.TempDir())}, opts...)...)
+	p, err := pipeline.New(m, append(append(pipeline.FromConfig(cfg.Pipeline), pipeline.WithDataDir(t.TempDir())), opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 	"slices"
 
-	"github.com/toolmux/toolmux/config"
 	"github.com/toolmux/toolmux/tool"
 )
 
@@ -20,36 +19,6 @@ type Backend interface {
 	Tools(ctx context.Context) (*tool.Catalog, error)
 }
 
-// Option configures a Pipeline.
-type Option func(*options)
-
-type options struct {
-	dataDir    string
-	recorder   Recorder
-	lowContext bool
-	log        *slog.Logger
-	lookupEnv  func(string) (string, bool)
-	limits     Limits
-}
-
-// WithDataDir sets the directory where truncated outputs are saved in full
-// (under spill/); without it, truncated outputs are not saved.
-func WithDataDir(dir string) Option { return func(o *options) { o.dataDir = dir } }
-
-// WithRecorder sets where every call's record goes (the task log).
-func WithRecorder(r Recorder) Option { return func(o *options) { o.recorder = r } }
-
-// WithLowContext turns low-context limits on (as TOOLMUX_LOW_CONTEXT=1 does).
-func WithLowContext(on bool) Option { return func(o *options) { o.lowContext = on } }
-
-// WithLogger sets the logger for internal errors.
-func WithLogger(l *slog.Logger) Option { return func(o *options) { o.log = l } }
-
-// WithLookupEnv replaces os.LookupEnv for TOOLMUX_LOW_CONTEXT (tests).
-func WithLookupEnv(f func(string) (string, bool)) Option {
-	return func(o *options) { o.lookupEnv = f }
-}
-
 // Pipeline is the governed way to call tools: the configured chain of
 // middlewares around a Backend. It is safe for concurrent use, and it
 // offers the same Tools and Call as the manager, so the gateway and the
@@ -57,25 +26,31 @@ func WithLookupEnv(f func(string) (string, bool)) Option {
 type Pipeline struct {
 	backend Backend
 	chain   Handler
-	refusal Handler // the record-side middlewares around a refusal
+	after   []afterFunc // the steps after the call, outermost first
+	record  int         // the record step's index in after; -1 without it
+	log     *slog.Logger
 	dedupe  *Dedupe
-	instr   *instructions
+	instr   *Instructions
 	order   []string
 	limits  Limits
 }
 
-// New builds the chain cfg describes around b.
-func New(b Backend, cfg config.Pipeline, opts ...Option) (*Pipeline, error) {
+// New builds the chain the options describe around b: the built-in
+// middlewares of WithOrder (else DefaultOrder), each configured by its
+// option (With...; zero values mean the defaults), then the caller's own
+// (WithMiddleware). FromConfig gives the options of a configuration file's
+// `pipeline:` section.
+func New(b Backend, opts ...Option) (*Pipeline, error) {
 	o := options{log: slog.New(slog.DiscardHandler), lookupEnv: os.LookupEnv}
 	for _, opt := range opts {
 		opt(&o)
 	}
-	order := cfg.Order
-	if order == nil {
-		order = config.DefaultPipelineOrder
+	order := o.order
+	if !o.orderSet {
+		order = DefaultOrder()
 	}
 	o.limits = o.limits.withDefaults()
-	p := &Pipeline{backend: b, order: slices.Clone(order), limits: o.limits}
+	p := &Pipeline{backend: b, order: slices.Clone(order), limits: o.limits, record: -1, log: o.log}
 	if v, ok := o.lookupEnv("TOOLMUX_LOW_CONTEXT"); ok && v == "1" {
 		o.lowContext = true
 	}
@@ -83,77 +58,76 @@ func New(b Backend, cfg config.Pipeline, opts ...Option) (*Pipeline, error) {
 	if o.dataDir != "" {
 		spill = filepath.Join(o.dataDir, "spill")
 	}
-	mws := make([]Middleware, 0, len(order))
-	var after []Middleware
+	mws := make([]Middleware, 0, len(order)+len(o.extra))
 	for _, name := range order {
-		mw, err := p.middleware(name, cfg, b, o, spill)
+		mw, after, err := p.middleware(name, b, o, spill)
 		if err != nil {
 			return nil, fmt.Errorf("pipeline: %s: %w", name, err)
 		}
 		mws = append(mws, mw)
-		if slices.Contains(refusalMiddlewares, name) {
-			after = append(after, mw)
+		if after != nil {
+			if name == NameRecord {
+				p.record = len(p.after)
+			}
+			p.after = append(p.after, after)
 		}
 	}
-	p.chain = Chain(b, mws...)
-	p.refusal = Chain(HandlerFunc(func(ctx context.Context, call tool.Call) *tool.Record {
-		err, _ := ctx.Value(refusalKey{}).(*tool.Error)
-		if err == nil {
-			err = &tool.Error{Kind: tool.KindExecutionFailed, Message: "the call was refused without a reason"}
-		}
-		return refuse(call, err)
-	}), after...)
+	p.chain = Chain(b, append(mws, o.extra...)...)
 	return p, nil
 }
 
-// refusalMiddlewares are the middlewares a refused call goes through: those
-// that act on records (so it is recorded, guided and given a verdict), not
-// those that act on arguments or make calls.
-var refusalMiddlewares = []string{config.MiddlewareRecord, config.MiddlewareInstructions,
-	config.MiddlewareTruncate, config.MiddlewareRollback}
-
-type refusalKey struct{}
-
-func (p *Pipeline) middleware(name string, cfg config.Pipeline, b Backend, o options, spill string) (Middleware, error) {
+// middleware builds the built-in middleware name and, for those that act
+// on records (record, instructions, truncate, rollback), its step after the
+// call, which a refused call goes through too.
+func (p *Pipeline) middleware(name string, b Backend, o options, spill string) (Middleware, afterFunc, error) {
 	switch name {
-	case config.MiddlewareRecord:
-		red, err := newRedactor(cfg.Redact)
+	case NameRecord:
+		red, err := newRedactor(o.redact)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
-		return newRecord(red, o.recorder, o.log, o.limits), nil
-	case config.MiddlewareInstructions:
-		in, err := newInstructions(cfg.Instructions)
+		r := newRecord(red, o.recorder, o.log, o.limits)
+		return r.middleware, r.after, nil
+	case NameInstructions:
+		in, err := NewInstructions(o.instructions)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		p.instr = in
-		return in.middleware, nil
-	case config.MiddlewareTruncate:
-		t, err := newTruncator(cfg.Truncate, spill, o.lowContext)
+		return in.Middleware, in.after, nil
+	case NameTruncate:
+		t, err := newTruncator(o.truncate, spill, o.lowContext)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
-		return t.middleware, nil
-	case config.MiddlewareRollback:
-		return newRollback(cfg.Rollback)
-	case config.MiddlewareFallback:
-		return newFallback(cfg.Fallbacks)
-	case config.MiddlewareRepair:
-		return newRepair(cfg.Repair, b)
-	case config.MiddlewareValidate:
-		return newValidate(cfg.Validate, b)
-	case config.MiddlewareURLPolicy:
-		return newURLPolicy(cfg.URLPolicy)
-	case config.MiddlewareDedupe:
-		d, err := NewDedupe(cfg.Dedupe)
+		return t.middleware, t.after, nil
+	case NameRollback:
+		step, err := newRollback(o.rollback)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
-		p.dedupe = d
-		return d.Middleware, nil
+		return afterMiddleware(step), step, nil
 	}
-	return nil, fmt.Errorf("unknown middleware %q", name)
+	var mw Middleware
+	var err error
+	switch name {
+	case NameFallback:
+		mw, err = NewFallback(o.fallbacks)
+	case NameRepair:
+		mw, err = NewRepair(o.repair, b)
+	case NameValidate:
+		mw, err = NewValidate(o.validate, b)
+	case NameURLPolicy:
+		mw, err = NewURLPolicy(o.urlPolicy)
+	case NameDedupe:
+		var d *Dedupe
+		if d, err = NewDedupe(o.dedupe); err == nil {
+			p.dedupe, mw = d, d.Middleware
+		}
+	default:
+		err = fmt.Errorf("unknown middleware %q", name)
+	}
+	return mw, nil, err
 }
 
 // Order returns the middleware names, outermost first.
@@ -181,7 +155,25 @@ func (p *Pipeline) Refuse(ctx context.Context, call tool.Call, err *tool.Error) 
 		// Nothing that records the refusal may walk the whole of them.
 		call.Arguments = shallow(call.Arguments, p.limits.MaxDepth)
 	}
-	return p.refusal.Call(context.WithValue(ctx, refusalKey{}, err), call)
+	rec := refuse(call, err)
+	if p.record < 0 {
+		return p.out(ctx, call, rec, 0)
+	}
+	// As for a call, a panic below the record step becomes a record.
+	rec = protect(ctx, HandlerFunc(func(ctx context.Context, call tool.Call) *tool.Record {
+		return p.out(ctx, call, rec, p.record+1)
+	}), call, p.log)
+	return p.out(ctx, call, rec, p.record)
+}
+
+// out takes rec the way out of the chain, from the innermost step after the
+// call to the step at index from, as a call that failed at the bottom of
+// the chain would go.
+func (p *Pipeline) out(ctx context.Context, call tool.Call, rec *tool.Record, from int) *tool.Record {
+	for i := len(p.after) - 1; i >= from; i-- {
+		rec = p.after[i](ctx, call, rec)
+	}
+	return rec
 }
 
 // Tools returns the backend's catalog.
@@ -214,6 +206,6 @@ func (p *Pipeline) EndTask(task string) {
 		p.dedupe.EndTask(task)
 	}
 	if p.instr != nil {
-		p.instr.endTask(task)
+		p.instr.EndTask(task)
 	}
 }

@@ -8,12 +8,11 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/toolmux/toolmux/config"
 	"github.com/toolmux/toolmux/tool"
 )
 
 func TestRecordMasksSecretsAndRecordsOnce(t *testing.T) {
-	red, err := newRedactor(config.Redact{Keys: []string{"X-Session"}, Patterns: []string{`internal-[0-9]{4}`}})
+	red, err := newRedactor(RedactOptions{Keys: []string{"X-Session"}, Patterns: []string{`internal-[0-9]{4}`}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -29,7 +28,7 @@ func TestRecordMasksSecretsAndRecordsOnce(t *testing.T) {
 		}
 		return okWith(c, res)
 	})
-	h := Chain(next, newRecord(red, sink, slog.New(slog.DiscardHandler), Limits{}.withDefaults()))
+	h := Chain(next, newRecord(red, sink, slog.New(slog.DiscardHandler), Limits{}.withDefaults()).middleware)
 	args := map[string]any{
 		"query":   "weather",
 		"api_key": "abc123",
@@ -81,14 +80,14 @@ func TestRecordMasksSecretsAndRecordsOnce(t *testing.T) {
 }
 
 func TestRecordSurvivesPanicsAndNilRecords(t *testing.T) {
-	red, _ := newRedactor(config.Redact{})
+	red, _ := newRedactor(RedactOptions{})
 	var n int
 	sink := RecorderFunc(func(context.Context, *tool.Record) { n++ })
 	for name, next := range map[string]Handler{
 		"panic": HandlerFunc(func(context.Context, tool.Call) *tool.Record { panic("boom") }),
 		"nil":   HandlerFunc(func(context.Context, tool.Call) *tool.Record { return nil }),
 	} {
-		rec := Chain(next, newRecord(red, sink, slog.New(slog.DiscardHandler), Limits{}.withDefaults())).Call(context.Background(), tool.Call{Server: "s", Tool: "t"})
+		rec := Chain(next, newRecord(red, sink, slog.New(slog.DiscardHandler), Limits{}.withDefaults()).middleware).Call(context.Background(), tool.Call{Server: "s", Tool: "t"})
 		if tool.KindOf(rec.Err()) != tool.KindExecutionFailed || rec.Server != "s" || rec.ID == "" {
 			t.Errorf("%s: %+v", name, rec.Error)
 		}
@@ -99,7 +98,7 @@ func TestRecordSurvivesPanicsAndNilRecords(t *testing.T) {
 }
 
 func TestRedactorRejectsBadPattern(t *testing.T) {
-	if _, err := newRedactor(config.Redact{Patterns: []string{"("}}); err == nil {
+	if _, err := newRedactor(RedactOptions{Patterns: []string{"("}}); err == nil {
 		t.Fatal("bad pattern accepted")
 	}
 }
@@ -107,7 +106,7 @@ func TestRedactorRejectsBadPattern(t *testing.T) {
 // The redactor copies only what it masks and never writes into the value
 // it was given: the caller's maps and slices may be shared with the tool.
 func TestRedactorCopiesOnlyWhatItMasks(t *testing.T) {
-	red, err := newRedactor(config.Redact{})
+	red, err := newRedactor(RedactOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -144,7 +143,7 @@ func TestRedactorCopiesOnlyWhatItMasks(t *testing.T) {
 // and notes the record pointed to (which a source may share between
 // calls) are left as they were.
 func TestRedactorMasksARecordWithoutCopyingCleanParts(t *testing.T) {
-	red, err := newRedactor(config.Redact{})
+	red, err := newRedactor(RedactOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

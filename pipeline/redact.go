@@ -7,7 +7,6 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/toolmux/toolmux/config"
 	"github.com/toolmux/toolmux/tool"
 )
 
@@ -34,10 +33,10 @@ type redactor struct {
 	query   *regexp.Regexp  // key=value pairs of secret keys in URLs and forms
 }
 
-func newRedactor(cfg config.Redact) (*redactor, error) {
+func newRedactor(cfg RedactOptions) (*redactor, error) {
 	r := &redactor{keys: map[string]bool{}}
 	var names []string
-	for _, k := range append(append([]string{}, config.DefaultRedactKeys...), cfg.Keys...) {
+	for _, k := range append(DefaultRedactKeys(), cfg.Keys...) {
 		n := normKey(k)
 		if n != "" && !r.keys[n] {
 			r.keys[n] = true

@@ -8,7 +8,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/toolmux/toolmux/config"
 	"github.com/toolmux/toolmux/tool"
 )
 
@@ -392,11 +391,11 @@ func TestRepairMiddleware(t *testing.T) {
 		}`)},
 		tool.Tool{Server: "py", Name: "run", InputSchema: schemaJSON(t, `{"properties": {"code_block": {"type": "string"}}}`)},
 	)
-	cfg := config.Repair{Aliases: []config.Aliases{
+	cfg := RepairOptions{Aliases: []Aliases{
 		{Tools: "scrape_and_extract_info", Map: map[string]string{"description": "info_to_extract", "introduction": "info_to_extract"}},
 		{Tools: "py/*", Map: map[string]string{"code": "code_block"}},
 	}}
-	mw, err := newRepair(cfg, tools)
+	mw, err := NewRepair(cfg, tools)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -449,22 +448,22 @@ func TestRepairMiddleware(t *testing.T) {
 	}
 
 	// NoSchema: aliases only.
-	mw, _ = newRepair(config.Repair{Aliases: cfg.Aliases, NoSchema: true}, tools)
+	mw, _ = NewRepair(RepairOptions{Aliases: cfg.Aliases, NoSchema: true}, tools)
 	rec = mw(spy).Call(context.Background(), tool.Call{Server: "web", Tool: "scrape_and_extract_info", Arguments: map[string]any{"URL": "u", "introduction": "i", "depth": "2"}})
 	if want := map[string]any{"URL": "u", "info_to_extract": "i", "depth": "2"}; !reflect.DeepEqual(rec.Arguments, want) {
 		t.Errorf("NoSchema: %v", rec.Arguments)
 	}
 	// Nothing configured and no schema repair: the middleware is a no-op.
-	mw, _ = newRepair(config.Repair{NoSchema: true}, tools)
+	mw, _ = NewRepair(RepairOptions{NoSchema: true}, tools)
 	if h := mw(spy); h != Handler(spy) {
 		t.Error("an idle repair middleware wraps its next handler")
 	}
 	// A repaired call that validation then refuses keeps the repaired arguments and the notes.
-	vmw, err := newValidate(config.Validate{}, tools)
+	vmw, err := NewValidate(ValidateOptions{}, tools)
 	if err != nil {
 		t.Fatal(err)
 	}
-	mw, _ = newRepair(cfg, tools)
+	mw, _ = NewRepair(cfg, tools)
 	rec = Chain(spy, mw, vmw).Call(context.Background(), tool.Call{Server: "web", Tool: "scrape_and_extract_info", Arguments: map[string]any{"url": "u", "description": "d", "depth": "deep"}})
 	if rec.Error == nil || !strings.Contains(rec.Error.Message, `/depth: got string "deep", want integer`) {
 		t.Errorf("validation after repair: %v", rec.Error)
@@ -475,7 +474,7 @@ func TestRepairMiddleware(t *testing.T) {
 }
 
 func TestNewRepairBadPattern(t *testing.T) {
-	_, err := newRepair(config.Repair{Aliases: []config.Aliases{{Tools: "web/[", Map: map[string]string{"a": "b"}}}}, newSchemaToolStub())
+	_, err := NewRepair(RepairOptions{Aliases: []Aliases{{Tools: "web/[", Map: map[string]string{"a": "b"}}}}, newSchemaToolStub())
 	if err == nil {
 		t.Error("a bad tool pattern was accepted")
 	}

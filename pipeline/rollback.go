@@ -7,7 +7,6 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/toolmux/toolmux/config"
 	"github.com/toolmux/toolmux/internal/toolglob"
 	"github.com/toolmux/toolmux/tool"
 )
@@ -19,13 +18,22 @@ type rollbackRule struct {
 	reason string
 }
 
-// newRollback returns the middleware that sets every record's verdict: the
+// NewRollback returns the middleware that sets every record's verdict: the
 // first rule that matches advises rolling the turn back, with its reason.
 // It never rolls anything back itself.
-func newRollback(cfg config.Rollback) (Middleware, error) {
+func NewRollback(cfg RollbackOptions) (Middleware, error) {
+	step, err := newRollback(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return afterMiddleware(step), nil
+}
+
+// newRollback returns the rollback middleware's step after the call.
+func newRollback(cfg RollbackOptions) (afterFunc, error) {
 	rules := cfg.Rules
 	if rules == nil {
-		rules = config.DefaultRollbackRules
+		rules = DefaultRollbackRules()
 	}
 	parsed := make([]rollbackRule, 0, len(rules))
 	for i, r := range rules {
@@ -35,28 +43,25 @@ func newRollback(cfg config.Rollback) (Middleware, error) {
 		}
 		parsed = append(parsed, pr)
 	}
-	return func(next Handler) Handler {
-		return HandlerFunc(func(ctx context.Context, call tool.Call) *tool.Record {
-			rec := next.Call(ctx, call)
-			rec.Verdict = &tool.Verdict{}
-			for _, r := range parsed {
-				if len(r.tools) > 0 {
-					if _, ok := toolglob.Any(r.tools, rec.Server, rec.Tool); !ok {
-						continue
-					}
-				}
-				if r.match(rec) {
-					rec.Verdict = &tool.Verdict{Rollback: true, Reason: r.reason}
-					rec.Note("rollback", "advises rolling the turn back: "+r.reason, nil)
-					break
+	return func(_ context.Context, _ tool.Call, rec *tool.Record) *tool.Record {
+		rec.Verdict = &tool.Verdict{}
+		for _, r := range parsed {
+			if len(r.tools) > 0 {
+				if _, ok := toolglob.Any(r.tools, rec.Server, rec.Tool); !ok {
+					continue
 				}
 			}
-			return rec
-		})
+			if r.match(rec) {
+				rec.Verdict = &tool.Verdict{Rollback: true, Reason: r.reason}
+				rec.Note("rollback", "advises rolling the turn back: "+r.reason, nil)
+				break
+			}
+		}
+		return rec
 	}, nil
 }
 
-func parseRollbackRule(r config.RollbackRule) (rollbackRule, error) {
+func parseRollbackRule(r RollbackRule) (rollbackRule, error) {
 	tools, err := toolglob.ParseAll(r.Tools, true)
 	if err != nil {
 		return rollbackRule{}, err

@@ -4,12 +4,11 @@ import (
 	"context"
 	"testing"
 
-	"github.com/toolmux/toolmux/config"
 	"github.com/toolmux/toolmux/tool"
 )
 
 func TestRollbackRules(t *testing.T) {
-	rules := config.Rollback{Rules: []config.RollbackRule{
+	rules := RollbackOptions{Rules: []RollbackRule{
 		{Prefix: "Unknown tool:"},
 		{Prefix: "Error executing tool"},
 		{JSONEmpty: "organic", Tools: []string{"google_search"}, Reason: "the search found nothing"},
@@ -17,7 +16,7 @@ func TestRollbackRules(t *testing.T) {
 		{IsError: true, Tools: []string{"strict/*"}},
 		{Kinds: []string{"tool_not_registered", "duplicate_query"}},
 	}}
-	mw, err := newRollback(rules)
+	mw, err := NewRollback(rules)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,7 +74,7 @@ func TestRollbackRules(t *testing.T) {
 }
 
 func TestRollbackDefaultsAndBadRules(t *testing.T) {
-	mw, err := newRollback(config.Rollback{})
+	mw, err := NewRollback(RollbackOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -84,10 +83,10 @@ func TestRollbackDefaultsAndBadRules(t *testing.T) {
 	if !rec.Verdict.Rollback {
 		t.Errorf("unknown tool should roll back by default: %+v", rec.Verdict)
 	}
-	if _, err := newRollback(config.Rollback{Rules: []config.RollbackRule{{Tools: []string{"x"}}}}); err == nil {
+	if _, err := NewRollback(RollbackOptions{Rules: []RollbackRule{{Tools: []string{"x"}}}}); err == nil {
 		t.Error("a rule without a condition was accepted")
 	}
-	none, _ := newRollback(config.Rollback{Rules: []config.RollbackRule{}})
+	none, _ := NewRollback(RollbackOptions{Rules: []RollbackRule{}})
 	rec = Chain(next, none).Call(context.Background(), tool.Call{Server: "s", Tool: "nope"})
 	if rec.Verdict.Rollback {
 		t.Error("an empty rule list must never roll back")

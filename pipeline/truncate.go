@@ -10,7 +10,6 @@ import (
 	"strings"
 	"unicode/utf8"
 
-	"github.com/toolmux/toolmux/config"
 	"github.com/toolmux/toolmux/internal/toolglob"
 	"github.com/toolmux/toolmux/tool"
 )
@@ -34,7 +33,18 @@ type truncator struct {
 	spillDir    string
 }
 
-func newTruncator(cfg config.Truncate, spillDir string, lowContext bool) (*truncator, error) {
+// NewTruncate returns the truncation middleware: past the limit, the model
+// sees the head and the tail of a result's text with a marker in between;
+// the full text is saved under spillDir ("": not saved).
+func NewTruncate(cfg TruncateOptions, spillDir string) (Middleware, error) {
+	t, err := newTruncator(cfg, spillDir, false)
+	if err != nil {
+		return nil, err
+	}
+	return t.middleware, nil
+}
+
+func newTruncator(cfg TruncateOptions, spillDir string, lowContext bool) (*truncator, error) {
 	t := &truncator{
 		max:        cfg.MaxChars,
 		lowMax:     cfg.LowContext.MaxChars,
@@ -42,10 +52,10 @@ func newTruncator(cfg config.Truncate, spillDir string, lowContext bool) (*trunc
 		spillDir:   spillDir,
 	}
 	if t.max <= 0 {
-		t.max = config.DefaultMaxChars
+		t.max = DefaultMaxChars
 	}
 	if t.lowMax <= 0 {
-		t.lowMax = config.DefaultLowContextChars
+		t.lowMax = DefaultLowContextChars
 	}
 	var err error
 	if t.tools, err = parseLimits(cfg.Tools); err != nil {
@@ -57,7 +67,7 @@ func newTruncator(cfg config.Truncate, spillDir string, lowContext bool) (*trunc
 	return t, nil
 }
 
-func parseLimits(ls []config.ToolLimit) ([]toolLimit, error) {
+func parseLimits(ls []ToolLimit) ([]toolLimit, error) {
 	out := make([]toolLimit, 0, len(ls))
 	for _, l := range ls {
 		p, err := toolglob.Parse(l.Tools, true)
@@ -88,41 +98,40 @@ func (t *truncator) limit(server, name string) int {
 	return n
 }
 
-func (t *truncator) middleware(next Handler) Handler {
-	return HandlerFunc(func(ctx context.Context, call tool.Call) *tool.Record {
-		rec := next.Call(ctx, call)
-		if rec.Result == nil {
-			return rec
-		}
-		limit := t.limit(rec.Server, rec.Tool)
-		src := textOf(rec.Result)
-		total := src.chars()
-		if total <= limit && !src.spilled() {
-			return rec
-		}
-		path, src, err := t.spill(rec, src)
-		cut := cutMiddle(src, total, limit, path, err)
-		res := *rec.Result
-		res.Content = []tool.Content{{Type: tool.ContentText, Text: cut}}
-		for _, c := range rec.Result.Content {
-			if !hasText(c) {
-				res.Content = append(res.Content, c)
-			}
-		}
-		rec.Result = &res
-		data := map[string]any{"kind": string(tool.KindOutputTruncated), "original_chars": total,
-			"kept_chars": utf8.RuneCountInString(cut), "limit": limit}
-		msg := fmt.Sprintf("output cut from %d to %d characters", total, limit)
-		if err == nil {
-			data["spill_path"] = path
-			msg += "; full text saved to " + path
-		} else {
-			data["spill_error"] = err.Error()
-			msg += "; the full text could not be saved: " + err.Error()
-		}
-		rec.Note("truncate", msg, data)
+func (t *truncator) middleware(next Handler) Handler { return afterMiddleware(t.after)(next) }
+
+func (t *truncator) after(_ context.Context, _ tool.Call, rec *tool.Record) *tool.Record {
+	if rec.Result == nil {
 		return rec
-	})
+	}
+	limit := t.limit(rec.Server, rec.Tool)
+	src := textOf(rec.Result)
+	total := src.chars()
+	if total <= limit && !src.spilled() {
+		return rec
+	}
+	path, src, err := t.spill(rec, src)
+	cut := cutMiddle(src, total, limit, path, err)
+	res := *rec.Result
+	res.Content = []tool.Content{{Type: tool.ContentText, Text: cut}}
+	for _, c := range rec.Result.Content {
+		if !hasText(c) {
+			res.Content = append(res.Content, c)
+		}
+	}
+	rec.Result = &res
+	data := map[string]any{"kind": string(tool.KindOutputTruncated), "original_chars": total,
+		"kept_chars": utf8.RuneCountInString(cut), "limit": limit}
+	msg := fmt.Sprintf("output cut from %d to %d characters", total, limit)
+	if err == nil {
+		data["spill_path"] = path
+		msg += "; full text saved to " + path
+	} else {
+		data["spill_error"] = err.Error()
+		msg += "; the full text could not be saved: " + err.Error()
+	}
+	rec.Note("truncate", msg, data)
+	return rec
 }
 
 // textView is Result.Text without the copy when the text is one part, as

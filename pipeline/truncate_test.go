@@ -8,13 +8,12 @@ import (
 	"testing"
 	"unicode/utf8"
 
-	"github.com/toolmux/toolmux/config"
 	"github.com/toolmux/toolmux/tool"
 )
 
 func TestTruncateKeepsHeadAndTailAndSpills(t *testing.T) {
 	dir := t.TempDir()
-	tr, err := newTruncator(config.Truncate{MaxChars: 1000, Tools: []config.ToolLimit{{Tools: "web/scrape", MaxChars: 300}}}, dir, false)
+	tr, err := newTruncator(TruncateOptions{MaxChars: 1000, Tools: []ToolLimit{{Tools: "web/scrape", MaxChars: 300}}}, dir, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -81,8 +80,8 @@ func TestTruncateMarkerCountIsExact(t *testing.T) {
 }
 
 func TestLowContextTightens(t *testing.T) {
-	cfg := config.Truncate{MaxChars: 50000, Tools: []config.ToolLimit{{Tools: "*/scrape*", MaxChars: 30000}},
-		LowContext: config.LowContext{MaxChars: 10000, Tools: []config.ToolLimit{{Tools: "*/scrape*", MaxChars: 20000}}}}
+	cfg := TruncateOptions{MaxChars: 50000, Tools: []ToolLimit{{Tools: "*/scrape*", MaxChars: 30000}},
+		LowContext: LowContext{MaxChars: 10000, Tools: []ToolLimit{{Tools: "*/scrape*", MaxChars: 20000}}}}
 	normal, _ := newTruncator(cfg, "", false)
 	low, _ := newTruncator(cfg, "", true)
 	if got := normal.limit("s", "scrape_website"); got != 30000 {
@@ -105,7 +104,7 @@ func TestLowContextTightens(t *testing.T) {
 }
 
 func TestTruncateWithoutDataDirStillCuts(t *testing.T) {
-	tr, _ := newTruncator(config.Truncate{MaxChars: 200}, "", false)
+	tr, _ := newTruncator(TruncateOptions{MaxChars: 200}, "", false)
 	next := &scripted{answers: map[string]func(tool.Call) *tool.Record{"s/t": answerText(strings.Repeat("x", 1000))}}
 	rec := Chain(next, tr.middleware).Call(context.Background(), tool.Call{Server: "s", Tool: "t"})
 	if utf8.RuneCountInString(rec.Result.Text()) > 200 || rec.Notes[0].Data["spill_error"] == nil {

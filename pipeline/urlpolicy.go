@@ -13,7 +13,6 @@ import (
 
 	"github.com/bmatcuk/doublestar/v4"
 
-	"github.com/toolmux/toolmux/config"
 	"github.com/toolmux/toolmux/internal/toolglob"
 	"github.com/toolmux/toolmux/tool"
 )
@@ -24,7 +23,7 @@ const (
 	urlDeny  = "deny"
 )
 
-// urlRule is a parsed config.URLRule.
+// urlRule is a parsed URLRule.
 type urlRule struct {
 	action  string
 	host    string // path.Match glob on the folded host name; "" matches any
@@ -40,9 +39,9 @@ type urlPolicy struct {
 	deny  bool // the default for URLs no rule matches
 }
 
-// newURLPolicy returns the URL policy middleware. It refuses a call, before
+// NewURLPolicy returns the URL policy middleware. It refuses a call, before
 // calling the next handler, when one of the URLs in its arguments is
-// denied; see [config.URLPolicy].
+// denied; see [URLPolicyOptions].
 //
 // The URLs of a call are every http(s) URL in its string arguments, at any
 // depth: whole values and URLs embedded in text ("see https://..."), plus
@@ -56,7 +55,7 @@ type urlPolicy struct {
 //
 // A policy cannot see where a tool goes on its own: redirects, and URLs a
 // tool derives from other arguments, are out of its reach.
-func newURLPolicy(cfg config.URLPolicy) (Middleware, error) {
+func NewURLPolicy(cfg URLPolicyOptions) (Middleware, error) {
 	p, err := parseURLPolicy(cfg)
 	if err != nil {
 		return nil, err
@@ -64,7 +63,7 @@ func newURLPolicy(cfg config.URLPolicy) (Middleware, error) {
 	return p.middleware, nil
 }
 
-func parseURLPolicy(cfg config.URLPolicy) (*urlPolicy, error) {
+func parseURLPolicy(cfg URLPolicyOptions) (*urlPolicy, error) {
 	p := &urlPolicy{named: map[string]bool{}}
 	switch strings.ToLower(cfg.Default) {
 	case "", urlAllow:

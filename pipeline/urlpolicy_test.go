@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/toolmux/toolmux/config"
 	"github.com/toolmux/toolmux/internal/testservers"
 	"github.com/toolmux/toolmux/manager"
 	"github.com/toolmux/toolmux/mcpsource"
@@ -18,16 +17,16 @@ import (
 )
 
 // hfPolicy is the seed system's rule: no Hugging Face datasets or spaces.
-var hfPolicy = config.URLPolicy{Rules: []config.URLRule{
+var hfPolicy = URLPolicyOptions{Rules: []URLRule{
 	{Action: "deny", Host: "huggingface.co", Path: "/datasets/**"},
 	{Action: "deny", Host: "huggingface.co", Path: "/spaces/**"},
 }}
 
 // runURLPolicy sends one call through the policy and reports whether the
 // next handler was reached.
-func runURLPolicy(t *testing.T, cfg config.URLPolicy, call tool.Call) (*tool.Record, bool) {
+func runURLPolicy(t *testing.T, cfg URLPolicyOptions, call tool.Call) (*tool.Record, bool) {
 	t.Helper()
-	mw, err := newURLPolicy(cfg)
+	mw, err := NewURLPolicy(cfg)
 	if err != nil {
 		t.Fatalf("newURLPolicy: %v", err)
 	}
@@ -46,26 +45,26 @@ func runURLPolicy(t *testing.T, cfg config.URLPolicy, call tool.Call) (*tool.Rec
 func TestURLPolicy(t *testing.T) {
 	hfNamed := hfPolicy
 	hfNamed.Arguments = []string{"url", "Links"}
-	precedence := config.URLPolicy{Rules: []config.URLRule{
+	precedence := URLPolicyOptions{Rules: []URLRule{
 		{Action: "allow", Host: "huggingface.co", Path: "/datasets/public/**"},
 		{Action: "deny", Host: "huggingface.co", Path: "/datasets/**"},
 	}}
-	reversed := config.URLPolicy{Rules: []config.URLRule{precedence.Rules[1], precedence.Rules[0]}}
-	defaultDeny := config.URLPolicy{Default: "deny", Rules: []config.URLRule{
+	reversed := URLPolicyOptions{Rules: []URLRule{precedence.Rules[1], precedence.Rules[0]}}
+	defaultDeny := URLPolicyOptions{Default: "deny", Rules: []URLRule{
 		{Action: "allow", Host: "*.example.com"},
 		{Action: "allow", Host: "example.com"},
 		{Action: "deny", Host: "api.example.com", Path: "/never/**"}, // shadowed by rule 0
 	}}
-	scrapeOnly := config.URLPolicy{Rules: []config.URLRule{
+	scrapeOnly := URLPolicyOptions{Rules: []URLRule{
 		{Action: "deny", Host: "huggingface.co", Tools: []string{"scrape_*", "jina/*"}},
 	}}
-	loopback := config.URLPolicy{Rules: []config.URLRule{{Action: "deny", Host: "127.0.0.1"}}}
-	anyHost := config.URLPolicy{Rules: []config.URLRule{{Action: "deny", Path: "/admin/**"}}}
+	loopback := URLPolicyOptions{Rules: []URLRule{{Action: "deny", Host: "127.0.0.1"}}}
+	anyHost := URLPolicyOptions{Rules: []URLRule{{Action: "deny", Path: "/admin/**"}}}
 
 	url := func(u string) map[string]any { return map[string]any{"url": u} }
 	tests := []struct {
 		name   string
-		cfg    config.URLPolicy
+		cfg    URLPolicyOptions
 		server string // default "web"
 		tool   string // default "scrape_website"
 		args   map[string]any
@@ -200,18 +199,18 @@ func TestURLPolicyMessages(t *testing.T) {
 		t.Errorf("note url %v", u)
 	}
 
-	custom := config.URLPolicy{Rules: []config.URLRule{{Action: "deny", Host: "*.hf.co", Message: "Hugging Face mirrors are off limits for this benchmark."}}}
+	custom := URLPolicyOptions{Rules: []URLRule{{Action: "deny", Host: "*.hf.co", Message: "Hugging Face mirrors are off limits for this benchmark."}}}
 	rec, _ = runURLPolicy(t, custom, call("https://cdn.hf.co/x"))
 	if rec.Error.Message != "Hugging Face mirrors are off limits for this benchmark." {
 		t.Errorf("custom message %q", rec.Error.Message)
 	}
 
-	rec, _ = runURLPolicy(t, config.URLPolicy{Default: "deny"}, call("https://other.org/x"))
+	rec, _ = runURLPolicy(t, URLPolicyOptions{Default: "deny"}, call("https://other.org/x"))
 	if want := "URL https://other.org/x is blocked by the URL policy (no rule allows it, and the default is deny)"; rec.Error.Message != want {
 		t.Errorf("default message %q", rec.Error.Message)
 	}
 
-	tools := config.URLPolicy{Rules: []config.URLRule{{Action: "deny", Tools: []string{"scrape_*"}}}}
+	tools := URLPolicyOptions{Rules: []URLRule{{Action: "deny", Tools: []string{"scrape_*"}}}}
 	rec, _ = runURLPolicy(t, tools, call("https://a.org/"))
 	if want := "URL https://a.org/ is blocked by the URL policy (deny every URL for tools scrape_*)"; rec.Error.Message != want {
 		t.Errorf("tools message %q", rec.Error.Message)
@@ -227,25 +226,25 @@ func TestURLPolicyMessages(t *testing.T) {
 func TestURLPolicyConfigErrors(t *testing.T) {
 	for _, tc := range []struct {
 		name string
-		cfg  config.URLPolicy
+		cfg  URLPolicyOptions
 		want string
 	}{
-		{"bad default", config.URLPolicy{Default: "block"}, `default "block"`},
-		{"bad action", config.URLPolicy{Rules: []config.URLRule{{Action: "block"}}}, `rules[0]: action "block"`},
-		{"empty action", config.URLPolicy{Rules: []config.URLRule{{Action: "allow"}, {Host: "a.com"}}}, `rules[1]: action ""`},
-		{"bad host", config.URLPolicy{Rules: []config.URLRule{{Action: "deny", Host: "[a"}}}, "bad host pattern"},
-		{"bad path", config.URLPolicy{Rules: []config.URLRule{{Action: "deny", Path: "/a/[b"}}}, "bad path pattern"},
-		{"relative path", config.URLPolicy{Rules: []config.URLRule{{Action: "deny", Path: "datasets/**"}}}, "must start with /"},
-		{"bad tools", config.URLPolicy{Rules: []config.URLRule{{Action: "deny", Tools: []string{"a/[b"}}}}, "bad tool pattern"},
+		{"bad default", URLPolicyOptions{Default: "block"}, `default "block"`},
+		{"bad action", URLPolicyOptions{Rules: []URLRule{{Action: "block"}}}, `rules[0]: action "block"`},
+		{"empty action", URLPolicyOptions{Rules: []URLRule{{Action: "allow"}, {Host: "a.com"}}}, `rules[1]: action ""`},
+		{"bad host", URLPolicyOptions{Rules: []URLRule{{Action: "deny", Host: "[a"}}}, "bad host pattern"},
+		{"bad path", URLPolicyOptions{Rules: []URLRule{{Action: "deny", Path: "/a/[b"}}}, "bad path pattern"},
+		{"relative path", URLPolicyOptions{Rules: []URLRule{{Action: "deny", Path: "datasets/**"}}}, "must start with /"},
+		{"bad tools", URLPolicyOptions{Rules: []URLRule{{Action: "deny", Tools: []string{"a/[b"}}}}, "bad tool pattern"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := newURLPolicy(tc.cfg)
+			_, err := NewURLPolicy(tc.cfg)
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Errorf("error %v, want one containing %q", err, tc.want)
 			}
 		})
 	}
-	if _, err := newURLPolicy(config.URLPolicy{Default: "DENY", Rules: []config.URLRule{{Action: "Allow", Host: "HuggingFace.co"}}}); err != nil {
+	if _, err := NewURLPolicy(URLPolicyOptions{Default: "DENY", Rules: []URLRule{{Action: "Allow", Host: "HuggingFace.co"}}}); err != nil {
 		t.Errorf("case of actions: %v", err)
 	}
 }
@@ -270,7 +269,7 @@ func TestURLPolicyBlocksBeforeTheNetwork(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer m.Close()
-	mw, err := newURLPolicy(config.URLPolicy{Rules: []config.URLRule{
+	mw, err := NewURLPolicy(URLPolicyOptions{Rules: []URLRule{
 		{Action: "deny", Host: "127.0.0.1", Path: "/datasets/**"},
 	}})
 	if err != nil {

@@ -13,7 +13,6 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/toolmux/toolmux/config"
 	"github.com/toolmux/toolmux/tool"
 )
 
@@ -101,9 +100,9 @@ const echoSchema = `{
 	"additionalProperties": false
 }`
 
-func runValidate(t *testing.T, cfg config.Validate, tools ToolLookup, call tool.Call) (*tool.Record, *callSpy) {
+func runValidate(t *testing.T, cfg ValidateOptions, tools ToolLookup, call tool.Call) (*tool.Record, *callSpy) {
 	t.Helper()
-	mw, err := newValidate(cfg, tools)
+	mw, err := NewValidate(cfg, tools)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -119,7 +118,7 @@ func TestValidateListsEveryViolation(t *testing.T) {
 	tools := newSchemaToolStub(tool.Tool{Server: "fx", Name: "echo", InputSchema: schemaJSON(t, echoSchema)})
 	args := schemaJSON(t, `{"count": "3", "limit": 0, "mode": "medium", "extra": 1, "opt": "x",
 		"items": [{"name": "a"}, {"name": "b"}, {"name": 5}, {"nam": "d"}]}`)
-	rec, spy := runValidate(t, config.Validate{}, tools, tool.Call{ID: "c1", Server: "fx", Tool: "echo", Arguments: args})
+	rec, spy := runValidate(t, ValidateOptions{}, tools, tool.Call{ID: "c1", Server: "fx", Tool: "echo", Arguments: args})
 	if n := spy.calls.Load(); n != 0 {
 		t.Fatalf("the tool was called %d times on invalid arguments", n)
 	}
@@ -200,7 +199,7 @@ func TestValidateViolationWording(t *testing.T) {
 		{`{"ecma": "xyz"}`, nil},
 	}
 	for _, tc := range tests {
-		rec, spy := runValidate(t, config.Validate{}, tools, tool.Call{Server: "fx", Tool: "w", Arguments: schemaJSON(t, tc.args)})
+		rec, spy := runValidate(t, ValidateOptions{}, tools, tool.Call{Server: "fx", Tool: "w", Arguments: schemaJSON(t, tc.args)})
 		if tc.want == nil {
 			if rec.Error != nil || spy.calls.Load() != 1 {
 				t.Errorf("%s: refused: %v", tc.args, rec.Error)
@@ -252,7 +251,7 @@ func TestValidatePassesValidCalls(t *testing.T) {
 		{"go values bad", tool.Call{Server: "fx", Tool: "echo", Arguments: map[string]any{"message": "hi", "items": []map[string]int{{"name": 1}}}}, true},
 	}
 	for _, tc := range tests {
-		rec, spy := runValidate(t, config.Validate{}, tools, tc.call)
+		rec, spy := runValidate(t, ValidateOptions{}, tools, tc.call)
 		if refused := rec.Error != nil; refused != tc.refuse {
 			t.Errorf("%s: refused = %v (%v), want %v", tc.name, refused, rec.Error, tc.refuse)
 		}
@@ -266,7 +265,7 @@ func TestValidatePassesValidCalls(t *testing.T) {
 			t.Errorf("%s: arguments changed on the way: %v", tc.name, spy.lastArgs())
 		}
 	}
-	rec, _ := runValidate(t, config.Validate{}, tools, tool.Call{Server: "fx", Tool: "echo", Arguments: map[string]any{"message": "hi", "items": []map[string]int{{"name": 1}}}})
+	rec, _ := runValidate(t, ValidateOptions{}, tools, tool.Call{Server: "fx", Tool: "echo", Arguments: map[string]any{"message": "hi", "items": []map[string]int{{"name": 1}}}})
 	if !strings.Contains(rec.Error.Message, "/items/0/name: got number 1, want string") {
 		t.Errorf("Go values: %s", rec.Error.Message)
 	}
@@ -293,7 +292,7 @@ func TestValidateRejectsInvalidUTF8(t *testing.T) {
 			"the argument at /a~1b~0c is not valid UTF-8 text"},
 	}
 	for _, tc := range tests {
-		rec, spy := runValidate(t, config.Validate{}, tools, tool.Call{Server: "fx", Tool: "open", Arguments: tc.args})
+		rec, spy := runValidate(t, ValidateOptions{}, tools, tool.Call{Server: "fx", Tool: "open", Arguments: tc.args})
 		if spy.calls.Load() != 0 || rec.Error == nil || rec.Error.Kind != tool.KindInvalidParams {
 			t.Errorf("%s: not refused: %+v", tc.name, rec.Error)
 			continue
@@ -312,7 +311,7 @@ func TestValidateRejectsUnusableNumbers(t *testing.T) {
 		`{"type": "object", "properties": {"n": {"type": "integer", "minimum": 0}}}`)})
 	for _, v := range []any{math.NaN(), math.Inf(1), json.Number("1e-999999999"), json.Number("abc"), json.Number(""),
 		json.Number(strings.Repeat("9", 500))} {
-		rec, spy := runValidate(t, config.Validate{}, tools, tool.Call{Server: "fx", Tool: "n", Arguments: map[string]any{"n": v}})
+		rec, spy := runValidate(t, ValidateOptions{}, tools, tool.Call{Server: "fx", Tool: "n", Arguments: map[string]any{"n": v}})
 		if spy.calls.Load() != 0 || rec.Error == nil || !strings.HasPrefix(rec.Error.Message, "the argument at /n is not a") {
 			t.Errorf("%v: not refused: %+v", v, rec.Error)
 		}
@@ -322,7 +321,7 @@ func TestValidateRejectsUnusableNumbers(t *testing.T) {
 func TestValidateSizeLimit(t *testing.T) {
 	tools := newSchemaToolStub(tool.Tool{Server: "fx", Name: "open", InputSchema: map[string]any{"type": "object"}})
 	big := strings.Repeat("a", 2<<20)
-	rec, spy := runValidate(t, config.Validate{}, tools, tool.Call{Server: "fx", Tool: "open", Arguments: map[string]any{"text": big}})
+	rec, spy := runValidate(t, ValidateOptions{}, tools, tool.Call{Server: "fx", Tool: "open", Arguments: map[string]any{"text": big}})
 	if spy.calls.Load() != 0 || rec.Error == nil || rec.Error.Kind != tool.KindInvalidParams {
 		t.Fatalf("2 MiB call not refused: %+v", rec.Error)
 	}
@@ -334,7 +333,7 @@ func TestValidateSizeLimit(t *testing.T) {
 		t.Errorf("note data = %v", d)
 	}
 	// A configured limit; Go values are measured through json.Marshal.
-	small := config.Validate{MaxArgumentBytes: 20}
+	small := ValidateOptions{MaxArgumentBytes: 20}
 	for _, args := range []map[string]any{
 		{"text": strings.Repeat("x", 20)},
 		{"list": []string{strings.Repeat("x", 20)}},
@@ -383,7 +382,7 @@ func TestValidateCachesCompiledSchemas(t *testing.T) {
 		tool.Tool{Server: "fx", Name: "echo", InputSchema: schema},
 		tool.Tool{Server: "fy", Name: "echo", InputSchema: schema},
 	)
-	v, err := newSchemaValidator(config.Validate{}, tools)
+	v, err := newSchemaValidator(ValidateOptions{}, tools)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -426,7 +425,7 @@ func TestValidateCachesCompiledSchemas(t *testing.T) {
 
 func TestValidateConcurrentCalls(t *testing.T) {
 	tools := newSchemaToolStub(tool.Tool{Server: "fx", Name: "echo", InputSchema: schemaJSON(t, echoSchema)})
-	v, err := newSchemaValidator(config.Validate{}, tools)
+	v, err := newSchemaValidator(ValidateOptions{}, tools)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -482,7 +481,7 @@ func TestValidateBrokenSchemaDoesNotBlock(t *testing.T) {
 	}
 	for _, tc := range tests {
 		tools := newSchemaToolStub(tool.Tool{Server: "fx", Name: "t", InputSchema: tc.schema})
-		v, err := newSchemaValidator(config.Validate{}, tools)
+		v, err := newSchemaValidator(ValidateOptions{}, tools)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -519,7 +518,7 @@ func TestValidateBrokenSchemaDoesNotBlock(t *testing.T) {
 }
 
 func TestNewValidateNeedsLookup(t *testing.T) {
-	if _, err := newValidate(config.Validate{}, nil); err == nil {
+	if _, err := NewValidate(ValidateOptions{}, nil); err == nil {
 		t.Error("newValidate accepted a nil ToolLookup")
 	}
 }
@@ -531,7 +530,7 @@ func BenchmarkValidate(b *testing.B) {
 		"required": ["message"],
 		"additionalProperties": false
 	}`)})
-	mw, err := newValidate(config.Validate{}, tools)
+	mw, err := NewValidate(ValidateOptions{}, tools)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -554,7 +553,7 @@ func BenchmarkValidate(b *testing.B) {
 func TestValidateAdmittedDefinitionAcrossARefresh(t *testing.T) {
 	admitted := tool.Tool{Server: "fx", Name: "echo", InputSchema: schemaJSON(t, echoSchema)}
 	tools := newSchemaToolStub(admitted)
-	v, err := newSchemaValidator(config.Validate{}, tools)
+	v, err := newSchemaValidator(ValidateOptions{}, tools)
 	if err != nil {
 		t.Fatal(err)
 	}

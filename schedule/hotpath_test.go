@@ -8,7 +8,6 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/toolmux/toolmux/config"
 	"github.com/toolmux/toolmux/manager"
 	"github.com/toolmux/toolmux/pipeline"
 	"github.com/toolmux/toolmux/schedule"
@@ -127,7 +126,7 @@ func (c *countingLookup) Tool(ctx context.Context, server, name string) (tool.To
 func TestOneDefinitionPerCall(t *testing.T) {
 	m, _ := fixture(t)
 	lookup := &countingLookup{Manager: m}
-	p, err := pipeline.New(lookup, config.Pipeline{}, pipeline.WithDataDir(t.TempDir()))
+	p, err := pipeline.New(lookup, pipeline.WithDataDir(t.TempDir()))
 	if err != nil {
 		t.Fatal(err)
 	}

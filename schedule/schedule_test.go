@@ -12,7 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/toolmux/toolmux/config"
 	"github.com/toolmux/toolmux/internal/testservers"
 	"github.com/toolmux/toolmux/manager"
 	"github.com/toolmux/toolmux/mcpsource"
@@ -201,7 +200,7 @@ func TestUnknownToolIsRefusedAndRecorded(t *testing.T) {
 	m, _ := fixture(t)
 	var mu sync.Mutex
 	var recorded []*tool.Record
-	p, err := pipeline.New(m, config.Pipeline{}, pipeline.WithRecorder(pipeline.RecorderFunc(
+	p, err := pipeline.New(m, pipeline.WithRecorder(pipeline.RecorderFunc(
 		func(_ context.Context, r *tool.Record) { mu.Lock(); recorded = append(recorded, r); mu.Unlock() })))
 	if err != nil {
 		t.Fatal(err)

@@ -5,7 +5,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/toolmux/toolmux/config"
 	"github.com/toolmux/toolmux/pipeline"
 	"github.com/toolmux/toolmux/tasklog"
 	"github.com/toolmux/toolmux/tool"
@@ -29,7 +28,7 @@ func (b echoBackend) Tools(context.Context) (*tool.Catalog, error) {
 func TestPipelineRecordsIntoTheLog(t *testing.T) {
 	l := open(t, "")
 	echo := tool.Tool{Server: "fx", Name: "echo", InputSchema: map[string]any{"type": "object"}}
-	p, err := pipeline.New(echoBackend{echo}, config.Pipeline{}, pipeline.WithRecorder(l))
+	p, err := pipeline.New(echoBackend{echo}, pipeline.WithRecorder(l))
 	if err != nil {
 		t.Fatal(err)
 	}
