@@ -6,15 +6,14 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"path"
 	"path/filepath"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/toolmux/toolmux/builtin"
 	"github.com/toolmux/toolmux/cmdsource"
 	"github.com/toolmux/toolmux/config"
+	"github.com/toolmux/toolmux/internal/toolglob"
 	"github.com/toolmux/toolmux/manager"
 	"github.com/toolmux/toolmux/mcpsource"
 	"github.com/toolmux/toolmux/tool"
@@ -282,7 +281,7 @@ func healthCheck(cfg *config.Config, sc config.Server) config.HealthCheck {
 
 func serverOptions(cfg *config.Config, sc config.Server) manager.ServerOptions {
 	retry := cfg.Retry
-	retry.Tools = toolGlobsFor(sc.Name, cfg.Retry.Tools)
+	retry.Tools = toolglob.Scope(cfg.Retry.Tools, sc.Name)
 	if sc.Retry != nil {
 		retry = *sc.Retry
 	}
@@ -308,23 +307,6 @@ func serverOptions(cfg *config.Config, sc config.Server) manager.ServerOptions {
 		Transport: sc.Transport,
 		Recovery:  manager.Recovery{MinBackoff: hc.MinBackoff, MaxBackoff: hc.MaxBackoff},
 	}
-}
-
-// toolGlobsFor turns global "server/tool" patterns into the bare tool globs
-// that apply to one server.
-func toolGlobsFor(server string, globs []string) []string {
-	var out []string
-	for _, g := range globs {
-		srv, tl, ok := strings.Cut(g, "/")
-		if !ok {
-			out = append(out, g)
-			continue
-		}
-		if m, _ := path.Match(srv, server); m {
-			out = append(out, tl)
-		}
-	}
-	return out
 }
 
 func first[T comparable](vals ...T) T {
