@@ -24,6 +24,8 @@ FUZZ := ./config:FuzzParse ./builtin:FuzzResolvePath ./internal/ringbuf:FuzzRing
         ./stream:FuzzAppendJSON ./internal/toolglob:FuzzPattern ./internal/editdist:FuzzDistance \
         ./internal/jsonfloat:FuzzAppend
 FUZZTIME ?= 5s
+# Fuzz targets run this many at a time, sharing the cores (scripts/fuzz.sh).
+FUZZJOBS ?= 4
 # Tests that call t.Parallel (cmd/toolmux's, which mostly wait on the
 # processes they start) run this many at a time in a package.
 PARALLEL ?= 4
@@ -69,11 +71,11 @@ test: peers browser check
 	$(GO) test -count=1 -run 'Allocat' ./policy
 	$(MAKE) fuzz
 
-# Two targets at a time, each on half the cores (scripts/fuzz.sh); a
+# FUZZJOBS targets at a time, sharing the cores (scripts/fuzz.sh); a
 # failing input found is written under the package's testdata/fuzz and fails
 # the build.
 fuzz:
-	@GO="$(GO)" FUZZTIME=$(FUZZTIME) scripts/fuzz.sh $(FUZZ)
+	@GO="$(GO)" FUZZTIME=$(FUZZTIME) JOBS=$(FUZZJOBS) scripts/fuzz.sh $(FUZZ)
 
 bench: peers
 	$(GO) test -run '^$$' -bench . -benchmem ./...
