@@ -112,14 +112,27 @@ func (l *Log) openIndex(ctx context.Context) error {
 	if strings.ContainsAny(path, "?#") {
 		return &ValidationError{Field: "dir", Value: path, Reason: "must not contain '?' or '#'"}
 	}
-	for attempt := 0; ; attempt++ {
+	busyUntil := time.Now().Add(l.opts.busyTimeout)
+	for rebuilt := false; ; {
 		err := l.tryOpenIndex(ctx, path)
 		if err == nil {
 			return nil
 		}
-		if attempt > 0 || !indexBroken(err) {
+		if indexBusy(err) && time.Now().Before(busyUntil) {
+			// Processes opening a new index at once all set its journal
+			// mode, which needs the file to itself: SQLite answers BUSY at
+			// once instead of waiting, so wait here, within the same bound.
+			select {
+			case <-ctx.Done():
+				return err
+			case <-time.After(busyRetry):
+			}
+			continue
+		}
+		if rebuilt || !indexBroken(err) {
 			return err
 		}
+		rebuilt = true
 		l.log.Warn("tasklog: the index is unusable; rebuilding it from the journal", "path", path, "error", err)
 		for _, suffix := range []string{"", "-wal", "-shm"} {
 			if rerr := os.Remove(path + suffix); rerr != nil && !errors.Is(rerr, os.ErrNotExist) {
@@ -127,6 +140,23 @@ func (l *Log) openIndex(ctx context.Context) error {
 			}
 		}
 	}
+}
+
+// busyRetry is how long opening the index waits before trying again when
+// another process holds it.
+const busyRetry = 20 * time.Millisecond
+
+// indexBusy reports whether err is SQLite's "database is busy" or
+// "locked", which opening the index retries.
+func indexBusy(err error) bool {
+	var se *sqlite.Error
+	if errors.As(err, &se) {
+		switch se.Code() & 0xff {
+		case 5, 6: // SQLITE_BUSY, SQLITE_LOCKED
+			return true
+		}
+	}
+	return false
 }
 
 // errStaleIndex says that an index has another schema version.
