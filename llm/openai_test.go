@@ -779,7 +779,9 @@ func TestOpenAICancelMidStream(t *testing.T) {
 
 func TestOpenAICancelWhileWaitingToRetry(t *testing.T) {
 	s := oaiServe(t, oaiStep{Status: 429, Header: map[string]string{"Retry-After": "30"}, Body: `{"error":{"message":"slow down"}}`})
-	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	// Long enough for the 429 to arrive on a loaded machine, far shorter
+	// than the 30 s the retry would wait.
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	start := time.Now()
 	_, err := oaiModel(t, s, llm.OpenAIConfig{}).Complete(ctx, oaiHi, nil)
