@@ -269,3 +269,31 @@ func (r *jrec) events() ([]jEvent, error) {
 	}
 	return evs, nil
 }
+
+// RecordHead is what a journal stored elsewhere than segment files needs
+// of a record to place it: a JetStream journal files it under a subject of
+// its task, de-duplicates it by its id and fences it by its task's owner.
+type RecordHead struct {
+	// V is the record's format version.
+	V int
+	// Type is the record's type (task.start, step, call, events, ...).
+	Type string
+	// ID is the record's id, unique across processes.
+	ID string
+	// Task is the task the record belongs to; "" for records of no task
+	// (events batches, retention, import).
+	Task string
+}
+
+// ParseRecordHead reads the head of a journal record (a payload the Log
+// hands to [Journal.Append]) without decoding its bulky part.
+func ParseRecordHead(payload []byte) (RecordHead, error) {
+	var r jrec
+	if err := envelope(payload, &r); err != nil {
+		return RecordHead{}, &ValidationError{Field: "record", Value: short(string(payload)), Reason: "not a journal record: " + err.Error()}
+	}
+	if r.Type == "" || r.ID == "" {
+		return RecordHead{}, &ValidationError{Field: "record", Value: short(string(payload)), Reason: "a journal record has a type and an id"}
+	}
+	return RecordHead{V: r.V, Type: r.Type, ID: r.ID, Task: r.Task}, nil
+}
