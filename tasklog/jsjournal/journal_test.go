@@ -255,3 +255,39 @@ func TestStaleOwnerRefused(t *testing.T) {
 		t.Fatalf("records %v, want a-1,b-1,a-4,b-2", ids)
 	}
 }
+
+// The head of a record is read from its own fields, never from the
+// bulky call record or events after them (which may hold any text), and
+// a payload that is not a record is a *tasklog.ValidationError.
+func TestParseRecordHead(t *testing.T) {
+	call := []byte(`{"v":1,"type":"call","id":"c1","task":"run-1","at":5,"call":{"session":"main","kind":"","started":1,"ended":2,"duration":1},` +
+		`"record":{"server":"fx","tool":"echo","arguments":{"task":"decoy","id":"decoy","type":"step"}}}`)
+	h, err := tasklog.ParseRecordHead(call)
+	if err != nil || h != (tasklog.RecordHead{V: 1, Type: "call", ID: "c1", Task: "run-1"}) {
+		t.Fatalf("head %+v %v", h, err)
+	}
+	for _, bad := range []string{``, `[]`, `{"v":1}`, `{"v":1,"type":"step"}`, `{"v":1,"id":"x"}`} {
+		var ve *tasklog.ValidationError
+		if _, err := tasklog.ParseRecordHead([]byte(bad)); !errors.As(err, &ve) {
+			t.Errorf("%q: %v", bad, err)
+		}
+	}
+}
+
+// Task ids become subject tokens that are one token, safe, and distinct.
+func TestToken(t *testing.T) {
+	seen := map[string]string{}
+	for _, id := range []string{"", "_", "run-1", "06h0z7c9d2k8", "_run-1", "a.b", "a b", "a*", "a>", "ü", "__"} {
+		tok := jsjournal.Token(id)
+		if prev, dup := seen[tok]; dup {
+			t.Errorf("%q and %q share the token %q", prev, id, tok)
+		}
+		seen[tok] = id
+		if tok == "" || strings.ContainsAny(tok, ".*> \t\r\n") {
+			t.Errorf("%q: token %q", id, tok)
+		}
+	}
+	if jsjournal.Token("06h0z7c9d2k8") != "06h0z7c9d2k8" {
+		t.Error("toolmux's own ids are kept as they are")
+	}
+}
