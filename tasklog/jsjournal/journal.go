@@ -347,6 +347,10 @@ func (j *Journal) Append(ctx context.Context, payloads ...[]byte) (tasklog.Pos, 
 	return first, nil
 }
 
+// maxEmptyFetches bounds the empty answers a scan takes while its
+// consumer says records are pending.
+const maxEmptyFetches = 100
+
 // Scan implements tasklog.Journal with an ephemeral consumer from from
 // (a stream sequence; 0 is the first), deleted when the scan ends.
 func (j *Journal) Scan(ctx context.Context, from tasklog.Pos, fn func(pos tasklog.Pos, payload []byte) bool) (tasklog.Pos, error) {
@@ -379,6 +383,7 @@ func (j *Journal) Scan(ctx context.Context, from tasklog.Pos, fn func(pos tasklo
 		cancel()
 	}()
 	pos := from
+	empty := 0
 	for {
 		if err := ctx.Err(); err != nil {
 			return pos, err
@@ -407,10 +412,24 @@ func (j *Journal) Scan(ctx context.Context, from tasklog.Pos, fn func(pos tasklo
 			return pos, fmt.Errorf("jsjournal: scanning: %w", err)
 		}
 		if n == 0 {
+			// An empty answer is trusted only when the consumer says
+			// nothing is pending: a scan that skipped a record would
+			// move the index past it for good.
+			ci, err := cons.Info(ctx)
+			if err != nil {
+				return pos, fmt.Errorf("jsjournal: scanning: %w", err)
+			}
+			if ci.NumPending > 0 {
+				if empty++; empty > maxEmptyFetches {
+					return pos, fmt.Errorf("jsjournal: scanning: %d records pending but none delivered", ci.NumPending)
+				}
+				continue
+			}
 			// Nothing left as of the start of the scan: the rest up to
 			// last are claims, which are not records.
 			return max(pos, tasklog.Pos(last+1)), nil
 		}
+		empty = 0
 	}
 }
 
