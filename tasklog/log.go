@@ -127,6 +127,15 @@ func WithRetentionInterval(d time.Duration) Option {
 // DATA_DIR/journal. Retention of the journal is then the journal's own.
 func WithJournal(j Journal) Option { return func(o *options) { o.journal = j } }
 
+// ownershipJournal is a journal that decides who owns a task (a fleet's,
+// where a run is handed to another worker when its owner is presumed
+// dead): Open then leaves the tasks of dead processes alone instead of
+// marking them interrupted, which would be a write no owner made.
+type ownershipJournal interface {
+	Journal
+	DecidesOwnership() bool
+}
+
 // WithSpillDir sets the directory of spilled results that retention
 // counts and drops with the journal (default DATA_DIR/spill).
 func WithSpillDir(dir string) Option { return func(o *options) { o.spillDir = dir } }
@@ -175,7 +184,9 @@ type Log struct {
 // crashed), with a warning step saying so; tasks of live processes (which
 // may share the directory) and of other machines are left alone. Tasks
 // written before owners were recorded count as dead after an hour without
-// a write.
+// a write. A journal given by [WithJournal] that decides ownership itself
+// (a method DecidesOwnership() bool answering true, as a fleet's does) is
+// left to do so: Open then marks nothing interrupted.
 func Open(ctx context.Context, dir string, opts ...Option) (*Log, error) {
 	o := options{
 		log:               slog.New(slog.DiscardHandler),
@@ -269,6 +280,11 @@ func (l *Log) recover(ctx context.Context) error {
 		if err := l.fj.repairTail(ctx, Pos(l.indexed.Load())); err != nil {
 			l.log.Warn("tasklog: could not check the journal's end", "error", err)
 		}
+	}
+	if oj, ok := l.j.(ownershipJournal); ok && oj.DecidesOwnership() {
+		// A shared journal (a fleet's) decides who owns a task itself:
+		// a process of this host that died is not the fleet's word.
+		return nil
 	}
 	if ids, err := l.recoverOrphans(ctx); err != nil {
 		l.log.Warn("tasklog: could not mark the tasks of dead processes interrupted", "error", err)

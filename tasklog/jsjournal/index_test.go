@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
+	"os/exec"
 	"reflect"
 	"sync"
 	"testing"
@@ -27,7 +29,15 @@ func (c *fixedClock) now() time.Time {
 	return c.t
 }
 
-func newClock() *fixedClock { return &fixedClock{t: time.Date(2026, 11, 25, 1, 0, 0, 0, time.UTC)} }
+func newClock() *fixedClock { c := &fixedClock{}; c.reset(); return c }
+
+// reset starts the clock again, so that two logs opened differently
+// write the same times.
+func (c *fixedClock) reset() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.t = time.Date(2026, 11, 25, 1, 0, 0, 0, time.UTC)
+}
 
 func openLog(t testing.TB, opts ...tasklog.Option) *tasklog.Log {
 	t.Helper()
@@ -106,12 +116,16 @@ func comparable(t testing.TB, l *tasklog.Log, task string) (detail, export strin
 // process's log on another data directory, over the same stream (the
 // serve node's projector), builds the same index from the stream alone.
 func TestLogOverJetStreamLikeLocal(t *testing.T) {
-	local := openLog(t, tasklog.WithClock(newClock().now))
+	localClock := newClock()
+	local := openLog(t, tasklog.WithClock(localClock.now))
+	localClock.reset()
 	fill(t, local, "run-1")
 
 	s := startServer(t, t.TempDir(), 0)
 	js := connect(t, s)
-	remote := openLog(t, tasklog.WithClock(newClock().now), tasklog.WithJournal(openJournal(t, js, jsjournal.Config{})))
+	jsClock := newClock()
+	remote := openLog(t, tasklog.WithClock(jsClock.now), tasklog.WithJournal(openJournal(t, js, jsjournal.Config{})))
+	jsClock.reset()
 	fill(t, remote, "run-1")
 
 	wantD, wantX, wantE := comparable(t, local, "run-1")
@@ -189,3 +203,47 @@ func TestLogStaleOwnerRefused(t *testing.T) {
 		t.Errorf("after the stale writes: status %s, steps %+v, %d calls", d.Status, d.Steps, len(d.Calls))
 	}
 }
+
+// A run left running by a process of this host that has died is not
+// marked interrupted by a Log opened over a fleet's journal (the work
+// queue hands it to another worker, which resumes it); over the local
+// journal it would be.
+func TestLogLeavesOwnershipToTheFleet(t *testing.T) {
+	dead := exec.Command("true")
+	if err := dead.Run(); err != nil {
+		t.Fatal(err)
+	}
+	host, _ := os.Hostname()
+	now := time.Now().UnixNano()
+	start := []byte(fmt.Sprintf(`{"v":1,"type":"task.start","id":"start-1","task":"run-9","at":%d,"owner":"%s/%d/1","start":{"created":%d,"input":"q"}}`,
+		now, host, dead.Process.Pid, now))
+
+	s := startServer(t, t.TempDir(), 0)
+	j := openJournal(t, connect(t, s), jsjournal.Config{})
+	if _, err := j.Append(bg, start); err != nil {
+		t.Fatal(err)
+	}
+	l := openLog(t, tasklog.WithJournal(j))
+	task, err := l.Task(bg, "run-9")
+	if err != nil || task.Status != tasklog.StatusRunning {
+		t.Fatalf("over the fleet's journal: %+v %v", task, err)
+	}
+
+	// The contrast: the same record in a local journal, by the same dead
+	// process, is marked interrupted at Open.
+	dir := t.TempDir()
+	local, err := tasklog.Open(bg, dir, tasklog.WithJournal(plainJournal{j}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer local.Close()
+	task, err = local.Task(bg, "run-9")
+	if err != nil || task.Status != tasklog.StatusInterrupted {
+		t.Fatalf("over a journal that does not decide ownership: %+v %v", task, err)
+	}
+}
+
+// plainJournal hides DecidesOwnership: a journal like the local one.
+type plainJournal struct{ tasklog.Journal }
+
+func (plainJournal) Close() error { return nil }

@@ -236,6 +236,11 @@ func (j *Journal) claim(ctx context.Context, task, owner string, prev *uint64) (
 	return ack.Sequence, nil
 }
 
+// DecidesOwnership tells tasklog.Open that this journal decides who owns
+// a task (claims, handed out by the fleet's work queue): a Log over it
+// does not mark the tasks of dead processes of its host interrupted.
+func (j *Journal) DecidesOwnership() bool { return true }
+
 // Release forgets this journal's claim of task (its run is over or handed
 // back): later records of the task are appended unfenced.
 func (j *Journal) Release(task string) {
