@@ -3,9 +3,17 @@ package jsjournal_test
 import (
 	"errors"
 	"fmt"
+	"net"
+	"os"
+	"os/exec"
 	"strings"
+	"sync"
+	"syscall"
 	"testing"
 	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/toolmux/toolmux/tasklog"
 	"github.com/toolmux/toolmux/tasklog/jsjournal"
@@ -289,5 +297,141 @@ func TestToken(t *testing.T) {
 	}
 	if jsjournal.Token("06h0z7c9d2k8") != "06h0z7c9d2k8" {
 		t.Error("toolmux's own ids are kept as they are")
+	}
+}
+
+// Goroutines of two processes' journals (two connections) appending at
+// once, some to claimed runs: every record lands once, each goroutine's
+// in its order, and every position Append gave holds its record.
+func TestConcurrentAppenders(t *testing.T) {
+	s := startServer(t, t.TempDir(), 0)
+	journals := []*jsjournal.Journal{
+		openJournal(t, connect(t, s), jsjournal.Config{}),
+		openJournal(t, connect(t, s), jsjournal.Config{}),
+	}
+	const workers, n = 8, 100
+	for w := range workers {
+		if w%2 == 0 {
+			if _, err := journals[w%2].Claim(bg, fmt.Sprintf("run-%d", w), "w"); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	var mu sync.Mutex
+	at := map[tasklog.Pos]string{}
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() {
+			j := journals[w%2]
+			for i := range n {
+				id := fmt.Sprintf("%d-%d", w, i)
+				p := rec("step", id, fmt.Sprintf("run-%d", w))
+				pos, err := j.Append(bg, p)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				mu.Lock()
+				at[pos] = string(p)
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	got, _ := scanAll(t, journals[0], 0)
+	if len(got) != workers*n {
+		t.Fatalf("%d records, want %d", len(got), workers*n)
+	}
+	next := make([]int, workers)
+	for _, g := range got {
+		if at[g.pos] != g.payload {
+			t.Fatalf("position %d holds %s, Append said %s", g.pos, g.payload, at[g.pos])
+		}
+		h, _ := tasklog.ParseRecordHead([]byte(g.payload))
+		var w, i int
+		fmt.Sscanf(h.ID, "%d-%d", &w, &i)
+		if i != next[w] {
+			t.Fatalf("worker %d: record %d after %d", w, i, next[w]-1)
+		}
+		next[w]++
+	}
+}
+
+// startServerProcess runs a NATS server as a process of its own (this
+// test binary), so that the test can kill it with SIGKILL.
+func startServerProcess(t *testing.T, dir string, port int) *exec.Cmd {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), fmt.Sprintf("%s=%s %d", serverEnv, dir, port))
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	return cmd
+}
+
+// Records acknowledged before the server process is killed with SIGKILL
+// (no shutdown, no flush of its own) are all there when a new server
+// starts on the same directory: an acknowledgement means the record is in
+// the server's files (the operating system's, not yet synced: a power cut
+// is another matter, docs/fleet-notes.md).
+func TestServerKilledLosesNothingAcknowledged(t *testing.T) {
+	dir := t.TempDir()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	l.Close()
+	srv := startServerProcess(t, dir, port)
+	url := fmt.Sprintf("nats://127.0.0.1:%d", port)
+	var nc *nats.Conn
+	for range 500 {
+		if nc, err = nats.Connect(url, nats.ReconnectWait(20*time.Millisecond), nats.MaxReconnects(-1)); err == nil {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	j := openJournal(t, js, jsjournal.Config{})
+	const n = 300
+	for i := range n {
+		if _, err := j.Append(bg, rec("step", fmt.Sprintf("k-%d", i), "run-1")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	srv.Process.Signal(syscall.SIGKILL)
+	srv.Wait()
+	startServerProcess(t, dir, port)
+	var got []scanned
+	for range 1000 {
+		got = nil
+		_, err = j.Scan(bg, 0, func(p tasklog.Pos, b []byte) bool {
+			got = append(got, scanned{p, string(b)})
+			return true
+		})
+		if err == nil {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != n {
+		t.Fatalf("%d records after the kill, %d acknowledged", len(got), n)
+	}
+	for i, g := range got {
+		if want := string(rec("step", fmt.Sprintf("k-%d", i), "run-1")); g.payload != want {
+			t.Fatalf("record %d: %s, want %s", i, g.payload, want)
+		}
 	}
 }

@@ -2,7 +2,9 @@ package jsjournal_test
 
 import (
 	"context"
+	"fmt"
 	"net"
+	"os"
 	"testing"
 	"time"
 
@@ -14,7 +16,33 @@ import (
 	"github.com/toolmux/toolmux/tasklog/jsjournal"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) {
+	// TestServerKilled re-executes this binary as the NATS server it kills.
+	if arg := os.Getenv(serverEnv); arg != "" {
+		os.Exit(serverMain(arg))
+	}
+	goleak.VerifyTestMain(m)
+}
+
+// serverEnv makes the test binary a NATS server: "DIR PORT".
+const serverEnv = "JSJOURNAL_TEST_SERVER"
+
+func serverMain(arg string) int {
+	var dir string
+	var port int
+	if _, err := fmt.Sscanf(arg, "%s %d", &dir, &port); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 2
+	}
+	s, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: port, JetStream: true, StoreDir: dir, NoLog: true, NoSigs: true})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	s.Start()
+	s.WaitForShutdown()
+	return 0
+}
 
 var bg = context.Background()
 
