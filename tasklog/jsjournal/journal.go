@@ -41,7 +41,9 @@ type Config struct {
 	// ScanBatch is how many records a scan fetches per request (default 256).
 	ScanBatch int
 	// MaxRecordBytes bounds one record (default 8 MiB, and never above
-	// the server's max_payload).
+	// the server's max_payload, 1 MiB unless configured: the task log's
+	// limits.max_record_bytes, 2 MiB by default, needs a server with
+	// max_payload raised to match).
 	MaxRecordBytes int
 }
 
@@ -77,6 +79,9 @@ type Journal struct {
 	js     jetstream.JetStream
 	stream jetstream.Stream
 	cfg    Config
+	// maxRecord is the largest record: MaxRecordBytes, or the server's
+	// max_payload when smaller.
+	maxRecord int
 
 	pubMu sync.Mutex // the records of one Append are published in a row
 
@@ -122,7 +127,13 @@ func Open(ctx context.Context, js jetstream.JetStream, cfg Config) (*Journal, er
 	if err != nil {
 		return nil, fmt.Errorf("jsjournal: creating stream %s: %w", cfg.Stream, err)
 	}
-	return &Journal{js: js, stream: st, cfg: cfg, claims: map[string]*claim{}}, nil
+	// A record travels as one message: the connection's max_payload
+	// (the server's, 1 MiB by default) bounds it too.
+	maxRecord := cfg.MaxRecordBytes
+	if mp := js.Conn().MaxPayload(); mp > 0 && int(mp) < maxRecord {
+		maxRecord = int(mp)
+	}
+	return &Journal{js: js, stream: st, cfg: cfg, maxRecord: maxRecord, claims: map[string]*claim{}}, nil
 }
 
 func orUnlimited(n int64) int64 {
@@ -282,21 +293,24 @@ func (j *Journal) Append(ctx context.Context, payloads ...[]byte) (tasklog.Pos, 
 	msgs := make([]*nats.Msg, len(payloads))
 	out := make([]sent, len(payloads))
 	optsOf := make([][]jetstream.PublishOpt, len(payloads))
+	heads := make([]tasklog.RecordHead, len(payloads))
+	for i, p := range payloads {
+		if len(p) > j.maxRecord {
+			return 0, &tasklog.ValidationError{Field: "record", Value: fmt.Sprintf("%d bytes", len(p)), Reason: fmt.Sprintf("larger than the journal's %d-byte record", j.maxRecord)}
+		}
+		h, err := tasklog.ParseRecordHead(p)
+		if err != nil {
+			return 0, err
+		}
+		heads[i] = h
+	}
 	j.mu.Lock()
 	if j.closed {
 		j.mu.Unlock()
 		return 0, ErrClosed
 	}
 	for i, p := range payloads {
-		if len(p) > j.cfg.MaxRecordBytes {
-			j.mu.Unlock()
-			return 0, &tasklog.ValidationError{Field: "record", Value: fmt.Sprintf("%d bytes", len(p)), Reason: fmt.Sprintf("larger than the journal's %d-byte record", j.cfg.MaxRecordBytes)}
-		}
-		h, err := tasklog.ParseRecordHead(p)
-		if err != nil {
-			j.mu.Unlock()
-			return 0, err
-		}
+		h := heads[i]
 		msgs[i] = &nats.Msg{Subject: j.recSubject(h.Task), Data: p}
 		opts := []jetstream.PublishOpt{jetstream.WithMsgID(h.ID)}
 		if c, ok := j.claims[h.Task]; ok && h.Task != "" {

@@ -435,3 +435,21 @@ func TestServerKilledLosesNothingAcknowledged(t *testing.T) {
 		}
 	}
 }
+
+// A record larger than the server's max_payload is refused before it is
+// sent, as a *tasklog.ValidationError, and the journal goes on.
+func TestRecordBoundByMaxPayload(t *testing.T) {
+	s := startServer(t, t.TempDir(), 0)
+	j := openJournal(t, connect(t, s), jsjournal.Config{}) // max_payload 1 MiB by default
+	big := []byte(fmt.Sprintf(`{"v":1,"type":"step","id":"big","task":"t","at":1,"pad":%q}`, strings.Repeat("x", 1<<20)))
+	var ve *tasklog.ValidationError
+	if _, err := j.Append(bg, big); !errors.As(err, &ve) {
+		t.Fatalf("a record over max_payload: %v", err)
+	}
+	if _, err := j.Append(bg, rec("step", "small", "t")); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := scanAll(t, j, 0); len(got) != 1 {
+		t.Fatalf("%d records", len(got))
+	}
+}
