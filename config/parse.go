@@ -91,10 +91,8 @@ func (p *parser) errAt(n *yaml.Node, key, format string, args ...any) {
 // its name says so, or when it starts with "{" and is valid JSON; a YAML
 // flow mapping that is not JSON still parses as YAML.
 func (p *parser) document(data []byte) (*yaml.Node, bool) {
-	ext := strings.ToLower(filepath.Ext(p.file))
-	forceJSON := ext == ".json" || ext == ".jsonc"
-	trimmed := bytes.TrimLeft(data, " \t\r\n")
-	if forceJSON || len(trimmed) > 0 && (trimmed[0] == '{' || trimmed[0] == '[') {
+	forceJSON, looksJSON := jsonByName(p.file), looksLikeJSON(data)
+	if forceJSON || looksJSON {
 		n, err := parseJSON(data)
 		if err == nil {
 			return n, true

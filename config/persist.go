@@ -84,16 +84,28 @@ var saveMu sync.Mutex
 // by content that starts like JSON and is JSON (a YAML flow mapping that
 // is not JSON is YAML), as parser.document decides.
 func isJSONFile(name string, data []byte) bool {
-	switch strings.ToLower(filepath.Ext(name)) {
-	case ".json", ".jsonc":
+	if jsonByName(name) {
 		return true
 	}
-	trimmed := bytes.TrimLeft(data, " \t\r\n")
-	if len(trimmed) == 0 || trimmed[0] != '{' && trimmed[0] != '[' {
+	if !looksLikeJSON(data) {
 		return false
 	}
 	_, err := parseJSON(data)
 	return err == nil
+}
+
+// jsonByName reports whether a file's name says it is JSON, whatever it
+// holds.
+func jsonByName(name string) bool {
+	ext := strings.ToLower(filepath.Ext(name))
+	return ext == ".json" || ext == ".jsonc"
+}
+
+// looksLikeJSON reports whether data starts as a JSON object or array
+// does: Load then tries JSON first.
+func looksLikeJSON(data []byte) bool {
+	trimmed := bytes.TrimLeft(data, " \t\r\n")
+	return len(trimmed) > 0 && (trimmed[0] == '{' || trimmed[0] == '[')
 }
 
 // addRule returns data with r added, or nil if data already has r.

@@ -274,6 +274,10 @@ func TestSessionLostIsReported(t *testing.T) {
 	if _, err := s.Call(context.Background(), "wedge", nil); !errors.Is(err, mcpsource.ErrWedged) {
 		t.Fatalf("wedge: %v", err)
 	}
+	// The source tells of a loss after it has failed the calls waiting on
+	// the session (from the goroutine that found it), so the call can
+	// return first.
+	testservers.Eventually(10*time.Second, func() bool { return lost.Load() >= 2 })
 	if n := lost.Load(); n != 2 {
 		t.Errorf("OnSessionLost called %d times, want 2 (a crash and a wedge)", n)
 	}

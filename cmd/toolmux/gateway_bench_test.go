@@ -182,31 +182,19 @@ func startBenchServeStdio(b *testing.B, command, extra string) *benchGateway {
 // startBenchMCPProxyStdio runs TBXark/mcp-proxy (streamable HTTP) in front of
 // command over stdio, as users run it, and returns its endpoint and pid.
 func startBenchMCPProxyStdio(b *testing.B, bin, command string) (string, int) {
-	b.Helper()
-	dir := b.TempDir()
-	addr := fmt.Sprintf("127.0.0.1:%d", testservers.FreePort(b))
-	cfg, err := json.Marshal(map[string]any{
-		"mcpProxy": map[string]any{
-			"baseURL": "http://" + addr, "addr": addr, "name": "mcp-proxy", "version": "1.0.0",
-			"type": "streamable-http", "options": map[string]any{"logEnabled": false},
-		},
-		"mcpServers": map[string]any{"fx": map[string]any{"command": command, "transportType": "stdio"}},
-	})
-	if err != nil {
-		b.Fatal(err)
-	}
-	path := filepath.Join(dir, "config.json")
-	if err := os.WriteFile(path, cfg, 0o644); err != nil {
-		b.Fatal(err)
-	}
-	p := startBenchProc(b, exec.Command(bin, "-config", path), "<fx> Handling requests at")
-	return "http://" + addr + "/fx/mcp", p.cmd.Process.Pid
+	return startBenchMCPProxyOf(b, bin, map[string]any{"command": command, "transportType": "stdio"})
 }
 
 // startBenchMCPProxy runs TBXark/mcp-proxy (streamable HTTP, stateless, its
 // default for that type) in front of upstream and returns its endpoint
 // and process id.
 func startBenchMCPProxy(b *testing.B, bin, upstream string) (string, int) {
+	return startBenchMCPProxyOf(b, bin, map[string]any{"url": upstream, "transportType": "streamable-http"})
+}
+
+// startBenchMCPProxyOf runs mcp-proxy in front of one server, fx, described
+// as its configuration describes servers.
+func startBenchMCPProxyOf(b *testing.B, bin string, server map[string]any) (string, int) {
 	b.Helper()
 	dir := b.TempDir()
 	addr := fmt.Sprintf("127.0.0.1:%d", testservers.FreePort(b))
@@ -215,7 +203,7 @@ func startBenchMCPProxy(b *testing.B, bin, upstream string) (string, int) {
 			"baseURL": "http://" + addr, "addr": addr, "name": "mcp-proxy", "version": "1.0.0",
 			"type": "streamable-http", "options": map[string]any{"logEnabled": false},
 		},
-		"mcpServers": map[string]any{"fx": map[string]any{"url": upstream, "transportType": "streamable-http"}},
+		"mcpServers": map[string]any{"fx": server},
 	})
 	if err != nil {
 		b.Fatal(err)
