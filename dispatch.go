@@ -2,6 +2,8 @@ package toolmux
 
 import (
 	"context"
+	"fmt"
+	"strings"
 
 	"github.com/toolmux/toolmux/agent"
 )
@@ -15,6 +17,22 @@ type Task struct {
 	Input string
 	// Metadata is kept with the task in the task log.
 	Metadata map[string]any
+	// Agent names the agent to run: "" or the agent: section's name is
+	// the main agent, another name one of the agents: section's.
+	Agent string
+	// Resume makes the run resumable (agent.WithResume): when the task
+	// log already holds an earlier attempt of ID, it goes on from there.
+	Resume bool
+}
+
+// UnknownAgentError is a task naming an agent the configuration lacks.
+type UnknownAgentError struct {
+	Name  string
+	Known []string
+}
+
+func (e *UnknownAgentError) Error() string {
+	return fmt.Sprintf("no agent %q is configured (known: %s)", e.Name, strings.Join(e.Known, ", "))
 }
 
 // Dispatcher runs agent tasks. It is the seam where runs leave the process
@@ -35,11 +53,14 @@ func (rt *Runtime) Run(ctx context.Context, t Task) (*agent.Result, error) {
 type inProcess struct{ rt *Runtime }
 
 func (d inProcess) Dispatch(ctx context.Context, t Task) (*agent.Result, error) {
-	a, err := d.rt.Agent()
+	a, err := d.rt.agentNamed(t.Agent)
 	if err != nil {
 		return nil, err
 	}
 	var opts []agent.RunOption
+	if t.Resume {
+		opts = append(opts, agent.WithResume())
+	}
 	if t.ID != "" {
 		opts = append(opts, agent.WithTask(t.ID))
 	}
@@ -47,4 +68,20 @@ func (d inProcess) Dispatch(ctx context.Context, t Task) (*agent.Result, error) 
 		opts = append(opts, agent.WithMetadata(t.Metadata))
 	}
 	return a.Run(ctx, t.Input, opts...)
+}
+
+// agentNamed is the main agent for "" or its own name, else the agent of
+// that name in the configuration's agents: section.
+func (rt *Runtime) agentNamed(name string) (*agent.Agent, error) {
+	if name == "" || name == rt.Config.Agent.Name {
+		return rt.Agent()
+	}
+	known := []string{rt.Config.Agent.Name}
+	for _, a := range rt.Config.Agents {
+		if a.Name == name {
+			return agent.New(rt.agents, agent.FromConfig(a))
+		}
+		known = append(known, a.Name)
+	}
+	return nil, &UnknownAgentError{Name: name, Known: known}
 }

@@ -81,6 +81,12 @@ type Options struct {
 	// Dispatcher runs the tasks given to Runtime.Run; nil: they run in
 	// this process (see Dispatcher).
 	Dispatcher Dispatcher
+	// TaskLog are further options of the task log, after the
+	// configuration's (a journal of its own: a fleet's on JetStream).
+	TaskLog []tasklog.Option
+	// Middleware are further middlewares of the pipeline, innermost
+	// (pipeline.WithMiddleware): a fleet worker's call ledger.
+	Middleware []pipeline.Middleware
 }
 
 // TaskLogError is a task log that could not be opened.
@@ -156,10 +162,13 @@ func Open(ctx context.Context, cfg *config.Config, o Options) (rt *Runtime, err 
 	popts := []pipeline.Option{pipeline.WithDataDir(cfg.DataDir), pipeline.WithLogger(log),
 		pipeline.WithLimits(pipeline.Limits{MaxDepth: cfg.Limits.MaxDepth, MaxRecordBytes: int(cfg.Limits.MaxRecordBytes)})}
 	if cfg.DataDir != "" && cfg.TaskLog.Enabled && !o.NoTaskLog {
-		if rt.Log, err = tasklog.Open(ctx, cfg.DataDir, TaskLogOptions(cfg.TaskLog, log)...); err != nil {
+		if rt.Log, err = tasklog.Open(ctx, cfg.DataDir, append(TaskLogOptions(cfg.TaskLog, log), o.TaskLog...)...); err != nil {
 			return rt, &TaskLogError{Err: err}
 		}
 		popts = append(popts, pipeline.WithRecorder(rt.Log))
+	}
+	if len(o.Middleware) > 0 {
+		popts = append(popts, pipeline.WithMiddleware(o.Middleware...))
 	}
 	var mopts []manager.Option
 	for _, src := range o.Sources {

@@ -54,6 +54,13 @@ type Log interface {
 	AppendMessages(ctx context.Context, taskID, session string, msgs ...tasklog.Message) error
 }
 
+// History is a task log that reads back what runs wrote, which a
+// resumable run (WithResume) needs of its Log; *tasklog.Log is one.
+type History interface {
+	Messages(ctx context.Context, taskID, session string) ([]tasklog.Message, error)
+	Steps(ctx context.Context, taskID string) ([]tasklog.Step, error)
+}
+
 // Runtime is what agents run on. Model, Calls and Catalog are required;
 // the rest may be nil.
 type Runtime struct {
@@ -251,10 +258,22 @@ type RunOption func(*runOptions)
 type runOptions struct {
 	task     string
 	metadata map[string]any
+	resume   bool
 }
 
 // WithTask sets the task's id (default: a new id).
 func WithTask(id string) RunOption { return func(o *runOptions) { o.task = id } }
+
+// WithResume makes the run resumable: before a turn's calls run, the
+// reply and the calls as planned are written to the task log as a
+// checkpoint step ("turn N | calls planned"), and when the task log
+// already holds messages of this task (an earlier attempt, interrupted),
+// the run resumes from them instead of starting over: the committed turns
+// are its history, and a turn planned but not committed has its calls run
+// again under the same call ids (a call ledger in the pipeline decides
+// what that means for each call) without asking the model again. It needs
+// a task log; the fleet's workers run every run with it.
+func WithResume() RunOption { return func(o *runOptions) { o.resume = true } }
 
 // WithMetadata adds metadata to the task's record in the task log.
 func WithMetadata(m map[string]any) RunOption { return func(o *runOptions) { o.metadata = m } }
@@ -282,7 +301,7 @@ func (a *Agent) Run(ctx context.Context, task string, opts ...RunOption) (*Resul
 	}
 	workflow := "wf-" + o.task
 	a.publish(stream.EventStartOfWorkflow, o.task, stream.StartOfWorkflow(workflow, task))
-	res, err := a.run(ctx, o.task, tasklog.MainSession, task)
+	res, err := a.run(ctx, o.task, tasklog.MainSession, task, o.resume)
 	res.Duration = time.Since(started)
 	status, final := tasklog.StatusSuccess, res.Answer
 	if err != nil {

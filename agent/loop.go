@@ -36,6 +36,8 @@ type session struct {
 	shrunk bool
 	res    *Result
 	msgs   int // message ids handed out
+	// resumable: checkpoint each turn before its calls run (WithResume).
+	resumable bool
 }
 
 // entry is one message of the history and what the budget needs to know
@@ -77,8 +79,8 @@ const (
 	metaServer = "toolmux"
 )
 
-func (a *Agent) run(ctx context.Context, task, name, input string) (*Result, error) {
-	s := &session{a: a, task: task, name: name, input: input, found: map[string]bool{}, res: &Result{Task: task}}
+func (a *Agent) run(ctx context.Context, task, name, input string, resumable bool) (*Result, error) {
+	s := &session{a: a, task: task, name: name, input: input, found: map[string]bool{}, res: &Result{Task: task}, resumable: resumable}
 	agentID := "ag-" + tool.NewID()
 	display := a.cfg.DisplayName
 	if display == "" {
@@ -89,9 +91,25 @@ func (a *Agent) run(ctx context.Context, task, name, input string) (*Result, err
 	// The prompt the model gets (the default one when none is
 	// configured), not the configuration's; the text protocol's tool
 	// listing, which changes with the offer, is left out.
-	s.logMessages(ctx, llm.Message{Role: llm.RoleSystem, Content: a.prompt()})
-	s.commit(ctx, 0, false, llm.Message{Role: llm.RoleUser, Content: input})
-	res, err := s.loop(ctx)
+	var (
+		res  *Result
+		err  error
+		done bool
+	)
+	prior, err := s.priorAttempt(ctx)
+	if err != nil {
+		s.step(ctx, "failed", err.Error(), tasklog.LevelError, nil)
+		return s.res, err
+	}
+	if prior != nil {
+		done, res, err = s.resume(ctx, prior)
+	} else {
+		s.logMessages(ctx, llm.Message{Role: llm.RoleSystem, Content: a.prompt()})
+		s.commit(ctx, 0, false, llm.Message{Role: llm.RoleUser, Content: input})
+	}
+	if !done {
+		res, err = s.loop(ctx)
+	}
 	if err != nil {
 		s.step(ctx, "failed", err.Error(), tasklog.LevelError, nil)
 	} else {
@@ -150,6 +168,7 @@ func (s *session) loop(ctx context.Context) (*Result, error) {
 				return s.answer(ctx, turn, resp.Message, StatusAnswered)
 			}
 		}
+		s.checkpoint(ctx, turn, resp.Message, plan, kept)
 		s.act(ctx, off, plan)
 		if ctx.Err() != nil {
 			// Cancelled mid-turn: keep the turn, so that the history

@@ -91,6 +91,8 @@ func fixHint(k tool.Kind) string {
 		return "this file cannot be accessed; use another one."
 	case tool.KindFallbackFailed:
 		return "neither the tool nor its fallbacks could answer; try another approach."
+	case tool.KindOutcomeUnknown:
+		return "check whether its effect happened (read the state it changes) before you call it again."
 	case tool.KindExecutionFailed:
 		return "the call failed unexpectedly; try again once, then use another tool."
 	}

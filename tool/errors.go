@@ -48,6 +48,11 @@ const (
 	KindOutputTruncated Kind = "output_truncated"
 	// KindFallbackFailed: the call failed and so did every fallback.
 	KindFallbackFailed Kind = "fallback_failed"
+	// KindOutcomeUnknown: the call started in an earlier attempt of its run
+	// (on a fleet worker that died) and never reported back; the tool is
+	// not idempotent, so it was not run again. Its effect may or may not
+	// have happened.
+	KindOutcomeUnknown Kind = "outcome_unknown"
 )
 
 // ErrNotSent is in the chain of errors for calls that failed before the

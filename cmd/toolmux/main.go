@@ -136,7 +136,8 @@ Claude Desktop, Cursor and Gemini CLI is accepted as is.`,
 	root.PersistentFlags().StringVar(&a.approvalMode, "approval-mode", "", "approval mode: plan, default, auto_edit or yolo (default: policy.mode from the config, else default)")
 	root.PersistentFlags().BoolVarP(&a.yes, "yes", "y", false, "approve every call the policy would ask about (deny rules still apply)")
 	root.PersistentFlags().StringVar(&a.dataDir, "data-dir", "", "where toolmux keeps state (default: data_dir from the config, else $XDG_DATA_HOME/toolmux or ~/.local/share/toolmux)")
-	root.AddCommand(a.toolsCommand(), a.callCommand(), a.serveCommand(), a.runCommand(), a.versionCommand(), a.logsCommand())
+	root.AddCommand(a.toolsCommand(), a.callCommand(), a.serveCommand(), a.runCommand(), a.versionCommand(), a.logsCommand(),
+		a.workerCommand(), a.submitCommand(), a.runsCommand())
 	return root
 }
 

@@ -38,6 +38,8 @@ type runFlags struct {
 	serve                            string
 	token                            string
 	tokenSet                         bool
+	// fleet: with --nats, the run is submitted to a fleet.
+	fleet fleetFlags
 }
 
 func (a *app) runCommand() *cobra.Command {
@@ -87,6 +89,7 @@ recorded in the task log (toolmux logs).`,
 	cmd.Flags().StringVar(&f.serve, "serve", "", "also serve the web UI and API for the run at ADDR (e.g. 127.0.0.1:8931)")
 	cmd.Flags().DurationVar(&f.approvalTimeout, "approval-timeout", api.DefaultApprovalTimeout, "with --serve, how long a call waits for an answer on the page before it is refused")
 	cmd.Flags().StringVar(&f.token, "token", "", "bearer token for --serve beyond loopback (default $TOOLMUX_TOKEN)")
+	f.fleet.add(cmd)
 	return cmd
 }
 
@@ -135,6 +138,12 @@ func resolveModel(m config.Model, f runFlags, env func(string) string) (config.M
 func (a *app) runTask(ctx context.Context, task string, f runFlags) error {
 	if task == "" {
 		return usageError("the task is empty")
+	}
+	if f.fleet.url != "" {
+		if f.serve != "" || f.model != "" || f.baseURL != "" || f.apiKey != "" || f.provider != "" || f.maxTurnsSet {
+			return usageError("with --nats the run is the fleet's workers' (their configuration's model and limits): leave out --serve, --model, --base-url, --api-key, --provider and --max-turns")
+		}
+		return a.runOnFleet(ctx, task, f)
 	}
 	if f.maxTurnsSet && f.maxTurns < 1 {
 		return usageError("--max-turns must be at least 1, not %d (leave it out for agent.max_turns)", f.maxTurns)

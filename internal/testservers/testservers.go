@@ -126,6 +126,33 @@ func NewServer(o Options) *mcp.Server {
 	mcp.AddTool(s, &mcp.Tool{Name: "span", Description: "Sleeps ms milliseconds; answers \"START END\" in Unix nanoseconds.", Annotations: ro}, spanTool)
 	mcp.AddTool(s, &mcp.Tool{Name: "span_write", Description: "Like span, but declared as changing state."}, spanTool)
 
+	// append is the judge of repeated side effects: each call appends its
+	// line to the file at once, then sleeps ms (a window in which to kill
+	// whoever called it). It declares nothing, so it is not idempotent.
+	type appendIn struct {
+		Path string `json:"path" jsonschema:"file to append to"`
+		Line string `json:"line" jsonschema:"line to append"`
+		MS   int    `json:"ms,omitempty" jsonschema:"milliseconds to sleep after appending"`
+	}
+	mcp.AddTool(s, &mcp.Tool{Name: "append", Description: "Appends a line to a file, then sleeps ms milliseconds."},
+		func(ctx context.Context, _ *mcp.CallToolRequest, in appendIn) (*mcp.CallToolResult, any, error) {
+			f, err := os.OpenFile(in.Path, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+			if err != nil {
+				return nil, nil, err
+			}
+			_, err = fmt.Fprintln(f, in.Line)
+			f.Close()
+			if err != nil {
+				return nil, nil, err
+			}
+			select {
+			case <-time.After(time.Duration(in.MS) * time.Millisecond):
+				return text("appended " + in.Line), nil, nil
+			case <-ctx.Done():
+				return nil, nil, ctx.Err()
+			}
+		})
+
 	mcp.AddTool(s, &mcp.Tool{Name: "hang", Description: "Never answers; records cancellation in the marker file."},
 		func(ctx context.Context, _ *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
 			<-ctx.Done()

@@ -1,0 +1,521 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/spf13/cobra"
+	"golang.org/x/term"
+
+	"github.com/toolmux/toolmux"
+	"github.com/toolmux/toolmux/agent"
+	"github.com/toolmux/toolmux/fleet"
+	"github.com/toolmux/toolmux/pipeline"
+	"github.com/toolmux/toolmux/stream"
+	"github.com/toolmux/toolmux/tasklog"
+	"github.com/toolmux/toolmux/tool"
+)
+
+// fleetFlags are the flags every fleet command shares.
+type fleetFlags struct {
+	url    string
+	prefix string
+	lease  time.Duration
+}
+
+func (f *fleetFlags) add(cmd *cobra.Command) {
+	cmd.Flags().StringVar(&f.url, "nats", "", "the fleet's NATS server, e.g. nats://HOST:4222 (default $TOOLMUX_NATS)")
+	cmd.Flags().StringVar(&f.prefix, "fleet-prefix", "toolmux", "the fleet's name on the NATS server (its subjects, streams and buckets)")
+	cmd.Flags().DurationVar(&f.lease, "lease", 10*time.Second, "how long a worker holds a run without renewing it (every member of a fleet must use the same)")
+}
+
+func (f *fleetFlags) options() fleet.Options {
+	return fleet.Options{Prefix: f.prefix, Lease: f.lease}
+}
+
+// connect opens the fleet named by the flags.
+func (a *app) connectFleet(ctx context.Context, f fleetFlags, name string) (*fleet.Fleet, error) {
+	if f.url == "" {
+		f.url = os.Getenv("TOOLMUX_NATS")
+	}
+	if f.url == "" {
+		return nil, usageError("name the fleet's NATS server: --nats nats://HOST:4222 (toolmux serve --nats-listen ADDR starts one)")
+	}
+	if f.lease < time.Second {
+		return nil, usageError("--lease must be at least 1s, not %s", f.lease)
+	}
+	fl, err := fleet.Connect(ctx, f.url, name, f.options())
+	if err != nil {
+		var ue *fleet.UnreachableError
+		var ce *fleet.ConfigError
+		switch {
+		case errors.As(err, &ce):
+			return nil, usageError("%v", err)
+		case errors.As(err, &ue):
+			return nil, &exitError{code: exitFailed, err: err}
+		}
+		return nil, &exitError{code: exitFailed, err: err}
+	}
+	return fl, nil
+}
+
+func (a *app) workerCommand() *cobra.Command {
+	var (
+		ff          fleetFlags
+		concurrency int
+		name        string
+		grace       time.Duration
+	)
+	cmd := &cobra.Command{
+		Use:   "worker --nats URL",
+		Short: "Run agent runs from a fleet's queue",
+		Long: `Join a fleet: take agent runs from its JetStream work queue and run them
+with this machine's runtime (the configuration's servers, model, agent,
+pipeline and policy), --concurrency at a time. A run is held by a lease
+renewed while it lives; a worker that dies loses its runs to another worker
+once the lease lapses, which resumes each from its journal. Calls of
+non-idempotent tools are never run twice (the call ledger).
+
+SIGTERM or Ctrl-C drains: no new runs are taken, the runs in progress have
+--grace to finish, and the rest are handed back to the fleet.
+
+Calls the policy asks about are refused (no one can answer on a worker)
+unless --yes approves them; allow them in the configuration's policy.
+
+  toolmux worker --nats nats://gateway:4222 --concurrency 4`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return a.runWorker(cmd.Context(), ff, name, concurrency, grace)
+		},
+	}
+	ff.add(cmd)
+	cmd.Flags().IntVar(&concurrency, "concurrency", 1, "runs at once on this worker")
+	cmd.Flags().StringVar(&name, "name", "", "the worker's name (default HOST-PID)")
+	cmd.Flags().DurationVar(&grace, "grace", 30*time.Second, "on SIGTERM, how long runs in progress may finish before they are handed back")
+	return cmd
+}
+
+func (a *app) runWorker(ctx context.Context, ff fleetFlags, name string, concurrency int, grace time.Duration) error {
+	if concurrency < 1 {
+		return usageError("--concurrency must be at least 1, not %d", concurrency)
+	}
+	cfg, err := a.loadConfig()
+	if err != nil {
+		return err
+	}
+	if cfg.Model, err = resolveModel(cfg.Model, runFlags{}, os.Getenv); err != nil {
+		return err
+	}
+	fl, err := a.connectFleet(ctx, ff, "toolmux worker")
+	if err != nil {
+		return err
+	}
+	defer fl.Close()
+	j, err := fl.OpenJournal(ctx)
+	if err != nil {
+		return &exitError{code: exitFailed, err: err}
+	}
+	defer j.Close()
+	// The worker's index of the fleet's journal is a cache: in --data-dir
+	// when given, else in a directory of its own removed at exit.
+	dir := a.dataDir
+	if dir == "" {
+		if dir, err = os.MkdirTemp("", "toolmux-worker-"); err != nil {
+			return &exitError{code: exitInternal, err: err}
+		}
+		defer os.RemoveAll(dir)
+	}
+	cfg.DataDir = dir
+	cfg.TaskLog.Enabled = true
+	log := a.logger()
+	w0 := name
+	if w0 == "" {
+		host, _ := os.Hostname()
+		w0 = fmt.Sprintf("%s-%d", host, os.Getpid())
+	}
+	store := fleet.NewEventStore(fl, w0)
+	hub, err := stream.NewHub(ctx, stream.WithStore(store), stream.WithLogger(log))
+	if err != nil {
+		return &exitError{code: exitInternal, err: err}
+	}
+	ledger := fl.Ledger(fleet.LedgerOptions{Worker: w0, Logger: log})
+	rt, err := toolmux.Open(ctx, cfg, toolmux.Options{Logger: log, Approver: a.approver(false), Events: hub,
+		TaskLog: []tasklog.Option{tasklog.WithJournal(j)}, Middleware: []pipeline.Middleware{ledger.Middleware}})
+	if err != nil {
+		hub.Close(context.WithoutCancel(ctx))
+		return &exitError{code: exitUsage, err: err}
+	}
+	defer func() {
+		closeRuntime(ctx, rt)
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), shutdownGrace)
+		hub.Close(cctx)
+		cancel()
+	}()
+	if _, err := rt.Agent(); err != nil {
+		return &exitError{code: exitUsage, err: err}
+	}
+	w, err := fl.NewWorker(ctx, fleet.WorkerOptions{Name: w0, Concurrency: concurrency, Runner: rt, Journal: j,
+		Events: store, Grace: grace, Logger: log, Servers: serverHealth(rt)})
+	if err != nil {
+		return &exitError{code: exitUsage, err: err}
+	}
+	fmt.Fprintf(a.stderr, "toolmux: worker %s joined the fleet at %s (%d at once); Ctrl-C drains it\n", w.Name(), ff.urlOrEnv(), concurrency)
+	err = w.Run(ctx)
+	fmt.Fprintf(a.stderr, "toolmux: worker %s left the fleet\n", w.Name())
+	return err
+}
+
+func (f fleetFlags) urlOrEnv() string {
+	if f.url != "" {
+		return f.url
+	}
+	return os.Getenv("TOOLMUX_NATS")
+}
+
+// serverHealth reports the runtime's servers' states for the page.
+func serverHealth(rt *toolmux.Runtime) func() map[string]string {
+	return func() map[string]string {
+		out := map[string]string{}
+		for _, h := range rt.Manager.Health() {
+			out[h.Name] = string(h.State)
+		}
+		return out
+	}
+}
+
+func (a *app) submitCommand() *cobra.Command {
+	var (
+		ff   fleetFlags
+		wait bool
+	)
+	cmd := &cobra.Command{
+		Use:   "submit --nats URL FILE",
+		Short: "Submit a JSONL file of runs to a fleet",
+		Long: `Submit every line of FILE ("-" for stdin) as a run: one JSON object per line,
+{"id": "...", "task": "...", "agent": "..."} (agent optional). A run's id is
+its identity: submitting a file again runs nothing twice (lines whose id was
+submitted before are reported, not queued).
+
+Without --wait, each run's id and state is written to stdout as one JSON
+line. With --wait, a progress bar on stderr follows the runs, and each run's
+result ({"id", "status", "answer"}, and "error" for a failed one) is written
+to stdout as it ends. Exit status 1 when a run failed.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return a.submit(cmd.Context(), ff, args[0], wait)
+		},
+	}
+	ff.add(cmd)
+	cmd.Flags().BoolVar(&wait, "wait", false, "wait for the runs to end, showing progress on stderr, and write their results")
+	return cmd
+}
+
+// readRuns reads a JSONL file of run requests; a bad line is a usage
+// error naming it.
+func readRuns(r io.Reader, name string) ([]fleet.Request, error) {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64<<10), 16<<20)
+	var out []fleet.Request
+	seen := map[string]int{}
+	for n := 1; sc.Scan(); n++ {
+		line := strings.TrimSpace(sc.Text())
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		var req fleet.Request
+		dec := json.NewDecoder(strings.NewReader(line))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&req); err != nil {
+			return nil, usageError("%s:%d: not a run ({\"id\", \"task\", \"agent\"}): %v", name, n, err)
+		}
+		switch {
+		case strings.TrimSpace(req.ID) == "":
+			return nil, usageError("%s:%d: the run has no id", name, n)
+		case strings.TrimSpace(req.Task) == "":
+			return nil, usageError("%s:%d: run %q has no task", name, n, req.ID)
+		}
+		if first, ok := seen[req.ID]; ok {
+			return nil, usageError("%s:%d: id %q is already on line %d", name, n, req.ID, first)
+		}
+		seen[req.ID] = n
+		out = append(out, req)
+	}
+	if err := sc.Err(); err != nil {
+		return nil, usageError("%s: %v", name, err)
+	}
+	if len(out) == 0 {
+		return nil, usageError("%s holds no run", name)
+	}
+	return out, nil
+}
+
+// resultLine is a run's line on submit's stdout.
+type resultLine struct {
+	ID         string       `json:"id"`
+	Status     fleet.Status `json:"status"`
+	Answer     string       `json:"answer,omitempty"`
+	Error      string       `json:"error,omitempty"`
+	Worker     string       `json:"worker,omitempty"`
+	Submitted  bool         `json:"submitted"`
+	Deliveries int          `json:"deliveries,omitempty"`
+}
+
+func (a *app) submit(ctx context.Context, ff fleetFlags, file string, wait bool) error {
+	var in io.Reader = a.stdin
+	name := "stdin"
+	if file != "-" {
+		fh, err := os.Open(file)
+		if err != nil {
+			return usageError("%v", err)
+		}
+		defer fh.Close()
+		in, name = fh, file
+	}
+	reqs, err := readRuns(in, name)
+	if err != nil {
+		return err
+	}
+	fl, err := a.connectFleet(ctx, ff, "toolmux submit")
+	if err != nil {
+		return err
+	}
+	defer fl.Close()
+	enc := json.NewEncoder(a.stdout)
+	ids := make([]string, 0, len(reqs))
+	fresh := map[string]bool{}
+	for _, req := range reqs {
+		run, created, err := fl.Submit(ctx, req)
+		if err != nil {
+			return &exitError{code: exitFailed, err: err}
+		}
+		ids = append(ids, run.ID)
+		fresh[run.ID] = created
+		if !wait {
+			enc.Encode(resultLine{ID: run.ID, Status: run.Status, Answer: run.Answer, Error: run.Error, Worker: run.Worker, Submitted: created})
+		}
+	}
+	if !wait {
+		return nil
+	}
+	bar := newBar(a.stderr, len(ids))
+	states := map[string]*fleet.Run{}
+	failed := 0
+	var mu sync.Mutex
+	err = fl.Watch(ctx, func(r *fleet.Run) bool {
+		mu.Lock()
+		defer mu.Unlock()
+		if _, ours := fresh[r.ID]; !ours {
+			return true
+		}
+		prev := states[r.ID]
+		states[r.ID] = r
+		if r.Status.Final() && (prev == nil || !prev.Status.Final()) {
+			if r.Status == fleet.StatusFailed {
+				failed++
+			}
+			enc.Encode(resultLine{ID: r.ID, Status: r.Status, Answer: r.Answer, Error: r.Error, Worker: r.Worker,
+				Submitted: fresh[r.ID], Deliveries: r.Deliveries})
+		}
+		bar.show(states)
+		return countFinal(states) < len(ids)
+	}, ids...)
+	bar.done()
+	if err != nil {
+		if ctx.Err() != nil {
+			fmt.Fprintf(a.stderr, "toolmux: stopped waiting; the runs go on in the fleet (toolmux runs --nats %s)\n", ff.urlOrEnv())
+			return &exitError{code: exitInterrupted}
+		}
+		return &exitError{code: exitFailed, err: err}
+	}
+	if failed > 0 {
+		return &exitError{code: exitFailed, err: fmt.Errorf("%d of %d runs failed", failed, len(ids))}
+	}
+	return nil
+}
+
+func countFinal(states map[string]*fleet.Run) int {
+	n := 0
+	for _, r := range states {
+		if r.Status.Final() {
+			n++
+		}
+	}
+	return n
+}
+
+// bar is submit's progress bar: redrawn in place on a terminal, a line
+// per change elsewhere.
+type bar struct {
+	w     io.Writer
+	tty   bool
+	total int
+	last  string
+}
+
+func newBar(w io.Writer, total int) *bar {
+	b := &bar{w: w, total: total}
+	if f, ok := w.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
+		b.tty = true
+	}
+	return b
+}
+
+func (b *bar) show(states map[string]*fleet.Run) {
+	var done, failed, running int
+	for _, r := range states {
+		switch r.Status {
+		case fleet.StatusDone:
+			done++
+		case fleet.StatusFailed:
+			failed++
+		case fleet.StatusRunning:
+			running++
+		}
+	}
+	const width = 30
+	filled := (done + failed) * width / max(b.total, 1)
+	line := fmt.Sprintf("[%s%s] %d/%d done · %d running · %d failed", strings.Repeat("=", filled), strings.Repeat(" ", width-filled),
+		done+failed, b.total, running, failed)
+	if line == b.last {
+		return
+	}
+	b.last = line
+	if b.tty {
+		fmt.Fprintf(b.w, "\r%s\x1b[K", line)
+	} else {
+		fmt.Fprintln(b.w, line)
+	}
+}
+
+func (b *bar) done() {
+	if b.tty && b.last != "" {
+		fmt.Fprintln(b.w)
+	}
+}
+
+func (a *app) runsCommand() *cobra.Command {
+	var (
+		ff      fleetFlags
+		asJSON  bool
+		workers bool
+	)
+	cmd := &cobra.Command{
+		Use:   "runs --nats URL",
+		Short: "List a fleet's runs with their state and worker",
+		Long: `List the runs a fleet keeps, oldest first: id, state (queued, running, done,
+failed), the worker that holds or held it, deliveries and the task. With
+--workers, the workers alive come first. --json writes one JSON object per
+line instead.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return a.listRuns(cmd.Context(), ff, asJSON, workers)
+		},
+	}
+	ff.add(cmd)
+	cmd.Flags().BoolVar(&asJSON, "json", false, "one JSON object per run")
+	cmd.Flags().BoolVar(&workers, "workers", false, "list the workers alive too")
+	return cmd
+}
+
+func (a *app) listRuns(ctx context.Context, ff fleetFlags, asJSON, workers bool) error {
+	fl, err := a.connectFleet(ctx, ff, "toolmux runs")
+	if err != nil {
+		return err
+	}
+	defer fl.Close()
+	if workers {
+		ws, err := fl.Workers(ctx)
+		if err != nil {
+			return &exitError{code: exitFailed, err: err}
+		}
+		for _, w := range ws {
+			if asJSON {
+				b, _ := json.Marshal(map[string]any{"worker": w})
+				fmt.Fprintln(a.stdout, string(b))
+				continue
+			}
+			fmt.Fprintf(a.stdout, "worker %s  %s pid %d  %d/%d running  up %s\n", w.Name, w.Host, w.PID, len(w.Running), w.Concurrency,
+				time.Since(w.Started).Round(time.Second))
+		}
+	}
+	runs, err := fl.Runs(ctx)
+	if err != nil {
+		return &exitError{code: exitFailed, err: err}
+	}
+	sort.Slice(runs, func(i, j int) bool { return runs[i].Submitted.Before(runs[j].Submitted) })
+	if asJSON {
+		enc := json.NewEncoder(a.stdout)
+		for _, r := range runs {
+			enc.Encode(r)
+		}
+		return nil
+	}
+	if len(runs) == 0 {
+		fmt.Fprintln(a.stdout, "no runs")
+		return nil
+	}
+	fmt.Fprintf(a.stdout, "%-28s %-8s %-24s %-3s %s\n", "ID", "STATE", "WORKER", "DLV", "TASK")
+	for _, r := range runs {
+		fmt.Fprintf(a.stdout, "%-28s %-8s %-24s %-3d %s\n", r.ID, r.Status, r.Worker, r.Deliveries, oneLine(strings.Join(strings.Fields(r.Task), " "), 60))
+	}
+	return nil
+}
+
+// runOnFleet is `toolmux run --nats`: the run is submitted, its events
+// followed and shown as a local run's, and its answer printed.
+func (a *app) runOnFleet(ctx context.Context, task string, f runFlags) error {
+	fl, err := a.connectFleet(ctx, f.fleet, "toolmux run")
+	if err != nil {
+		return err
+	}
+	defer fl.Close()
+	id := tool.NewID()
+	var out eventWriter
+	if f.json {
+		out = &jsonEvents{w: a.stdout}
+	} else {
+		out = newProgress(a.stderr, a.verbose, "")
+	}
+	if _, _, err := fl.Submit(ctx, fleet.Request{ID: id, Task: task}); err != nil {
+		return &exitError{code: exitFailed, err: err}
+	}
+	fmt.Fprintf(a.stderr, "toolmux: run %s submitted to the fleet at %s\n", id, f.fleet.urlOrEnv())
+	// The events until the workflow's end; then the run's final state.
+	err = fl.Events(ctx, id, 0, func(e fleet.Event) bool {
+		out.event(stream.Event{ID: e.Seq, Name: e.Name, Task: e.Task, Time: e.Time, Data: e.Data})
+		return e.Name != stream.EventEndOfWorkflow
+	})
+	if err != nil && ctx.Err() != nil {
+		fmt.Fprintf(a.stderr, "toolmux: stopped following run %s; it goes on in the fleet (toolmux runs --nats %s)\n", id, f.fleet.urlOrEnv())
+		return &exitError{code: exitInterrupted}
+	}
+	run, werr := fl.Wait(ctx, id)
+	if werr != nil {
+		if ctx.Err() != nil {
+			return &exitError{code: exitInterrupted}
+		}
+		return &exitError{code: exitFailed, err: werr}
+	}
+	res := &agent.Result{Task: id, Answer: run.Answer, Status: agent.Status(run.AgentStatus), Turns: run.Turns, Calls: run.Calls}
+	var runErr error
+	if run.Status == fleet.StatusFailed {
+		runErr = errors.New(run.Error)
+	}
+	out.finish(res, runErr)
+	if runErr != nil {
+		return &exitError{code: exitFailed, err: fmt.Errorf("run %s failed on worker %s: %s", id, run.Worker, run.Error)}
+	}
+	if !f.json {
+		fmt.Fprintln(a.stdout, run.Answer)
+	}
+	return nil
+}

@@ -1,0 +1,234 @@
+package fleet
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/toolmux/toolmux/stream"
+)
+
+// seqHeader numbers a run's events 1, 2, 3, … across every worker that
+// held it: a worker taking a run over goes on from the last one stored.
+const seqHeader = "Toolmux-Seq"
+
+// Event is one event of a run as the fleet's events stream keeps it.
+type Event struct {
+	// Seq numbers the run's events from 1, with no gap.
+	Seq  int64           `json:"seq"`
+	Name string          `json:"name"`
+	Task string          `json:"task"`
+	Time time.Time       `json:"time"`
+	Data json.RawMessage `json:"data,omitempty"`
+	// Worker is the worker that published it.
+	Worker string `json:"worker,omitempty"`
+}
+
+// EventStore is the stream.Store of a worker's event hub: it appends each
+// event of a run to the run's subject of the fleet's events stream, where
+// the submitter, the page and the next worker find it. Events of no run
+// (a server's tools/list_changed) stay local.
+type EventStore struct {
+	f      *Fleet
+	worker string
+
+	mu   sync.Mutex
+	seqs map[string]int64
+	// ended are runs whose end_of_workflow event is stored.
+	ended map[string]chan struct{}
+}
+
+// NewEventStore returns the event store of worker's hub.
+func NewEventStore(f *Fleet, worker string) *EventStore {
+	return &EventStore{f: f, worker: worker, seqs: map[string]int64{}, ended: map[string]chan struct{}{}}
+}
+
+// AppendEvents publishes evs, in order, and returns when the stream has
+// stored them all.
+func (s *EventStore) AppendEvents(ctx context.Context, evs ...stream.Event) error {
+	futures := make([]jetstream.PubAckFuture, 0, len(evs))
+	var ended []string
+	for _, e := range evs {
+		if e.Task == "" {
+			continue
+		}
+		seq, err := s.next(ctx, e.Task)
+		if err != nil {
+			return err
+		}
+		b, _ := json.Marshal(Event{Seq: seq, Name: e.Name, Task: e.Task, Time: e.Time, Data: e.Data, Worker: s.worker})
+		msg := nats.NewMsg(s.f.eventSubject(e.Task))
+		msg.Data = b
+		msg.Header.Set(seqHeader, strconv.FormatInt(seq, 10))
+		// A retried batch is stored once.
+		msg.Header.Set(jetstream.MsgIDHeader, e.Task+"/"+strconv.FormatInt(seq, 10))
+		fut, err := s.f.js.PublishMsgAsync(msg)
+		if err != nil {
+			return fmt.Errorf("fleet: publishing an event of run %q: %w", e.Task, err)
+		}
+		futures = append(futures, fut)
+		if e.Name == stream.EventEndOfWorkflow {
+			ended = append(ended, e.Task)
+		}
+	}
+	for _, fut := range futures {
+		select {
+		case <-fut.Ok():
+		case err := <-fut.Err():
+			return fmt.Errorf("fleet: storing an event: %w", err)
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	s.mu.Lock()
+	for _, task := range ended {
+		s.endedLocked(task)
+	}
+	s.mu.Unlock()
+	return nil
+}
+
+func (s *EventStore) endedLocked(task string) {
+	ch, ok := s.ended[task]
+	if !ok {
+		ch = make(chan struct{})
+		s.ended[task] = ch
+	}
+	select {
+	case <-ch:
+	default:
+		close(ch)
+	}
+}
+
+// next is the run's next event number: one above the last stored, read
+// from the stream at the run's first event in this process.
+func (s *EventStore) next(ctx context.Context, task string) (int64, error) {
+	s.mu.Lock()
+	n, ok := s.seqs[task]
+	s.mu.Unlock()
+	if !ok {
+		last, err := s.f.LastEventSeq(ctx, task)
+		if err != nil {
+			return 0, err
+		}
+		n = last
+	}
+	n++
+	s.mu.Lock()
+	s.seqs[task] = n
+	s.mu.Unlock()
+	return n, nil
+}
+
+// Begin readies the store for a run taken by this worker: its numbering
+// is read afresh (another worker may have gone on since).
+func (s *EventStore) Begin(task string) {
+	s.mu.Lock()
+	delete(s.seqs, task)
+	if ch, ok := s.ended[task]; ok {
+		select {
+		case <-ch:
+			delete(s.ended, task)
+		default:
+		}
+	}
+	s.mu.Unlock()
+}
+
+// WaitEnded returns once the run's end_of_workflow event is stored.
+func (s *EventStore) WaitEnded(ctx context.Context, task string) error {
+	s.mu.Lock()
+	ch, ok := s.ended[task]
+	if !ok {
+		ch = make(chan struct{})
+		s.ended[task] = ch
+	}
+	s.mu.Unlock()
+	select {
+	case <-ch:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// End forgets a run this worker no longer holds.
+func (s *EventStore) End(task string) {
+	s.mu.Lock()
+	delete(s.seqs, task)
+	delete(s.ended, task)
+	s.mu.Unlock()
+}
+
+// EventsAfter has nothing: a worker's hub replays from its memory; the
+// fleet's events are read with Fleet.Events.
+func (s *EventStore) EventsAfter(context.Context, int64, string, int) ([]stream.Event, error) {
+	return nil, nil
+}
+
+// LastEventID is 0: a worker's hub numbers its events for itself.
+func (s *EventStore) LastEventID(context.Context) (int64, error) { return 0, nil }
+
+// LastEventSeq is the number of a run's last stored event, 0 if none.
+func (f *Fleet) LastEventSeq(ctx context.Context, id string) (int64, error) {
+	m, err := f.events.GetLastMsgForSubject(ctx, f.eventSubject(id))
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("fleet: reading the last event of run %q: %w", id, err)
+	}
+	n, err := strconv.ParseInt(m.Header.Get(seqHeader), 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("fleet: the last event of run %q has no number", id)
+	}
+	return n, nil
+}
+
+// Events calls fn with the events of run id (every run's with "") after
+// number after, in order, the stored ones first, then live ones as they
+// come, until fn returns false or ctx ends.
+func (f *Fleet) Events(ctx context.Context, id string, after int64, fn func(Event) bool) error {
+	subject := f.opts.Prefix + ".events.>"
+	if id != "" {
+		subject = f.eventSubject(id)
+	}
+	cons, err := f.events.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{FilterSubjects: []string{subject}})
+	if err != nil {
+		return fmt.Errorf("fleet: following events: %w", err)
+	}
+	it, err := cons.Messages()
+	if err != nil {
+		return fmt.Errorf("fleet: following events: %w", err)
+	}
+	defer it.Stop()
+	stop := context.AfterFunc(ctx, it.Stop)
+	defer stop()
+	for {
+		m, err := it.Next()
+		if err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			return fmt.Errorf("fleet: following events: %w", err)
+		}
+		var e Event
+		if json.Unmarshal(m.Data(), &e) != nil {
+			continue
+		}
+		if id != "" && e.Seq <= after {
+			continue
+		}
+		if !fn(e) {
+			return nil
+		}
+	}
+}

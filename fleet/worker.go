@@ -1,0 +1,401 @@
+package fleet
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/toolmux/toolmux"
+	"github.com/toolmux/toolmux/agent"
+	"github.com/toolmux/toolmux/tasklog/jsjournal"
+)
+
+// Runner runs one run (the worker's runtime: toolmux.Runtime is one).
+type Runner interface {
+	Run(ctx context.Context, t toolmux.Task) (*agent.Result, error)
+}
+
+// Claimer fences a run's journal writes by the worker that holds it
+// (*jsjournal.Journal is one): Claim when the run is taken, Renew with
+// the lease, Release when it is over or handed back.
+type Claimer interface {
+	Claim(ctx context.Context, task, owner string) (uint64, error)
+	Renew(ctx context.Context, task string) (uint64, error)
+	Release(task string)
+}
+
+// WorkerOptions adjust a worker. Runner is required.
+type WorkerOptions struct {
+	// Name names the worker in run states and the page (default
+	// HOST-PID).
+	Name string
+	// Concurrency is how many runs the worker runs at once (default 1).
+	Concurrency int
+	// Runner runs the runs.
+	Runner Runner
+	// Journal fences the runs' journal writes; nil: unfenced.
+	Journal Claimer
+	// Events is the store of the runner's event hub, told when a run
+	// begins and waited on before a run is acknowledged; nil: none.
+	Events *EventStore
+	// Grace is how long Run waits, once its context ends, for the runs
+	// in progress to finish before handing them back (default 30s).
+	Grace time.Duration
+	// Servers reports the health of the worker's servers for the page
+	// (nil: none).
+	Servers func() map[string]string
+	// Logger receives diagnostics (default: discarded).
+	Logger *slog.Logger
+}
+
+// Worker takes runs from the fleet's queue and runs them.
+type Worker struct {
+	f    *Fleet
+	o    WorkerOptions
+	log  *slog.Logger
+	cons jetstream.Consumer
+
+	mu      sync.Mutex
+	running map[string]time.Time
+	started time.Time
+}
+
+// WorkerInfo is a worker as the workers bucket shows it.
+type WorkerInfo struct {
+	Name        string            `json:"name"`
+	Host        string            `json:"host"`
+	PID         int               `json:"pid"`
+	Concurrency int               `json:"concurrency"`
+	Running     []string          `json:"running"`
+	Started     time.Time         `json:"started"`
+	Seen        time.Time         `json:"seen"`
+	Servers     map[string]string `json:"servers,omitempty"`
+}
+
+// NewWorker returns a worker of the fleet; Run starts it.
+func (f *Fleet) NewWorker(ctx context.Context, o WorkerOptions) (*Worker, error) {
+	if o.Runner == nil {
+		return nil, &ConfigError{Field: "runner", Reason: "a worker needs a runner"}
+	}
+	if o.Concurrency <= 0 {
+		o.Concurrency = 1
+	}
+	if o.Grace <= 0 {
+		o.Grace = 30 * time.Second
+	}
+	host, _ := os.Hostname()
+	if o.Name == "" {
+		o.Name = fmt.Sprintf("%s-%d", host, os.Getpid())
+	}
+	if !validName(o.Name) {
+		return nil, &ConfigError{Field: "name", Reason: fmt.Sprintf("%q: want letters, digits, '-' and '_'", o.Name)}
+	}
+	log := o.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	// Every worker shares one durable consumer: the queue hands each
+	// run to one of them, and to another when the lease (AckWait)
+	// lapses. Deliveries are counted by the worker, which gives a run
+	// up after MaxDeliveries; the consumer itself never stops.
+	cons, err := f.js.CreateOrUpdateConsumer(ctx, f.queueStream(), jetstream.ConsumerConfig{
+		Durable:       f.consumerName(),
+		Description:   "toolmux workers",
+		AckPolicy:     jetstream.AckExplicitPolicy,
+		AckWait:       f.opts.Lease,
+		MaxDeliver:    -1,
+		MaxAckPending: -1,
+		FilterSubject: f.queueSubject(),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("fleet: joining the queue: %w", err)
+	}
+	return &Worker{f: f, o: o, log: log, cons: cons, running: map[string]time.Time{}, started: time.Now().UTC()}, nil
+}
+
+// Name is the worker's name.
+func (w *Worker) Name() string { return w.o.Name }
+
+// Run takes and runs runs until ctx ends, then drains: it takes no more,
+// lets the runs in progress finish for Grace, and hands back the rest
+// (they are redelivered at once to another worker, which resumes them).
+func (w *Worker) Run(ctx context.Context) error {
+	// Runs live on their own context: the worker's ending only stops
+	// taking new ones; runs are cancelled after the grace.
+	runCtx, cancelRuns := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancelRuns()
+	beatCtx, stopBeat := context.WithCancel(context.WithoutCancel(ctx))
+	var beat sync.WaitGroup
+	beat.Go(func() { w.heartbeat(beatCtx) })
+	defer func() {
+		stopBeat()
+		beat.Wait()
+		// Gone from the page at once, not a TTL later.
+		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+		_ = w.f.workers.Delete(dctx, w.o.Name)
+		cancel()
+	}()
+
+	var slots sync.WaitGroup
+	for range w.o.Concurrency {
+		slots.Go(func() {
+			for ctx.Err() == nil {
+				fctx, cancel := context.WithTimeout(ctx, time.Second)
+				batch, err := w.cons.Fetch(1, jetstream.FetchContext(fctx))
+				if err != nil {
+					cancel()
+					if ctx.Err() == nil {
+						w.log.Warn("fetching from the queue", "error", err)
+						sleep(ctx, time.Second)
+					}
+					continue
+				}
+				for m := range batch.Messages() {
+					w.handle(runCtx, m)
+				}
+				cancel()
+			}
+		})
+	}
+	<-ctx.Done()
+	done := make(chan struct{})
+	go func() { slots.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(w.o.Grace):
+		w.log.Info("handing back the runs still in progress", "runs", len(w.Running()))
+		cancelRuns()
+		<-done
+	}
+	return nil
+}
+
+func sleep(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+	}
+}
+
+// Running lists the runs in progress.
+func (w *Worker) Running() []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	out := make([]string, 0, len(w.running))
+	for id := range w.running {
+		out = append(out, id)
+	}
+	return out
+}
+
+func (w *Worker) heartbeat(ctx context.Context) {
+	t := time.NewTicker(w.f.opts.heartbeat())
+	defer t.Stop()
+	host, _ := os.Hostname()
+	for {
+		info := WorkerInfo{Name: w.o.Name, Host: host, PID: os.Getpid(), Concurrency: w.o.Concurrency,
+			Running: w.Running(), Started: w.started, Seen: time.Now().UTC()}
+		if w.o.Servers != nil {
+			info.Servers = w.o.Servers()
+		}
+		b, _ := json.Marshal(info)
+		if _, err := w.f.workers.Put(ctx, w.o.Name, b); err != nil && ctx.Err() == nil {
+			w.log.Warn("could not announce the worker", "error", err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// handle runs one delivery of a run.
+func (w *Worker) handle(ctx context.Context, m jetstream.Msg) {
+	meta, err := m.Metadata()
+	if err != nil {
+		w.log.Warn("a queue message without metadata", "error", err)
+		_ = m.Term()
+		return
+	}
+	var req Request
+	if err := json.Unmarshal(m.Data(), &req); err != nil || req.ID == "" {
+		w.log.Warn("dropping a malformed run request", "error", err)
+		_ = m.Term()
+		return
+	}
+	deliveries := int(meta.NumDelivered)
+	seq := meta.Sequence.Stream
+	// Take the run in its state, by compare-and-set: a second message of
+	// a run already taken (or over) is dropped; a redelivery of the same
+	// message is the run handed back or its worker gone, and is taken.
+	var giveUp bool
+	run, err := w.f.update(ctx, req.ID, func(r *Run) error {
+		if r.Request.ID == "" || r.Task == "" {
+			r.Request = req
+		}
+		if r.Status.Final() || (r.QueueSeq != 0 && r.QueueSeq != seq) {
+			return errStop
+		}
+		r.Deliveries = deliveries
+		r.QueueSeq = seq
+		r.Worker = w.o.Name
+		if deliveries > w.f.opts.MaxDeliveries {
+			giveUp = true
+			r.Status = StatusFailed
+			r.Ended = time.Now().UTC()
+			r.Error = fmt.Sprintf("given up after %d deliveries: the run never finished (its workers died or handed it back)", deliveries-1)
+			return nil
+		}
+		r.Status = StatusRunning
+		if r.Started.IsZero() {
+			r.Started = time.Now().UTC()
+		}
+		return nil
+	})
+	switch {
+	case errors.Is(err, errStop):
+		w.log.Info("dropping a message of a run taken or over", "run", req.ID, "status", run.Status)
+		_ = m.Ack()
+		return
+	case err != nil:
+		w.log.Warn("could not take a run; handing it back", "run", req.ID, "error", err)
+		_ = m.NakWithDelay(time.Second)
+		return
+	case giveUp:
+		w.log.Warn("giving up a run", "run", req.ID, "deliveries", deliveries)
+		_ = m.Term()
+		return
+	}
+	w.mu.Lock()
+	w.running[req.ID] = time.Now()
+	w.mu.Unlock()
+	defer func() {
+		w.mu.Lock()
+		delete(w.running, req.ID)
+		w.mu.Unlock()
+	}()
+	if w.o.Journal != nil {
+		if _, err := w.o.Journal.Claim(ctx, req.ID, w.o.Name); err != nil {
+			w.log.Warn("could not claim a run's journal; handing it back", "run", req.ID, "error", err)
+			_ = m.NakWithDelay(time.Second)
+			return
+		}
+		defer w.o.Journal.Release(req.ID)
+	}
+	if w.o.Events != nil {
+		w.o.Events.Begin(req.ID)
+		defer w.o.Events.End(req.ID)
+	}
+
+	// The lease: renewed while the run lives; lost (another worker
+	// claimed the run) stops it.
+	runCtx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	var lease sync.WaitGroup
+	lease.Go(func() { w.renew(runCtx, cancel, m, req.ID) })
+	res, runErr := w.o.Runner.Run(runCtx, toolmux.Task{ID: req.ID, Input: req.Task, Agent: req.Agent, Metadata: req.Metadata, Resume: true})
+	if w.o.Events != nil && res != nil {
+		// The agent ran: its events end with end_of_workflow.
+		wctx, wcancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		if err := w.o.Events.WaitEnded(wctx, req.ID); err != nil {
+			w.log.Warn("the run's last events were not stored in time", "run", req.ID, "error", err)
+		}
+		wcancel()
+	}
+	lost := context.Cause(runCtx)
+	cancel(nil)
+	lease.Wait()
+	if lost != nil && !errors.Is(lost, context.Canceled) {
+		// Another worker holds it now: nothing more is written.
+		w.log.Warn("lost a run to another worker", "run", req.ID, "cause", lost)
+		return
+	}
+	if ctx.Err() != nil {
+		// Draining past the grace: hand the run back, to be resumed.
+		w.handBack(m, req.ID)
+		return
+	}
+	fctx, fcancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer fcancel()
+	_, err = w.f.update(fctx, req.ID, func(r *Run) error {
+		if r.Worker != w.o.Name || r.QueueSeq != seq {
+			return errStop
+		}
+		r.Ended = time.Now().UTC()
+		if res != nil {
+			r.Answer, r.AgentStatus, r.Turns, r.Calls = res.Answer, string(res.Status), res.Turns, res.Calls
+		}
+		r.Status = StatusDone
+		if runErr != nil {
+			r.Status, r.Error = StatusFailed, runErr.Error()
+		}
+		return nil
+	})
+	if err != nil {
+		w.log.Warn("could not record the end of a run", "run", req.ID, "error", err)
+	}
+	if err := m.DoubleAck(fctx); err != nil {
+		w.log.Warn("the queue did not take the acknowledgement of a run", "run", req.ID, "error", err)
+	}
+}
+
+// errLeaseLost ends a run whose lease another worker took.
+var errLeaseLost = errors.New("the run's lease was lost to another worker")
+
+func (w *Worker) renew(ctx context.Context, cancel context.CancelCauseFunc, m jetstream.Msg, id string) {
+	t := time.NewTicker(w.f.opts.heartbeat())
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if err := m.InProgress(); err != nil {
+			w.log.Warn("could not renew a run's lease", "run", id, "error", err)
+		}
+		if w.o.Journal != nil {
+			rctx, rcancel := context.WithTimeout(ctx, w.f.opts.Lease)
+			_, err := w.o.Journal.Renew(rctx, id)
+			rcancel()
+			if err != nil && ctx.Err() == nil && isOwnership(err) {
+				cancel(fmt.Errorf("%w: %v", errLeaseLost, err))
+				return
+			}
+		}
+	}
+}
+
+func isOwnership(err error) bool {
+	var oe *jsjournal.OwnershipError
+	return errors.As(err, &oe)
+}
+
+func (w *Worker) handBack(m jetstream.Msg, id string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_, err := w.f.update(ctx, id, func(r *Run) error {
+		if r.Worker != w.o.Name || r.Status != StatusRunning {
+			return errStop
+		}
+		r.Status = StatusQueued
+		return nil
+	})
+	if err != nil && !errors.Is(err, errStop) {
+		w.log.Warn("could not record a run handed back", "run", id, "error", err)
+	}
+	if err := m.Nak(); err != nil {
+		w.log.Warn("could not hand a run back; it returns after its lease", "run", id, "error", err)
+	}
+	w.log.Info("handed a run back", "run", id)
+}
