@@ -60,6 +60,10 @@ type Options struct {
 	// deeper call is answered 400 (invalid_tool_params) without being
 	// made. 0 means tool.DefaultMaxDepth.
 	MaxDepth int
+	// Fleet summarises the fleet this gateway shows (its workers, its
+	// runs by status), for GET /api/fleet; nil: not a fleet's gateway
+	// (404).
+	Fleet func(ctx context.Context) (any, error)
 }
 
 // Info is the answer of GET /api/info: what this process is, so that a
@@ -103,6 +107,7 @@ func New(o Options) http.Handler {
 	mux.HandleFunc("GET /api/approvals", s.approvals)
 	mux.HandleFunc("POST /api/approvals/{id}", s.decide)
 	mux.HandleFunc("GET /api/events", s.events)
+	mux.HandleFunc("GET /api/fleet", s.fleet)
 	mux.HandleFunc("/api/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "not_found", fmt.Sprintf("no API route %s %s (see docs/api.md)", r.Method, r.URL.Path))
 	})
@@ -123,6 +128,19 @@ func (s *server) info(w http.ResponseWriter, _ *http.Request) {
 		in.Run = s.o.Run()
 	}
 	writeJSON(w, http.StatusOK, in)
+}
+
+func (s *server) fleet(w http.ResponseWriter, r *http.Request) {
+	if s.o.Fleet == nil {
+		writeError(w, http.StatusNotFound, "not_found", "this gateway is not in a fleet (serve --nats URL or --nats-listen ADDR)")
+		return
+	}
+	v, err := s.o.Fleet(r.Context())
+	if err != nil {
+		writeError(w, http.StatusBadGateway, "fleet_unavailable", err.Error())
+		return
+	}
+	writeJSON(w, http.StatusOK, v)
 }
 
 // ToolInfo is one tool as /api/tools lists it.

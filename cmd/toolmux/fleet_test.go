@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -20,6 +21,7 @@ import (
 	"github.com/toolmux/toolmux/fleet"
 	"github.com/toolmux/toolmux/internal/llmtest"
 	"github.com/toolmux/toolmux/internal/testservers"
+	"github.com/toolmux/toolmux/stream"
 )
 
 // startNATS starts an embedded JetStream server for one test, its data in
@@ -359,5 +361,91 @@ func checkEventSeq(t *testing.T, f *fleet.Fleet, id string) {
 	}
 	if name != "end_of_workflow" {
 		t.Errorf("the last event is %s", name)
+	}
+}
+
+// serve --nats-listen is the whole fleet's infrastructure: a worker on
+// another "machine" joins its embedded NATS server with nothing else, a
+// run submitted with run --nats is shown by the gateway's API (the fleet's
+// workers and runs, the run's record, its events) and by toolmux logs.
+func TestFleetServeNATSListen(t *testing.T) {
+	t.Parallel()
+	m := appendModel(t, 0)
+	dir := fleetWorkspace(t, m)
+	data := t.TempDir()
+	natsAddr := fmt.Sprintf("127.0.0.1:%d", testservers.FreePort(t))
+	p := startServeProc(t, dir, data, "--nats-listen", natsAddr)
+	if !testservers.Eventually(30*time.Second, func() bool { return strings.Contains(p.stderr.String(), "workers join with") }) {
+		t.Fatalf("serve did not say how workers join:\n%s", p.stderr.String())
+	}
+	url := "nats://" + natsAddr
+	startWorker(t, dir, url, "--name", "remote")
+	out := filepath.Join(t.TempDir(), "effects.txt")
+	r := execToolmux(t, dir, "", modelFreeEnv(), "run", "--nats", url, "--lease", "2s", "append shown to "+out+" sleeping 0")
+	if r.code != 0 || strings.TrimSpace(r.stdout) != "appended shown | tool said: appended shown" {
+		t.Fatalf("run --nats: exit %d\nstdout: %s\nstderr: %s", r.code, r.stdout, r.stderr)
+	}
+	if !strings.Contains(r.stderr, "✓ fx/append") {
+		t.Errorf("run --nats showed no progress:\n%s", r.stderr)
+	}
+	id := regexp.MustCompile(`run (\S+) submitted`).FindStringSubmatch(r.stderr)
+	if id == nil {
+		t.Fatalf("run --nats did not name its run:\n%s", r.stderr)
+	}
+
+	var summary struct {
+		Workers []struct{ Name string } `json:"workers"`
+		Runs    map[string]int          `json:"runs"`
+	}
+	getJSON(t, p.url("/api/fleet"), &summary)
+	if len(summary.Workers) != 1 || summary.Workers[0].Name != "remote" || summary.Runs["done"] != 1 {
+		t.Errorf("/api/fleet: %+v", summary)
+	}
+	// The run's record, written by the worker into the fleet's journal,
+	// read through the gateway's index of it.
+	var task struct {
+		Status string `json:"status"`
+		Calls  []struct {
+			Tool string `json:"tool"`
+		} `json:"calls"`
+	}
+	if !testservers.Eventually(30*time.Second, func() bool {
+		getJSON(t, p.url("/api/tasks/"+id[1]), &task)
+		return task.Status == "success"
+	}) {
+		t.Fatalf("the gateway does not show the run ended: %+v", task)
+	}
+	if len(task.Calls) != 1 || task.Calls[0].Tool != "append" {
+		t.Errorf("the run's calls: %+v", task.Calls)
+	}
+	// Its events, projected into the page's stream.
+	evs := readEvents(t, p.addr, "0", func(e stream.Event) bool { return e.Task == id[1] && e.Name == "end_of_workflow" })
+	n := 0
+	for _, e := range evs {
+		if e.Task == id[1] {
+			n++
+		}
+	}
+	if n < 5 {
+		t.Errorf("only %d events of the run on the page's stream", n)
+	}
+	lr := execToolmux(t, dir, "", append(modelFreeEnv(), "XDG_DATA_HOME="+t.TempDir()), "logs", "--nats", url, "show", id[1])
+	if lr.code != 0 || !strings.Contains(lr.stdout, "fx/append") || !strings.Contains(lr.stdout, "appended shown") {
+		t.Errorf("logs --nats show: exit %d\n%s\n%s", lr.code, lr.stdout, lr.stderr)
+	}
+}
+
+func getJSON(t *testing.T, url string, v any) {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("GET %s: %s", url, resp.Status)
+	}
+	if err := json.NewDecoder(resp.Body).Decode(v); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -80,6 +81,8 @@ the log cannot be read, 2 usage or configuration error.`,
 	cmd.Flags().IntVarP(&limit, "limit", "n", 20, "at most this many tasks (0: all)")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON array (for scripts)")
 	cmd.AddCommand(a.logsShowCommand(), a.logsExportCommand())
+	cmd.PersistentFlags().StringVar(&a.logsFleet.url, "nats", "", "read a fleet's task log (its journal on this NATS server, indexed under the data directory's fleet/)")
+	cmd.PersistentFlags().StringVar(&a.logsFleet.prefix, "fleet-prefix", "toolmux", "the fleet's name on the NATS server")
 	return cmd
 }
 
@@ -143,10 +146,27 @@ func (a *app) openTaskLog(ctx context.Context) (*tasklog.Log, error) {
 	if dir == "" {
 		return nil, usageError("no data directory: pass --data-dir or set data_dir in the configuration")
 	}
-	if !tasklog.Exists(dir) {
+	opts := toolmux.TaskLogOptions(cfg.TaskLog, a.logger())
+	if a.logsFleet.url != "" {
+		// A fleet's log: its journal on JetStream, the index kept where
+		// serve keeps it for that fleet (built now if there is none).
+		a.logsFleet.lease = 10 * time.Second
+		fl, err := a.connectFleet(ctx, a.logsFleet, "toolmux logs")
+		if err != nil {
+			return nil, err
+		}
+		j, err := fl.OpenJournal(ctx)
+		if err != nil {
+			fl.Close()
+			return nil, &exitError{code: exitFailed, err: err}
+		}
+		a.cleanups = append(a.cleanups, func() { j.Close(); fl.Close() })
+		dir = filepath.Join(dir, "fleet", a.logsFleet.prefix)
+		opts = append(opts, tasklog.WithJournal(j))
+	} else if !tasklog.Exists(dir) {
 		return nil, nil
 	}
-	l, err := tasklog.Open(ctx, dir, toolmux.TaskLogOptions(cfg.TaskLog, a.logger())...)
+	l, err := tasklog.Open(ctx, dir, opts...)
 	if err != nil {
 		return nil, &exitError{code: exitFailed, err: fmt.Errorf("task log: %s", taskLogMessage(err))}
 	}

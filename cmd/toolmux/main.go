@@ -61,6 +61,11 @@ type app struct {
 	stdout       io.Writer
 	stderr       io.Writer
 	stdin        io.Reader
+	// logsFleet names the fleet whose task log the logs commands read.
+	logsFleet fleetFlags
+	// cleanups run when the command has ended (the fleet connection of
+	// a logs command), last first.
+	cleanups []func()
 }
 
 func main() {
@@ -84,6 +89,9 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	cmd, err := root.ExecuteContextC(ctx)
+	for i := len(a.cleanups) - 1; i >= 0; i-- {
+		a.cleanups[i]()
+	}
 	if err == nil {
 		return exitOK
 	}
@@ -174,11 +182,21 @@ func (a *app) logger() *slog.Logger {
 // opened is a failure (exit 1); anything else wrong in the configuration
 // is a usage error.
 func (a *app) open(ctx context.Context, o toolmux.Options) (*toolmux.Runtime, error) {
+	return a.openIn(ctx, o, "")
+}
+
+// openIn is open with the runtime's state in sub, a directory under the
+// data directory ("" for the data directory itself): a fleet's gateway
+// keeps its index of the fleet's journal apart from the local task log.
+func (a *app) openIn(ctx context.Context, o toolmux.Options, sub string) (*toolmux.Runtime, error) {
 	cfg, err := a.loadConfig()
 	if err != nil {
 		return nil, err
 	}
 	cfg.DataDir = a.resolveDataDir(cfg)
+	if sub != "" && cfg.DataDir != "" {
+		cfg.DataDir = filepath.Join(cfg.DataDir, sub)
+	}
 	if a.approvalMode != "" {
 		if o.Mode, err = policy.ParseMode(a.approvalMode); err != nil {
 			return nil, &exitError{code: exitUsage, err: fmt.Errorf("--approval-mode: %w", err)}

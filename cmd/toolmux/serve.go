@@ -40,6 +40,9 @@ func (a *app) serveCommand() *cobra.Command {
 
 		approvalTimeout time.Duration
 		shutdownTimeout time.Duration
+
+		ff         fleetFlags
+		natsListen string
 	)
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -123,9 +126,17 @@ closes every upstream server and the task log, and says what it cancelled.`,
 					defer ln.Close()
 				}
 			}
+			ctx := cmd.Context()
+			// In a fleet, the gateway's task log is the fleet's journal
+			// (its index under the data directory's fleet/), and the
+			// page shows the workers' runs.
+			fn, err := a.startFleetNode(ctx, ff, natsListen, token)
+			if err != nil {
+				return err
+			}
+			defer fn.close()
 			tuneGC()
 			st := newStartup(a.stderr)
-			ctx := cmd.Context()
 			// Calls from clients go through the scheduler, for the policy
 			// and the call events. A call that needs approval is put to
 			// someone who can answer now: the client's user through MCP
@@ -151,12 +162,14 @@ closes every upstream server and the task log, and says what it cancelled.`,
 			// Every call's states and output are events: /api/events
 			// streams them, the task log keeps them for resumption.
 			rel := newReleaser()
-			rt, err := a.open(ctx, toolmux.Options{NoAgents: true, Approver: approver, ConcurrentApprovals: true,
-				Sinks: []schedule.Sink{rel}, ManagerOptions: []manager.Option{st.option()}})
+			rt, err := a.openIn(ctx, toolmux.Options{NoAgents: true, Approver: approver, ConcurrentApprovals: true,
+				Sinks: []schedule.Sink{rel}, ManagerOptions: []manager.Option{st.option()}, TaskLog: fn.taskLog()}, fn.dataSub())
 			if err != nil {
 				return err
 			}
 			defer closeRuntime(ctx, rt)
+			stopProjecting := fn.project(ctx, rt)
+			defer stopProjecting()
 			// Whatever task this process still runs when it stops (a task
 			// an API caller named, say) ends as shutdown, after the
 			// sessions' own tasks.
@@ -166,7 +179,8 @@ closes every upstream server and the task log, and says what it cancelled.`,
 			opts := gateway.Options{Version: versionString(), Logger: a.logger(), MaxDepth: rt.Config.Limits.MaxDepth,
 				Sessions: sessionTasks(rt.Log, a.logger())}
 			opts.API = api.New(api.Options{Catalog: rt.Pipeline, Caller: s, Health: rt.Manager.Health,
-				Policy: rt.Policy, Approvals: approvals, Log: rt.Log, Events: hub, Version: versionString(), MaxDepth: rt.Config.Limits.MaxDepth})
+				Policy: rt.Policy, Approvals: approvals, Log: rt.Log, Events: hub, Version: versionString(), MaxDepth: rt.Config.Limits.MaxDepth,
+				Fleet: fn.summary()})
 			if onHTTP {
 				opts.Passthrough = passthroughServers(rt.Config, a.logger())
 				opts.OnSessionRefused = func(rs gateway.RouteSessions) {
@@ -239,6 +253,8 @@ closes every upstream server and the task log, and says what it cancelled.`,
 	cmd.Flags().DurationVar(&approvalTimeout, "approval-timeout", api.DefaultApprovalTimeout, "how long a call waits for a person's answer (MCP elicitation or the web page) before it is refused")
 	cmd.Flags().DurationVar(&shutdownTimeout, "shutdown-timeout", 10*time.Second, "on SIGINT/SIGTERM, how long calls in flight may go on before they are cancelled")
 	cmd.Flags().Int64Var(&sec.MaxRequestBytes, "max-request-bytes", gateway.DefaultMaxRequestBytes, "largest request body accepted (-1: no limit)")
+	ff.add(cmd)
+	cmd.Flags().StringVar(&natsListen, "nats-listen", "", "start an embedded NATS server with JetStream at ADDR (e.g. 0.0.0.0:4222) for a fleet of workers, its data in the data directory; the page shows the fleet")
 	return cmd
 }
 

@@ -1,0 +1,197 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/toolmux/toolmux"
+	"github.com/toolmux/toolmux/fleet"
+	"github.com/toolmux/toolmux/gateway"
+	"github.com/toolmux/toolmux/tasklog"
+	"github.com/toolmux/toolmux/tasklog/jsjournal"
+)
+
+// fleetNode is what serve runs of a fleet: the embedded NATS server of
+// --nats-listen, the connection, the journal and the projection of the
+// runs' events into the page. The zero value (no fleet) does nothing.
+type fleetNode struct {
+	server  *fleet.Server
+	fleet   *fleet.Fleet
+	journal *jsjournal.Journal
+	prefix  string
+	stderr  func(format string, args ...any)
+}
+
+// startFleetNode starts what serve's fleet flags ask for: nothing without
+// them.
+func (a *app) startFleetNode(ctx context.Context, ff fleetFlags, listen, token string) (fn *fleetNode, err error) {
+	fn = &fleetNode{prefix: ff.prefix, stderr: func(format string, args ...any) { fmt.Fprintf(a.stderr, format, args...) }}
+	if listen == "" && ff.url == "" && os.Getenv("TOOLMUX_NATS") == "" {
+		return fn, nil
+	}
+	if listen != "" && ff.url != "" {
+		return nil, usageError("--nats-listen starts the fleet's NATS server here; --nats joins another: give one")
+	}
+	defer func() {
+		if err != nil {
+			fn.close()
+		}
+	}()
+	if listen != "" {
+		if err := checkAddr(listen); err != nil {
+			return nil, err
+		}
+		host, _, _ := net.SplitHostPort(listen)
+		loopback := gateway.IsLoopback(listen)
+		if !loopback && token == "" {
+			return nil, usageError("refusing to start a NATS server on %s without a token: set --token or TOOLMUX_TOKEN (workers then join with nats://TOKEN@%s), or listen on 127.0.0.1", listen, listen)
+		}
+		cfg, err := a.loadConfig()
+		if err != nil {
+			return nil, err
+		}
+		dir := a.resolveDataDir(cfg)
+		if dir == "" {
+			return nil, usageError("--nats-listen keeps the fleet's streams in the data directory: set --data-dir")
+		}
+		if fn.server, err = fleet.StartServer(fleet.ServerOptions{Listen: listen, StoreDir: filepath.Join(dir, "nats"), Token: token}); err != nil {
+			return nil, &exitError{code: exitFailed, err: err}
+		}
+		port := fn.server.Addr().(*net.TCPAddr).Port
+		ff.url = "nats://" + net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+		join := net.JoinHostPort(host, strconv.Itoa(port))
+		if host == "" || host == "0.0.0.0" || host == "::" {
+			h, _ := os.Hostname()
+			join = net.JoinHostPort(h, strconv.Itoa(port))
+		}
+		if token != "" {
+			ff.url = "nats://" + token + "@" + strings.TrimPrefix(ff.url, "nats://")
+			join = "TOKEN@" + join
+		}
+		fn.stderr("toolmux: NATS server for the fleet at %s (data in %s); workers join with: toolmux worker --nats nats://%s\n",
+			fn.server.Addr(), filepath.Join(dir, "nats"), join)
+	}
+	if fn.fleet, err = a.connectFleet(ctx, ff, "toolmux serve"); err != nil {
+		return nil, err
+	}
+	if fn.journal, err = fn.fleet.OpenJournal(ctx); err != nil {
+		return nil, &exitError{code: exitFailed, err: err}
+	}
+	return fn, nil
+}
+
+// taskLog are the task log's options in a fleet: its journal.
+func (fn *fleetNode) taskLog() []tasklog.Option {
+	if fn.journal == nil {
+		return nil
+	}
+	return []tasklog.Option{tasklog.WithJournal(fn.journal)}
+}
+
+// dataSub is where, under the data directory, the fleet's gateway keeps
+// its index: apart from the local task log, one per fleet.
+func (fn *fleetNode) dataSub() string {
+	if fn.fleet == nil {
+		return ""
+	}
+	return filepath.Join("fleet", fn.prefix)
+}
+
+// summary is /api/fleet's source; nil without a fleet.
+func (fn *fleetNode) summary() func(ctx context.Context) (any, error) {
+	if fn.fleet == nil {
+		return nil
+	}
+	return func(ctx context.Context) (any, error) { return fn.fleet.Summarize(ctx) }
+}
+
+// project republishes the workers' runs' events into the page's hub,
+// from where the last serve of this data directory stopped (a position
+// kept in a file beside the index).
+func (fn *fleetNode) project(ctx context.Context, rt *toolmux.Runtime) (stop func()) {
+	if fn.fleet == nil || rt.Events == nil || rt.Config.DataDir == "" {
+		return func() {}
+	}
+	posFile := filepath.Join(rt.Config.DataDir, "fleet-events.pos")
+	var after uint64
+	if b, err := os.ReadFile(posFile); err == nil {
+		after, _ = strconv.ParseUint(strings.TrimSpace(string(b)), 10, 64)
+	}
+	pctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	last, saved := after, after
+	save := func() {
+		mu.Lock()
+		pos := last
+		mu.Unlock()
+		if pos != saved {
+			if err := os.WriteFile(posFile, []byte(strconv.FormatUint(pos, 10)), 0o600); err == nil {
+				saved = pos
+			}
+		}
+	}
+	wg.Go(func() {
+		for pctx.Err() == nil {
+			err := fn.fleet.Project(pctx, last, func(pos uint64, e fleet.Event) {
+				rt.Events.Publish(e.Name, e.Task, e.Data)
+				mu.Lock()
+				last = pos
+				mu.Unlock()
+			})
+			if err != nil && pctx.Err() == nil {
+				fn.stderr("toolmux: following the fleet's events: %v (trying again)\n", err)
+				sleepCtx(pctx, time.Second)
+			}
+		}
+	})
+	wg.Go(func() {
+		t := time.NewTicker(time.Second)
+		defer t.Stop()
+		for {
+			select {
+			case <-pctx.Done():
+				return
+			case <-t.C:
+				save()
+			}
+		}
+	})
+	return func() {
+		cancel()
+		wg.Wait()
+		save()
+	}
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+	}
+}
+
+// close ends the node: the journal, the connection, then the server.
+func (fn *fleetNode) close() {
+	if fn == nil {
+		return
+	}
+	if fn.journal != nil {
+		fn.journal.Close()
+	}
+	if fn.fleet != nil {
+		fn.fleet.Close()
+	}
+	if fn.server != nil {
+		fn.server.Shutdown()
+	}
+}

@@ -1,0 +1,77 @@
+package fleet
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Project follows every run's events on the fleet's events stream, from
+// the stream position after `after` (0: from the start), and hands each to
+// fn with its stream position, until ctx ends. The gateway's page uses it
+// to show fleet runs as local ones: it republishes them into its event
+// hub and saves the position, so that a restart goes on where it stopped.
+func (f *Fleet) Project(ctx context.Context, after uint64, fn func(pos uint64, e Event)) error {
+	cfg := jetstream.OrderedConsumerConfig{FilterSubjects: []string{f.opts.Prefix + ".events.>"}}
+	if after > 0 {
+		cfg.DeliverPolicy = jetstream.DeliverByStartSequencePolicy
+		cfg.OptStartSeq = after + 1
+	}
+	cons, err := f.events.OrderedConsumer(ctx, cfg)
+	if err != nil {
+		return fmt.Errorf("fleet: following the events: %w", err)
+	}
+	it, err := cons.Messages()
+	if err != nil {
+		return fmt.Errorf("fleet: following the events: %w", err)
+	}
+	defer it.Stop()
+	stop := context.AfterFunc(ctx, it.Stop)
+	defer stop()
+	for {
+		m, err := it.Next()
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return fmt.Errorf("fleet: following the events: %w", err)
+		}
+		meta, err := m.Metadata()
+		if err != nil {
+			continue
+		}
+		var e Event
+		if json.Unmarshal(m.Data(), &e) != nil {
+			continue
+		}
+		fn(meta.Sequence.Stream, e)
+	}
+}
+
+// Summary counts a fleet's runs by status, for the page.
+type Summary struct {
+	Workers []WorkerInfo   `json:"workers"`
+	Runs    map[Status]int `json:"runs"`
+}
+
+// Summarize returns the workers alive and the runs counted by status.
+func (f *Fleet) Summarize(ctx context.Context) (*Summary, error) {
+	ws, err := f.Workers(ctx)
+	if err != nil {
+		return nil, err
+	}
+	runs, err := f.Runs(ctx)
+	if err != nil {
+		return nil, err
+	}
+	s := &Summary{Workers: ws, Runs: map[Status]int{StatusQueued: 0, StatusRunning: 0, StatusDone: 0, StatusFailed: 0}}
+	if s.Workers == nil {
+		s.Workers = []WorkerInfo{}
+	}
+	for _, r := range runs {
+		s.Runs[r.Status]++
+	}
+	return s, nil
+}
