@@ -449,3 +449,28 @@ func getJSON(t *testing.T, url string, v any) {
 		t.Fatal(err)
 	}
 }
+
+// The runs file of docs/fleet.md is read as written: its three runs end
+// done, the one naming the main agent too.
+func TestFleetDocExample(t *testing.T) {
+	t.Parallel()
+	doc, err := os.ReadFile(filepath.Join("..", "..", "docs", "fleet.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	mm := regexp.MustCompile("(?ms)^```jsonl runs.jsonl\n(.*?)^```$").FindSubmatch(doc)
+	if mm == nil {
+		t.Fatal("docs/fleet.md has no runs.jsonl example")
+	}
+	ns := startNATS(t, t.TempDir(), 0)
+	m := appendModel(t, 0)
+	dir := fleetWorkspace(t, m)
+	if err := os.WriteFile(filepath.Join(dir, "runs.jsonl"), mm[1], 0o644); err != nil {
+		t.Fatal(err)
+	}
+	startWorker(t, dir, natsURL(ns), "--concurrency", "3")
+	r := execToolmux(t, dir, "", modelFreeEnv(), "submit", "--nats", natsURL(ns), "--lease", "2s", "--wait", "runs.jsonl")
+	if r.code != 0 || strings.Count(r.stdout, `"status":"done"`) != 3 {
+		t.Fatalf("submit: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+}
