@@ -88,8 +88,9 @@ non-idempotent tools are never run twice (the call ledger).
 SIGTERM or Ctrl-C drains: no new runs are taken, the runs in progress have
 --grace to finish, and the rest are handed back to the fleet.
 
-Calls the policy asks about are refused (no one can answer on a worker)
-unless --yes approves them; allow them in the configuration's policy.
+Calls the policy asks about are put to the fleet's gateway (toolmux serve
+--nats, its page and API) and refused at once when none is up or nobody has
+its page open; --yes approves them on the worker.
 
   toolmux worker --nats nats://gateway:4222 --concurrency 4`,
 		Args: cobra.NoArgs,
@@ -148,7 +149,13 @@ func (a *app) runWorker(ctx context.Context, ff fleetFlags, name string, concurr
 		return &exitError{code: exitInternal, err: err}
 	}
 	ledger := fl.Ledger(fleet.LedgerOptions{Worker: w0, Logger: log})
-	rt, err := toolmux.Open(ctx, cfg, toolmux.Options{Logger: log, Approver: a.approver(false), Events: hub,
+	// Calls the policy asks about go to the fleet's gateway (its page),
+	// or are approved by --yes.
+	approver := a.approver(false)
+	if approver == nil {
+		approver = fl.Approver(w0, 0)
+	}
+	rt, err := toolmux.Open(ctx, cfg, toolmux.Options{Logger: log, Approver: approver, ConcurrentApprovals: true, Events: hub,
 		TaskLog: []tasklog.Option{tasklog.WithJournal(j)}, Middleware: []pipeline.Middleware{ledger.Middleware}})
 	if err != nil {
 		hub.Close(context.WithoutCancel(ctx))

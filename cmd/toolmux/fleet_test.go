@@ -474,3 +474,126 @@ func TestFleetDocExample(t *testing.T) {
 		t.Fatalf("submit: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
 	}
 }
+
+// A call the policy asks about on a worker is put to the fleet's gateway:
+// with its page open, the question is on the API, answered there, and the
+// call runs on the worker; with no page open, it is refused at once.
+func TestFleetApprovalOnGateway(t *testing.T) {
+	t.Parallel()
+	m := appendModel(t, 0)
+	// The fixture's append changes state, and fx is not trusted: the
+	// default mode asks.
+	dir := workspace(t, fmt.Sprintf(`model:
+  base_url: %s
+  model: scripted
+servers:
+  fx:
+    command: %s
+`, m.BaseURL(), testservers.Fixture(t)))
+	data := t.TempDir()
+	natsAddr := fmt.Sprintf("127.0.0.1:%d", testservers.FreePort(t))
+	p := startServeProc(t, dir, data, "--nats-listen", natsAddr, "--lease", "2s")
+	url := "nats://" + natsAddr
+	asker := startWorker(t, dir, url, "--name", "asker")
+	f := connectFleet(t, url)
+	out := filepath.Join(t.TempDir(), "effects.txt")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+
+	// Nobody on the page: refused at once, and the run goes on.
+	if _, _, err := f.Submit(ctx, fleet.Request{ID: "unasked", Task: "append refused to " + out + " sleeping 0"}); err != nil {
+		t.Fatal(err)
+	}
+	run, err := f.Wait(ctx, "unasked")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if run.Status != fleet.StatusDone || !strings.Contains(run.Answer, "approval_denied") {
+		t.Errorf("without a page: %+v", run)
+	}
+	if c := countOf(lines(t, out), "refused"); c != 0 {
+		t.Errorf("the refused call ran %d times", c)
+	}
+
+	// The page open: the question waits there and is answered.
+	testservers.AttachApprover(t, "http://"+p.addr)
+	if !testservers.Eventually(30*time.Second, func() bool {
+		var info struct{ Approvers int }
+		getJSON(t, p.url("/api/info"), &info)
+		return info.Approvers == 1
+	}) {
+		t.Fatal("the approver was not attached")
+	}
+	if _, _, err := f.Submit(ctx, fleet.Request{ID: "asked", Task: "append approved to " + out + " sleeping 0"}); err != nil {
+		t.Fatal(err)
+	}
+	var pending []struct{ ID, Task, Server, Tool string }
+	if !testservers.Eventually(time.Minute, func() bool {
+		getJSON(t, p.url("/api/approvals"), &pending)
+		return len(pending) == 1
+	}) {
+		t.Fatalf("the worker's question never reached the gateway")
+	}
+	if pending[0].Task != "asked" || pending[0].Server != "fx" || pending[0].Tool != "append" {
+		t.Errorf("pending: %+v", pending[0])
+	}
+	resp, err := http.Post(p.url("/api/approvals/"+pending[0].ID), "application/json", strings.NewReader(`{"decision": "once"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusNoContent {
+		t.Fatalf("answering: %s", resp.Status)
+	}
+	if run, err = f.Wait(ctx, "asked"); err != nil {
+		t.Fatal(err)
+	}
+	if run.Status != fleet.StatusDone || run.Answer != "appended approved | tool said: appended approved" {
+		t.Errorf("approved: %+v", run)
+	}
+	if c := countOf(lines(t, out), "approved"); c != 1 {
+		t.Errorf("the approved call ran %d times", c)
+	}
+
+	// The worker dies while its question waits: the question leaves the
+	// page; the run resumed elsewhere asks again for the same call, and
+	// the answer runs it once.
+	if _, _, err := f.Submit(ctx, fleet.Request{ID: "orphan", Task: "append late to " + out + " sleeping 0"}); err != nil {
+		t.Fatal(err)
+	}
+	if !testservers.Eventually(time.Minute, func() bool {
+		getJSON(t, p.url("/api/approvals"), &pending)
+		return len(pending) == 1 && pending[0].Task == "orphan"
+	}) {
+		t.Fatalf("the question never reached the gateway: %+v", pending)
+	}
+	first := pending[0].ID
+	asker.kill(t)
+	if !testservers.Eventually(time.Minute, func() bool {
+		getJSON(t, p.url("/api/approvals"), &pending)
+		return len(pending) == 0
+	}) {
+		t.Fatalf("the dead worker's question stayed on the page: %+v", pending)
+	}
+	startWorker(t, dir, url, "--name", "heir")
+	if !testservers.Eventually(time.Minute, func() bool {
+		getJSON(t, p.url("/api/approvals"), &pending)
+		return len(pending) == 1
+	}) {
+		t.Fatalf("the resumed run did not ask again")
+	}
+	if pending[0].ID != first {
+		t.Errorf("the resumed run asked for call %s, not the same call %s", pending[0].ID, first)
+	}
+	resp, err = http.Post(p.url("/api/approvals/"+pending[0].ID), "application/json", strings.NewReader(`{"decision": "once"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if run, err = f.Wait(ctx, "orphan"); err != nil {
+		t.Fatal(err)
+	}
+	if run.Status != fleet.StatusDone || run.Worker != "heir" || countOf(lines(t, out), "late") != 1 {
+		t.Errorf("resumed after approval: %+v, %d lines", run, countOf(lines(t, out), "late"))
+	}
+}

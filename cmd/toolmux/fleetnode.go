@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
@@ -14,6 +15,7 @@ import (
 	"github.com/toolmux/toolmux"
 	"github.com/toolmux/toolmux/fleet"
 	"github.com/toolmux/toolmux/gateway"
+	"github.com/toolmux/toolmux/policy"
 	"github.com/toolmux/toolmux/tasklog"
 	"github.com/toolmux/toolmux/tasklog/jsjournal"
 )
@@ -178,6 +180,20 @@ func sleepCtx(ctx context.Context, d time.Duration) {
 	case <-t.C:
 	case <-ctx.Done():
 	}
+}
+
+// serveApprovals answers the workers' approval questions with approver
+// (nil: refused, nobody to ask).
+func (fn *fleetNode) serveApprovals(approver policy.Approver, log *slog.Logger) (stop func(), err error) {
+	if fn.fleet == nil {
+		return func() {}, nil
+	}
+	if approver == nil {
+		approver = policy.ApproverFunc(func(context.Context, policy.Request) (policy.Answer, error) {
+			return 0, policy.ErrNoApprover
+		})
+	}
+	return fn.fleet.ServeApprovals(approver, log)
 }
 
 // close ends the node: the journal, the connection, then the server.

@@ -170,6 +170,13 @@ closes every upstream server and the task log, and says what it cancelled.`,
 			defer closeRuntime(ctx, rt)
 			stopProjecting := fn.project(ctx, rt)
 			defer stopProjecting()
+			// The workers' approval questions are put to the same people
+			// as the gateway's clients' (the page, the console).
+			stopApprovals, err := fn.serveApprovals(approver, a.logger())
+			if err != nil {
+				return &exitError{code: exitFailed, err: err}
+			}
+			defer stopApprovals()
 			// Whatever task this process still runs when it stops (a task
 			// an API caller named, say) ends as shutdown, after the
 			// sessions' own tasks.
