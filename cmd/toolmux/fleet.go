@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -18,7 +19,9 @@ import (
 
 	"github.com/toolmux/toolmux"
 	"github.com/toolmux/toolmux/agent"
+	"github.com/toolmux/toolmux/config"
 	"github.com/toolmux/toolmux/fleet"
+	"github.com/toolmux/toolmux/manager"
 	"github.com/toolmux/toolmux/pipeline"
 	"github.com/toolmux/toolmux/stream"
 	"github.com/toolmux/toolmux/tasklog"
@@ -74,6 +77,7 @@ func (a *app) workerCommand() *cobra.Command {
 		concurrency int
 		name        string
 		grace       time.Duration
+		share       []string
 	)
 	cmd := &cobra.Command{
 		Use:   "worker --nats URL",
@@ -95,21 +99,26 @@ its page open; --yes approves them on the worker.
   toolmux worker --nats nats://gateway:4222 --concurrency 4`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return a.runWorker(cmd.Context(), ff, name, concurrency, grace)
+			return a.runWorker(cmd.Context(), ff, name, concurrency, grace, share)
 		},
 	}
 	ff.add(cmd)
 	cmd.Flags().IntVar(&concurrency, "concurrency", 1, "runs at once on this worker")
 	cmd.Flags().StringVar(&name, "name", "", "the worker's name (default HOST-PID)")
 	cmd.Flags().DurationVar(&grace, "grace", 30*time.Second, "on SIGTERM, how long runs in progress may finish before they are handed back")
+	cmd.Flags().StringSliceVar(&share, "share", nil, "offer a configured server to the whole fleet, SERVER or SERVER=MAX (MAX calls at once fleet-wide, default 1; repeatable)")
 	return cmd
 }
 
-func (a *app) runWorker(ctx context.Context, ff fleetFlags, name string, concurrency int, grace time.Duration) error {
+func (a *app) runWorker(ctx context.Context, ff fleetFlags, name string, concurrency int, grace time.Duration, share []string) error {
 	if concurrency < 1 {
 		return usageError("--concurrency must be at least 1, not %d", concurrency)
 	}
 	cfg, err := a.loadConfig()
+	if err != nil {
+		return err
+	}
+	shares, err := parseShares(share, cfg)
 	if err != nil {
 		return err
 	}
@@ -143,6 +152,51 @@ func (a *app) runWorker(ctx context.Context, ff fleetFlags, name string, concurr
 		host, _ := os.Hostname()
 		w0 = fmt.Sprintf("%s-%d", host, os.Getpid())
 	}
+	// Shared servers: this worker's own are served from a manager of
+	// their own, and its runs call them through the fleet like everyone
+	// else's, so the fleet-wide cap holds for all.
+	var sources []manager.Source
+	if len(shares) > 0 {
+		held := *cfg
+		held.Builtin.Enabled = false
+		held.Servers = nil
+		var rest []config.Server
+		for _, sc := range cfg.Servers {
+			if _, ok := shares[sc.Name]; ok {
+				held.Servers = append(held.Servers, sc)
+			} else {
+				rest = append(rest, sc)
+			}
+		}
+		cfg.Servers = rest
+		hm, err := toolmux.NewManager(&held, log)
+		if err != nil {
+			return &exitError{code: exitUsage, err: err}
+		}
+		defer hm.Close()
+		for server, most := range shares {
+			stop, err := fl.Share(ctx, fleet.ShareOptions{Server: server, Max: most, Holder: w0, Caller: hm, Logger: log})
+			if err != nil {
+				return &exitError{code: exitFailed, err: err}
+			}
+			defer stop()
+			fmt.Fprintf(a.stderr, "toolmux: worker %s shares %s with the fleet (%d at once)\n", w0, server, most)
+		}
+	}
+	offered, err := fl.SharedServers(ctx)
+	if err != nil {
+		return &exitError{code: exitFailed, err: err}
+	}
+	for _, server := range offered {
+		if cfgHas(cfg, server) {
+			continue // its own copy of that server
+		}
+		r, err := fl.RemoteSource(ctx, server)
+		if err != nil {
+			return &exitError{code: exitFailed, err: err}
+		}
+		sources = append(sources, r)
+	}
 	store := fleet.NewEventStore(fl, w0)
 	hub, err := stream.NewHub(ctx, stream.WithStore(store), stream.WithLogger(log))
 	if err != nil {
@@ -155,7 +209,7 @@ func (a *app) runWorker(ctx context.Context, ff fleetFlags, name string, concurr
 	if approver == nil {
 		approver = fl.Approver(w0, 0)
 	}
-	rt, err := toolmux.Open(ctx, cfg, toolmux.Options{Logger: log, Approver: approver, ConcurrentApprovals: true, Events: hub,
+	rt, err := toolmux.Open(ctx, cfg, toolmux.Options{Logger: log, Approver: approver, ConcurrentApprovals: true, Events: hub, Sources: sources,
 		TaskLog: []tasklog.Option{tasklog.WithJournal(j)}, Middleware: []pipeline.Middleware{ledger.Middleware}})
 	if err != nil {
 		hub.Close(context.WithoutCancel(ctx))
@@ -179,6 +233,37 @@ func (a *app) runWorker(ctx context.Context, ff fleetFlags, name string, concurr
 	err = w.Run(ctx)
 	fmt.Fprintf(a.stderr, "toolmux: worker %s left the fleet\n", w.Name())
 	return err
+}
+
+// parseShares reads --share: SERVER or SERVER=MAX, each a configured
+// server.
+func parseShares(share []string, cfg *config.Config) (map[string]int, error) {
+	out := map[string]int{}
+	for _, s := range share {
+		server, most, hasMax := strings.Cut(s, "=")
+		n := 1
+		if hasMax {
+			v, err := strconv.Atoi(most)
+			if err != nil || v < 1 {
+				return nil, usageError("--share %s: the most calls at once must be a number from 1, not %q", s, most)
+			}
+			n = v
+		}
+		if !cfgHas(cfg, server) {
+			return nil, usageError("--share %s: no server %q is configured", s, server)
+		}
+		out[server] = n
+	}
+	return out, nil
+}
+
+func cfgHas(cfg *config.Config, server string) bool {
+	for _, sc := range cfg.Servers {
+		if sc.Name == server {
+			return true
+		}
+	}
+	return false
 }
 
 func (f fleetFlags) urlOrEnv() string {

@@ -55,6 +55,7 @@ func appendModel(t *testing.T, turnDelay time.Duration) *llmtest.Server {
 	re := regexp.MustCompile(`append (\S+) to (\S+) sleeping (\d+)`)
 	return llmtest.OpenAI(t, func(_ int, req llmtest.Request) llmtest.Reply {
 		var task, last string
+		var tools []string
 		assistants := 0
 		for _, m := range req.Messages {
 			c, _ := m["content"].(string)
@@ -67,7 +68,20 @@ func appendModel(t *testing.T, turnDelay time.Duration) *llmtest.Server {
 				assistants++
 			case "tool":
 				last = c
+				tools = append(tools, oneLineOf(c))
 			}
+		}
+		if task == "pid twice" {
+			if assistants < 2 {
+				return llmtest.Reply{Calls: []llmtest.Call{{Name: "fx__pid", Args: `{}`}}}
+			}
+			return llmtest.Reply{Content: "pids " + strings.Join(tools, " ")}
+		}
+		if sm := spanRe.FindStringSubmatch(task); sm != nil {
+			if assistants == 0 {
+				return llmtest.Reply{Calls: []llmtest.Call{{Name: "fx__span", Args: fmt.Sprintf(`{"ms": %s}`, sm[1])}}}
+			}
+			return llmtest.Reply{Content: "spanned " + oneLineOf(last)}
 		}
 		mm := re.FindStringSubmatch(task)
 		if mm == nil {
@@ -80,6 +94,10 @@ func appendModel(t *testing.T, turnDelay time.Duration) *llmtest.Server {
 		return llmtest.Reply{Content: "appended " + mm[1] + " | tool said: " + oneLineOf(last), Delay: turnDelay}
 	})
 }
+
+// spanRe is the task "span MS": one call of the fixture's span tool,
+// whose answer "START END" the model repeats after "spanned".
+var spanRe = regexp.MustCompile(`^span (\d+)$`)
 
 func oneLineOf(s string) string { return strings.Join(strings.Fields(s), " ") }
 
@@ -596,4 +614,91 @@ servers:
 	if run.Status != fleet.StatusDone || run.Worker != "heir" || countOf(lines(t, out), "late") != 1 {
 		t.Errorf("resumed after approval: %+v, %d lines", run, countOf(lines(t, out), "late"))
 	}
+}
+
+// A server shared by one worker (--share fx=1) is called by the runs of
+// every worker, the holder's own included, through the fleet, never more
+// than one call at once fleet-wide.
+func TestFleetSharedServer(t *testing.T) {
+	t.Parallel()
+	ns := startNATS(t, t.TempDir(), 0)
+	m := appendModel(t, 0)
+	holderDir := fleetWorkspace(t, m)
+	// The other worker has no fx of its own.
+	userDir := workspace(t, fmt.Sprintf("model:\n  base_url: %s\n  model: scripted\n", m.BaseURL()))
+	h := startWorker(t, holderDir, natsURL(ns), "--name", "holder", "--concurrency", "2", "--share", "fx=1")
+	if !strings.Contains(h.stderr.String(), "shares fx with the fleet (1 at once)") {
+		t.Errorf("the holder did not say it shares fx:\n%s", h.stderr.String())
+	}
+	startWorker(t, userDir, natsURL(ns), "--name", "user", "--concurrency", "2")
+	f := connectFleet(t, natsURL(ns))
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	const n = 6
+	for i := range n {
+		if _, _, err := f.Submit(ctx, fleet.Request{ID: fmt.Sprintf("span-%d", i), Task: "span 300"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	type span struct{ start, end int64 }
+	var spans []span
+	byWorker := map[string]int{}
+	for i := range n {
+		run, err := f.Wait(ctx, fmt.Sprintf("span-%d", i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var s span
+		if _, err := fmt.Sscanf(run.Answer, "spanned %d %d", &s.start, &s.end); err != nil || run.Status != fleet.StatusDone {
+			t.Fatalf("run %d: %+v", i, run)
+		}
+		spans = append(spans, s)
+		byWorker[run.Worker]++
+	}
+	if byWorker["user"] == 0 {
+		t.Errorf("no run on the worker without fx: %v", byWorker)
+	}
+	for i := range spans {
+		for j := range i {
+			if spans[i].start < spans[j].end && spans[j].start < spans[i].end {
+				t.Errorf("calls %d and %d of the shared server overlapped (cap 1)", i, j)
+			}
+		}
+	}
+}
+
+// A shared server held by two workers keeps each run's calls on one
+// holder: its state (here, the process answering) is the run's.
+func TestFleetSharedServerSticksToRun(t *testing.T) {
+	t.Parallel()
+	ns := startNATS(t, t.TempDir(), 0)
+	m := appendModel(t, 0)
+	dir := fleetWorkspace(t, m)
+	startWorker(t, dir, natsURL(ns), "--name", "h1", "--concurrency", "4", "--share", "fx=8")
+	startWorker(t, dir, natsURL(ns), "--name", "h2", "--concurrency", "4", "--share", "fx=8")
+	f := connectFleet(t, natsURL(ns))
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	const n = 16
+	for i := range n {
+		if _, _, err := f.Submit(ctx, fleet.Request{ID: fmt.Sprintf("pid-%d", i), Task: "pid twice"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pids := map[string]bool{}
+	for i := range n {
+		run, err := f.Wait(ctx, fmt.Sprintf("pid-%d", i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var a, b string
+		if _, err := fmt.Sscanf(run.Answer, "pids %s %s", &a, &b); err != nil || run.Status != fleet.StatusDone {
+			t.Fatalf("run %d: %+v", i, run)
+		}
+		if a != b {
+			t.Errorf("run %d's calls went to two processes: %s and %s", i, a, b)
+		}
+		pids[a] = true
+	}
+	t.Logf("%d holders' processes served the runs", len(pids))
 }
