@@ -220,7 +220,7 @@ func (s *session) resume(ctx context.Context, st *resumeState) (done bool, res *
 	}
 	s.act(ctx, off, plan)
 	if ctx.Err() != nil {
-		s.keep(ctx, cp.Turn, msg, plan)
+		// Still not committed: the next attempt finishes it.
 		return true, s.res, s.cancelled(ctx)
 	}
 	if cp.Kept != "" {

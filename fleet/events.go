@@ -34,20 +34,24 @@ type Event struct {
 // EventStore is the stream.Store of a worker's event hub: it appends each
 // event of a run to the run's subject of the fleet's events stream, where
 // the submitter, the page and the next worker find it. Events of no run
-// (a server's tools/list_changed) stay local.
+// (a server's tools/list_changed), and of a run the worker no longer
+// holds, stay local.
 type EventStore struct {
 	f      *Fleet
 	worker string
 
-	mu   sync.Mutex
-	seqs map[string]int64
+	mu sync.Mutex
+	// active are the runs this worker holds (Begin to End): events of
+	// any other run (one lost to another worker) are dropped.
+	active map[string]bool
+	seqs   map[string]int64
 	// ended are runs whose end_of_workflow event is stored.
 	ended map[string]chan struct{}
 }
 
 // NewEventStore returns the event store of worker's hub.
 func NewEventStore(f *Fleet, worker string) *EventStore {
-	return &EventStore{f: f, worker: worker, seqs: map[string]int64{}, ended: map[string]chan struct{}{}}
+	return &EventStore{f: f, worker: worker, active: map[string]bool{}, seqs: map[string]int64{}, ended: map[string]chan struct{}{}}
 }
 
 // AppendEvents publishes evs, in order, and returns when the stream has
@@ -56,7 +60,10 @@ func (s *EventStore) AppendEvents(ctx context.Context, evs ...stream.Event) erro
 	futures := make([]jetstream.PubAckFuture, 0, len(evs))
 	var ended []string
 	for _, e := range evs {
-		if e.Task == "" {
+		s.mu.Lock()
+		mine := s.active[e.Task]
+		s.mu.Unlock()
+		if !mine {
 			continue
 		}
 		seq, err := s.next(ctx, e.Task)
@@ -132,6 +139,7 @@ func (s *EventStore) next(ctx context.Context, task string) (int64, error) {
 // is read afresh (another worker may have gone on since).
 func (s *EventStore) Begin(task string) {
 	s.mu.Lock()
+	s.active[task] = true
 	delete(s.seqs, task)
 	if ch, ok := s.ended[task]; ok {
 		select {
@@ -163,6 +171,7 @@ func (s *EventStore) WaitEnded(ctx context.Context, task string) error {
 // End forgets a run this worker no longer holds.
 func (s *EventStore) End(task string) {
 	s.mu.Lock()
+	delete(s.active, task)
 	delete(s.seqs, task)
 	delete(s.ended, task)
 	s.mu.Unlock()

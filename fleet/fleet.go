@@ -153,7 +153,7 @@ func Open(ctx context.Context, nc *nats.Conn, o Options) (*Fleet, error) {
 	if o.Memory {
 		storage, kvStorage = jetstream.MemoryStorage, jetstream.MemoryStorage
 	}
-	if f.queue, err = js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+	if f.queue, err = ensureStream(ctx, js, jetstream.StreamConfig{
 		Name:        f.queueStream(),
 		Description: "toolmux runs waiting for a worker",
 		Subjects:    []string{o.Prefix + ".queue.>"},
@@ -164,7 +164,7 @@ func Open(ctx context.Context, nc *nats.Conn, o Options) (*Fleet, error) {
 	}); err != nil {
 		return nil, fmt.Errorf("fleet: creating the queue: %w", err)
 	}
-	if f.events, err = js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+	if f.events, err = ensureStream(ctx, js, jetstream.StreamConfig{
 		Name:        upper(o.Prefix) + "_EVENTS",
 		Description: "toolmux runs' events",
 		Subjects:    []string{o.Prefix + ".events.>"},
@@ -175,7 +175,7 @@ func Open(ctx context.Context, nc *nats.Conn, o Options) (*Fleet, error) {
 		return nil, fmt.Errorf("fleet: creating the events stream: %w", err)
 	}
 	bucket := func(name, desc string, ttl time.Duration) (jetstream.KeyValue, error) {
-		kv, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+		kv, err := ensureBucket(ctx, js, jetstream.KeyValueConfig{
 			Bucket: upper(o.Prefix) + "_" + name, Description: desc, TTL: ttl, History: 1,
 			Replicas: o.Replicas, Storage: kvStorage,
 		})
@@ -188,13 +188,40 @@ func Open(ctx context.Context, nc *nats.Conn, o Options) (*Fleet, error) {
 		return nil, err
 	}
 	// A worker's entry outlives its last heartbeat by three beats.
-	if f.workers, err = bucket("WORKERS", "toolmux workers alive", 3*o.heartbeat()); err != nil {
+	if f.workers, err = bucket("WORKERS", workersDesc, 3*o.heartbeat()); err != nil {
 		return nil, err
 	}
 	if f.ledger, err = bucket("LEDGER", "toolmux call ledger", o.Retention); err != nil {
 		return nil, err
 	}
 	return f, nil
+}
+
+// ensureStream binds the stream cfg names, creating it when it does not
+// exist: a member of the fleet that only reads (runs, logs, submit) must
+// not change what the workers set up.
+func ensureStream(ctx context.Context, js jetstream.JetStream, cfg jetstream.StreamConfig) (jetstream.Stream, error) {
+	st, err := js.Stream(ctx, cfg.Name)
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		st, err = js.CreateStream(ctx, cfg)
+		if errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
+			// Created by another member meanwhile.
+			st, err = js.Stream(ctx, cfg.Name)
+		}
+	}
+	return st, err
+}
+
+// ensureBucket is ensureStream for a KV bucket.
+func ensureBucket(ctx context.Context, js jetstream.JetStream, cfg jetstream.KeyValueConfig) (jetstream.KeyValue, error) {
+	kv, err := js.KeyValue(ctx, cfg.Bucket)
+	if errors.Is(err, jetstream.ErrBucketNotFound) {
+		kv, err = js.CreateKeyValue(ctx, cfg)
+		if errors.Is(err, jetstream.ErrBucketExists) || errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
+			kv, err = js.KeyValue(ctx, cfg.Bucket)
+		}
+	}
+	return kv, err
 }
 
 func validName(s string) bool {
@@ -246,3 +273,24 @@ func (f *Fleet) Close() error {
 func key(id string) string { return jsjournal.Token(id) }
 
 var errStop = errors.New("stop")
+
+const workersDesc = "toolmux workers alive"
+
+// setLease makes the fleet's lease-bound settings this member's: the
+// workers' entries expire three heartbeats after the last. Workers call
+// it (the lease is theirs to set; the queue's consumer takes it too).
+func (f *Fleet) setLease(ctx context.Context) error {
+	storage := jetstream.FileStorage
+	if f.opts.Memory {
+		storage = jetstream.MemoryStorage
+	}
+	kv, err := f.js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+		Bucket: upper(f.opts.Prefix) + "_WORKERS", Description: workersDesc, TTL: 3 * f.opts.heartbeat(), History: 1,
+		Replicas: f.opts.Replicas, Storage: storage,
+	})
+	if err != nil {
+		return fmt.Errorf("fleet: setting the workers' bucket: %w", err)
+	}
+	f.workers = kv
+	return nil
+}

@@ -132,6 +132,12 @@ func (l *Ledger) Middleware(next pipeline.Handler) pipeline.Handler {
 				Message: "the call could not be entered in the call ledger, so it was not run: " + err.Error(), Err: err})
 		}
 		rec := next.Call(ctx, call)
+		if ctx.Err() != nil || rec.Error != nil && rec.Error.Kind == tool.KindCancelled {
+			// Cancelled (the run handed back, or lost): whether the
+			// tool had its effect is unknown, so the call stays
+			// started, never reused as if it were known.
+			return rec
+		}
 		l.complete(ctx, k, e, rec)
 		return rec
 	})

@@ -101,6 +101,9 @@ func (f *Fleet) NewWorker(ctx context.Context, o WorkerOptions) (*Worker, error)
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
+	if err := f.setLease(ctx); err != nil {
+		return nil, err
+	}
 	// Every worker shares one durable consumer: the queue hands each
 	// run to one of them, and to another when the lease (AckWait)
 	// lapses. Deliveries are counted by the worker, which gives a run
@@ -313,6 +316,10 @@ func (w *Worker) handle(ctx context.Context, m jetstream.Msg) {
 		wcancel()
 	}
 	lost := context.Cause(runCtx)
+	if lost != nil && !errors.Is(lost, context.Canceled) && w.o.Events != nil {
+		// Lost: nothing more of it is published.
+		w.o.Events.End(req.ID)
+	}
 	cancel(nil)
 	lease.Wait()
 	if lost != nil && !errors.Is(lost, context.Canceled) {

@@ -30,19 +30,21 @@ import (
 
 // fleetFlags are the flags every fleet command shares.
 type fleetFlags struct {
-	url    string
-	prefix string
-	lease  time.Duration
+	url           string
+	prefix        string
+	lease         time.Duration
+	maxDeliveries int
 }
 
 func (f *fleetFlags) add(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&f.url, "nats", "", "the fleet's NATS server, e.g. nats://HOST:4222 (default $TOOLMUX_NATS)")
 	cmd.Flags().StringVar(&f.prefix, "fleet-prefix", "toolmux", "the fleet's name on the NATS server (its subjects, streams and buckets)")
 	cmd.Flags().DurationVar(&f.lease, "lease", 10*time.Second, "how long a worker holds a run without renewing it (every member of a fleet must use the same)")
+	cmd.Flags().IntVar(&f.maxDeliveries, "max-deliveries", 3, "how many times a run is handed to a worker before it is given up as failed")
 }
 
 func (f *fleetFlags) options() fleet.Options {
-	return fleet.Options{Prefix: f.prefix, Lease: f.lease}
+	return fleet.Options{Prefix: f.prefix, Lease: f.lease, MaxDeliveries: f.maxDeliveries}
 }
 
 // connect opens the fleet named by the flags.
@@ -55,6 +57,9 @@ func (a *app) connectFleet(ctx context.Context, f fleetFlags, name string) (*fle
 	}
 	if f.lease < time.Second {
 		return nil, usageError("--lease must be at least 1s, not %s", f.lease)
+	}
+	if f.maxDeliveries < 1 {
+		f.maxDeliveries = 3
 	}
 	fl, err := fleet.Connect(ctx, f.url, name, f.options())
 	if err != nil {

@@ -702,3 +702,46 @@ func TestFleetSharedServerSticksToRun(t *testing.T) {
 	}
 	t.Logf("%d holders' processes served the runs", len(pids))
 }
+
+// SIGTERM drains a worker: a run that outlasts --grace is handed back,
+// resumed at once by another worker (no lease to wait for), and its
+// interrupted non-idempotent call is not run again.
+func TestFleetWorkerDrainHandsBack(t *testing.T) {
+	t.Parallel()
+	ns := startNATS(t, t.TempDir(), 0)
+	m := appendModel(t, 0)
+	dir := fleetWorkspace(t, m)
+	out := filepath.Join(t.TempDir(), "effects.txt")
+	f := connectFleet(t, natsURL(ns))
+	w1 := startWorker(t, dir, natsURL(ns), "--name", "leaving", "--grace", "1s")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if _, _, err := f.Submit(ctx, fleet.Request{ID: "long", Task: "append drained to " + out + " sleeping 60000"}); err != nil {
+		t.Fatal(err)
+	}
+	if !testservers.Eventually(time.Minute, func() bool { return countOf(lines(t, out), "drained") == 1 }) {
+		t.Fatalf("the call never started:\n%s", w1.stderr.String())
+	}
+	if err := w1.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	<-w1.exited
+	if w1.err != nil || !strings.Contains(w1.stderr.String(), "left the fleet") {
+		t.Errorf("the drained worker: %v\n%s", w1.err, w1.stderr.String())
+	}
+	if run, err := f.Get(ctx, "long"); err != nil || run.Status != fleet.StatusQueued {
+		t.Errorf("handed back: %+v %v", run, err)
+	}
+	startWorker(t, dir, natsURL(ns), "--name", "staying")
+	run, err := f.Wait(ctx, "long")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if run.Status != fleet.StatusDone || run.Worker != "staying" || !strings.Contains(run.Answer, "outcome") {
+		t.Errorf("resumed: %+v", run)
+	}
+	if c := countOf(lines(t, out), "drained"); c != 1 {
+		t.Errorf("the interrupted call ran %d times", c)
+	}
+	checkEventSeq(t, f, "long")
+}
