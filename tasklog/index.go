@@ -671,8 +671,8 @@ func (l *Log) background() {
 			return
 		case <-t.C:
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		if err := l.sync(ctx); err != nil && !errors.Is(err, ErrClosed) {
+		ctx, cancel := context.WithTimeout(l.bgCtx, time.Minute)
+		if err := l.sync(ctx); err != nil && !errors.Is(err, ErrClosed) && l.bgCtx.Err() == nil {
 			l.log.Warn("tasklog: indexing the journal failed", "error", err)
 		}
 		// A new segment is a step retention may take at once: a busy

@@ -745,3 +745,45 @@ func TestFleetWorkerDrainHandsBack(t *testing.T) {
 	}
 	checkEventSeq(t, f, "long")
 }
+
+// The NATS server restarted (same port, same data) while a run's call is
+// in flight: the worker reconnects, the run finishes, the call ran once,
+// and nothing acknowledged is lost (the run's events have no gap).
+func TestFleetNATSRestart(t *testing.T) {
+	t.Parallel()
+	store := t.TempDir()
+	ns := startNATS(t, store, 0)
+	port := ns.Addr().(*net.TCPAddr).Port
+	url := natsURL(ns)
+	m := appendModel(t, 0)
+	dir := fleetWorkspace(t, m)
+	out := filepath.Join(t.TempDir(), "effects.txt")
+	w := startWorker(t, dir, url, "--name", "steady")
+	f := connectFleet(t, url)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if _, _, err := f.Submit(ctx, fleet.Request{ID: "through", Task: "append restart to " + out + " sleeping 3000"}); err != nil {
+		t.Fatal(err)
+	}
+	if !testservers.Eventually(time.Minute, func() bool { return countOf(lines(t, out), "restart") == 1 }) {
+		t.Fatalf("the call never started:\n%s", w.stderr.String())
+	}
+	ns.Shutdown()
+	ns.WaitForShutdown()
+	time.Sleep(time.Second)
+	startNATS(t, store, port)
+	run, err := f.Wait(ctx, "through")
+	if err != nil {
+		t.Fatalf("%v\n%s", err, w.stderr.String())
+	}
+	if run.Status != fleet.StatusDone || run.Answer != "appended restart | tool said: appended restart" || run.Deliveries != 1 {
+		t.Errorf("run: %+v\n%s", run, w.stderr.String())
+	}
+	if c := countOf(lines(t, out), "restart"); c != 1 {
+		t.Errorf("the call ran %d times", c)
+	}
+	checkEventSeq(t, f, "through")
+	// Stopped while the restarted server is up (its cleanup runs first).
+	w.cmd.Process.Signal(syscall.SIGTERM)
+	<-w.exited
+}
