@@ -260,12 +260,18 @@ func (f *Fleet) OpenJournal(ctx context.Context) (*jsjournal.Journal, error) {
 	return jsjournal.Open(ctx, f.js, f.opts.Journal)
 }
 
-// Close closes the connection when Connect made it.
+// Close closes the connection when Connect made it, after flushing what
+// it has buffered (at most 2s: a server that is down gets nothing more).
 func (f *Fleet) Close() error {
-	if f.ownConn {
-		return f.nc.Drain()
+	if !f.ownConn {
+		return nil
 	}
-	return nil
+	err := f.nc.FlushTimeout(2 * time.Second)
+	f.nc.Close()
+	if errors.Is(err, nats.ErrConnectionClosed) {
+		err = nil
+	}
+	return err
 }
 
 // key is a run id as a KV key (KV keys allow '.', '=' and '/' too, but a
