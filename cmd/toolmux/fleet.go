@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
@@ -140,10 +141,19 @@ func (a *app) runWorker(ctx context.Context, ff fleetFlags, name string, concurr
 		return &exitError{code: exitFailed, err: err}
 	}
 	defer j.Close()
-	// The worker's index of the fleet's journal is a cache: in --data-dir
-	// when given, else in a directory of its own removed at exit.
-	dir := a.dataDir
-	if dir == "" {
+	w0 := name
+	if w0 == "" {
+		host, _ := os.Hostname()
+		w0 = fmt.Sprintf("%s-%d", host, os.Getpid())
+	}
+	// The worker's index of the fleet's journal is a cache: under
+	// --data-dir when given (fleet/PREFIX/worker-NAME, kept for the next
+	// start of a worker of that name), else in a directory of its own
+	// removed at exit.
+	var dir string
+	if a.dataDir != "" {
+		dir = filepath.Join(a.dataDir, "fleet", ff.prefix, "worker-"+w0)
+	} else {
 		if dir, err = os.MkdirTemp("", "toolmux-worker-"); err != nil {
 			return &exitError{code: exitInternal, err: err}
 		}
@@ -152,11 +162,6 @@ func (a *app) runWorker(ctx context.Context, ff fleetFlags, name string, concurr
 	cfg.DataDir = dir
 	cfg.TaskLog.Enabled = true
 	log := a.logger()
-	w0 := name
-	if w0 == "" {
-		host, _ := os.Hostname()
-		w0 = fmt.Sprintf("%s-%d", host, os.Getpid())
-	}
 	// Shared servers: this worker's own are served from a manager of
 	// their own, and its runs call them through the fleet like everyone
 	// else's, so the fleet-wide cap holds for all.
