@@ -167,10 +167,10 @@ type Log struct {
 	// hold Close for the work's own timeout.
 	bgCtx    context.Context
 	bgCancel context.CancelFunc
-	once    sync.Once
-	cerr    error
-	state   atomic.Bool // true once closed
-	stats   struct {
+	once     sync.Once
+	cerr     error
+	state    atomic.Bool // true once closed
+	stats    struct {
 		recorded, retried, lost atomic.Uint64
 		mu                      sync.Mutex
 		lastErr                 string
