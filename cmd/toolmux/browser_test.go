@@ -878,6 +878,20 @@ func TestBrowserFleet(t *testing.T) {
 	}
 	b.shot("idle")
 
+	// The panel polls while it is shown, and not while the browser hides
+	// the page (another browser tab in front).
+	polling := func(want string) {
+		b.until("polling "+want, `document.getElementById('tab-fleet').dataset.polling === '`+want+`'`)
+	}
+	polling("on")
+	reads := `performance.getEntriesByType('resource').filter((e) => new URL(e.name).pathname === '/api/fleet').length`
+	n0 := uiEval[int](b, reads)
+	b.until("the panel reading the fleet again", fmt.Sprintf(`%s >= %d`, reads, n0+2))
+	uiEval[bool](b, `(Object.defineProperty(document, 'visibilityState', {value: 'hidden', configurable: true}), document.dispatchEvent(new Event('visibilitychange')), true)`)
+	polling("off")
+	uiEval[bool](b, `(delete document.visibilityState, document.dispatchEvent(new Event('visibilitychange')), true)`)
+	polling("on")
+
 	f := connectFleet(t, url)
 	out := filepath.Join(t.TempDir(), "effects.txt")
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -902,6 +916,7 @@ func TestBrowserFleet(t *testing.T) {
 	}
 	b.visible(`#task-detail[data-task="page-run"][data-status="running"] button.follow`)
 	b.visible(`#tasks tr[data-task="page-run"].selected`)
+	polling("off")
 	b.shot("run-task")
 
 	// Follow live: the Live view, filtered to the run, shows its rows as

@@ -144,6 +144,7 @@ const stream = new EventStream({
     if (env.event === 'approval_request' || env.event === 'approval_resolved') approvals.refreshSoon();
     if (env.event === 'end_of_workflow' || (env.event === 'tool_state' && ['success', 'error', 'cancelled'].includes(env.data && env.data.state))) tasksSoon();
     if (onTasks() && tasks.followsOpen(env.task)) openSoon(env.event === 'end_of_workflow');
+    if (env.event === 'start_of_workflow' || env.event === 'end_of_workflow') fleet.nudge();
   },
   onStatus: showStatus,
 });
@@ -178,7 +179,7 @@ const tasks = new Tasks({
 
 // The Fleet tab, on a fleet's gateway only (GET /api/fleet answers 200).
 const fleet = new Fleet({
-  tab: document.querySelector('[data-tab="fleet"]'), counts: $('fleet-counts'), workers: $('fleet-workers'),
+  tab: document.querySelector('[data-tab="fleet"]'), panel: $('tab-fleet'), counts: $('fleet-counts'), workers: $('fleet-workers'),
   count: $('fleet-workers-count'), empty: $('fleet-empty'), error: $('fleet-error'), updated: $('fleet-updated'),
 });
 

@@ -47,6 +47,7 @@ export class Fleet {
     this.active = false;
     this.inflight = null;
     this.probing = null;
+    this.nudgeTimer = 0;
     document.addEventListener('visibilitychange', () => this.schedule());
   }
 
@@ -87,11 +88,32 @@ export class Fleet {
     this.schedule();
   }
 
+  // polling reports whether the panel reads the fleet now: its tab is
+  // shown, the browser shows the page, and the gateway is a fleet's.
+  polling() {
+    return this.active && this.present && document.visibilityState !== 'hidden';
+  }
+
   schedule() {
     clearTimeout(this.timer);
     this.timer = 0;
-    if (!this.active || !this.present || document.visibilityState === 'hidden') return;
+    clearTimeout(this.nudgeTimer);
+    this.nudgeTimer = 0;
+    // For a person and the tests: whether the panel polls.
+    if (this.els.panel) this.els.panel.dataset.polling = this.polling() ? 'on' : 'off';
+    if (!this.polling()) return;
     this.refresh();
+  }
+
+  // nudge reads the fleet soon, not at the next poll: a run's workflow
+  // started or ended (its events come through the page's stream), so the
+  // counts moved. Bursts of runs make one read.
+  nudge() {
+    if (!this.polling() || this.nudgeTimer) return;
+    this.nudgeTimer = setTimeout(() => {
+      this.nudgeTimer = 0;
+      if (this.polling()) this.refresh();
+    }, 250);
   }
 
   // refresh reads /api/fleet once and polls again POLL_MS after the
@@ -114,7 +136,7 @@ export class Fleet {
     }
     clearTimeout(this.timer);
     this.timer = 0;
-    if (this.active && document.visibilityState !== 'hidden') this.timer = setTimeout(() => this.refresh(), POLL_MS);
+    if (this.polling()) this.timer = setTimeout(() => this.refresh(), POLL_MS);
   }
 
   render(s) {
