@@ -5,12 +5,14 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -988,5 +990,55 @@ func TestBrowserFleet(t *testing.T) {
 		`"href":"#tasks/x%23y"}`
 	if got != want {
 		t.Errorf("the panel's rendering:\n got %s\nwant %s", got, want)
+	}
+}
+
+// The Fleet tab of serve --nats URL when the fleet's NATS server goes
+// away: the tab says why (fleet_unavailable, the gateway's 502) instead of
+// showing stale numbers as current, and recovers by itself when the
+// server is back (restarted on its port with its data).
+func TestBrowserFleetUnavailable(t *testing.T) {
+	t.Parallel()
+	dir := fleetWorkspace(t, appendModel(t, 0))
+	natsDir := t.TempDir()
+	ns := startNATS(t, natsDir, 0)
+	port := ns.Addr().(*net.TCPAddr).Port
+	url := natsURL(ns)
+	s := startServeProc(t, dir, "", "--nats", url)
+	w := startWorker(t, dir, url, "--name", "steady")
+
+	b := newUIBrowser(t)
+	b.do(chromedp.Navigate(s.url("/#fleet")))
+	worker := `#fleet-workers tr[data-worker="steady"]`
+	b.visible(worker)
+	ns.Shutdown()
+	ns.WaitForShutdown()
+	b.visible(`#fleet-error`)
+	if got := b.text(`#fleet-error`); !strings.Contains(got, "fleet_unavailable") {
+		t.Errorf("the tab says %q, want the error's kind", got)
+	}
+	b.shot("unavailable")
+	startNATS(t, natsDir, port)
+	b.do(chromedp.WaitNotVisible(chromedp.CSS(`#fleet-error`)))
+	b.visible(worker)
+	b.shot("back")
+
+	// The worker and the gateway stop while their NATS server is up: the
+	// restarted server's cleanup, registered last, would run before theirs.
+	stop := func(what string, p *os.Process, exited <-chan struct{}) {
+		_ = p.Signal(syscall.SIGTERM)
+		select {
+		case <-exited:
+		case <-time.After(30 * time.Second):
+			t.Errorf("%s did not stop within 30s of SIGTERM", what)
+		}
+	}
+	stop("the worker", w.cmd.Process, w.exited)
+	if w.err != nil {
+		t.Errorf("the worker: %v\n%s", w.err, w.stderr.String())
+	}
+	stop("serve", s.cmd.Process, s.exited)
+	if s.err != nil {
+		t.Errorf("serve: %v\n%s", s.err, s.stderr.String())
 	}
 }
