@@ -1013,14 +1013,14 @@ func TestBrowserFleetUnavailable(t *testing.T) {
 	b.visible(worker)
 	ns.Shutdown()
 	ns.WaitForShutdown()
-	b.visible(`#fleet-error`)
+	b.visible(`#tab-fleet.stale #fleet-error`)
 	if got := b.text(`#fleet-error`); !strings.Contains(got, "fleet_unavailable") {
 		t.Errorf("the tab says %q, want the error's kind", got)
 	}
 	b.shot("unavailable")
 	startNATS(t, natsDir, port)
 	b.do(chromedp.WaitNotVisible(chromedp.CSS(`#fleet-error`)))
-	b.visible(worker)
+	b.visible(`#tab-fleet:not(.stale) ` + worker)
 	b.shot("back")
 
 	// The worker and the gateway stop while their NATS server is up: the

@@ -75,6 +75,7 @@ export class Fleet {
       }
       this.present = true;
       showError(this.els.error, e);
+      this.stale(true);
     }
     this.els.tab.hidden = false;
     document.documentElement.dataset.fleet = 'present';
@@ -125,8 +126,12 @@ export class Fleet {
         try {
           this.render(await api('/api/fleet'));
           showError(this.els.error, null);
+          this.stale(false);
         } catch (e) {
           showError(this.els.error, e);
+          // What the panel shows is the last answer: dimmed, with its
+          // time, under the error.
+          this.stale(true);
         }
       })();
       await this.inflight;
@@ -137,6 +142,10 @@ export class Fleet {
     clearTimeout(this.timer);
     this.timer = 0;
     if (this.polling()) this.timer = setTimeout(() => this.refresh(), POLL_MS);
+  }
+
+  stale(on) {
+    if (this.els.panel) this.els.panel.classList.toggle('stale', on);
   }
 
   render(s) {
