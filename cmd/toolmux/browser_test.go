@@ -459,6 +459,13 @@ func TestBrowserUI(t *testing.T) {
 			t.Errorf("the task shows %q", got)
 		}
 		b.shot("tasks")
+		// The open task is in the address: a reload opens it again.
+		if hash := uiEval[string](b, `location.hash`); hash != "#tasks/browser-task" {
+			t.Errorf("the address of the open task: %q", hash)
+		}
+		b.do(chromedp.Reload())
+		b.visible(`#task-detail[data-task="browser-task"] details.call`)
+		b.visible(`#tasks tr[data-task="browser-task"].selected`)
 	})
 
 	t.Run("pause and resume", func(t *testing.T) {

@@ -46,8 +46,8 @@ export class Tasks {
       const dur = Number.isNaN(end) ? '–' : fmtDuration(end - Date.parse(t.created_at));
       const row = h('tr', {tabIndex: 0, dataset: {task: t.id}, class: t.id === this.selected ? 'selected' : '',
         on: {
-          click: () => this.open(t.id),
-          keydown: (e) => { if (e.key === 'Enter') this.open(t.id); },
+          click: () => this.pick(t.id),
+          keydown: (e) => { if (e.key === 'Enter') this.pick(t.id); },
         }},
       h('td', {}, h('div', {class: 'mono', text: truncate(t.id, 40), title: t.id}), t.input ? h('div', {class: 'muted', text: truncate(t.input, 80)}) : null),
       h('td', {}, h('span', {class: `badge task-${t.status}`, text: t.status})),
@@ -58,6 +58,13 @@ export class Tasks {
       return row;
     }));
     if (this.selected && detail) await this.open(this.selected, {quiet: true});
+  }
+
+  // pick opens a task of the list, and puts it in the address (without a
+  // new history entry), so that a reload or a copied link opens it again.
+  pick(id) {
+    history.replaceState(null, '', `#tasks/${encodeURIComponent(id)}`);
+    this.open(id);
   }
 
   // show opens the task id (a link to #tasks/ID: a run of the fleet
