@@ -12,6 +12,14 @@ import {h, setText, showError, fmtDuration, fmtDateTime} from './util.js';
 // 2 s, and workers beat every quarter of the lease anyway.
 export const POLL_MS = 2000;
 
+// READ_TIMEOUT_MS bounds one read: a gateway that does not answer (its
+// NATS server gone mid-read) must not stop the polling for good.
+export const READ_TIMEOUT_MS = 15000;
+
+function readFleet() {
+  return api('/api/fleet', {signal: AbortSignal.timeout(READ_TIMEOUT_MS)});
+}
+
 // COUNTS are the queue's states in the order shown, with the words the
 // panel uses for them.
 export const COUNTS = [
@@ -63,7 +71,7 @@ export class Fleet {
 
   async ask() {
     try {
-      const s = await api('/api/fleet');
+      const s = await readFleet();
       this.present = true;
       this.render(s);
     } catch (e) {
@@ -124,7 +132,7 @@ export class Fleet {
     if (!this.inflight) {
       this.inflight = (async () => {
         try {
-          this.render(await api('/api/fleet'));
+          this.render(await readFleet());
           showError(this.els.error, null);
           this.stale(false);
         } catch (e) {
