@@ -74,6 +74,8 @@ export class Fleet {
       const s = await readFleet();
       this.present = true;
       this.render(s);
+      showError(this.els.error, null);
+      this.stale(false);
     } catch (e) {
       if (e.status === 404 || e.status === 401 || e.status === 0) {
         // Not a fleet (or not known yet: the token dialog, an
