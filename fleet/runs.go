@@ -202,28 +202,48 @@ func isWrongSeq(err error) bool {
 	return errors.As(err, &apiErr) && apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence
 }
 
+// listTimeout bounds a listing of the runs.
+const listTimeout = 30 * time.Second
+
 // Runs lists every run the fleet keeps, in no particular order.
+//
+// The states are read as one watcher's initial values (an ordered
+// consumer delivering the bucket's last value of every key, in batches),
+// not as a list of keys and a request per key: a round trip per run made
+// GET /api/fleet, which the page polls every 2 s, cost about 50 µs per run
+// (260 ms with 5000 runs; 20 ms this way: BenchmarkSummarize).
 func (f *Fleet) Runs(ctx context.Context) ([]*Run, error) {
-	lister, err := f.runs.ListKeys(ctx)
+	// A watcher whose server went away waits for it to come back; a
+	// listing asked without a deadline (an HTTP request's context) must
+	// still end.
+	ctx, cancel := context.WithTimeout(ctx, listTimeout)
+	defer cancel()
+	w, err := f.runs.WatchAll(ctx, jetstream.IgnoreDeletes())
 	if err != nil {
 		return nil, fmt.Errorf("fleet: listing runs: %w", err)
 	}
+	defer w.Stop() //nolint:errcheck // nothing to do about it
 	var out []*Run
-	for k := range lister.Keys() {
-		e, err := f.runs.Get(ctx, k)
-		if errors.Is(err, jetstream.ErrKeyNotFound) {
-			continue
+	for {
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("fleet: listing runs: %w", ctx.Err())
+		case e, ok := <-w.Updates():
+			if !ok {
+				return nil, errors.New("fleet: listing runs: the watch of runs ended")
+			}
+			// nil marks the end of the initial values: every key's
+			// current state has been read.
+			if e == nil {
+				return out, nil
+			}
+			r, err := decodeRun(e)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, r)
 		}
-		if err != nil {
-			return nil, err
-		}
-		r, err := decodeRun(e)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, r)
 	}
-	return out, nil
 }
 
 // Watch calls fn with the state of the runs ids (every run with none)

@@ -661,6 +661,20 @@ func (l *Log) Sync(ctx context.Context) error { return l.sync(ctx) }
 // journal by about that much, and runs retention.
 func (l *Log) background() {
 	defer close(l.stopped)
+	// A sync under way when Close is called is abandoned, not waited
+	// for: on a journal behind a network (JetStream), a request whose
+	// answer was lost in a server's restart would hold Close for the
+	// sync's whole minute. Close indexes what is left itself, under a
+	// bound of its own.
+	life, stop := context.WithCancel(context.Background())
+	defer stop()
+	go func() {
+		select {
+		case <-l.done:
+			stop()
+		case <-life.Done():
+		}
+	}()
 	t := time.NewTicker(l.opts.indexInterval)
 	defer t.Stop()
 	nextMaint := time.Now().Add(l.opts.retentionInterval)
@@ -671,8 +685,8 @@ func (l *Log) background() {
 			return
 		case <-t.C:
 		}
-		ctx, cancel := context.WithTimeout(l.bgCtx, time.Minute)
-		if err := l.sync(ctx); err != nil && !errors.Is(err, ErrClosed) && l.bgCtx.Err() == nil {
+		ctx, cancel := context.WithTimeout(life, time.Minute)
+		if err := l.sync(ctx); err != nil && !errors.Is(err, ErrClosed) && life.Err() == nil {
 			l.log.Warn("tasklog: indexing the journal failed", "error", err)
 		}
 		// A new segment is a step retention may take at once: a busy
@@ -682,7 +696,7 @@ func (l *Log) background() {
 			rotated, lastSeg = lastSeg != 0, end
 		}
 		if !l.opts.noBackgroundRetention && (rotated || time.Now().After(nextMaint)) {
-			if _, err := l.enforceRetention(ctx); err != nil && !errors.Is(err, ErrClosed) {
+			if _, err := l.enforceRetention(ctx); err != nil && !errors.Is(err, ErrClosed) && life.Err() == nil {
 				l.log.Warn("tasklog: retention failed", "error", err)
 			}
 			nextMaint = time.Now().Add(l.opts.retentionInterval)

@@ -162,15 +162,10 @@ type Log struct {
 
 	done    chan struct{} // closed by Close
 	stopped chan struct{} // closed when the background goroutine ends
-	// bgCtx bounds the background goroutine's work: cancelled by Close,
-	// so that a journal that cannot answer (a NATS server down) does not
-	// hold Close for the work's own timeout.
-	bgCtx    context.Context
-	bgCancel context.CancelFunc
-	once     sync.Once
-	cerr     error
-	state    atomic.Bool // true once closed
-	stats    struct {
+	once    sync.Once
+	cerr    error
+	state   atomic.Bool // true once closed
+	stats   struct {
 		recorded, retried, lost atomic.Uint64
 		mu                      sync.Mutex
 		lastErr                 string
@@ -237,7 +232,6 @@ func Open(ctx context.Context, dir string, opts ...Option) (*Log, error) {
 	self := self()
 	l := &Log{owner: self, ownerStr: self.String(), dir: dir, jdir: jdir, opts: o, log: o.log,
 		done: make(chan struct{}), stopped: make(chan struct{})}
-	l.bgCtx, l.bgCancel = context.WithCancel(context.Background())
 	l.recent.init()
 	if o.journal != nil {
 		l.j = o.journal
@@ -249,12 +243,10 @@ func Open(ctx context.Context, dir string, opts ...Option) (*Log, error) {
 		l.j, l.fj = fj, fj
 	}
 	if err := l.openIndex(ctx); err != nil {
-		l.bgCancel()
 		l.j.Close()
 		return nil, err
 	}
 	if err := l.recover(ctx); err != nil {
-		l.bgCancel()
 		l.closeFiles()
 		return nil, err
 	}
@@ -322,7 +314,6 @@ func (l *Log) Path() string { return l.jdir }
 func (l *Log) Close() error {
 	l.once.Do(func() {
 		close(l.done)
-		l.bgCancel()
 		<-l.stopped
 		l.state.Store(true)
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

@@ -121,7 +121,7 @@ func TestAssets(t *testing.T) {
 			}
 		}
 	}
-	for _, want := range []string{"/ui/app.js", "/ui/app.css", "/ui/sse.js", "/ui/stream.js", "/ui/live.js", "/ui/favicon.svg"} {
+	for _, want := range []string{"/ui/app.js", "/ui/app.css", "/ui/sse.js", "/ui/stream.js", "/ui/live.js", "/ui/fleet.js", "/ui/favicon.svg"} {
 		if !seen[want] {
 			t.Errorf("%s is not reachable from the page", want)
 		}
@@ -181,5 +181,30 @@ func TestWantsPage(t *testing.T) {
 		if got := webui.WantsPage(req); got != want {
 			t.Errorf("Accept %q: %v, want %v", accept, got, want)
 		}
+	}
+}
+
+// The Fleet tab and its panel ship hidden: a gateway that is not a
+// fleet's (GET /api/fleet answers 404) shows the page as it was; only
+// fleet.js, on a 200, reveals the tab.
+func TestFleetTabHidden(t *testing.T) {
+	page := body(t, get(t, webui.Handler(), http.MethodGet, "/", nil))
+	for _, re := range []string{
+		`<a href="#fleet" data-tab="fleet" hidden>Fleet</a>`,
+		`<section id="tab-fleet" class="tab" data-tab-panel="fleet" hidden>`,
+	} {
+		if !strings.Contains(page, re) {
+			t.Errorf("the page lacks %s", re)
+		}
+	}
+	// The elements fleet.js is given by app.js are in the page.
+	app := body(t, get(t, webui.Handler(), http.MethodGet, "/ui/app.js", nil))
+	for _, m := range regexp.MustCompile(`\$\('(fleet-[a-z-]+)'\)`).FindAllStringSubmatch(app, -1) {
+		if !strings.Contains(page, `id="`+m[1]+`"`) {
+			t.Errorf("app.js looks for #%s, which the page lacks", m[1])
+		}
+	}
+	if !strings.Contains(app, "$('fleet-workers')") {
+		t.Error("app.js does not wire the fleet panel")
 	}
 }

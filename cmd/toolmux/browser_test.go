@@ -5,12 +5,14 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -19,7 +21,9 @@ import (
 	"github.com/chromedp/chromedp"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/toolmux/toolmux/fleet"
 	"github.com/toolmux/toolmux/internal/llmtest"
+	"github.com/toolmux/toolmux/internal/testservers"
 )
 
 // The web page of toolmux serve, in a real headless Chromium against a real
@@ -260,6 +264,12 @@ func TestBrowserUI(t *testing.T) {
 
 	b.do(chromedp.Navigate(s.url("/")))
 	b.visible(`#conn[data-state="live"]`)
+	// Not a fleet's gateway (/api/fleet answers 404): no Fleet tab, and
+	// its address shows the Live view.
+	b.until("the fleet probe", `document.documentElement.dataset.fleet === 'absent'`)
+	if !uiEval[bool](b, `document.querySelector('nav [data-tab="fleet"]').hidden`) {
+		t.Error("the Fleet tab shows on a gateway that is not a fleet's")
+	}
 
 	t.Run("catalog", func(t *testing.T) {
 		b := b.on(t)
@@ -449,6 +459,13 @@ func TestBrowserUI(t *testing.T) {
 			t.Errorf("the task shows %q", got)
 		}
 		b.shot("tasks")
+		// The open task is in the address: a reload opens it again.
+		if hash := uiEval[string](b, `location.hash`); hash != "#tasks/browser-task" {
+			t.Errorf("the address of the open task: %q", hash)
+		}
+		b.do(chromedp.Reload())
+		b.visible(`#task-detail[data-task="browser-task"] details.call`)
+		b.visible(`#tasks tr[data-task="browser-task"].selected`)
 	})
 
 	t.Run("pause and resume", func(t *testing.T) {
@@ -816,5 +833,219 @@ func TestBrowserRunPageOpenedLate(t *testing.T) {
 	}
 	if code := p.wait(t, time.Minute); code != 0 {
 		t.Fatalf("exit %d\n%s", code, p.stderr)
+	}
+}
+
+// The Fleet tab of a fleet's gateway (serve --nats-listen) with a real
+// worker process: the worker by name with its server's health; a run
+// submitted with the fleet package counted running, listed under its
+// worker, and its link opening the run's task, which follows the run
+// while it runs and "Follow live" shows in the Live view; then the
+// counts at done. The model holds the run's last turn until the test has
+// looked at it running, so nothing depends on timing.
+func TestBrowserFleet(t *testing.T) {
+	t.Parallel()
+	release := make(chan struct{})
+	var once sync.Once
+	answer := func() { once.Do(func() { close(release) }) }
+	script := appendScript(0)
+	m := llmtest.OpenAI(t, func(n int, req llmtest.Request) llmtest.Reply {
+		r := script(n, req)
+		if len(r.Calls) == 0 {
+			<-release
+		}
+		return r
+	})
+	// Registered after the model server: runs before its Close, which
+	// waits for the request held here.
+	t.Cleanup(answer)
+	dir := fleetWorkspace(t, m)
+	natsAddr := fmt.Sprintf("127.0.0.1:%d", testservers.FreePort(t))
+	s := startServeProc(t, dir, "", "--nats-listen", natsAddr)
+	if !testservers.Eventually(30*time.Second, func() bool { return strings.Contains(s.stderr.String(), "workers join with") }) {
+		t.Fatalf("serve did not start its NATS server:\n%s", s.stderr.String())
+	}
+	url := "nats://" + natsAddr
+	startWorker(t, dir, url, "--name", "page-worker", "--concurrency", "2")
+
+	b := newUIBrowser(t)
+	b.do(chromedp.Navigate(s.url("/#fleet")))
+	b.visible(`#conn[data-state="live"]`)
+	b.visible(`nav [data-tab="fleet"][aria-current="page"]`)
+	worker := `#fleet-workers tr[data-worker="page-worker"]`
+	b.visible(worker)
+	tile := func(state string) string {
+		return uiEval[string](b, `document.querySelector('#fleet-counts [data-state="`+state+`"] .n').textContent`)
+	}
+	for _, st := range []string{"queued", "running", "done", "failed"} {
+		if n := tile(st); n != "0" {
+			t.Errorf("a new fleet shows %s %s, want 0", n, st)
+		}
+	}
+	if got := b.text(worker + ` .load`); got != "0 / 2" {
+		t.Errorf("the idle worker's load: %q, want 0 / 2", got)
+	}
+	b.shot("idle")
+
+	// The panel polls while it is shown, and not while the browser hides
+	// the page (another browser tab in front).
+	polling := func(want string) {
+		b.until("polling "+want, `document.getElementById('tab-fleet').dataset.polling === '`+want+`'`)
+	}
+	polling("on")
+	reads := `performance.getEntriesByType('resource').filter((e) => new URL(e.name).pathname === '/api/fleet').length`
+	n0 := uiEval[int](b, reads)
+	b.until("the panel reading the fleet again", fmt.Sprintf(`%s >= %d`, reads, n0+2))
+	uiEval[bool](b, `(Object.defineProperty(document, 'visibilityState', {value: 'hidden', configurable: true}), document.dispatchEvent(new Event('visibilitychange')), true)`)
+	polling("off")
+	uiEval[bool](b, `(delete document.visibilityState, document.dispatchEvent(new Event('visibilitychange')), true)`)
+	polling("on")
+
+	f := connectFleet(t, url)
+	out := filepath.Join(t.TempDir(), "effects.txt")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if _, _, err := f.Submit(ctx, fleet.Request{ID: "page-run", Task: "append shown to " + out + " sleeping 0"}); err != nil {
+		t.Fatal(err)
+	}
+	link := worker + ` a.run[data-run="page-run"]`
+	b.visible(link)
+	b.until("the run counted running", `document.querySelector('#fleet-counts [data-state="running"] .n').textContent === '1'`)
+	if got := b.text(worker + ` .load`); got != "1 / 2" {
+		t.Errorf("the busy worker's load: %q, want 1 / 2", got)
+	}
+	b.shot("running")
+
+	// The run's link opens its task, which the gateway's index has from
+	// the fleet's journal.
+	b.do(chromedp.Click(chromedp.CSS(link)))
+	b.visible(`nav [data-tab="tasks"][aria-current="page"]`)
+	if hash := uiEval[string](b, `location.hash`); hash != "#tasks/page-run" {
+		t.Errorf("the link went to %q", hash)
+	}
+	b.visible(`#task-detail[data-task="page-run"][data-status="running"] button.follow`)
+	b.visible(`#tasks tr[data-task="page-run"].selected`)
+	polling("off")
+	b.shot("run-task")
+
+	// Follow live: the Live view, filtered to the run, shows its rows as
+	// they came from the worker (the page was open before the run
+	// began): the call done, the model's turn held open.
+	b.do(chromedp.Click(chromedp.CSS(`#task-detail button.follow`)))
+	b.visible(`nav [data-tab="live"][aria-current="page"]`)
+	b.visible(`#live-rows .row[data-name="fx__append"][data-state="success"]`)
+	b.visible(`#live-rows .row[data-kind="llm"][data-state="thinking"]`)
+	b.until("only the run's rows", `(() => {
+		const shown = [...document.querySelectorAll('#live-rows > .row')].filter((r) => !r.hidden);
+		return shown.length > 0 && shown.every((r) => r.querySelector('.c-task').dataset.task === 'page-run');
+	})()`)
+	b.shot("run-live")
+
+	// Back on the run's task, which turns success by itself when the
+	// model answers.
+	b.do(chromedp.NavigateBack())
+	b.visible(`#task-detail[data-task="page-run"][data-status="running"]`)
+	answer()
+	b.visible(`#task-detail[data-task="page-run"][data-status="success"]`)
+	b.visible(`#tasks tr[data-task="page-run"] .badge.task-success`)
+	if got := b.text(`#task-detail`); !strings.Contains(got, "appended shown") {
+		t.Errorf("the ended run's task shows %q, want its answer", got)
+	}
+	b.shot("run-done")
+
+	// The Fleet tab again: the run counted done, the worker idle, its
+	// server ready (it served the call).
+	b.do(chromedp.Click(chromedp.CSS(`nav [data-tab="fleet"]`)))
+	b.until("the run counted done", `document.querySelector('#fleet-counts [data-state="done"] .n').textContent === '1' &&
+		document.querySelector('#fleet-counts [data-state="running"] .n').textContent === '0'`)
+	b.until("the worker idle", `document.querySelector('`+worker+` .load').textContent === '0 / 2' && !document.querySelector('`+link+`')`)
+	b.visible(worker + ` .server[data-server="fx"] .badge.state-ready`)
+	b.shot("done")
+	if got := lines(t, out); len(got) != 1 || got[0] != "shown" {
+		t.Errorf("the run's side effects: %q, want one line", got)
+	}
+	// The Live view's workflow row of the run ended too.
+	b.do(chromedp.Click(chromedp.CSS(`nav [data-tab="live"]`)))
+	b.visible(`#live-rows .row[data-kind="workflow"][data-state="done"]`)
+
+	// The panel's rendering of what a real fleet of one does not show:
+	// several workers (sorted by name), servers in every health state
+	// with the badges of the Servers tab, uptime by the worker's clock,
+	// ids that need escaping in a link.
+	got := uiEval[string](b, `(async () => {
+		const {Fleet, runHref} = await import('/ui/fleet.js');
+		const el = (tag) => document.createElement(tag);
+		const table = el('table');
+		table.append(el('tbody'));
+		const f = new Fleet({tab: el('a'), counts: el('div'), workers: table, count: el('span'), empty: el('p'), error: el('div'), updated: el('span')});
+		f.render({runs: {queued: 180, running: 3, done: 15, failed: 1}, workers: [
+			{name: 'b', host: 'box-b', pid: 2, concurrency: 4, running: ['r/1', 'r 2'], started: '2026-11-25T02:00:00Z', seen: '2026-11-25T03:02:03Z',
+				servers: {web: 'degraded', browser: 'ready', gpu: 'failed'}},
+			{name: 'a', host: 'box-a', pid: 1, concurrency: 1, running: [], started: '2026-11-25T02:10:00Z', seen: '2026-11-25T02:10:42Z'},
+		]});
+		return JSON.stringify({
+			counts: [...f.els.counts.children].map((c) => c.dataset.state + '=' + c.querySelector('.n').textContent + ' ' + c.querySelector('.label').textContent),
+			rows: [...table.tBodies[0].rows].map((r) => [r.dataset.worker, r.querySelector('.load').textContent, r.cells[4].textContent,
+				[...r.querySelectorAll('a.run')].map((a) => a.getAttribute('href')),
+				[...r.querySelectorAll('.server')].map((s) => s.dataset.server + ':' + s.querySelector('.badge').className)]),
+			href: runHref('x#y'),
+		});
+	})()`)
+	want := `{"counts":["queued=180 waiting","running=3 running","done=15 done","failed=1 failed"],` +
+		`"rows":[["a","0 / 1","42.0 s",[],[]],` +
+		`["b","2 / 4","1h 02m",["#tasks/r%2F1","#tasks/r%202"],["browser:badge state-ready","gpu:badge state-failed","web:badge state-degraded"]]],` +
+		`"href":"#tasks/x%23y"}`
+	if got != want {
+		t.Errorf("the panel's rendering:\n got %s\nwant %s", got, want)
+	}
+}
+
+// The Fleet tab of serve --nats URL when the fleet's NATS server goes
+// away: the tab says why (fleet_unavailable, the gateway's 502) instead of
+// showing stale numbers as current, and recovers by itself when the
+// server is back (restarted on its port with its data).
+func TestBrowserFleetUnavailable(t *testing.T) {
+	t.Parallel()
+	dir := fleetWorkspace(t, appendModel(t, 0))
+	natsDir := t.TempDir()
+	ns := startNATS(t, natsDir, 0)
+	port := ns.Addr().(*net.TCPAddr).Port
+	url := natsURL(ns)
+	s := startServeProc(t, dir, "", "--nats", url)
+	w := startWorker(t, dir, url, "--name", "steady")
+
+	b := newUIBrowser(t)
+	b.do(chromedp.Navigate(s.url("/#fleet")))
+	worker := `#fleet-workers tr[data-worker="steady"]`
+	b.visible(worker)
+	ns.Shutdown()
+	ns.WaitForShutdown()
+	b.visible(`#tab-fleet.stale #fleet-error`)
+	if got := b.text(`#fleet-error`); !strings.Contains(got, "fleet_unavailable") {
+		t.Errorf("the tab says %q, want the error's kind", got)
+	}
+	b.shot("unavailable")
+	startNATS(t, natsDir, port)
+	b.do(chromedp.WaitNotVisible(chromedp.CSS(`#fleet-error`)))
+	b.visible(`#tab-fleet:not(.stale) ` + worker)
+	b.shot("back")
+
+	// The worker and the gateway stop while their NATS server is up: the
+	// restarted server's cleanup, registered last, would run before theirs.
+	stop := func(what string, p *os.Process, exited <-chan struct{}) {
+		_ = p.Signal(syscall.SIGTERM)
+		select {
+		case <-exited:
+		case <-time.After(30 * time.Second):
+			t.Errorf("%s did not stop within 30s of SIGTERM", what)
+		}
+	}
+	stop("the worker", w.cmd.Process, w.exited)
+	if w.err != nil {
+		t.Errorf("the worker: %v\n%s", w.err, w.stderr.String())
+	}
+	stop("serve", s.cmd.Process, s.exited)
+	if s.err != nil {
+		t.Errorf("serve: %v\n%s", s.err, s.stderr.String())
 	}
 }

@@ -52,8 +52,13 @@ func natsURL(s *server.Server) string {
 // FILE sleeping MS" makes one call of the fixture's append tool, then
 // answers "appended LINE", and tells what the tool said.
 func appendModel(t *testing.T, turnDelay time.Duration) *llmtest.Server {
+	return llmtest.OpenAI(t, appendScript(turnDelay))
+}
+
+// appendScript is appendModel's script, for a test that wraps it.
+func appendScript(turnDelay time.Duration) llmtest.Script {
 	re := regexp.MustCompile(`append (\S+) to (\S+) sleeping (\d+)`)
-	return llmtest.OpenAI(t, func(_ int, req llmtest.Request) llmtest.Reply {
+	return func(_ int, req llmtest.Request) llmtest.Reply {
 		var task, last string
 		var tools []string
 		assistants := 0
@@ -92,7 +97,7 @@ func appendModel(t *testing.T, turnDelay time.Duration) *llmtest.Server {
 				Args: fmt.Sprintf(`{"path": %q, "line": %q, "ms": %s}`, mm[2], mm[1], mm[3])}}}
 		}
 		return llmtest.Reply{Content: "appended " + mm[1] + " | tool said: " + oneLineOf(last), Delay: turnDelay}
-	})
+	}
 }
 
 // spanRe is the task "span MS": one call of the fixture's span tool,

@@ -7,6 +7,7 @@ import {Live} from './live.js';
 import {Approvals} from './approvals.js';
 import {Catalog} from './catalog.js';
 import {Tasks} from './tasks.js';
+import {Fleet} from './fleet.js';
 import {debounce, setText} from './util.js';
 
 const $ = (id) => document.getElementById(id);
@@ -98,6 +99,9 @@ function showStatus(status, detail = {}) {
     // Answers given while the page was away are not replayed as a list:
     // read the queue again.
     approvals.refresh();
+    // A gateway that could not be asked before (down, or a token
+    // missing) may be a fleet's.
+    if (!fleet.present) fleet.probe().then((yes) => { if (yes) showTab(); });
     say('');
   }
   if (status === 'reconnecting' && detail.error) say(`The event stream is down (${detail.error}); the page reconnects by itself and resumes where it stopped.`);
@@ -110,7 +114,24 @@ function tickStatus() {
 setInterval(tickStatus, 1000);
 
 // The tasks list follows the calls while it is shown.
-const tasksSoon = debounce(() => { if (location.hash === '#tasks') tasks.refresh({detail: false}); }, 1000);
+const onTasks = () => location.hash === '#tasks' || location.hash.startsWith('#tasks/');
+const tasksSoon = debounce(() => { if (onTasks()) tasks.refresh({detail: false}); }, 1000);
+
+// The open task follows its own events while it runs (a fleet run opened
+// from the Fleet tab): read again at most every 700 ms, not once per
+// event (a message streams hundreds).
+let openTimer = 0;
+let openEnded = false;
+function openSoon(ended) {
+  openEnded = openEnded || ended;
+  if (openTimer) return;
+  openTimer = setTimeout(() => {
+    openTimer = 0;
+    const e = openEnded;
+    openEnded = false;
+    if (onTasks()) tasks.refreshOpen({ended: e});
+  }, 700);
+}
 
 // The page's stream attaches it as an approver (?approver=1): while it is
 // open, calls that need approval wait here for an answer; without any
@@ -122,6 +143,8 @@ const stream = new EventStream({
     if (earlier.disabled) updateEarlier();
     if (env.event === 'approval_request' || env.event === 'approval_resolved') approvals.refreshSoon();
     if (env.event === 'end_of_workflow' || (env.event === 'tool_state' && ['success', 'error', 'cancelled'].includes(env.data && env.data.state))) tasksSoon();
+    if (onTasks() && tasks.followsOpen(env.task)) openSoon(env.event === 'end_of_workflow');
+    if (env.event === 'start_of_workflow' || env.event === 'end_of_workflow') fleet.nudge();
   },
   onStatus: showStatus,
 });
@@ -147,13 +170,32 @@ const catalog = new Catalog({
 const tasks = new Tasks({
   table: $('tasks'), empty: $('tasks-empty'), error: $('tasks-error'), detail: $('task-detail'),
   status: $('tasks-status'), refresh: $('tasks-refresh'),
+  onFollow: (id) => {
+    liveFilter.value = id;
+    live.setFilter(id, liveKind.value);
+    location.hash = '#live';
+  },
+});
+
+// The Fleet tab, on a fleet's gateway only (GET /api/fleet answers 200).
+const fleet = new Fleet({
+  tab: document.querySelector('[data-tab="fleet"]'), panel: $('tab-fleet'), counts: $('fleet-counts'), workers: $('fleet-workers'),
+  count: $('fleet-workers-count'), empty: $('fleet-empty'), error: $('fleet-error'), updated: $('fleet-updated'),
 });
 
 // --- tabs -----------------------------------------------------------------
 
-const TABS = ['live', 'catalog', 'tasks', 'call'];
+const TABS = ['live', 'catalog', 'tasks', 'call', 'fleet'];
+// showTab shows the tab the address names: #NAME, or #tasks/ID for one
+// task (the links of the Fleet tab's runs).
 function showTab() {
-  const name = TABS.includes(location.hash.slice(1)) ? location.hash.slice(1) : 'live';
+  const [first, ...rest] = location.hash.slice(1).split('/');
+  let name = TABS.includes(first) ? first : 'live';
+  if (name === 'fleet' && !fleet.present) name = 'live';
+  let taskID = '';
+  if (name === 'tasks' && rest.length) {
+    try { taskID = decodeURIComponent(rest.join('/')); } catch { taskID = ''; }
+  }
   for (const panel of document.querySelectorAll('[data-tab-panel]')) panel.hidden = panel.dataset.tabPanel !== name;
   for (const a of document.querySelectorAll('[data-tab]')) {
     if (a.dataset.tab === name) a.setAttribute('aria-current', 'page');
@@ -161,7 +203,11 @@ function showTab() {
   }
   if (name === 'catalog') catalog.refresh();
   if (name === 'call' && !catalog.loaded) catalog.refresh();
-  if (name === 'tasks') tasks.refresh();
+  if (name === 'tasks') {
+    if (taskID) tasks.show(taskID);
+    else tasks.refresh();
+  }
+  fleet.show(name === 'fleet');
 }
 window.addEventListener('hashchange', showTab);
 
@@ -196,7 +242,7 @@ onTokenChange(() => {
   stream.pause();
   startStream();
   approvals.refresh();
-  showTab();
+  fleet.probe().finally(showTab);
 });
 
 // --- start ------------------------------------------------------------------
@@ -219,3 +265,6 @@ async function startStream() {
 startStream();
 approvals.refresh();
 showTab();
+// Once the gateway has said whether it is a fleet's, the address may name
+// the Fleet tab (#fleet), hidden until now.
+fleet.probe().then((yes) => { if (yes) showTab(); });

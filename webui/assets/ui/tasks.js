@@ -6,13 +6,20 @@ import {h, fmtDateTime, fmtDuration, showError, truncate, prettyJSON} from './ut
 import {renderRecord, recordOutcome} from './record.js';
 
 export class Tasks {
-  constructor({table, empty, error, detail, status, refresh}) {
+  // onFollow(id), when given, is what "Follow live" on a running task does.
+  constructor({table, empty, error, detail, status, refresh, onFollow}) {
     this.table = table;
     this.emptyEl = empty;
     this.errorEl = error;
     this.detail = detail;
     this.statusEl = status;
+    this.onFollow = onFollow;
     this.selected = '';
+    // The status of the open task as last read ('' until it is read):
+    // a running task is read again as its events arrive.
+    this.openStatus = '';
+    this.endRetries = 0;
+    this.endTimer = 0;
     status.addEventListener('change', () => this.refresh());
     refresh.addEventListener('click', () => this.refresh());
   }
@@ -39,8 +46,8 @@ export class Tasks {
       const dur = Number.isNaN(end) ? '–' : fmtDuration(end - Date.parse(t.created_at));
       const row = h('tr', {tabIndex: 0, dataset: {task: t.id}, class: t.id === this.selected ? 'selected' : '',
         on: {
-          click: () => this.open(t.id),
-          keydown: (e) => { if (e.key === 'Enter') this.open(t.id); },
+          click: () => this.pick(t.id),
+          keydown: (e) => { if (e.key === 'Enter') this.pick(t.id); },
         }},
       h('td', {}, h('div', {class: 'mono', text: truncate(t.id, 40), title: t.id}), t.input ? h('div', {class: 'muted', text: truncate(t.input, 80)}) : null),
       h('td', {}, h('span', {class: `badge task-${t.status}`, text: t.status})),
@@ -53,7 +60,57 @@ export class Tasks {
     if (this.selected && detail) await this.open(this.selected, {quiet: true});
   }
 
-  async open(id, {quiet = false} = {}) {
+  // pick opens a task of the list, and puts it in the address (without a
+  // new history entry), so that a reload or a copied link opens it again.
+  pick(id) {
+    history.replaceState(null, '', `#tasks/${encodeURIComponent(id)}`);
+    this.open(id);
+  }
+
+  // show opens the task id (a link to #tasks/ID: a run of the fleet
+  // panel) and reads the list.
+  async show(id) {
+    if (id !== this.selected || !this.openStatus) {
+      this.selected = id;
+      this.openStatus = '';
+      this.detail.replaceChildren(h('p', {class: 'muted', text: 'Loading…'}));
+    }
+    await this.refresh();
+  }
+
+  // followsOpen reports whether an event of task id should read the open
+  // task again: it is the open one, and it runs (or could not be read
+  // yet: a fleet run reaches the gateway's index a moment after its
+  // first events).
+  followsOpen(id) {
+    return !!id && id === this.selected && (this.openStatus === 'running' || this.openStatus === '');
+  }
+
+  // refreshOpen reads the open task again, keeping what the person
+  // opened in it, and the list when its status changed. ended says the
+  // stream has told the task's end: while the answer still says running
+  // (an index that has not caught up with the journal yet), it is read
+  // again, a few times, a second apart.
+  async refreshOpen({ended = false} = {}) {
+    if (!this.selected) return;
+    const id = this.selected;
+    const before = this.openStatus;
+    await this.open(id, {quiet: true, keep: true});
+    if (id !== this.selected) return;
+    if (before !== this.openStatus) await this.refresh({detail: false});
+    if (ended) this.endRetries = 5;
+    if (this.openStatus === 'running' && this.endRetries > 0) {
+      this.endRetries--;
+      clearTimeout(this.endTimer);
+      this.endTimer = setTimeout(() => this.refreshOpen(), 1000);
+    }
+  }
+
+  async open(id, {quiet = false, keep = false} = {}) {
+    if (id !== this.selected) {
+      this.openStatus = '';
+      this.endRetries = 0;
+    }
     this.selected = id;
     for (const r of this.table.tBodies[0].rows) r.classList.toggle('selected', r.dataset.task === id);
     if (!quiet) this.detail.replaceChildren(h('p', {class: 'muted', text: 'Loading…'}));
@@ -61,11 +118,20 @@ export class Tasks {
     try {
       t = await api(`/api/tasks/${encodeURIComponent(id)}`);
     } catch (e) {
+      if (id !== this.selected) return;
+      this.openStatus = '';
       this.detail.replaceChildren(h('div', {class: 'error-box'}, h('strong', {class: 'kind', text: e.kind}), ' ', e.message));
       return;
     }
+    // A slower answer for a task no longer open is dropped.
+    if (id !== this.selected) return;
+    const wasOpen = keep && this.detail.dataset.task === id
+      ? new Set([...this.detail.querySelectorAll('details')].map((d, i) => (d.open ? i : -1)).filter((i) => i >= 0)) : new Set();
+    this.openStatus = t.status || '';
     const parts = [
-      h('h2', {}, 'Task ', h('span', {class: 'mono', text: t.id})),
+      h('h2', {}, 'Task ', h('span', {class: 'mono', text: t.id}),
+        t.status === 'running' && this.onFollow ? h('button', {type: 'button', class: 'btn small follow', text: 'Follow live',
+          title: 'Show this task\'s rows in the Live view as they happen', on: {click: () => this.onFollow(t.id)}}) : null),
       h('div', {class: 'kvs'},
         kv('status', t.status), kv('started', fmtDateTime(t.created_at)),
         kv('ended', t.ended_at ? fmtDateTime(t.ended_at) : ''),
@@ -102,6 +168,9 @@ export class Tasks {
       parts.push(h('p', {class: 'muted', text: 'No calls.'}));
     }
     this.detail.replaceChildren(...parts);
+    this.detail.dataset.task = t.id;
+    this.detail.dataset.status = t.status || '';
+    this.detail.querySelectorAll('details').forEach((d, i) => { if (wasOpen.has(i)) d.open = true; });
   }
 }
 
