@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -219,43 +218,15 @@ to stdout as it ends. Exit status 1 when a run failed.`,
 	return cmd
 }
 
-// readRuns reads a JSONL file of run requests; a bad line is a usage
-// error naming it.
+// readRuns reads a JSONL file of run requests (fleet.ReadRequests); a
+// bad line, a repeated id or a file without runs is a usage error naming
+// the line.
 func readRuns(r io.Reader, name string) ([]fleet.Request, error) {
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 64<<10), 16<<20)
-	var out []fleet.Request
-	seen := map[string]int{}
-	for n := 1; sc.Scan(); n++ {
-		line := strings.TrimSpace(sc.Text())
-		if line == "" || strings.HasPrefix(line, "#") {
-			continue
-		}
-		var req fleet.Request
-		dec := json.NewDecoder(strings.NewReader(line))
-		dec.DisallowUnknownFields()
-		if err := dec.Decode(&req); err != nil {
-			return nil, usageError("%s:%d: not a run ({\"id\", \"task\", \"agent\"}): %v", name, n, err)
-		}
-		switch {
-		case strings.TrimSpace(req.ID) == "":
-			return nil, usageError("%s:%d: the run has no id", name, n)
-		case strings.TrimSpace(req.Task) == "":
-			return nil, usageError("%s:%d: run %q has no task", name, n, req.ID)
-		}
-		if first, ok := seen[req.ID]; ok {
-			return nil, usageError("%s:%d: id %q is already on line %d", name, n, req.ID, first)
-		}
-		seen[req.ID] = n
-		out = append(out, req)
+	reqs, err := fleet.ReadRequests(r, name)
+	if err != nil {
+		return nil, usageError("%v", err)
 	}
-	if err := sc.Err(); err != nil {
-		return nil, usageError("%s: %v", name, err)
-	}
-	if len(out) == 0 {
-		return nil, usageError("%s holds no run", name)
-	}
-	return out, nil
+	return reqs, nil
 }
 
 // resultLine is a run's line on submit's stdout.
