@@ -43,11 +43,17 @@ type EventStore struct {
 	seqs map[string]int64
 	// ended are runs whose end_of_workflow event is stored.
 	ended map[string]chan struct{}
+	// muted are runs this worker gave up (handed back past the grace, or
+	// lost to another worker) until it takes them again: the events of
+	// their cancellation (an error, the workflow's end) are not the run's
+	// (it goes on elsewhere), and a worker that lost a run must not write
+	// into it.
+	muted map[string]bool
 }
 
 // NewEventStore returns the event store of worker's hub.
 func NewEventStore(f *Fleet, worker string) *EventStore {
-	return &EventStore{f: f, worker: worker, seqs: map[string]int64{}, ended: map[string]chan struct{}{}}
+	return &EventStore{f: f, worker: worker, seqs: map[string]int64{}, ended: map[string]chan struct{}{}, muted: map[string]bool{}}
 }
 
 // AppendEvents publishes evs, in order, and returns when the stream has
@@ -57,6 +63,13 @@ func (s *EventStore) AppendEvents(ctx context.Context, evs ...stream.Event) erro
 	var ended []string
 	for _, e := range evs {
 		if e.Task == "" {
+			continue
+		}
+		if s.isMuted(e.Task) {
+			if e.Name == stream.EventEndOfWorkflow {
+				// Dropped, but over: WaitEnded need not wait for it.
+				ended = append(ended, e.Task)
+			}
 			continue
 		}
 		seq, err := s.next(ctx, e.Task)
@@ -128,10 +141,27 @@ func (s *EventStore) next(ctx context.Context, task string) (int64, error) {
 	return n, nil
 }
 
+func (s *EventStore) isMuted(task string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.muted[task]
+}
+
+// mute drops the run's events from now until it is taken again (Begin):
+// the worker is giving it up. Events of the run that the hub has not
+// handed to the store yet are dropped too: the next worker numbers its
+// own from the last one stored, so nothing is left with a gap.
+func (s *EventStore) mute(task string) {
+	s.mu.Lock()
+	s.muted[task] = true
+	s.mu.Unlock()
+}
+
 // Begin readies the store for a run taken by this worker: its numbering
 // is read afresh (another worker may have gone on since).
 func (s *EventStore) Begin(task string) {
 	s.mu.Lock()
+	delete(s.muted, task)
 	delete(s.seqs, task)
 	if ch, ok := s.ended[task]; ok {
 		select {

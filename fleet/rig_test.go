@@ -122,6 +122,17 @@ var appendTask = regexp.MustCompile(`append (\S+)`)
 // slows the answering turn.
 func appendModel(t *testing.T, turnDelay time.Duration) *llmtest.Server {
 	return llmtest.OpenAI(t, func(_ int, req llmtest.Request) llmtest.Reply {
+		r := scriptAppend(req)
+		if len(r.Calls) == 0 {
+			r.Delay = turnDelay
+		}
+		return r
+	})
+}
+
+// scriptAppend is appendModel's reply to req.
+func scriptAppend(req llmtest.Request) llmtest.Reply {
+	{
 		var task, last string
 		assistants := 0
 		for _, m := range req.Messages {
@@ -140,12 +151,12 @@ func appendModel(t *testing.T, turnDelay time.Duration) *llmtest.Server {
 		mm := appendTask.FindStringSubmatch(task)
 		switch {
 		case mm == nil:
-			return llmtest.Reply{Content: "no task I know", Delay: turnDelay}
+			return llmtest.Reply{Content: "no task I know"}
 		case assistants == 0:
 			return llmtest.Reply{Calls: []llmtest.Call{{Name: "fx__append", Args: fmt.Sprintf(`{"line": %q}`, mm[1])}}}
 		}
-		return llmtest.Reply{Content: "appended " + mm[1] + " | tool said: " + strings.Join(strings.Fields(last), " "), Delay: turnDelay}
-	})
+		return llmtest.Reply{Content: "appended " + mm[1] + " | tool said: " + strings.Join(strings.Fields(last), " ")}
+	}
 }
 
 // node is a worker as `toolmux worker` assembles one: its own connection,

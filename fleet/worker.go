@@ -170,7 +170,14 @@ func (w *Worker) Run(ctx context.Context) error {
 	select {
 	case <-done:
 	case <-time.After(w.o.Grace):
-		w.log.Info("handing back the runs still in progress", "runs", len(w.Running()))
+		running := w.Running()
+		w.log.Info("handing back the runs still in progress", "runs", len(running))
+		if w.o.Events != nil {
+			// Their cancellation is not their end: they go on elsewhere.
+			for _, id := range running {
+				w.o.Events.mute(id)
+			}
+		}
 		cancelRuns()
 		<-done
 	}
@@ -369,6 +376,11 @@ func (w *Worker) renew(ctx context.Context, cancel context.CancelCauseFunc, m je
 			_, err := w.o.Journal.Renew(rctx, id)
 			rcancel()
 			if err != nil && ctx.Err() == nil && isOwnership(err) {
+				// The journal refuses this worker's records of the run
+				// from now on; its events must stop too.
+				if w.o.Events != nil {
+					w.o.Events.mute(id)
+				}
 				cancel(fmt.Errorf("%w: %v", errLeaseLost, err))
 				return
 			}
