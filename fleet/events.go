@@ -59,7 +59,12 @@ func NewEventStore(f *Fleet, worker string) *EventStore {
 // AppendEvents publishes evs, in order, and returns when the stream has
 // stored them all.
 func (s *EventStore) AppendEvents(ctx context.Context, evs ...stream.Event) error {
-	futures := make([]jetstream.PubAckFuture, 0, len(evs))
+	type sent struct {
+		msg  *nats.Msg
+		task string
+		fut  jetstream.PubAckFuture
+	}
+	batch := make([]sent, 0, len(evs))
 	var ended []string
 	for _, e := range evs {
 		if e.Task == "" {
@@ -82,22 +87,60 @@ func (s *EventStore) AppendEvents(ctx context.Context, evs ...stream.Event) erro
 		msg.Header.Set(seqHeader, strconv.FormatInt(seq, 10))
 		// A retried batch is stored once.
 		msg.Header.Set(jetstream.MsgIDHeader, e.Task+"/"+strconv.FormatInt(seq, 10))
-		fut, err := s.f.js.PublishMsgAsync(msg)
-		if err != nil {
-			return fmt.Errorf("fleet: publishing an event of run %q: %w", e.Task, err)
+		// An event that cannot be sent now is sent again below, and
+		// so are the rest, in order.
+		var fut jetstream.PubAckFuture
+		if len(batch) == 0 || batch[len(batch)-1].fut != nil {
+			fut, _ = s.f.js.PublishMsgAsync(msg)
 		}
-		futures = append(futures, fut)
+		batch = append(batch, sent{msg: msg, task: e.Task, fut: fut})
 		if e.Name == stream.EventEndOfWorkflow {
 			ended = append(ended, e.Task)
 		}
 	}
-	for _, fut := range futures {
+	// The numbering of the runs of events that could not be stored is
+	// read again from the stream: their next events are numbered from the
+	// last one stored, so the loss leaves no gap in the numbers.
+	forget := func(lost []sent) {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		for _, b := range lost {
+			delete(s.seqs, b.task)
+		}
+	}
+	// Every answer is awaited before anything is sent again, so that an
+	// event sent again cannot overtake one still in flight.
+	retry := -1
+	for i, b := range batch {
+		if b.fut == nil {
+			if retry < 0 {
+				retry = i
+			}
+			continue
+		}
 		select {
-		case <-fut.Ok():
-		case err := <-fut.Err():
-			return fmt.Errorf("fleet: storing an event: %w", err)
+		case <-b.fut.Ok():
+		case <-b.fut.Err():
+			// The server went away with it (a restart), or did not
+			// answer in time: its number is taken, so it must be
+			// stored, or the run's events would have a gap.
+			if retry < 0 {
+				retry = i
+			}
 		case <-ctx.Done():
+			if retry < 0 {
+				retry = i
+			}
+			forget(batch[retry:])
 			return ctx.Err()
+		}
+	}
+	if retry >= 0 {
+		for i, b := range batch[retry:] {
+			if err := s.republish(ctx, b.msg); err != nil {
+				forget(batch[retry+i:])
+				return fmt.Errorf("fleet: storing an event of run %q: %w", b.task, err)
+			}
 		}
 	}
 	s.mu.Lock()
@@ -106,6 +149,26 @@ func (s *EventStore) AppendEvents(ctx context.Context, evs ...stream.Event) erro
 	}
 	s.mu.Unlock()
 	return nil
+}
+
+// republish sends an event again, until the stream stores it or ctx
+// ends: its message id makes a copy already stored count as stored.
+func (s *EventStore) republish(ctx context.Context, msg *nats.Msg) error {
+	wait := 100 * time.Millisecond
+	for {
+		_, err := s.f.js.PublishMsg(ctx, msg)
+		if err == nil {
+			return nil
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return fmt.Errorf("%w (last: %v)", ctx.Err(), err)
+		case <-t.C:
+		}
+		wait = min(2*wait, 2*time.Second)
+	}
 }
 
 func (s *EventStore) endedLocked(task string) {

@@ -3,7 +3,9 @@ package fleet_test
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"net"
+	"os"
 	"regexp"
 	"strings"
 	"sync"
@@ -170,6 +172,10 @@ type node struct {
 	cancel  context.CancelFunc
 	done    chan struct{}
 	stopped bool
+	// close stops the worker and closes its runtime, before the NATS
+	// server it uses is shut down (a test that starts a server after its
+	// nodes calls it itself: cleanups run last first).
+	close func()
 }
 
 // newNode assembles a worker named name; start runs it. The runtime is
@@ -194,21 +200,27 @@ func newNode(t *testing.T, s *server.Server, o fleet.Options, name string, model
 	cfg.Builtin.Enabled = false
 	cfg.DataDir = t.TempDir()
 	cfg.TaskLog.Enabled = true
-	ledger := n.f.Ledger(fleet.LedgerOptions{Worker: name})
-	n.rt, err = toolmux.Open(bg, cfg, toolmux.Options{Model: m, Mode: policy.ModeYolo, Events: hub,
+	log := slog.New(slog.DiscardHandler)
+	if os.Getenv("FLEET_TEST_LOG") != "" {
+		log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug})).With("worker", name)
+	}
+	ledger := n.f.Ledger(fleet.LedgerOptions{Worker: name, Logger: log})
+	n.rt, err = toolmux.Open(bg, cfg, toolmux.Options{Logger: log, Model: m, Mode: policy.ModeYolo, Events: hub,
 		Sources:    []manager.Source{fx.source()},
 		TaskLog:    []tasklog.Option{tasklog.WithJournal(n.j)},
 		Middleware: []pipeline.Middleware{ledger.Middleware}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
+	n.close = sync.OnceFunc(func() {
 		n.stop()
 		n.rt.Close(bg)
 		hub.Close(bg)
 		n.j.Close()
 	})
+	t.Cleanup(n.close)
 	wo.Name, wo.Runner, wo.Journal, wo.Events = name, n.rt, n.j, store
+	wo.Logger = log
 	if n.w, err = n.f.NewWorker(bg, wo); err != nil {
 		t.Fatal(err)
 	}

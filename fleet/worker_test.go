@@ -340,3 +340,56 @@ func checkEventsSoFar(t *testing.T, f *fleet.Fleet, id string) []fleet.Event {
 	}
 	return evs
 }
+
+// The NATS server restarts (same store, same port) while runs are in
+// progress: the workers reconnect, every run submitted finishes, each
+// call's effect happens once and every run's events have no gap.
+func TestServerRestart(t *testing.T) {
+	dir := t.TempDir()
+	s := startNATS(t, dir, 0)
+	port := natsPort(s)
+	o := fleet.Options{Lease: 5 * time.Second}
+	f := open(t, s, o)
+	model := appendModel(t, 2*time.Second)
+	fx := newEffects()
+	w1 := newNode(t, s, o, "w1", model, fx, fleet.WorkerOptions{Concurrency: 3}).start()
+	w2 := newNode(t, s, o, "w2", model, fx, fleet.WorkerOptions{Concurrency: 3}).start()
+	const n = 6
+	for i := range n {
+		if _, _, err := f.Submit(bg, fleet.Request{ID: fmt.Sprintf("r%d", i), Task: fmt.Sprintf("append line-%d", i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Every run's call made, every run waiting on its answering turn.
+	if !testservers.Eventually(time.Minute, func() bool {
+		for i := range n {
+			if fx.count(fmt.Sprintf("line-%d", i)) == 0 {
+				return false
+			}
+		}
+		return true
+	}) {
+		t.Fatal("the runs' calls were never made")
+	}
+	s.Shutdown()
+	s.WaitForShutdown()
+	startNATS(t, dir, port)
+	restarted := time.Now()
+	for i := range n {
+		id := fmt.Sprintf("r%d", i)
+		run := wait(t, f, id)
+		t.Logf("%s: %s on %s after %d deliveries, %s after the restart", id, run.Status, run.Worker, run.Deliveries, time.Since(restarted).Round(time.Millisecond))
+		if run.Status != fleet.StatusDone || run.Answer != fmt.Sprintf("appended line-%d | tool said: appended line-%d", i, i) {
+			t.Errorf("run %+v", run)
+		}
+		if c := fx.count(fmt.Sprintf("line-%d", i)); c != 1 {
+			t.Errorf("%s: the call ran %d times", id, c)
+		}
+		checkEvents(t, f, id)
+	}
+	if !testservers.Eventually(10*time.Second, func() bool { return queueEmpty(t, f) }) {
+		t.Error("runs left in the queue")
+	}
+	w1.close()
+	w2.close()
+}
