@@ -359,3 +359,54 @@ func checkpointIDs(t *testing.T, r *rig, task string, turn int) []string {
 	t.Fatalf("no checkpoint of turn %d", turn)
 	return nil
 }
+
+// cancelling is a Caller that cancels its run as the turn's calls are
+// made (a worker giving the run up in the middle of its calls).
+type cancelling struct {
+	agent.Caller
+	cancel context.CancelFunc
+}
+
+func (c *cancelling) Run(ctx context.Context, calls []tool.Call) []schedule.Outcome {
+	c.cancel()
+	return c.Caller.Run(ctx, calls)
+}
+
+// A resumable run cancelled in the middle of a turn's calls does not
+// commit the turn with its calls "cancelled" (which a model would retry
+// under new ids): the turn stays planned, and the next attempt runs its
+// calls again under the same ids.
+func TestResumeCancelledTurn(t *testing.T) {
+	r := newRig(t, echoTurns, "")
+	const id = "resume-cancelled"
+	rt := r.rt.AgentRuntime()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	rt.Calls = &cancelling{Caller: rt.Calls, cancel: cancel}
+	a, err := agent.New(rt, agent.FromConfig(r.rt.Config.Agent))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Run(ctx, "echo things", agent.WithTask(id), agent.WithResume()); agent.KindOf(err) != agent.ErrCancelled {
+		t.Fatalf("the cancelled attempt: %v", err)
+	}
+	if got := roles(r.messages(t, id, "main")); got != "system user" {
+		t.Fatalf("the cancelled attempt committed its turn: %q", got)
+	}
+	planIDs := checkpointIDs(t, r, id, 1)
+	first := len(r.model.Requests())
+	again := &callIDs{}
+	res, err := r.attempt(t, id, "echo things", nil, again)
+	if err != nil || res.Answer != "echoed one, two and three" {
+		t.Fatalf("resumed: %+v %v", res, err)
+	}
+	if got := again.list(); len(got) != 3 || got[0] != planIDs[0] {
+		t.Errorf("the resumed run's calls %v, want the checkpoint's %v first", got, planIDs)
+	}
+	if n := len(r.model.Requests()) - first; n != 2 {
+		t.Errorf("the resumed run asked the model %d times, want 2 (turn 2, the answer)", n)
+	}
+	if got := roles(r.messages(t, id, "main")); got != "system user assistant tool assistant tool tool assistant" {
+		t.Errorf("history after the resumed run: %q", got)
+	}
+}

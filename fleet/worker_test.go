@@ -393,3 +393,48 @@ func TestServerRestart(t *testing.T) {
 	w1.close()
 	w2.close()
 }
+
+// A worker drained past its grace in the middle of a call of a
+// non-idempotent tool (its effect already had): the run is handed back,
+// and the worker that resumes it does not run the call again, neither by
+// itself nor by the model's hand (a call reported "cancelled" is one a
+// model retries): the model is told the outcome is unknown.
+func TestDrainMidCall(t *testing.T) {
+	s := startNATS(t, t.TempDir(), 0)
+	o := fleet.Options{Memory: true, Lease: 2 * time.Second}
+	f := open(t, s, o)
+	// A careful model: a call reported cancelled is made again.
+	model := llmtest.OpenAI(t, func(_ int, req llmtest.Request) llmtest.Reply {
+		r := scriptAppend(req)
+		var last string
+		for _, m := range req.Messages {
+			if m["role"] == "tool" {
+				last, _ = m["content"].(string)
+			}
+		}
+		if len(r.Calls) == 0 && strings.Contains(last, "cancelled") {
+			return llmtest.Reply{Calls: []llmtest.Call{{Name: "fx__append", Args: `{"line": "x"}`}}}
+		}
+		return r
+	})
+	fx := newEffects()
+	fx.hold = true
+	n1 := newNode(t, s, o, "w1", model, fx, fleet.WorkerOptions{Grace: 100 * time.Millisecond}).start()
+	if _, _, err := f.Submit(bg, fleet.Request{ID: "r", Task: "append x"}); err != nil {
+		t.Fatal(err)
+	}
+	<-fx.started
+	n1.stop()
+	fx.mu.Lock()
+	fx.hold = false
+	fx.mu.Unlock()
+	newNode(t, s, o, "w2", model, fx, fleet.WorkerOptions{}).start()
+	run := wait(t, f, "r")
+	if run.Status != fleet.StatusDone || run.Worker != "w2" || !strings.Contains(run.Answer, "outcome_unknown") && !strings.Contains(run.Answer, "outcome is unknown") {
+		t.Errorf("run %+v", run)
+	}
+	if c := fx.count("x"); c != 1 {
+		t.Errorf("the non-idempotent call ran %d times", c)
+	}
+	checkEvents(t, f, "r")
+}
