@@ -460,16 +460,46 @@ func (a *app) runOnFleet(ctx context.Context, task string, f runFlags) error {
 		return &exitError{code: exitFailed, err: err}
 	}
 	fmt.Fprintf(a.stderr, "toolmux: run %s submitted to the fleet at %s\n", id, f.fleet.urlOrEnv())
-	// The events until the workflow's end; then the run's final state.
-	err = fl.Events(ctx, id, 0, func(e fleet.Event) bool {
+	// The events until the workflow's end, or, for a run that ends
+	// without one (given up after its deliveries, its workers gone before
+	// it began), until the last one stored when its state became final.
+	var (
+		mu     sync.Mutex
+		seen   int64
+		target int64 = -1
+		run    *fleet.Run
+		werr   error
+	)
+	evCtx, stopEvents := context.WithCancel(ctx)
+	defer stopEvents()
+	waited := make(chan struct{})
+	go func() {
+		defer close(waited)
+		if run, werr = fl.Wait(ctx, id); werr != nil {
+			return
+		}
+		// A run's events are stored before its final state is written.
+		last, err := fl.LastEventSeq(ctx, id)
+		mu.Lock()
+		defer mu.Unlock()
+		if err != nil || seen >= last {
+			stopEvents()
+			return
+		}
+		target = last
+	}()
+	err = fl.Events(evCtx, id, 0, func(e fleet.Event) bool {
 		out.event(stream.Event{ID: e.Seq, Name: e.Name, Task: e.Task, Time: e.Time, Data: e.Data})
-		return e.Name != stream.EventEndOfWorkflow
+		mu.Lock()
+		defer mu.Unlock()
+		seen = e.Seq
+		return e.Name != stream.EventEndOfWorkflow && (target < 0 || e.Seq < target)
 	})
 	if err != nil && ctx.Err() != nil {
 		fmt.Fprintf(a.stderr, "toolmux: stopped following run %s; it goes on in the fleet (toolmux runs --nats %s)\n", id, f.fleet.urlOrEnv())
 		return &exitError{code: exitInterrupted}
 	}
-	run, werr := fl.Wait(ctx, id)
+	<-waited
 	if werr != nil {
 		if ctx.Err() != nil {
 			return &exitError{code: exitInterrupted}

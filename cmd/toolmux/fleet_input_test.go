@@ -1,14 +1,20 @@
 package main_test
 
 import (
+	"context"
 	"fmt"
 	"net"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
+	toolmuxrt "github.com/toolmux/toolmux"
+	"github.com/toolmux/toolmux/agent"
+	"github.com/toolmux/toolmux/fleet"
 	"github.com/toolmux/toolmux/internal/llmtest"
+	"github.com/toolmux/toolmux/internal/testservers"
 )
 
 // Bad files of runs are refused before anything is submitted: exit 2,
@@ -74,5 +80,77 @@ func TestFleetCommandsWithoutServer(t *testing.T) {
 		if r.code != 1 || !strings.Contains(r.stderr, "cannot reach the NATS server at "+url) {
 			t.Errorf("%s with nothing at %s: exit %d, want 1 and a message naming it\n%s", args[0], url, r.code, r.stderr)
 		}
+	}
+}
+
+// blockingRunner is a worker's runtime whose runs never end by
+// themselves (a run that kills or outlasts every worker it is given to).
+type blockingRunner struct{}
+
+func (blockingRunner) Run(ctx context.Context, _ toolmuxrt.Task) (*agent.Result, error) {
+	<-ctx.Done()
+	return nil, ctx.Err()
+}
+
+// toolmux run --nats follows a run to its end even when the run never
+// told of one: given up after its deliveries, it published no event at
+// all. The command reports the failure (exit 1) instead of waiting for
+// ever for the workflow's end.
+func TestFleetRunGivenUp(t *testing.T) {
+	t.Parallel()
+	ns := startNATS(t, t.TempDir(), 0)
+	dir := workspace(t, "")
+	type result struct {
+		stdout, stderr string
+		code           int
+	}
+	done := make(chan result, 1)
+	go func() {
+		r := execToolmux(t, dir, "", modelFreeEnv(), "run", "--nats", natsURL(ns), "--lease", "2s", "a task no worker finishes")
+		done <- result{r.stdout, r.stderr, r.code}
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	f, err := fleet.Connect(ctx, natsURL(ns), "test", fleet.Options{Lease: 2 * time.Second, MaxDeliveries: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var id string
+	if !testservers.Eventually(time.Minute, func() bool {
+		runs, err := f.Runs(ctx)
+		if err == nil && len(runs) == 1 {
+			id = runs[0].ID
+		}
+		return id != ""
+	}) {
+		t.Fatal("the run was never submitted")
+	}
+	// The first worker is stopped past its grace: the run is handed back;
+	// the second gets its second delivery, one more than allowed.
+	for i, name := range []string{"first", "second"} {
+		w, err := f.NewWorker(ctx, fleet.WorkerOptions{Name: name, Runner: blockingRunner{}, Grace: 50 * time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		wctx, wcancel := context.WithCancel(ctx)
+		stopped := make(chan struct{})
+		go func() { defer close(stopped); w.Run(wctx) }()
+		if !testservers.Eventually(time.Minute, func() bool {
+			r, err := f.Get(ctx, id)
+			return err == nil && r.Deliveries == i+1 && (r.Status == fleet.StatusRunning || r.Status == fleet.StatusFailed)
+		}) {
+			t.Fatalf("delivery %d never came", i+1)
+		}
+		wcancel()
+		<-stopped
+	}
+	select {
+	case r := <-done:
+		if r.code != 1 || !strings.Contains(r.stderr, "given up after 1 deliveries") {
+			t.Errorf("exit %d\nstdout: %s\nstderr: %s", r.code, r.stdout, r.stderr)
+		}
+	case <-ctx.Done():
+		t.Fatal("toolmux run --nats did not end with its run")
 	}
 }
