@@ -57,7 +57,11 @@ func NewEventStore(f *Fleet, worker string) *EventStore {
 }
 
 // AppendEvents publishes evs, in order, and returns when the stream has
-// stored them all.
+// stored them all. Events whose publication fails (the server went away
+// with them) are sent again, under the same numbers and message ids,
+// until stored or ctx ends: no number is lost. What got through
+// meanwhile is stored before them, so across a server restart a run's
+// events may be stored out of their numbers' order.
 func (s *EventStore) AppendEvents(ctx context.Context, evs ...stream.Event) error {
 	type sent struct {
 		msg  *nats.Msg

@@ -20,7 +20,9 @@ func events(task string, names ...string) []stream.Event {
 
 // Events appended while the NATS server is away are stored when it is
 // back, under the numbers they were given: a run's events keep no gap
-// across a server restart.
+// across a server restart. (Their order in the stream may differ from
+// their numbers' there: what was in flight when the server went away is
+// sent again after what got through.)
 func TestEventsAcrossServerRestart(t *testing.T) {
 	dir := t.TempDir()
 	s := startNATS(t, dir, 0)
@@ -47,7 +49,7 @@ func TestEventsAcrossServerRestart(t *testing.T) {
 	if err := store.AppendEvents(bg, events("r", "end_of_agent", "end_of_workflow")...); err != nil {
 		t.Fatal(err)
 	}
-	evs := checkEvents(t, f, "r")
+	evs := checkEventNumbers(t, f, "r")
 	if len(evs) != 8 {
 		t.Errorf("%d events stored, want 8", len(evs))
 	}
@@ -94,5 +96,5 @@ func TestEventsStreamedAcrossServerRestart(t *testing.T) {
 	if err := store.AppendEvents(bg, events("r", "end_of_workflow")...); err != nil {
 		t.Fatal(err)
 	}
-	checkEvents(t, f, "r")
+	checkEventNumbers(t, f, "r")
 }
