@@ -92,7 +92,8 @@ func (e *effects) count(line string) int {
 }
 
 // source is a tool source of fx: append (not idempotent: declared
-// neither read-only nor idempotent) and look (read-only).
+// neither read-only nor idempotent) and peek (read-only), which both
+// count their calls in lines ("peek:LINE" for peek).
 func (e *effects) source() *funcsource.Source {
 	type appendArgs struct {
 		Line string `json:"line"`
@@ -113,14 +114,28 @@ func (e *effects) source() *funcsource.Source {
 			}
 			return "appended " + in.Line, nil
 		}),
-		funcsource.Func("look", "Looks.", func(context.Context, struct{}) (string, error) { return "nothing to see", nil },
-			funcsource.ReadOnly()))
+		funcsource.Func("peek", "Looks at a line (read-only).", func(ctx context.Context, in appendArgs) (string, error) {
+			e.mu.Lock()
+			e.lines = append(e.lines, "peek:"+in.Line)
+			hold := e.hold
+			e.mu.Unlock()
+			select {
+			case e.started <- "peek:" + in.Line:
+			default:
+			}
+			if hold {
+				<-ctx.Done()
+				return "", ctx.Err()
+			}
+			return "saw " + in.Line, nil
+		}, funcsource.ReadOnly()))
 }
 
-var appendTask = regexp.MustCompile(`append (\S+)`)
+var appendTask = regexp.MustCompile(`(append|peek) (\S+)`)
 
 // appendModel is a scripted model: a task "append LINE" makes one call of
-// fx__append, then answers "appended LINE | tool said: …". turnDelay
+// fx__append, then answers "appended LINE | tool said: …" ("peek LINE":
+// fx__peek, "peeked LINE | …"). turnDelay
 // slows the answering turn.
 func appendModel(t *testing.T, turnDelay time.Duration) *llmtest.Server {
 	return llmtest.OpenAI(t, func(_ int, req llmtest.Request) llmtest.Reply {
@@ -155,9 +170,9 @@ func scriptAppend(req llmtest.Request) llmtest.Reply {
 		case mm == nil:
 			return llmtest.Reply{Content: "no task I know"}
 		case assistants == 0:
-			return llmtest.Reply{Calls: []llmtest.Call{{Name: "fx__append", Args: fmt.Sprintf(`{"line": %q}`, mm[1])}}}
+			return llmtest.Reply{Calls: []llmtest.Call{{Name: "fx__" + mm[1], Args: fmt.Sprintf(`{"line": %q}`, mm[2])}}}
 		}
-		return llmtest.Reply{Content: "appended " + mm[1] + " | tool said: " + strings.Join(strings.Fields(last), " ")}
+		return llmtest.Reply{Content: mm[1] + "ed " + mm[2] + " | tool said: " + strings.Join(strings.Fields(last), " ")}
 	}
 }
 

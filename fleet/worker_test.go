@@ -469,3 +469,36 @@ func TestDrainMidCall(t *testing.T) {
 	}
 	checkEvents(t, f, "r")
 }
+
+// The same with a read-only tool: the call cut short is run again by the
+// worker that resumes the run (under the same id; the ledger sees the
+// tool's definition say it is safe), and its result is the model's.
+func TestDrainMidCallReadOnly(t *testing.T) {
+	s := startNATS(t, t.TempDir(), 0)
+	o := fleet.Options{Memory: true, Lease: 2 * time.Second}
+	f := open(t, s, o)
+	model := appendModel(t, 0)
+	fx := newEffects()
+	fx.hold = true
+	n1 := newNode(t, s, o, "w1", model, fx, fleet.WorkerOptions{Grace: 100 * time.Millisecond}).start()
+	if _, _, err := f.Submit(bg, fleet.Request{ID: "r", Task: "peek x"}); err != nil {
+		t.Fatal(err)
+	}
+	<-fx.started
+	n1.stop()
+	fx.mu.Lock()
+	fx.hold = false
+	fx.mu.Unlock()
+	newNode(t, s, o, "w2", model, fx, fleet.WorkerOptions{}).start()
+	run := wait(t, f, "r")
+	if run.Status != fleet.StatusDone || run.Worker != "w2" || run.Answer != "peeked x | tool said: saw x" {
+		t.Errorf("run %+v", run)
+	}
+	if c := fx.count("peek:x"); c != 2 {
+		t.Errorf("the read-only call ran %d times, want twice (cut short, then again)", c)
+	}
+	if n := len(model.Requests()); n != 2 {
+		t.Errorf("%d model requests, want 2 (the call, the answer)", n)
+	}
+	checkEvents(t, f, "r")
+}
