@@ -193,12 +193,34 @@ type node struct {
 	close func()
 }
 
+// nodeOptions are the variants of a node.
+type nodeOptions struct {
+	// url is the NATS server's URL for the node (a proxy's); "": the
+	// server's.
+	url string
+	// unfenced leaves the worker without its journal's claims
+	// (WorkerOptions.Journal nil): it does not learn of a run lost.
+	unfenced bool
+}
+
 // newNode assembles a worker named name; start runs it. The runtime is
 // closed at the end of the test.
-func newNode(t *testing.T, s *server.Server, o fleet.Options, name string, model *llmtest.Server, fx *effects, wo fleet.WorkerOptions) *node {
+func newNode(t *testing.T, s *server.Server, o fleet.Options, name string, model *llmtest.Server, fx *effects, wo fleet.WorkerOptions, no ...nodeOptions) *node {
 	t.Helper()
-	n := &node{f: open(t, s, o)}
-	var err error
+	var nopt nodeOptions
+	if len(no) > 0 {
+		nopt = no[0]
+	}
+	url := s.ClientURL()
+	if nopt.url != "" {
+		url = nopt.url
+	}
+	f, err := fleet.Connect(bg, url, name, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	n := &node{f: f}
 	if n.j, err = n.f.OpenJournal(bg); err != nil {
 		t.Fatal(err)
 	}
@@ -235,6 +257,9 @@ func newNode(t *testing.T, s *server.Server, o fleet.Options, name string, model
 	})
 	t.Cleanup(n.close)
 	wo.Name, wo.Runner, wo.Journal, wo.Events = name, n.rt, n.j, store
+	if nopt.unfenced {
+		wo.Journal = nil
+	}
 	wo.Logger = log
 	if n.w, err = n.f.NewWorker(bg, wo); err != nil {
 		t.Fatal(err)
@@ -286,3 +311,89 @@ func wait(t *testing.T, f *fleet.Fleet, id string) *fleet.Run {
 	}
 	return r
 }
+
+// proxy is a TCP proxy to a NATS server that a test can freeze: while
+// frozen, nothing passes either way (a network partition the
+// connections do not notice, as a worker behind a stalled link).
+type proxy struct {
+	l      net.Listener
+	target string
+	mu     sync.Mutex
+	frozen bool
+	thawed *sync.Cond
+	conns  []net.Conn
+	wg     sync.WaitGroup
+}
+
+func newProxy(t *testing.T, target string) *proxy {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &proxy{l: l, target: target}
+	p.thawed = sync.NewCond(&p.mu)
+	p.wg.Go(p.accept)
+	t.Cleanup(p.close)
+	return p
+}
+
+func (p *proxy) url() string { return "nats://" + p.l.Addr().String() }
+
+func (p *proxy) accept() {
+	for {
+		c, err := p.l.Accept()
+		if err != nil {
+			return
+		}
+		u, err := net.Dial("tcp", p.target)
+		if err != nil {
+			c.Close()
+			continue
+		}
+		p.mu.Lock()
+		p.conns = append(p.conns, c, u)
+		p.mu.Unlock()
+		p.wg.Go(func() { p.pipe(u, c) })
+		p.wg.Go(func() { p.pipe(c, u) })
+	}
+}
+
+func (p *proxy) pipe(dst, src net.Conn) {
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := src.Read(buf)
+		if n > 0 {
+			p.mu.Lock()
+			for p.frozen {
+				p.thawed.Wait()
+			}
+			p.mu.Unlock()
+			if _, werr := dst.Write(buf[:n]); werr != nil {
+				return
+			}
+		}
+		if err != nil {
+			dst.Close()
+			return
+		}
+	}
+}
+
+func (p *proxy) freeze(on bool) {
+	p.mu.Lock()
+	p.frozen = on
+	p.mu.Unlock()
+	p.thawed.Broadcast()
+}
+
+func (p *proxy) close() {
+	p.freeze(false)
+	p.l.Close()
+	p.mu.Lock()
+	for _, c := range p.conns {
+		c.Close()
+	}
+	p.mu.Unlock()
+	p.wg.Wait()
+}
+

@@ -348,6 +348,15 @@ func (w *Worker) handle(ctx context.Context, m jetstream.Msg) {
 		}
 		return nil
 	})
+	if errors.Is(err, errStop) {
+		// Another worker took the run while this one was cut off (its
+		// lease lapsed unnoticed): the queue message is that worker's
+		// now. An acknowledgement removes a message by its stream
+		// sequence, whoever holds it, and the run would be lost with its
+		// new worker; this attempt's end is not the run's.
+		w.log.Warn("finished a run another worker holds now; leaving it to that worker", "run", req.ID)
+		return
+	}
 	if err != nil {
 		w.log.Warn("could not record the end of a run", "run", req.ID, "error", err)
 	}
@@ -403,7 +412,12 @@ func (w *Worker) handBack(m jetstream.Msg, id string) {
 		r.Status = StatusQueued
 		return nil
 	})
-	if err != nil && !errors.Is(err, errStop) {
+	if errors.Is(err, errStop) {
+		// Not this worker's any more (see handle): its message is
+		// another's to settle.
+		return
+	}
+	if err != nil {
 		w.log.Warn("could not record a run handed back", "run", id, "error", err)
 	}
 	if err := m.Nak(); err != nil {

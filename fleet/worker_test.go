@@ -502,3 +502,95 @@ func TestDrainMidCallReadOnly(t *testing.T) {
 	}
 	checkEvents(t, f, "r")
 }
+
+// gates holds a scripted model's requests by their number: request n
+// waits until release(n) (or the test's end).
+type gates struct {
+	mu  sync.Mutex
+	chs map[int]chan struct{}
+}
+
+func (g *gates) ch(n int) chan struct{} {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.chs[n] == nil {
+		g.chs[n] = make(chan struct{})
+	}
+	return g.chs[n]
+}
+
+func (g *gates) release(n int) {
+	ch := g.ch(n)
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	select {
+	case <-ch:
+	default:
+		close(ch)
+	}
+}
+
+// A worker cut off from the server past its lease (unfenced, so that it
+// does not learn of it) loses its run to another worker. When it comes
+// back and finishes the run, it must leave the queue message alone: an
+// acknowledgement removes the message by its stream sequence whoever
+// holds it now, and the run would be lost with its new worker.
+func TestStaleWorkerLeavesMessage(t *testing.T) {
+	s := startNATS(t, t.TempDir(), 0)
+	o := fleet.Options{Memory: true, Lease: 2 * time.Second}
+	f := open(t, s, o)
+	g := &gates{chs: map[int]chan struct{}{}}
+	held := map[int]bool{1: true, 2: true} // the answering turns of w1 and w2
+	model := llmtest.OpenAI(t, func(n int, req llmtest.Request) llmtest.Reply {
+		if held[n] {
+			select {
+			case <-g.ch(n):
+			case <-time.After(10 * time.Minute):
+			}
+		}
+		return scriptAppend(req)
+	})
+	t.Cleanup(func() { g.release(1); g.release(2) })
+	fx := newEffects()
+	p := newProxy(t, s.Addr().String())
+	n1 := newNode(t, s, o, "w1", model, fx, fleet.WorkerOptions{}, nodeOptions{url: p.url(), unfenced: true}).start()
+	if _, _, err := f.Submit(bg, fleet.Request{ID: "r", Task: "append r"}); err != nil {
+		t.Fatal(err)
+	}
+	if !testservers.Eventually(time.Minute, func() bool { return len(model.Requests()) >= 2 }) {
+		t.Fatal("the run never reached its second turn")
+	}
+	p.freeze(true)
+	n2 := newNode(t, s, o, "w2", model, fx, fleet.WorkerOptions{Grace: 100 * time.Millisecond}).start()
+	waitFor(t, f, "r", func(r *fleet.Run) bool { return r.Worker == "w2" && r.Deliveries == 2 })
+	if !testservers.Eventually(time.Minute, func() bool { return len(model.Requests()) >= 3 }) {
+		t.Fatal("the second worker never resumed the run")
+	}
+	// w1 is back and finishes its attempt; it finds the run another's.
+	p.freeze(false)
+	g.release(1)
+	if !testservers.Eventually(time.Minute, func() bool { return len(n1.w.Running()) == 0 }) {
+		t.Fatal("the first worker's attempt never ended")
+	}
+	if r, _ := f.Get(bg, "r"); r.Worker != "w2" || r.Status != fleet.StatusRunning {
+		t.Fatalf("the stale worker wrote the run's end: %+v", r)
+	}
+	// w2 goes away too (handing the run back); another worker finishes
+	// it.
+	n2.stop()
+	newNode(t, s, o, "w3", model, fx, fleet.WorkerOptions{}).start()
+	ctx, cancel := context.WithTimeout(bg, 20*time.Second)
+	defer cancel()
+	run, err := f.Wait(ctx, "r")
+	if err != nil {
+		msgs, pending := queueState(t, f)
+		t.Fatalf("the run was lost: %+v %v (queue: %d messages, %d waiting for an ack)", run, err, msgs, pending)
+	}
+	// w1 (back in the fleet) or w3 finishes it.
+	if run.Status != fleet.StatusDone || run.Deliveries != 3 || run.Worker == "w2" {
+		t.Errorf("run %+v", run)
+	}
+	if c := fx.count("r"); c != 1 {
+		t.Errorf("the call ran %d times", c)
+	}
+}
