@@ -396,4 +396,3 @@ func (p *proxy) close() {
 	p.mu.Unlock()
 	p.wg.Wait()
 }
-
