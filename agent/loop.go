@@ -171,14 +171,7 @@ func (s *session) loop(ctx context.Context) (*Result, error) {
 		s.checkpoint(ctx, turn, resp.Message, plan, kept)
 		s.act(ctx, off, plan)
 		if ctx.Err() != nil {
-			// Cancelled mid-turn: keep the turn, so that the history
-			// matches the calls the task log recorded as cancelled;
-			// unless the run is resumable, when the turn stays planned
-			// and not committed, for the attempt that resumes it to
-			// finish (a fleet's worker hands a run back by cancelling).
-			if !s.resumable {
-				s.keep(ctx, turn, resp.Message, plan)
-			}
+			s.keepCancelled(ctx, turn, resp.Message, plan)
 			return s.res, s.cancelled(ctx)
 		}
 		if kept == "" {

@@ -76,6 +76,25 @@ func (s *session) checkpoint(ctx context.Context, turn int, msg llm.Message, pla
 		map[string]any{"plan": string(b), "turn": turn})
 }
 
+// keepCancelled ends a turn cancelled in the middle of its calls. A run
+// that is not resumable keeps it, so that the history matches the calls
+// the task log recorded as cancelled. A resumable run leaves it planned
+// and not committed: the run is being given up by this process (a fleet
+// worker handing it back past its grace, or losing it to another), and
+// the next attempt runs the turn's calls again under the same ids, where
+// the call ledger reuses the finished ones and reports the ones cut short
+// as of unknown outcome. Kept, the turn would show the model "cancelled",
+// which a model retries under a new id: a second effect of a tool that
+// may have had its first.
+func (s *session) keepCancelled(ctx context.Context, turn int, msg llm.Message, plan *turnPlan) {
+	if s.resumable {
+		s.step(ctx, fmt.Sprintf("turn %d | cancelled", turn), "the run was cancelled during the turn's calls; they are run again when the run is resumed",
+			tasklog.LevelWarning, nil)
+		return
+	}
+	s.keep(ctx, turn, msg, plan)
+}
+
 // resumeState is what the task log holds of an earlier attempt of a run.
 type resumeState struct {
 	history []entry
@@ -220,7 +239,7 @@ func (s *session) resume(ctx context.Context, st *resumeState) (done bool, res *
 	}
 	s.act(ctx, off, plan)
 	if ctx.Err() != nil {
-		// Still not committed: the next attempt finishes it.
+		s.keepCancelled(ctx, cp.Turn, msg, plan)
 		return true, s.res, s.cancelled(ctx)
 	}
 	if cp.Kept != "" {

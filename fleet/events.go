@@ -34,36 +34,51 @@ type Event struct {
 // EventStore is the stream.Store of a worker's event hub: it appends each
 // event of a run to the run's subject of the fleet's events stream, where
 // the submitter, the page and the next worker find it. Events of no run
-// (a server's tools/list_changed), and of a run the worker no longer
-// holds, stay local.
+// (a server's tools/list_changed) stay local.
 type EventStore struct {
 	f      *Fleet
 	worker string
 
-	mu sync.Mutex
-	// active are the runs this worker holds (Begin to End): events of
-	// any other run (one lost to another worker) are dropped.
-	active map[string]bool
-	seqs   map[string]int64
+	mu   sync.Mutex
+	seqs map[string]int64
 	// ended are runs whose end_of_workflow event is stored.
 	ended map[string]chan struct{}
+	// muted are runs this worker gave up (handed back past the grace, or
+	// lost to another worker) until it takes them again: the events of
+	// their cancellation (an error, the workflow's end) are not the run's
+	// (it goes on elsewhere), and a worker that lost a run must not write
+	// into it.
+	muted map[string]bool
 }
 
 // NewEventStore returns the event store of worker's hub.
 func NewEventStore(f *Fleet, worker string) *EventStore {
-	return &EventStore{f: f, worker: worker, active: map[string]bool{}, seqs: map[string]int64{}, ended: map[string]chan struct{}{}}
+	return &EventStore{f: f, worker: worker, seqs: map[string]int64{}, ended: map[string]chan struct{}{}, muted: map[string]bool{}}
 }
 
 // AppendEvents publishes evs, in order, and returns when the stream has
-// stored them all.
+// stored them all. Events whose publication fails (the server went away
+// with them) are sent again, under the same numbers and message ids,
+// until stored or ctx ends: no number is lost. What got through
+// meanwhile is stored before them, so across a server restart a run's
+// events may be stored out of their numbers' order.
 func (s *EventStore) AppendEvents(ctx context.Context, evs ...stream.Event) error {
-	futures := make([]jetstream.PubAckFuture, 0, len(evs))
+	type sent struct {
+		msg  *nats.Msg
+		task string
+		fut  jetstream.PubAckFuture
+	}
+	batch := make([]sent, 0, len(evs))
 	var ended []string
 	for _, e := range evs {
-		s.mu.Lock()
-		mine := s.active[e.Task]
-		s.mu.Unlock()
-		if !mine {
+		if e.Task == "" {
+			continue
+		}
+		if s.isMuted(e.Task) {
+			if e.Name == stream.EventEndOfWorkflow {
+				// Dropped, but over: WaitEnded need not wait for it.
+				ended = append(ended, e.Task)
+			}
 			continue
 		}
 		seq, err := s.next(ctx, e.Task)
@@ -76,22 +91,60 @@ func (s *EventStore) AppendEvents(ctx context.Context, evs ...stream.Event) erro
 		msg.Header.Set(seqHeader, strconv.FormatInt(seq, 10))
 		// A retried batch is stored once.
 		msg.Header.Set(jetstream.MsgIDHeader, e.Task+"/"+strconv.FormatInt(seq, 10))
-		fut, err := s.f.js.PublishMsgAsync(msg)
-		if err != nil {
-			return fmt.Errorf("fleet: publishing an event of run %q: %w", e.Task, err)
+		// An event that cannot be sent now is sent again below, and
+		// so are the rest, in order.
+		var fut jetstream.PubAckFuture
+		if len(batch) == 0 || batch[len(batch)-1].fut != nil {
+			fut, _ = s.f.js.PublishMsgAsync(msg)
 		}
-		futures = append(futures, fut)
+		batch = append(batch, sent{msg: msg, task: e.Task, fut: fut})
 		if e.Name == stream.EventEndOfWorkflow {
 			ended = append(ended, e.Task)
 		}
 	}
-	for _, fut := range futures {
+	// The numbering of the runs of events that could not be stored is
+	// read again from the stream: their next events are numbered from the
+	// last one stored, so the loss leaves no gap in the numbers.
+	forget := func(lost []sent) {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		for _, b := range lost {
+			delete(s.seqs, b.task)
+		}
+	}
+	// Every answer is awaited before anything is sent again, so that an
+	// event sent again cannot overtake one still in flight.
+	retry := -1
+	for i, b := range batch {
+		if b.fut == nil {
+			if retry < 0 {
+				retry = i
+			}
+			continue
+		}
 		select {
-		case <-fut.Ok():
-		case err := <-fut.Err():
-			return fmt.Errorf("fleet: storing an event: %w", err)
+		case <-b.fut.Ok():
+		case <-b.fut.Err():
+			// The server went away with it (a restart), or did not
+			// answer in time: its number is taken, so it must be
+			// stored, or the run's events would have a gap.
+			if retry < 0 {
+				retry = i
+			}
 		case <-ctx.Done():
+			if retry < 0 {
+				retry = i
+			}
+			forget(batch[retry:])
 			return ctx.Err()
+		}
+	}
+	if retry >= 0 {
+		for i, b := range batch[retry:] {
+			if err := s.republish(ctx, b.msg); err != nil {
+				forget(batch[retry+i:])
+				return fmt.Errorf("fleet: storing an event of run %q: %w", b.task, err)
+			}
 		}
 	}
 	s.mu.Lock()
@@ -100,6 +153,26 @@ func (s *EventStore) AppendEvents(ctx context.Context, evs ...stream.Event) erro
 	}
 	s.mu.Unlock()
 	return nil
+}
+
+// republish sends an event again, until the stream stores it or ctx
+// ends: its message id makes a copy already stored count as stored.
+func (s *EventStore) republish(ctx context.Context, msg *nats.Msg) error {
+	wait := 100 * time.Millisecond
+	for {
+		_, err := s.f.js.PublishMsg(ctx, msg)
+		if err == nil {
+			return nil
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return fmt.Errorf("%w (last: %v)", ctx.Err(), err)
+		case <-t.C:
+		}
+		wait = min(2*wait, 2*time.Second)
+	}
 }
 
 func (s *EventStore) endedLocked(task string) {
@@ -135,11 +208,27 @@ func (s *EventStore) next(ctx context.Context, task string) (int64, error) {
 	return n, nil
 }
 
+func (s *EventStore) isMuted(task string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.muted[task]
+}
+
+// mute drops the run's events from now until it is taken again (Begin):
+// the worker is giving it up. Events of the run that the hub has not
+// handed to the store yet are dropped too: the next worker numbers its
+// own from the last one stored, so nothing is left with a gap.
+func (s *EventStore) mute(task string) {
+	s.mu.Lock()
+	s.muted[task] = true
+	s.mu.Unlock()
+}
+
 // Begin readies the store for a run taken by this worker: its numbering
 // is read afresh (another worker may have gone on since).
 func (s *EventStore) Begin(task string) {
 	s.mu.Lock()
-	s.active[task] = true
+	delete(s.muted, task)
 	delete(s.seqs, task)
 	if ch, ok := s.ended[task]; ok {
 		select {
@@ -171,7 +260,6 @@ func (s *EventStore) WaitEnded(ctx context.Context, task string) error {
 // End forgets a run this worker no longer holds.
 func (s *EventStore) End(task string) {
 	s.mu.Lock()
-	delete(s.active, task)
 	delete(s.seqs, task)
 	delete(s.ended, task)
 	s.mu.Unlock()

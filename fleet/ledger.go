@@ -132,15 +132,27 @@ func (l *Ledger) Middleware(next pipeline.Handler) pipeline.Handler {
 				Message: "the call could not be entered in the call ledger, so it was not run: " + err.Error(), Err: err})
 		}
 		rec := next.Call(ctx, call)
-		if ctx.Err() != nil || rec.Error != nil && rec.Error.Kind == tool.KindCancelled {
-			// Cancelled (the run handed back, or lost): whether the
-			// tool had its effect is unknown, so the call stays
-			// started, never reused as if it were known.
+		if cutShort(ctx, rec) {
+			// The run was cancelled under the call (a worker draining
+			// past its grace, a lease lost): the tool may have had its
+			// effect, so the call stays started. A resumed run is told
+			// its outcome is unknown, or runs it again when that is safe;
+			// "cancelled" kept as its outcome would be reused instead.
+			l.log.Info("a call cut short by its run's end stays started in the ledger", "call", call.ID, "task", call.Task)
 			return rec
 		}
 		l.complete(ctx, k, e, rec)
 		return rec
 	})
+}
+
+// cutShort reports whether rec is a call ended by the cancellation of
+// its context rather than by the tool.
+func cutShort(ctx context.Context, rec *tool.Record) bool {
+	if ctx.Err() == nil || rec == nil || rec.Error == nil {
+		return false
+	}
+	return rec.Error.Kind == tool.KindCancelled || rec.Error.Kind == tool.KindTimeout
 }
 
 // complete records a call's end. A failure to write it leaves the call

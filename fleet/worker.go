@@ -173,7 +173,14 @@ func (w *Worker) Run(ctx context.Context) error {
 	select {
 	case <-done:
 	case <-time.After(w.o.Grace):
-		w.log.Info("handing back the runs still in progress", "runs", len(w.Running()))
+		running := w.Running()
+		w.log.Info("handing back the runs still in progress", "runs", len(running))
+		if w.o.Events != nil {
+			// Their cancellation is not their end: they go on elsewhere.
+			for _, id := range running {
+				w.o.Events.mute(id)
+			}
+		}
 		cancelRuns()
 		<-done
 	}
@@ -316,10 +323,6 @@ func (w *Worker) handle(ctx context.Context, m jetstream.Msg) {
 		wcancel()
 	}
 	lost := context.Cause(runCtx)
-	if lost != nil && !errors.Is(lost, context.Canceled) && w.o.Events != nil {
-		// Lost: nothing more of it is published.
-		w.o.Events.End(req.ID)
-	}
 	cancel(nil)
 	lease.Wait()
 	if lost != nil && !errors.Is(lost, context.Canceled) {
@@ -348,6 +351,15 @@ func (w *Worker) handle(ctx context.Context, m jetstream.Msg) {
 		}
 		return nil
 	})
+	if errors.Is(err, errStop) {
+		// Another worker took the run while this one was cut off (its
+		// lease lapsed unnoticed): the queue message is that worker's
+		// now. An acknowledgement removes a message by its stream
+		// sequence, whoever holds it, and the run would be lost with its
+		// new worker; this attempt's end is not the run's.
+		w.log.Warn("finished a run another worker holds now; leaving it to that worker", "run", req.ID)
+		return
+	}
 	if err != nil {
 		w.log.Warn("could not record the end of a run", "run", req.ID, "error", err)
 	}
@@ -376,6 +388,11 @@ func (w *Worker) renew(ctx context.Context, cancel context.CancelCauseFunc, m je
 			_, err := w.o.Journal.Renew(rctx, id)
 			rcancel()
 			if err != nil && ctx.Err() == nil && isOwnership(err) {
+				// The journal refuses this worker's records of the run
+				// from now on; its events must stop too.
+				if w.o.Events != nil {
+					w.o.Events.mute(id)
+				}
 				cancel(fmt.Errorf("%w: %v", errLeaseLost, err))
 				return
 			}
@@ -398,7 +415,12 @@ func (w *Worker) handBack(m jetstream.Msg, id string) {
 		r.Status = StatusQueued
 		return nil
 	})
-	if err != nil && !errors.Is(err, errStop) {
+	if errors.Is(err, errStop) {
+		// Not this worker's any more (see handle): its message is
+		// another's to settle.
+		return
+	}
+	if err != nil {
 		w.log.Warn("could not record a run handed back", "run", id, "error", err)
 	}
 	if err := m.Nak(); err != nil {

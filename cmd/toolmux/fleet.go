@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -321,43 +320,15 @@ to stdout as it ends. Exit status 1 when a run failed.`,
 	return cmd
 }
 
-// readRuns reads a JSONL file of run requests; a bad line is a usage
-// error naming it.
+// readRuns reads a JSONL file of run requests (fleet.ReadRequests); a
+// bad line, a repeated id or a file without runs is a usage error naming
+// the line.
 func readRuns(r io.Reader, name string) ([]fleet.Request, error) {
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 64<<10), 16<<20)
-	var out []fleet.Request
-	seen := map[string]int{}
-	for n := 1; sc.Scan(); n++ {
-		line := strings.TrimSpace(sc.Text())
-		if line == "" || strings.HasPrefix(line, "#") {
-			continue
-		}
-		var req fleet.Request
-		dec := json.NewDecoder(strings.NewReader(line))
-		dec.DisallowUnknownFields()
-		if err := dec.Decode(&req); err != nil {
-			return nil, usageError("%s:%d: not a run ({\"id\", \"task\", \"agent\"}): %v", name, n, err)
-		}
-		switch {
-		case strings.TrimSpace(req.ID) == "":
-			return nil, usageError("%s:%d: the run has no id", name, n)
-		case strings.TrimSpace(req.Task) == "":
-			return nil, usageError("%s:%d: run %q has no task", name, n, req.ID)
-		}
-		if first, ok := seen[req.ID]; ok {
-			return nil, usageError("%s:%d: id %q is already on line %d", name, n, req.ID, first)
-		}
-		seen[req.ID] = n
-		out = append(out, req)
+	reqs, err := fleet.ReadRequests(r, name)
+	if err != nil {
+		return nil, usageError("%v", err)
 	}
-	if err := sc.Err(); err != nil {
-		return nil, usageError("%s: %v", name, err)
-	}
-	if len(out) == 0 {
-		return nil, usageError("%s holds no run", name)
-	}
-	return out, nil
+	return reqs, nil
 }
 
 // resultLine is a run's line on submit's stdout.
@@ -591,16 +562,46 @@ func (a *app) runOnFleet(ctx context.Context, task string, f runFlags) error {
 		return &exitError{code: exitFailed, err: err}
 	}
 	fmt.Fprintf(a.stderr, "toolmux: run %s submitted to the fleet at %s\n", id, f.fleet.urlOrEnv())
-	// The events until the workflow's end; then the run's final state.
-	err = fl.Events(ctx, id, 0, func(e fleet.Event) bool {
+	// The events until the workflow's end, or, for a run that ends
+	// without one (given up after its deliveries, its workers gone before
+	// it began), until the last one stored when its state became final.
+	var (
+		mu     sync.Mutex
+		seen   int64
+		target int64 = -1
+		run    *fleet.Run
+		werr   error
+	)
+	evCtx, stopEvents := context.WithCancel(ctx)
+	defer stopEvents()
+	waited := make(chan struct{})
+	go func() {
+		defer close(waited)
+		if run, werr = fl.Wait(ctx, id); werr != nil {
+			return
+		}
+		// A run's events are stored before its final state is written.
+		last, err := fl.LastEventSeq(ctx, id)
+		mu.Lock()
+		defer mu.Unlock()
+		if err != nil || seen >= last {
+			stopEvents()
+			return
+		}
+		target = last
+	}()
+	err = fl.Events(evCtx, id, 0, func(e fleet.Event) bool {
 		out.event(stream.Event{ID: e.Seq, Name: e.Name, Task: e.Task, Time: e.Time, Data: e.Data})
-		return e.Name != stream.EventEndOfWorkflow
+		mu.Lock()
+		defer mu.Unlock()
+		seen = e.Seq
+		return e.Name != stream.EventEndOfWorkflow && (target < 0 || e.Seq < target)
 	})
 	if err != nil && ctx.Err() != nil {
 		fmt.Fprintf(a.stderr, "toolmux: stopped following run %s; it goes on in the fleet (toolmux runs --nats %s)\n", id, f.fleet.urlOrEnv())
 		return &exitError{code: exitInterrupted}
 	}
-	run, werr := fl.Wait(ctx, id)
+	<-waited
 	if werr != nil {
 		if ctx.Err() != nil {
 			return &exitError{code: exitInterrupted}

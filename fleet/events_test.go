@@ -1,0 +1,100 @@
+package fleet_test
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/toolmux/toolmux/fleet"
+	"github.com/toolmux/toolmux/stream"
+)
+
+func events(task string, names ...string) []stream.Event {
+	out := make([]stream.Event, len(names))
+	for i, n := range names {
+		out[i] = stream.Event{Name: n, Task: task, Time: time.Now().UTC(), Data: json.RawMessage(`{}`)}
+	}
+	return out
+}
+
+// Events appended while the NATS server is away are stored when it is
+// back, under the numbers they were given: a run's events keep no gap
+// across a server restart. (Their order in the stream may differ from
+// their numbers' there: what was in flight when the server went away is
+// sent again after what got through.)
+func TestEventsAcrossServerRestart(t *testing.T) {
+	dir := t.TempDir()
+	s := startNATS(t, dir, 0)
+	port := natsPort(s)
+	f := open(t, s, fleet.Options{})
+	store := fleet.NewEventStore(f, "w1")
+	store.Begin("r")
+	if err := store.AppendEvents(bg, events("r", "start_of_workflow", "start_of_agent", "start_of_llm")...); err != nil {
+		t.Fatal(err)
+	}
+	s.Shutdown()
+	s.WaitForShutdown()
+	appended := make(chan error, 1)
+	ctx, cancel := context.WithTimeout(bg, time.Minute)
+	defer cancel()
+	go func() { appended <- store.AppendEvents(ctx, events("r", "end_of_llm", "message", "message")...) }()
+	// Let the append meet the server away (sequencing, not a timing
+	// assertion: the result is the same if it meets it back).
+	time.Sleep(300 * time.Millisecond)
+	startNATS(t, dir, port)
+	if err := <-appended; err != nil {
+		t.Errorf("events appended across the restart: %v", err)
+	}
+	if err := store.AppendEvents(bg, events("r", "end_of_agent", "end_of_workflow")...); err != nil {
+		t.Fatal(err)
+	}
+	evs := checkEventNumbers(t, f, "r")
+	if len(evs) != 8 {
+		t.Errorf("%d events stored, want 8", len(evs))
+	}
+}
+
+// Events appended without a pause while the server restarts: whatever
+// was being published when it went away is stored once it is back, and
+// the run's events have no gap.
+func TestEventsStreamedAcrossServerRestart(t *testing.T) {
+	dir := t.TempDir()
+	s := startNATS(t, dir, 0)
+	port := natsPort(s)
+	f := open(t, s, fleet.Options{})
+	store := fleet.NewEventStore(f, "w1")
+	store.Begin("r")
+	stop := make(chan struct{})
+	done := make(chan int)
+	go func() {
+		failed := 0
+		for {
+			select {
+			case <-stop:
+				done <- failed
+				return
+			default:
+			}
+			ctx, cancel := context.WithTimeout(bg, 30*time.Second)
+			// As the hub does: a failed batch is not retried.
+			if store.AppendEvents(ctx, events("r", "message", "message", "message", "message")...) != nil {
+				failed++
+			}
+			cancel()
+		}
+	}()
+	time.Sleep(200 * time.Millisecond)
+	s.Shutdown()
+	s.WaitForShutdown()
+	startNATS(t, dir, port)
+	time.Sleep(200 * time.Millisecond)
+	close(stop)
+	if failed := <-done; failed > 0 {
+		t.Errorf("%d batches of events failed", failed)
+	}
+	if err := store.AppendEvents(bg, events("r", "end_of_workflow")...); err != nil {
+		t.Fatal(err)
+	}
+	checkEventNumbers(t, f, "r")
+}
