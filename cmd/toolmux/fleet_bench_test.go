@@ -218,7 +218,7 @@ func fleetRecovery(t *testing.T, bin string, lease time.Duration, kills int) {
 		w := start()
 		pool[fmt.Sprintf("w%d", next-1)] = w
 	}
-	var total, redelivered, resumed []time.Duration
+	var total, redelivered, resumed, working []time.Duration
 	for k := 0; len(total) < kills; k++ {
 		if k > 2*kills {
 			t.Fatalf("only %d of %d kills landed in a run", len(total), kills)
@@ -278,14 +278,25 @@ func fleetRecovery(t *testing.T, bin string, lease time.Duration, kills int) {
 			}
 		}
 		if !over {
+			// The first event is the resumed workflow's start; the work
+			// itself resumes with the model's turn or the call re-run.
+			work := rescue
+			for work.Name != "start_of_llm" && work.Name != "tool_call" {
+				select {
+				case work = <-evs:
+				case <-ctx.Done():
+					t.Fatalf("run %s: no turn or call resumed after the kill", id)
+				}
+			}
 			watch.Wait()
 			d := rescue.at.Sub(killed)
 			total = append(total, d)
 			redelivered = append(redelivered, taken.Sub(killed))
 			resumed = append(resumed, rescue.at.Sub(taken))
-			t.Logf("kill %2d: %s in its run; progressing on %s after %s (redelivered %s, first event %q %s later)",
+			working = append(working, work.at.Sub(killed))
+			t.Logf("kill %2d: %s in its run; progressing on %s after %s (redelivered %s, first event %q %s later, %q %s after the kill)",
 				len(total), id, rescue.Worker, d.Round(time.Millisecond), taken.Sub(killed).Round(time.Millisecond),
-				rescue.Name, rescue.at.Sub(taken).Round(time.Millisecond))
+				rescue.Name, rescue.at.Sub(taken).Round(time.Millisecond), work.Name, work.at.Sub(killed).Round(time.Millisecond))
 		} else {
 			t.Logf("%s ended before its worker was killed; not counted", id)
 		}
@@ -308,6 +319,7 @@ func fleetRecovery(t *testing.T, bin string, lease time.Duration, kills int) {
 	report("kill to progress elsewhere", total)
 	report("kill to redelivery", redelivered)
 	report("redelivery to first event", resumed)
+	report("kill to the resumed turn or call", working)
 }
 
 // TestFleetSoakSmall is the soak at a size for every run of the suite: 24
@@ -336,7 +348,10 @@ func TestFleetSoak(t *testing.T) {
 // run's line is in the file twice) and no run's events have a gap.
 func fleetSoak(t *testing.T, runs, kills, poolSize int) {
 	ns := startNATS(t, t.TempDir(), 0)
-	m := appendModel(t, 200*time.Millisecond)
+	// A run: the model's first turn, the call appending the line then
+	// sleeping 700 ms, the model's second turn after 400 ms; ~1.2 s.
+	const perRun = 1200 * time.Millisecond
+	m := appendModel(t, 400*time.Millisecond)
 	dir := fleetWorkspace(t, m)
 	out := filepath.Join(t.TempDir(), "effects.txt")
 	f := connectFleet(t, natsURL(ns))
@@ -357,7 +372,7 @@ func fleetSoak(t *testing.T, runs, kills, poolSize int) {
 	ids := make([]string, runs)
 	for i := range ids {
 		ids[i] = fmt.Sprintf("soak-%d", i)
-		if _, _, err := f.Submit(ctx, fleet.Request{ID: ids[i], Task: fmt.Sprintf("append %s to %s sleeping 300", ids[i], out)}); err != nil {
+		if _, _, err := f.Submit(ctx, fleet.Request{ID: ids[i], Task: fmt.Sprintf("append %s to %s sleeping 700", ids[i], out)}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -378,13 +393,15 @@ func fleetSoak(t *testing.T, runs, kills, poolSize int) {
 			mu.Unlock()
 		})
 	}
-	// Kills spread over the time the runs should take: about 0.8 s per
-	// run per slot (the same on a loaded machine stretches, and the loop
-	// stops killing when too few runs are left to be hit).
-	every := time.Duration(float64(runs)/float64(2*poolSize)*800/float64(kills+1)) * time.Millisecond
+	// The kills are spread over the time the runs should take (perRun
+	// per run per slot), each at a random moment of its share of it; a
+	// kill running late (a new worker takes a moment to start) comes at
+	// once. The loop stops killing when too few runs are left to be hit.
+	every := time.Duration(float64(runs) / float64(2*poolSize) * float64(perRun) / float64(kills+1))
 	done := 0
 	for done < kills {
-		time.Sleep(every/2 + time.Duration(rng.Int64N(int64(every))))
+		at := began.Add(time.Duration(done)*every + every/2 + time.Duration(rng.Int64N(int64(every))))
+		time.Sleep(time.Until(at))
 		mu.Lock()
 		l := left
 		mu.Unlock()
