@@ -11,6 +11,7 @@ package main_test
 //	TOOLMUX_FLEET_SOAK=1 flock /tmp/toolmux-bench.lock go test ./cmd/toolmux -run 'TestFleetSoak$' -v -timeout 30m
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"math/rand/v2"
@@ -19,12 +20,14 @@ import (
 	"regexp"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/toolmux/toolmux/fleet"
 	"github.com/toolmux/toolmux/internal/llmtest"
+	"github.com/toolmux/toolmux/internal/testservers"
 )
 
 // waitModel is a scripted model whose runs are dominated by waiting: a
@@ -118,9 +121,19 @@ func benchFleetScaling(b *testing.B, bin string, workers, concurrency int) {
 	m := waitModel(b, turnDelay)
 	dir := fleetWorkspace(b, m)
 	f := connectFleet(b, natsURL(ns))
+	var procs []*workerProc
 	for i := range workers {
-		startWorkerBin(b, bin, dir, natsURL(ns), "--lease", "10s", "--concurrency", strconv.Itoa(concurrency),
-			"--name", fmt.Sprintf("w%d", i))
+		procs = append(procs, startWorkerBin(b, bin, dir, natsURL(ns), "--lease", "10s", "--concurrency", strconv.Itoa(concurrency),
+			"--name", fmt.Sprintf("w%d", i)))
+	}
+	// CPU of the workers with their servers, and of this process (the
+	// NATS server, the model, the submitter).
+	workersCPU := func() time.Duration {
+		var d time.Duration
+		for _, w := range procs {
+			d += treeCPU(w.cmd.Process.Pid)
+		}
+		return d
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 	defer cancel()
@@ -142,6 +155,7 @@ func benchFleetScaling(b *testing.B, bin string, workers, concurrency int) {
 	batch(2 * slots)
 	var measured int
 	var onWorker time.Duration
+	cpu0, self0 := workersCPU(), processCPU(os.Getpid())
 	for b.Loop() {
 		for _, r := range batch(rounds * slots) {
 			onWorker += r.Ended.Sub(r.Started)
@@ -150,6 +164,39 @@ func benchFleetScaling(b *testing.B, bin string, workers, concurrency int) {
 	}
 	b.ReportMetric(float64(measured)/b.Elapsed().Seconds(), "runs/s")
 	b.ReportMetric(float64(onWorker.Milliseconds())/float64(measured), "run-ms")
+	b.ReportMetric(float64((workersCPU()-cpu0).Milliseconds())/float64(measured), "worker-cpu-ms/run")
+	b.ReportMetric(float64((processCPU(os.Getpid())-self0).Milliseconds())/float64(measured), "nats-cpu-ms/run")
+}
+
+// processCPU is the CPU time (user and system) process pid has used, read
+// from /proc (0 where there is none).
+func processCPU(pid int) time.Duration {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	// "PID (COMM) STATE PPID ...": utime and stime are the 14th and 15th
+	// fields, the 12th and 13th after COMM; in clock ticks of 1/100 s.
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return 0
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 13 {
+		return 0
+	}
+	ut, _ := strconv.ParseInt(f[11], 10, 64)
+	st, _ := strconv.ParseInt(f[12], 10, 64)
+	return time.Duration(ut+st) * 10 * time.Millisecond
+}
+
+// treeCPU is the CPU time of process pid and of its children alive.
+func treeCPU(pid int) time.Duration {
+	d := processCPU(pid)
+	for _, c := range testservers.Children(pid) {
+		d += processCPU(c.PID)
+	}
+	return d
 }
 
 // percentile is the p-th percentile (0..100) of sorted durations, by the
