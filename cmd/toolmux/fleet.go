@@ -30,6 +30,9 @@ type fleetFlags struct {
 	url    string
 	prefix string
 	lease  time.Duration
+	// maxDeliveries is the worker's --max-deliveries (0: the fleet's
+	// default); only workers give runs up.
+	maxDeliveries int
 }
 
 func (f *fleetFlags) add(cmd *cobra.Command) {
@@ -39,7 +42,7 @@ func (f *fleetFlags) add(cmd *cobra.Command) {
 }
 
 func (f *fleetFlags) options() fleet.Options {
-	return fleet.Options{Prefix: f.prefix, Lease: f.lease}
+	return fleet.Options{Prefix: f.prefix, Lease: f.lease, MaxDeliveries: f.maxDeliveries}
 }
 
 // connect opens the fleet named by the flags.
@@ -101,12 +104,16 @@ unless --yes approves them; allow them in the configuration's policy.
 	cmd.Flags().IntVar(&concurrency, "concurrency", 1, "runs at once on this worker")
 	cmd.Flags().StringVar(&name, "name", "", "the worker's name (default HOST-PID)")
 	cmd.Flags().DurationVar(&grace, "grace", 30*time.Second, "on SIGTERM, how long runs in progress may finish before they are handed back")
+	cmd.Flags().IntVar(&ff.maxDeliveries, "max-deliveries", 3, "how many times a run is handed to a worker before it is given up as failed (its workers died or handed it back every time)")
 	return cmd
 }
 
 func (a *app) runWorker(ctx context.Context, ff fleetFlags, name string, concurrency int, grace time.Duration) error {
 	if concurrency < 1 {
 		return usageError("--concurrency must be at least 1, not %d", concurrency)
+	}
+	if ff.maxDeliveries < 1 {
+		return usageError("--max-deliveries must be at least 1, not %d", ff.maxDeliveries)
 	}
 	cfg, err := a.loadConfig()
 	if err != nil {
