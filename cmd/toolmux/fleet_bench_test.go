@@ -6,9 +6,14 @@ package main_test
 // workers are real `toolmux worker` processes on an embedded NATS server,
 // the model is the scripted llmtest server, the tools are the fixture's.
 //
-//	flock /tmp/toolmux-bench.lock go test ./cmd/toolmux -run '^$' -bench BenchmarkFleetScaling -benchtime 5x -count 3
-//	TOOLMUX_FLEET_RECOVERY=1 flock /tmp/toolmux-bench.lock go test ./cmd/toolmux -run TestFleetRecovery -v -timeout 30m
-//	TOOLMUX_FLEET_SOAK=1 flock /tmp/toolmux-bench.lock go test ./cmd/toolmux -run 'TestFleetSoak$' -v -timeout 30m
+//	cd cmd/toolmux && go test -c -o /tmp/toolmux.test .
+//	for i in 1 2 3 4 5 6; do flock /tmp/toolmux-bench.lock /tmp/toolmux.test -test.run '^$' \
+//	    -test.bench BenchmarkFleetScaling -test.benchtime 5x -test.count 1; done | tee scaling.txt
+//	TOOLMUX_FLEET_RECOVERY=1 flock /tmp/toolmux-bench.lock /tmp/toolmux.test -test.run TestFleetRecovery -test.v -test.timeout 40m
+//	TOOLMUX_FLEET_SOAK=1 flock /tmp/toolmux-bench.lock /tmp/toolmux.test -test.run 'TestFleetSoak$' -test.v -test.timeout 20m
+//
+// (-count 1 runs in a loop interleave the variants, so that slow and fast
+// moments of a shared machine spread over all of them.)
 
 import (
 	"bytes"
