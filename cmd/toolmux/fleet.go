@@ -30,9 +30,11 @@ import (
 
 // fleetFlags are the flags every fleet command shares.
 type fleetFlags struct {
-	url           string
-	prefix        string
-	lease         time.Duration
+	url    string
+	prefix string
+	lease  time.Duration
+	// maxDeliveries is the worker's --max-deliveries (0: the fleet's
+	// default); only workers give runs up.
 	maxDeliveries int
 }
 
@@ -40,7 +42,6 @@ func (f *fleetFlags) add(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&f.url, "nats", "", "the fleet's NATS server, e.g. nats://HOST:4222 (default $TOOLMUX_NATS)")
 	cmd.Flags().StringVar(&f.prefix, "fleet-prefix", "toolmux", "the fleet's name on the NATS server (its subjects, streams and buckets)")
 	cmd.Flags().DurationVar(&f.lease, "lease", 10*time.Second, "how long a worker holds a run without renewing it (every member of a fleet must use the same)")
-	cmd.Flags().IntVar(&f.maxDeliveries, "max-deliveries", 3, "how many times a run is handed to a worker before it is given up as failed")
 }
 
 func (f *fleetFlags) options() fleet.Options {
@@ -57,9 +58,6 @@ func (a *app) connectFleet(ctx context.Context, f fleetFlags, name string) (*fle
 	}
 	if f.lease < time.Second {
 		return nil, usageError("--lease must be at least 1s, not %s", f.lease)
-	}
-	if f.maxDeliveries < 1 {
-		f.maxDeliveries = 3
 	}
 	fl, err := fleet.Connect(ctx, f.url, name, f.options())
 	if err != nil {
@@ -112,12 +110,16 @@ its page open; --yes approves them on the worker.
 	cmd.Flags().StringVar(&name, "name", "", "the worker's name (default HOST-PID)")
 	cmd.Flags().DurationVar(&grace, "grace", 30*time.Second, "on SIGTERM, how long runs in progress may finish before they are handed back")
 	cmd.Flags().StringSliceVar(&share, "share", nil, "offer a configured server to the whole fleet, SERVER or SERVER=MAX (MAX calls at once fleet-wide, default 1; repeatable)")
+	cmd.Flags().IntVar(&ff.maxDeliveries, "max-deliveries", 3, "how many times a run is handed to a worker before it is given up as failed (its workers died or handed it back every time)")
 	return cmd
 }
 
 func (a *app) runWorker(ctx context.Context, ff fleetFlags, name string, concurrency int, grace time.Duration, share []string) error {
 	if concurrency < 1 {
 		return usageError("--concurrency must be at least 1, not %d", concurrency)
+	}
+	if ff.maxDeliveries < 1 {
+		return usageError("--max-deliveries must be at least 1, not %d", ff.maxDeliveries)
 	}
 	cfg, err := a.loadConfig()
 	if err != nil {

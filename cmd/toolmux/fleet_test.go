@@ -26,7 +26,7 @@ import (
 
 // startNATS starts an embedded JetStream server for one test, its data in
 // a directory of the test's, on port (0: any).
-func startNATS(t *testing.T, dir string, port int) *server.Server {
+func startNATS(t testing.TB, dir string, port int) *server.Server {
 	t.Helper()
 	if port == 0 {
 		port = server.RANDOM_PORT
@@ -51,7 +51,7 @@ func natsURL(s *server.Server) string {
 // appendModel is a scripted model for fleet runs: a task "append LINE to
 // FILE sleeping MS" makes one call of the fixture's append tool, then
 // answers "appended LINE", and tells what the tool said.
-func appendModel(t *testing.T, turnDelay time.Duration) *llmtest.Server {
+func appendModel(t testing.TB, turnDelay time.Duration) *llmtest.Server {
 	return llmtest.OpenAI(t, appendScript(turnDelay))
 }
 
@@ -106,7 +106,7 @@ var spanRe = regexp.MustCompile(`^span (\d+)$`)
 
 func oneLineOf(s string) string { return strings.Join(strings.Fields(s), " ") }
 
-func fleetWorkspace(t *testing.T, m *llmtest.Server) string {
+func fleetWorkspace(t testing.TB, m *llmtest.Server) string {
 	return workspace(t, fmt.Sprintf(`model:
   base_url: %s
   model: scripted
@@ -125,10 +125,17 @@ type workerProc struct {
 }
 
 // startWorker starts a toolmux worker process in dir.
-func startWorker(t *testing.T, dir, url string, args ...string) *workerProc {
+func startWorker(t testing.TB, dir, url string, args ...string) *workerProc {
+	t.Helper()
+	return startWorkerBin(t, binary, dir, url, args...)
+}
+
+// startWorkerBin starts a worker of the binary bin (the benchmarks' is
+// built without the race detector); a --lease in args overrides 2s.
+func startWorkerBin(t testing.TB, bin, dir, url string, args ...string) *workerProc {
 	t.Helper()
 	w := &workerProc{stderr: &testservers.SyncBuffer{}, exited: make(chan struct{})}
-	w.cmd = exec.Command(binary, append([]string{"worker", "--nats", url, "--lease", "2s"}, args...)...)
+	w.cmd = exec.Command(bin, append([]string{"worker", "--nats", url, "--lease", "2s"}, args...)...)
 	w.cmd.Dir = dir
 	w.cmd.Env = append(modelFreeEnv(), "XDG_DATA_HOME="+t.TempDir())
 	w.cmd.Stderr = w.stderr
@@ -157,13 +164,13 @@ func startWorker(t *testing.T, dir, url string, args ...string) *workerProc {
 	return w
 }
 
-func (w *workerProc) kill(t *testing.T) {
+func (w *workerProc) kill(t testing.TB) {
 	t.Helper()
 	_ = w.cmd.Process.Signal(syscall.SIGKILL)
 	<-w.exited
 }
 
-func connectFleet(t *testing.T, url string) *fleet.Fleet {
+func connectFleet(t testing.TB, url string) *fleet.Fleet {
 	t.Helper()
 	f, err := fleet.Connect(context.Background(), url, "test", fleet.Options{Lease: 2 * time.Second})
 	if err != nil {
@@ -173,7 +180,7 @@ func connectFleet(t *testing.T, url string) *fleet.Fleet {
 	return f
 }
 
-func lines(t *testing.T, path string) []string {
+func lines(t testing.TB, path string) []string {
 	t.Helper()
 	b, err := os.ReadFile(path)
 	if os.IsNotExist(err) {
@@ -361,7 +368,7 @@ func TestFleetWorkerKilledBetweenTurns(t *testing.T) {
 
 // checkEventSeq checks that a run's events are numbered 1..N with no gap
 // and end with the workflow's end.
-func checkEventSeq(t *testing.T, f *fleet.Fleet, id string) {
+func checkEventSeq(t testing.TB, f *fleet.Fleet, id string) {
 	t.Helper()
 	last, err := f.LastEventSeq(context.Background(), id)
 	if err != nil || last == 0 {

@@ -57,7 +57,7 @@ var (
 // binary (TestMain) is a -race build, and the race detector's cost is not
 // the gateway's. It is built once, next to the tests' binary, so TestMain
 // removes it.
-func benchBinary(b *testing.B) string {
+func benchBinary(b testing.TB) string {
 	b.Helper()
 	benchBuild.Do(func() {
 		benchBinPath = filepath.Join(filepath.Dir(binary), "toolmux-bench")

@@ -77,7 +77,7 @@ func exitCode(t *testing.T, err error) int {
 
 // workspace makes a directory with a file and, when cfg is not empty, a
 // toolmux.yaml.
-func workspace(t *testing.T, cfg string) string {
+func workspace(t testing.TB, cfg string) string {
 	t.Helper()
 	dir := t.TempDir()
 	if err := os.WriteFile(filepath.Join(dir, "notes.txt"), []byte("alpha\nbeta\ngamma\n"), 0o644); err != nil {
