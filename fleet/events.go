@@ -274,20 +274,28 @@ func (s *EventStore) EventsAfter(context.Context, int64, string, int) ([]stream.
 // LastEventID is 0: a worker's hub numbers its events for itself.
 func (s *EventStore) LastEventID(context.Context) (int64, error) { return 0, nil }
 
-// LastEventSeq is the number of a run's last stored event, 0 if none.
+// LastEventSeq is the highest number of a run's stored events, 0 if
+// none. Events sent again after a server's restart may be stored after
+// higher ones, so the last stored is not always the highest: every one's
+// number is read (headers only).
 func (f *Fleet) LastEventSeq(ctx context.Context, id string) (int64, error) {
-	m, err := f.events.GetLastMsgForSubject(ctx, f.eventSubject(id))
-	if errors.Is(err, jetstream.ErrMsgNotFound) {
+	if _, err := f.events.GetLastMsgForSubject(ctx, f.eventSubject(id)); errors.Is(err, jetstream.ErrMsgNotFound) {
 		return 0, nil
-	}
-	if err != nil {
+	} else if err != nil {
 		return 0, fmt.Errorf("fleet: reading the last event of run %q: %w", id, err)
 	}
-	n, err := strconv.ParseInt(m.Header.Get(seqHeader), 10, 64)
+	var highest int64
+	err := f.follow(ctx, jetstream.OrderedConsumerConfig{FilterSubjects: []string{f.eventSubject(id)}, HeadersOnly: true},
+		func(m jetstream.Msg, meta *jetstream.MsgMetadata) bool {
+			if n, err := strconv.ParseInt(m.Headers().Get(seqHeader), 10, 64); err == nil {
+				highest = max(highest, n)
+			}
+			return meta.NumPending > 0
+		})
 	if err != nil {
-		return 0, fmt.Errorf("fleet: the last event of run %q has no number", id)
+		return 0, fmt.Errorf("fleet: reading the events of run %q: %w", id, err)
 	}
-	return n, nil
+	return highest, nil
 }
 
 // Events calls fn with the events of run id (every run's with "") after
@@ -298,7 +306,21 @@ func (f *Fleet) Events(ctx context.Context, id string, after int64, fn func(Even
 	if id != "" {
 		subject = f.eventSubject(id)
 	}
-	cons, err := f.events.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{FilterSubjects: []string{subject}})
+	return f.follow(ctx, jetstream.OrderedConsumerConfig{FilterSubjects: []string{subject}},
+		func(m jetstream.Msg, _ *jetstream.MsgMetadata) bool {
+			var e Event
+			if json.Unmarshal(m.Data(), &e) != nil || id != "" && e.Seq <= after {
+				return true
+			}
+			return fn(e)
+		})
+}
+
+// follow reads the events stream through an ordered consumer of cfg,
+// handing each message to fn until fn returns false (nil) or ctx ends
+// (its error).
+func (f *Fleet) follow(ctx context.Context, cfg jetstream.OrderedConsumerConfig, fn func(jetstream.Msg, *jetstream.MsgMetadata) bool) error {
+	cons, err := f.events.OrderedConsumer(ctx, cfg)
 	if err != nil {
 		return fmt.Errorf("fleet: following events: %w", err)
 	}
@@ -317,14 +339,11 @@ func (f *Fleet) Events(ctx context.Context, id string, after int64, fn func(Even
 			}
 			return fmt.Errorf("fleet: following events: %w", err)
 		}
-		var e Event
-		if json.Unmarshal(m.Data(), &e) != nil {
+		meta, err := m.Metadata()
+		if err != nil {
 			continue
 		}
-		if id != "" && e.Seq <= after {
-			continue
-		}
-		if !fn(e) {
+		if !fn(m, meta) {
 			return nil
 		}
 	}

@@ -140,7 +140,7 @@ func Connect(ctx context.Context, url, name string, o Options) (*Fleet, error) {
 // stays the caller's.
 func Open(ctx context.Context, nc *nats.Conn, o Options) (*Fleet, error) {
 	o.defaults()
-	if !validName(o.Prefix) {
+	if !jsjournal.ValidToken(o.Prefix) {
 		return nil, &ConfigError{Field: "prefix", Reason: fmt.Sprintf("%q: want letters, digits, '-' and '_'", o.Prefix)}
 	}
 	js, err := jetstream.New(nc)
@@ -224,18 +224,6 @@ func ensureBucket(ctx context.Context, js jetstream.JetStream, cfg jetstream.Key
 	return kv, err
 }
 
-func validName(s string) bool {
-	if s == "" {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
-			return false
-		}
-	}
-	return true
-}
 
 func (o Options) heartbeat() time.Duration { return max(o.Lease/4, 250*time.Millisecond) }
 

@@ -3,7 +3,6 @@ package fleet
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -19,35 +18,17 @@ func (f *Fleet) Project(ctx context.Context, after uint64, fn func(pos uint64, e
 		cfg.DeliverPolicy = jetstream.DeliverByStartSequencePolicy
 		cfg.OptStartSeq = after + 1
 	}
-	cons, err := f.events.OrderedConsumer(ctx, cfg)
-	if err != nil {
-		return fmt.Errorf("fleet: following the events: %w", err)
-	}
-	it, err := cons.Messages()
-	if err != nil {
-		return fmt.Errorf("fleet: following the events: %w", err)
-	}
-	defer it.Stop()
-	stop := context.AfterFunc(ctx, it.Stop)
-	defer stop()
-	for {
-		m, err := it.Next()
-		if err != nil {
-			if ctx.Err() != nil {
-				return nil
-			}
-			return fmt.Errorf("fleet: following the events: %w", err)
-		}
-		meta, err := m.Metadata()
-		if err != nil {
-			continue
-		}
+	err := f.follow(ctx, cfg, func(m jetstream.Msg, meta *jetstream.MsgMetadata) bool {
 		var e Event
-		if json.Unmarshal(m.Data(), &e) != nil {
-			continue
+		if json.Unmarshal(m.Data(), &e) == nil {
+			fn(meta.Sequence.Stream, e)
 		}
-		fn(meta.Sequence.Stream, e)
+		return true
+	})
+	if ctx.Err() != nil {
+		return nil
 	}
+	return err
 }
 
 // Summary counts a fleet's runs by status, for the page.

@@ -94,7 +94,7 @@ func (f *Fleet) NewWorker(ctx context.Context, o WorkerOptions) (*Worker, error)
 	if o.Name == "" {
 		o.Name = fmt.Sprintf("%s-%d", host, os.Getpid())
 	}
-	if !validName(o.Name) {
+	if !jsjournal.ValidToken(o.Name) {
 		return nil, &ConfigError{Field: "name", Reason: fmt.Sprintf("%q: want letters, digits, '-' and '_'", o.Name)}
 	}
 	log := o.Logger

@@ -104,7 +104,7 @@ var _ tasklog.Journal = (*Journal)(nil)
 // journal. The connection stays the caller's: Close does not close it.
 func Open(ctx context.Context, js jetstream.JetStream, cfg Config) (*Journal, error) {
 	cfg.defaults()
-	if !validToken(cfg.Stream) {
+	if !ValidToken(cfg.Stream) {
 		return nil, &tasklog.ValidationError{Field: "stream", Value: cfg.Stream, Reason: "a stream name is letters, digits, '_' and '-'"}
 	}
 	storage := jetstream.FileStorage
@@ -514,13 +514,15 @@ var tokenEnc = base32.HexEncoding.WithPadding(base32.NoPadding)
 // and its base32 (hex alphabet), so that no two tasks share a token and
 // none holds '.', '*', '>' or white space. "" is "_".
 func Token(task string) string {
-	if task != "" && task[0] != '_' && validToken(task) {
+	if task != "" && task[0] != '_' && ValidToken(task) {
 		return task
 	}
 	return "_" + tokenEnc.EncodeToString([]byte(task))
 }
 
-func validToken(s string) bool {
+// ValidToken reports whether s may be used as one subject token, or a
+// stream or bucket name: letters, digits, '-' and '_', not empty.
+func ValidToken(s string) bool {
 	if s == "" {
 		return false
 	}
