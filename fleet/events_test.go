@@ -34,7 +34,6 @@ func TestEventsAcrossServerRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	s.Shutdown()
-	s.WaitForShutdown()
 	appended := make(chan error, 1)
 	ctx, cancel := context.WithTimeout(bg, time.Minute)
 	defer cancel()
@@ -86,7 +85,6 @@ func TestEventsStreamedAcrossServerRestart(t *testing.T) {
 	}()
 	time.Sleep(200 * time.Millisecond)
 	s.Shutdown()
-	s.WaitForShutdown()
 	startNATS(t, dir, port)
 	time.Sleep(200 * time.Millisecond)
 	close(stop)

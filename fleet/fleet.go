@@ -224,7 +224,6 @@ func ensureBucket(ctx context.Context, js jetstream.JetStream, cfg jetstream.Key
 	return kv, err
 }
 
-
 func (o Options) heartbeat() time.Duration { return max(o.Lease/4, 250*time.Millisecond) }
 
 func (f *Fleet) queueStream() string  { return upper(f.opts.Prefix) + "_QUEUE" }

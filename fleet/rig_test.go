@@ -12,8 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats-server/v2/server"
-
 	"github.com/toolmux/toolmux"
 	"github.com/toolmux/toolmux/config"
 	"github.com/toolmux/toolmux/fleet"
@@ -30,32 +28,23 @@ import (
 
 var bg = context.Background()
 
-// startNATS starts an embedded JetStream server for one test, its data in
-// dir, on port (0: any).
-func startNATS(t *testing.T, dir string, port int) *server.Server {
+// startNATS starts an embedded JetStream server for one test, as
+// serve --nats-listen does, its data in dir, on port (0: any).
+func startNATS(t *testing.T, dir string, port int) *fleet.Server {
 	t.Helper()
-	if port == 0 {
-		port = server.RANDOM_PORT
-	}
-	s, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: port, JetStream: true, StoreDir: dir,
-		NoLog: true, NoSigs: true, ServerName: "fleet-test"})
+	s, err := fleet.StartServer(fleet.ServerOptions{Listen: fmt.Sprintf("127.0.0.1:%d", port), StoreDir: dir, Name: "fleet-test"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	s.Start()
-	if !s.ReadyForConnections(10 * time.Second) {
-		s.Shutdown()
-		t.Fatal("the NATS server did not start")
-	}
-	t.Cleanup(func() { s.Shutdown(); s.WaitForShutdown() })
+	t.Cleanup(s.Shutdown)
 	return s
 }
 
-func natsPort(s *server.Server) int { return s.Addr().(*net.TCPAddr).Port }
+func natsPort(s *fleet.Server) int { return s.Addr().(*net.TCPAddr).Port }
 
 // open connects to the fleet on s (a connection of its own, as a worker
 // process has), closed at the end of the test.
-func open(t *testing.T, s *server.Server, o fleet.Options) *fleet.Fleet {
+func open(t *testing.T, s *fleet.Server, o fleet.Options) *fleet.Fleet {
 	t.Helper()
 	f, err := fleet.Connect(bg, s.ClientURL(), t.Name(), o)
 	if err != nil {
@@ -149,31 +138,19 @@ func appendModel(t *testing.T, turnDelay time.Duration) *llmtest.Server {
 
 // scriptAppend is appendModel's reply to req.
 func scriptAppend(req llmtest.Request) llmtest.Reply {
-	{
-		var task, last string
-		assistants := 0
-		for _, m := range req.Messages {
-			c, _ := m["content"].(string)
-			switch m["role"] {
-			case "user":
-				if task == "" {
-					task = c
-				}
-			case "assistant":
-				assistants++
-			case "tool":
-				last = c
-			}
-		}
-		mm := appendTask.FindStringSubmatch(task)
-		switch {
-		case mm == nil:
-			return llmtest.Reply{Content: "no task I know"}
-		case assistants == 0:
-			return llmtest.Reply{Calls: []llmtest.Call{{Name: "fx__" + mm[1], Args: fmt.Sprintf(`{"line": %q}`, mm[2])}}}
-		}
-		return llmtest.Reply{Content: mm[1] + "ed " + mm[2] + " | tool said: " + strings.Join(strings.Fields(last), " ")}
+	task, assistants, results := req.Dialogue()
+	mm := appendTask.FindStringSubmatch(task)
+	switch {
+	case mm == nil:
+		return llmtest.Reply{Content: "no task I know"}
+	case assistants == 0:
+		return llmtest.Reply{Calls: []llmtest.Call{{Name: "fx__" + mm[1], Args: fmt.Sprintf(`{"line": %q}`, mm[2])}}}
 	}
+	last := ""
+	if len(results) > 0 {
+		last = results[len(results)-1]
+	}
+	return llmtest.Reply{Content: mm[1] + "ed " + mm[2] + " | tool said: " + strings.Join(strings.Fields(last), " ")}
 }
 
 // node is a worker as `toolmux worker` assembles one: its own connection,
@@ -205,7 +182,7 @@ type nodeOptions struct {
 
 // newNode assembles a worker named name; start runs it. The runtime is
 // closed at the end of the test.
-func newNode(t *testing.T, s *server.Server, o fleet.Options, name string, model *llmtest.Server, fx *effects, wo fleet.WorkerOptions, no ...nodeOptions) *node {
+func newNode(t *testing.T, s *fleet.Server, o fleet.Options, name string, model *llmtest.Server, fx *effects, wo fleet.WorkerOptions, no ...nodeOptions) *node {
 	t.Helper()
 	var nopt nodeOptions
 	if len(no) > 0 {

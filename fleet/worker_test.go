@@ -403,7 +403,6 @@ func TestServerRestart(t *testing.T) {
 		t.Fatal("the runs' calls were never made")
 	}
 	s.Shutdown()
-	s.WaitForShutdown()
 	startNATS(t, dir, port)
 	restarted := time.Now()
 	for i := range n {

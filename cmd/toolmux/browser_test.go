@@ -1019,7 +1019,6 @@ func TestBrowserFleetUnavailable(t *testing.T) {
 	worker := `#fleet-workers tr[data-worker="steady"]`
 	b.visible(worker)
 	ns.Shutdown()
-	ns.WaitForShutdown()
 	b.visible(`#tab-fleet.stale #fleet-error`)
 	if got := b.text(`#fleet-error`); !strings.Contains(got, "fleet_unavailable") {
 		t.Errorf("the tab says %q, want the error's kind", got)

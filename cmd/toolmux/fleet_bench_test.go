@@ -387,12 +387,7 @@ func TestFleetGivesUp(t *testing.T) {
 	w1 := startWorker(t, dir, natsURL(ns), "--name", "first", "--max-deliveries", "1")
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	if _, _, err := f.Submit(ctx, fleet.Request{ID: "doomed", Task: "append doomed to " + out + " sleeping 60000"}); err != nil {
-		t.Fatal(err)
-	}
-	if !testservers.Eventually(time.Minute, func() bool { return countOf(lines(t, out), "doomed") == 1 }) {
-		t.Fatalf("the call never started:\n%s", w1.stderr.String())
-	}
+	startAppend(t, ctx, f, w1, "doomed", "doomed", out, 60000)
 	w1.kill(t)
 	w2 := startWorker(t, dir, natsURL(ns), "--name", "second", "--max-deliveries", "1")
 	run, err := f.Wait(ctx, "doomed")

@@ -16,37 +16,25 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats-server/v2/server"
-
 	"github.com/toolmux/toolmux/fleet"
 	"github.com/toolmux/toolmux/internal/llmtest"
 	"github.com/toolmux/toolmux/internal/testservers"
 	"github.com/toolmux/toolmux/stream"
 )
 
-// startNATS starts an embedded JetStream server for one test, its data in
-// a directory of the test's, on port (0: any).
-func startNATS(t testing.TB, dir string, port int) *server.Server {
+// startNATS starts an embedded JetStream server for one test, as
+// serve --nats-listen does, its data in dir, on port (0: any).
+func startNATS(t testing.TB, dir string, port int) *fleet.Server {
 	t.Helper()
-	if port == 0 {
-		port = server.RANDOM_PORT
-	}
-	s, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: port, JetStream: true, StoreDir: dir,
-		NoLog: true, NoSigs: true, MaxPayload: 8 << 20})
+	s, err := fleet.StartServer(fleet.ServerOptions{Listen: fmt.Sprintf("127.0.0.1:%d", port), StoreDir: dir})
 	if err != nil {
 		t.Fatal(err)
-	}
-	s.Start()
-	if !s.ReadyForConnections(10 * time.Second) {
-		t.Fatal("the NATS server did not start")
 	}
 	t.Cleanup(s.Shutdown)
 	return s
 }
 
-func natsURL(s *server.Server) string {
-	return fmt.Sprintf("nats://127.0.0.1:%d", s.Addr().(*net.TCPAddr).Port)
-}
+func natsURL(s *fleet.Server) string { return s.ClientURL() }
 
 // appendModel is a scripted model for fleet runs: a task "append LINE to
 // FILE sleeping MS" makes one call of the fixture's append tool, then
@@ -59,22 +47,11 @@ func appendModel(t testing.TB, turnDelay time.Duration) *llmtest.Server {
 func appendScript(turnDelay time.Duration) llmtest.Script {
 	re := regexp.MustCompile(`append (\S+) to (\S+) sleeping (\d+)`)
 	return func(_ int, req llmtest.Request) llmtest.Reply {
-		var task, last string
-		var tools []string
-		assistants := 0
-		for _, m := range req.Messages {
-			c, _ := m["content"].(string)
-			switch m["role"] {
-			case "user":
-				if task == "" {
-					task = c
-				}
-			case "assistant":
-				assistants++
-			case "tool":
-				last = c
-				tools = append(tools, oneLineOf(c))
-			}
+		task, assistants, results := req.Dialogue()
+		last := ""
+		tools := make([]string, len(results))
+		for i, r := range results {
+			tools[i], last = oneLineOf(r), r
 		}
 		if task == "pid twice" {
 			if assistants < 2 {
@@ -103,6 +80,20 @@ func appendScript(turnDelay time.Duration) llmtest.Script {
 // spanRe is the task "span MS": one call of the fixture's span tool,
 // whose answer "START END" the model repeats after "spanned".
 var spanRe = regexp.MustCompile(`^span (\d+)$`)
+
+// startAppend submits run id, whose one call appends line to out and
+// then sleeps ms, and returns once the line is there: the call has had
+// its effect and is still running (for ms).
+func startAppend(t testing.TB, ctx context.Context, f *fleet.Fleet, w *workerProc, id, line, out string, ms int) {
+	t.Helper()
+	task := fmt.Sprintf("append %s to %s sleeping %d", line, out, ms)
+	if _, _, err := f.Submit(ctx, fleet.Request{ID: id, Task: task}); err != nil {
+		t.Fatal(err)
+	}
+	if !testservers.Eventually(time.Minute, func() bool { return countOf(lines(t, out), line) == 1 }) {
+		t.Fatalf("the call of run %s never started:\n%s", id, w.stderr.String())
+	}
+}
 
 func oneLineOf(s string) string { return strings.Join(strings.Fields(s), " ") }
 
@@ -295,12 +286,7 @@ func TestFleetWorkerKilledMidCall(t *testing.T) {
 	w1 := startWorker(t, dir, natsURL(ns), "--name", "first")
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	if _, _, err := f.Submit(ctx, fleet.Request{ID: "slow", Task: "append once to " + out + " sleeping 60000"}); err != nil {
-		t.Fatal(err)
-	}
-	if !testservers.Eventually(time.Minute, func() bool { return countOf(lines(t, out), "once") == 1 }) {
-		t.Fatalf("the call never started:\n%s", w1.stderr.String())
-	}
+	startAppend(t, ctx, f, w1, "slow", "once", out, 60000)
 	w1.kill(t)
 	killed := time.Now()
 	w2 := startWorker(t, dir, natsURL(ns), "--name", "second")
@@ -728,12 +714,7 @@ func TestFleetWorkerDrainHandsBack(t *testing.T) {
 	w1 := startWorker(t, dir, natsURL(ns), "--name", "leaving", "--grace", "1s")
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	if _, _, err := f.Submit(ctx, fleet.Request{ID: "long", Task: "append drained to " + out + " sleeping 60000"}); err != nil {
-		t.Fatal(err)
-	}
-	if !testservers.Eventually(time.Minute, func() bool { return countOf(lines(t, out), "drained") == 1 }) {
-		t.Fatalf("the call never started:\n%s", w1.stderr.String())
-	}
+	startAppend(t, ctx, f, w1, "long", "drained", out, 60000)
 	if err := w1.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
@@ -774,14 +755,8 @@ func TestFleetNATSRestart(t *testing.T) {
 	f := connectFleet(t, url)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	if _, _, err := f.Submit(ctx, fleet.Request{ID: "through", Task: "append restart to " + out + " sleeping 3000"}); err != nil {
-		t.Fatal(err)
-	}
-	if !testservers.Eventually(time.Minute, func() bool { return countOf(lines(t, out), "restart") == 1 }) {
-		t.Fatalf("the call never started:\n%s", w.stderr.String())
-	}
+	startAppend(t, ctx, f, w, "through", "restart", out, 3000)
 	ns.Shutdown()
-	ns.WaitForShutdown()
 	time.Sleep(time.Second)
 	startNATS(t, store, port)
 	run, err := f.Wait(ctx, "through")

@@ -95,6 +95,27 @@ func (r Request) Text() string {
 	return b.String()
 }
 
+// Dialogue is what a request's conversation holds, for scripts that
+// answer by where the conversation is: the first user message (the task),
+// how many assistant messages there are (the turns so far), and the text
+// of each tool result, in order.
+func (r Request) Dialogue() (task string, assistants int, results []string) {
+	for _, m := range r.Messages {
+		c, _ := m["content"].(string)
+		switch m["role"] {
+		case "user":
+			if task == "" {
+				task = c
+			}
+		case "assistant":
+			assistants++
+		case "tool":
+			results = append(results, c)
+		}
+	}
+	return task, assistants, results
+}
+
 // Script chooses the reply to a request: the n-th request (from 0).
 type Script func(n int, req Request) Reply
 
