@@ -411,6 +411,10 @@ func (j *Journal) Scan(ctx context.Context, from tasklog.Pos, fn func(pos tasklo
 		if err != nil {
 			return pos, fmt.Errorf("jsjournal: scanning: %w", err)
 		}
+		// A scan that ends in the middle of a batch lets the fetch
+		// finish (the server answers a no-wait fetch at once), so that
+		// nothing of it outlives the scan.
+		defer drainBatch(batch)
 		n := 0
 		for m := range batch.Messages() {
 			n++
@@ -533,6 +537,23 @@ func ValidToken(s string) bool {
 		}
 	}
 	return true
+}
+
+// drainBatch reads what is left of a fetch, for at most 5s (a connection
+// gone mid-fetch ends it with an error sooner).
+func drainBatch(b jetstream.MessageBatch) {
+	t := time.NewTimer(5 * time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case _, ok := <-b.Messages():
+			if !ok {
+				return
+			}
+		case <-t.C:
+			return
+		}
+	}
 }
 
 // String is for logs.
