@@ -74,8 +74,8 @@ type RouteSessions struct {
 }
 
 // Metrics owns the collectors of one runtime and serves them. It is a
-// schedule.Sink: pass it in toolmux.Options.Sinks. Safe for concurrent
-// use.
+// schedule.Sink (pass it in toolmux.Options.Sinks) and an agent.Observer
+// (toolmux.Options.AgentObserver). Safe for concurrent use.
 type Metrics struct {
 	reg *prometheus.Registry
 
@@ -85,6 +85,8 @@ type Metrics struct {
 	duration *prometheus.HistogramVec
 	pending  prometheus.Gauge
 	wait     *prometheus.HistogramVec
+
+	agent *agentMetrics
 }
 
 // New returns the collectors of calls and approvals, with the Go
@@ -105,6 +107,7 @@ func New() *Metrics {
 		Buckets: waitBuckets}, []string{"state"})
 	m.reg.MustRegister(m.calls, m.duration, m.pending, m.wait,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	m.agent = newAgentMetrics(m.reg)
 	return m
 }
 

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -15,6 +16,7 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
+	"github.com/toolmux/toolmux/internal/llmtest"
 	"github.com/toolmux/toolmux/internal/testservers"
 )
 
@@ -176,33 +178,7 @@ func TestServeMetrics(t *testing.T) {
 	if v, _ := sample(fams, "toolmux_server_restarts_total", map[string]string{"server": "fx"}); v != 0 {
 		t.Errorf("fx restarted %v times", v)
 	}
-	// Every metric served is documented, with its labels.
-	doc, err := os.ReadFile(filepath.Join("..", "..", "docs", "operations.md"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for name, f := range fams {
-		if !strings.HasPrefix(name, "toolmux_") {
-			continue
-		}
-		var row string
-		for line := range strings.Lines(string(doc)) {
-			if strings.HasPrefix(line, "| `"+name+"` |") {
-				row = line
-			}
-		}
-		if row == "" {
-			t.Errorf("%s is not in docs/operations.md", name)
-			continue
-		}
-		for _, m := range f.GetMetric() {
-			for _, l := range m.GetLabel() {
-				if !strings.Contains(row, "`"+l.GetName()+"`") {
-					t.Errorf("docs/operations.md does not give %s its label %s", name, l.GetName())
-				}
-			}
-		}
-	}
+	checkDocumented(t, fams)
 }
 
 // Many distinct arguments and made-up tool names add no series: labels
@@ -270,5 +246,87 @@ func TestServeMetricsToken(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusNotFound {
 		t.Errorf("/metrics without --metrics: %s, want 404", resp.Status)
+	}
+}
+
+// run --serve --metrics: the run's turns, tokens by model, its call and
+// its approval are on /metrics, and the run's end once it has ended (the
+// page stays up until Ctrl-C).
+func TestRunServeMetrics(t *testing.T) {
+	t.Parallel()
+	dir := workspace(t, "")
+	m := llmtest.OpenAI(t, shellThenAnswer("echo metered"))
+	rp := startRun(t, dir, nil, "run", "--serve", "127.0.0.1:0", "--metrics", "--model", "scripted", "--base-url", m.BaseURL(), "Echo")
+	rp.waitStderr(t, "watch the run at http://")
+	match := regexp.MustCompile(`watch the run at http://([^/\s]+)/`).FindStringSubmatch(rp.stderr.String())
+	if match == nil {
+		t.Fatalf("no address on stderr:\n%s", rp.stderr)
+	}
+	p := &serveProc{addr: match[1]}
+	var pending []struct{ ID string }
+	if !testservers.Eventually(time.Minute, func() bool {
+		pending = nil
+		p.getJSON(t, "/api/approvals", &pending)
+		return len(pending) == 1
+	}) {
+		t.Fatalf("no call waits for approval\n%s", rp.stderr)
+	}
+	fams := scrape(t, p, "")
+	wantSample(t, fams, "toolmux_approvals_pending", nil, 1)
+	wantSample(t, fams, "toolmux_agent_turns_total", map[string]string{"model": "scripted"}, 1)
+	resp, err := http.Post(p.url("/api/approvals/"+pending[0].ID), "application/json", strings.NewReader(`{"decision": "once"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	rp.waitStderr(t, "the run has ended")
+	fams = scrape(t, p, "")
+	wantSample(t, fams, "toolmux_agent_runs_total", map[string]string{"state": "answered"}, 1)
+	wantSample(t, fams, "toolmux_agent_turns_total", map[string]string{"model": "scripted"}, 2)
+	// The scripted model reports 10×(n+1) input and 5 output tokens for
+	// its nth request.
+	wantSample(t, fams, "toolmux_agent_input_tokens_total", map[string]string{"model": "scripted"}, 30)
+	wantSample(t, fams, "toolmux_agent_output_tokens_total", map[string]string{"model": "scripted"}, 10)
+	wantSample(t, fams, "toolmux_calls_total", map[string]string{"server": "builtin", "tool": "shell", "kind": "ok"}, 1)
+	wantSample(t, fams, "toolmux_approval_wait_seconds", map[string]string{"state": "executing"}, 1)
+	wantSample(t, fams, "toolmux_approvals_pending", nil, 0)
+	checkDocumented(t, fams)
+	if err := rp.cmd.Process.Signal(os.Interrupt); err != nil {
+		t.Fatal(err)
+	}
+	if code := rp.wait(t, time.Minute); code != 0 {
+		t.Fatalf("exit %d\n%s", code, rp.stderr)
+	}
+}
+
+// checkDocumented checks that every toolmux metric served is in
+// docs/operations.md, with its labels.
+func checkDocumented(t *testing.T, fams map[string]*dto.MetricFamily) {
+	t.Helper()
+	doc, err := os.ReadFile(filepath.Join("..", "..", "docs", "operations.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, f := range fams {
+		if !strings.HasPrefix(name, "toolmux_") {
+			continue
+		}
+		var row string
+		for line := range strings.Lines(string(doc)) {
+			if strings.HasPrefix(line, "| `"+name+"` |") {
+				row = line
+			}
+		}
+		if row == "" {
+			t.Errorf("%s is not in docs/operations.md", name)
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if !strings.Contains(row, "`"+l.GetName()+"`") {
+					t.Errorf("docs/operations.md does not give %s its label %s", name, l.GetName())
+				}
+			}
+		}
 	}
 }
