@@ -18,6 +18,7 @@ package metrics
 
 import (
 	"net/http"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -79,7 +80,9 @@ type RouteSessions struct {
 type Metrics struct {
 	reg *prometheus.Registry
 
-	catalog func() *tool.Catalog
+	// catalog is Sources.Catalog, set by Watch; atomic, since calls may
+	// end while Watch runs.
+	catalog atomic.Pointer[func() *tool.Catalog]
 
 	calls    *prometheus.CounterVec
 	duration *prometheus.HistogramVec
@@ -114,7 +117,9 @@ func New() *Metrics {
 // Watch registers the metrics read from src at every scrape. Call it once,
 // before serving the handler.
 func (m *Metrics) Watch(src Sources) {
-	m.catalog = src.Catalog
+	if src.Catalog != nil {
+		m.catalog.Store(&src.Catalog)
+	}
 	m.reg.MustRegister(newScraped(src))
 }
 
@@ -169,10 +174,11 @@ func (m *Metrics) Event(e schedule.Event) {
 // not hold (a client's made-up name) is "", and so is a server it does
 // not know. Without a catalog, both are "".
 func (m *Metrics) labels(server, name string) (string, string) {
-	if m.catalog == nil {
+	f := m.catalog.Load()
+	if f == nil {
 		return "", ""
 	}
-	cat := m.catalog()
+	cat := (*f)()
 	if cat == nil {
 		return "", ""
 	}
