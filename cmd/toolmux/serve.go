@@ -89,6 +89,10 @@ which stops web pages from reaching the gateway through DNS rebinding.
 Browser requests from another origin are refused unless --allowed-origin
 lists it (its preflights are then answered, with CORS headers naming it). Request bodies are limited to --max-request-bytes.
 
+With --metrics, Prometheus metrics (calls, approvals, servers' health,
+passthrough sessions, events, the task log) are served at
+http://ADDR/metrics, behind the same token; see docs/operations.md.
+
 On SIGINT or SIGTERM, toolmux stops accepting connections, gives the calls
 in flight --shutdown-timeout to finish, cancels those still running (their
 records say "cancelled: toolmux is shutting down"), ends the event streams,
