@@ -40,6 +40,9 @@ type Options struct {
 	// Model is the agents' model; nil: the configuration's `model:`
 	// section, if any.
 	Model llm.Model
+	// AgentObserver, when set, is told of every agent run's end, model
+	// turn and rollback, sub-agents' included (a *metrics.Metrics).
+	AgentObserver agent.Observer
 	// Sources are further tool sources beside the configuration's (a
 	// program's own tools; see package funcsource), with the default
 	// per-server policy.
@@ -241,7 +244,7 @@ func Open(ctx context.Context, cfg *config.Config, o Options) (rt *Runtime, err 
 		return rt, nil
 	}
 	rt.agents = agent.Runtime{Model: rt.Model, Models: models, Calls: rt.Scheduler, Catalog: rt.Pipeline,
-		Turns: rt.Pipeline, Events: rt.Events, Logger: log}
+		Turns: rt.Pipeline, Events: rt.Events, Logger: log, Observer: o.AgentObserver}
 	if rt.Log != nil {
 		rt.agents.Log = rt.Log
 	}

@@ -78,6 +78,22 @@ type Runtime struct {
 	Events  Events
 	Log     Log
 	Logger  *slog.Logger
+	// Observer, when set, is told of every run's end, model turn and
+	// rollback (the metrics); nil costs nothing.
+	Observer Observer
+}
+
+// Observer is told what runs do, as they do it, for counting. Its methods
+// are called on the run's goroutine and must return quickly. model is the
+// model that answered, as the provider names it (llm.Response.Model).
+type Observer interface {
+	// RunEnded: a run (Agent.Run, not a sub-agent's) ended in state: its
+	// Status when it has a result, else "failed" or "cancelled".
+	RunEnded(state string)
+	// Turn: the model answered one request, with this usage.
+	Turn(model string, usage llm.Usage)
+	// Rollback: a turn of model's was dropped.
+	Rollback(model string)
 }
 
 // ErrorKind classifies why a run failed.
@@ -312,6 +328,13 @@ func (a *Agent) Run(ctx context.Context, task string, opts ...RunOption) (*Resul
 		a.publish(stream.EventShowError, o.task, stream.ShowError(err.Error()))
 	}
 	a.publish(stream.EventEndOfWorkflow, o.task, stream.EndOfWorkflow(workflow))
+	if obs := a.rt.Observer; obs != nil {
+		state := string(res.Status)
+		if err != nil || state == "" {
+			state = string(status)
+		}
+		obs.RunEnded(state)
+	}
 	if a.rt.Log != nil {
 		// The run's context may be gone (Ctrl-C); the record of how it
 		// ended must still be written.

@@ -38,6 +38,9 @@ type session struct {
 	msgs   int // message ids handed out
 	// resumable: checkpoint each turn before its calls run (WithResume).
 	resumable bool
+	// model is the model that answered the last turn, as it names itself,
+	// for the observer's rollbacks.
+	model string
 }
 
 // entry is one message of the history and what the budget needs to know
@@ -237,6 +240,10 @@ func (s *session) think(ctx context.Context, turn int, off *offer, hint string, 
 	}
 	s.res.Usage.InputTokens += resp.Usage.InputTokens
 	s.res.Usage.OutputTokens += resp.Usage.OutputTokens
+	s.model = resp.Model
+	if o := a.rt.Observer; o != nil {
+		o.Turn(resp.Model, resp.Usage)
+	}
 	calls := make([]string, 0, len(resp.Message.ToolCalls))
 	for _, c := range resp.Message.ToolCalls {
 		calls = append(calls, c.Name)
@@ -380,6 +387,9 @@ func (s *session) rollback(ctx context.Context, turn int, cause string, msg llm.
 		t.Discard(s.task, s.session())
 	}
 	s.res.Rollbacks++
+	if o := s.a.rt.Observer; o != nil {
+		o.Rollback(s.model)
+	}
 	s.step(ctx, fmt.Sprintf("turn %d | rollback %d", turn, n), cause, tasklog.LevelWarning, map[string]any{
 		"reply": msg.Content, "tool_calls": toolCallsJSON(msg.ToolCalls), "consecutive": n,
 	})

@@ -52,6 +52,9 @@ type Options struct {
 	// API is served by Mux under /api/, behind the token (the api
 	// package's handler).
 	API http.Handler
+	// Metrics, when set, is served by Mux at /metrics, behind the token
+	// (the metrics package's handler).
+	Metrics http.Handler
 	// Sessions, when set, is told of every client session, on every
 	// route, as it starts and ends: each is a task (docs/gateway.md).
 	Sessions SessionLog
@@ -68,11 +71,12 @@ type Options struct {
 
 // Gateway is an MCP server whose tools are the caller's catalog.
 type Gateway struct {
-	caller Caller
-	server *mcp.Server
-	log    *slog.Logger
-	api    http.Handler
-	depth  int
+	caller  Caller
+	server  *mcp.Server
+	log     *slog.Logger
+	api     http.Handler
+	metrics http.Handler
+	depth   int
 
 	mu     sync.Mutex
 	synced *tool.Catalog
@@ -94,7 +98,7 @@ func New(c Caller, o Options) *Gateway {
 	if o.SessionTimeout <= 0 {
 		o.SessionTimeout = SessionIdleTimeout
 	}
-	g := &Gateway{caller: c, log: o.Logger, api: o.API, onRefused: o.OnSessionRefused, depth: o.MaxDepth,
+	g := &Gateway{caller: c, log: o.Logger, api: o.API, metrics: o.Metrics, onRefused: o.OnSessionRefused, depth: o.MaxDepth,
 		clients: newClients(o.Sessions, o.SessionTimeout)}
 	if g.log == nil {
 		g.log = slog.New(slog.DiscardHandler)

@@ -69,6 +69,9 @@ func (g *Gateway) Mux(token string, sec Security) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("/mcp", RequireToken(token, g.streamable(true)))
 	mux.Handle("/servers/{name}/mcp", RequireToken(token, http.HandlerFunc(g.servePassthrough)))
+	if g.metrics != nil {
+		mux.Handle("/metrics", RequireToken(token, g.metrics))
+	}
 	index := RequireToken(token, http.HandlerFunc(g.serveIndex))
 	if g.api == nil {
 		// Without the API the page would have nothing to show.
@@ -99,6 +102,9 @@ func (g *Gateway) serveIndex(w http.ResponseWriter, _ *http.Request) {
 	b.WriteString("toolmux gateway\n\nMCP endpoint (streamable HTTP): /mcp\n")
 	if g.api != nil {
 		b.WriteString("HTTP API: /api/ (docs/api.md)\nEvent stream (SSE): /api/events\nWeb page: / (in a browser)\n")
+	}
+	if g.metrics != nil {
+		b.WriteString("Metrics (Prometheus): /metrics (docs/operations.md)\n")
 	}
 	for _, rs := range g.PassthroughSessions() {
 		fmt.Fprintf(&b, "Passthrough to %s: /servers/%s/mcp (%d of %d sessions open, %d refused)\n",

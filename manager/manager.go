@@ -209,6 +209,11 @@ func (m *Manager) catalog() *tool.Catalog {
 	return nil
 }
 
+// Catalog returns the catalog as last built, or nil before the first
+// Tools: it never discovers, so an observer (the metrics, asking which
+// tools exist) costs a call nothing.
+func (m *Manager) Catalog() *tool.Catalog { return m.catalog() }
+
 // New returns a manager. Sources are not contacted until the first Tools
 // or Call.
 func New(opts ...Option) (*Manager, error) {

@@ -424,7 +424,9 @@ func (s *server) health() tool.ServerHealth {
 		}
 	}
 	if s.breaker != nil {
-		switch s.breaker.current() {
+		cur := s.breaker.current()
+		h.Breaker = cur.String()
+		switch cur {
 		case breakerOpen:
 			h.State = tool.StateFailed
 			last, _ := s.lastError()

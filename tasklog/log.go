@@ -529,3 +529,51 @@ func (l *Log) unclaim(task string) {
 	delete(c.m, task)
 	c.mu.Unlock()
 }
+
+// JournalStats is the size of the local journal and how far this
+// process's index trails it.
+type JournalStats struct {
+	// Bytes is the size of the journal's segment files (their length,
+	// not the blocks they take; RetentionStatus counts those).
+	Bytes int64 `json:"bytes"`
+	// Segments is how many segment files there are.
+	Segments int `json:"segments"`
+	// IndexLagBytes is how many bytes of the journal this process has not
+	// yet indexed: 0 once a catch-up (every 200ms, and before every
+	// query) has run since the last append.
+	IndexLagBytes int64 `json:"index_lag_bytes"`
+}
+
+// JournalStats reports the local journal's size and the index's lag
+// behind it; ok is false when the journal is not local ([WithJournal]),
+// whose size and positions are the journal's own business. It reads the
+// journal's directory, nothing more: cheap enough for every scrape.
+func (l *Log) JournalStats() (st JournalStats, ok bool, err error) {
+	if l.fj == nil {
+		return st, false, nil
+	}
+	ents, err := os.ReadDir(l.jdir)
+	if err != nil {
+		return st, true, fmt.Errorf("tasklog: %w", err)
+	}
+	indexed := Pos(l.indexed.Load())
+	for _, e := range ents {
+		seq, isSeg := parseSegName(e.Name())
+		if !isSeg {
+			continue
+		}
+		info, err := e.Info()
+		if err != nil {
+			continue // dropped by retention meanwhile
+		}
+		st.Segments++
+		st.Bytes += info.Size()
+		switch {
+		case seq > indexed.seg():
+			st.IndexLagBytes += info.Size()
+		case seq == indexed.seg():
+			st.IndexLagBytes += max(info.Size()-int64(indexed.off()), 0)
+		}
+	}
+	return st, true, nil
+}

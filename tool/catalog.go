@@ -38,6 +38,9 @@ type ServerHealth struct {
 	Detail   string `json:"detail,omitempty"`
 	Restarts int    `json:"restarts"`
 	Tools    int    `json:"tools"`
+	// Breaker is where the server's circuit breaker stands: "closed",
+	// "half-open" or "open"; "" when the server has none.
+	Breaker string `json:"breaker,omitempty"`
 	// PID is the process id of a running stdio server.
 	PID int `json:"pid,omitempty"`
 	// ErrorAt is when Error happened.

@@ -234,6 +234,7 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"run"}, "say what the agent should do", "toolmux run TASK [flags]", "toolmux run"},
 		{[]string{"run", "--max-turns", "0", "Summarise README.md"}, "--max-turns must be at least 1, not 0", "toolmux run TASK [flags]", "toolmux run"},
 		{[]string{"run", "--serve", "localhost", "--model", "m", "task"}, `address "localhost" has no port`, "toolmux run TASK [flags]", "toolmux run"},
+		{[]string{"run", "--metrics", "--model", "m", "task"}, "--metrics needs --serve ADDR", "toolmux run TASK [flags]", "toolmux run"},
 		{[]string{"serve", "--addr", "localhost"}, `address "localhost" has no port`, "toolmux serve [flags]", "toolmux serve"},
 		{[]string{"logs", "show"}, "accepts 1 arg", "toolmux logs show ID [flags]", "toolmux logs show"},
 		{[]string{"bogus"}, `unknown command "bogus"`, "toolmux COMMAND [flags]", "toolmux"},

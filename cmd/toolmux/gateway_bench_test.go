@@ -162,7 +162,7 @@ servers:
 // startBenchServeStdio runs `toolmux serve` with command as its one server,
 // fx, over stdio (trusted), no built-in tools, and extra as further
 // configuration.
-func startBenchServeStdio(b *testing.B, command, extra string) *benchGateway {
+func startBenchServeStdio(b *testing.B, command, extra string, args ...string) *benchGateway {
 	b.Helper()
 	dir := b.TempDir()
 	cfg := fmt.Sprintf("builtin: {enabled: false}\nservers:\n  fx:\n    command: %s\n    trust: true\n%s", command, extra)
@@ -172,7 +172,7 @@ func startBenchServeStdio(b *testing.B, command, extra string) *benchGateway {
 	}
 	addr := fmt.Sprintf("127.0.0.1:%d", testservers.FreePort(b))
 	g := &benchGateway{base: "http://" + addr, dataDir: filepath.Join(dir, "data")}
-	cmd := exec.Command(benchBinary(b), "serve", "--addr", addr, "--config", path, "--data-dir", g.dataDir)
+	cmd := exec.Command(benchBinary(b), append([]string{"serve", "--addr", addr, "--config", path, "--data-dir", g.dataDir}, args...)...)
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), "XDG_DATA_HOME="+dir)
 	g.benchProc = startBenchProc(b, cmd, "toolmux: serving ")
@@ -444,7 +444,8 @@ func BenchmarkGatewayHop(b *testing.B) {
 // default settings), through its passthrough route /servers/fx/mcp (every
 // client session a process of its own), and through TBXark/mcp-proxy (one
 // shared stdio session), at 1, 16 and 64 concurrent clients; gateway-nolog
-// is the governed /mcp with the task log off.
+// is the governed /mcp with the task log off, gateway-metrics with
+// --metrics.
 // cpu-upstream-µs sums the stdio servers the gateway started.
 func BenchmarkGatewayStdio(b *testing.B) {
 	fixture := testservers.Fixture(b)
@@ -465,6 +466,13 @@ func BenchmarkGatewayStdio(b *testing.B) {
 	// call and event costs is the difference.
 	b.Run("gateway-nolog", func(b *testing.B) {
 		g := startBenchServeStdio(b, fixture, "task_log: {enabled: false}\n")
+		run(b, g.base+"/mcp", "fx__echo", g.cmd.Process.Pid)
+	})
+	// The same route with --metrics: what counting every call (and its
+	// approval wait) costs is the difference. Nobody scrapes: a scrape
+	// reads the parts' counters, off the calls' path.
+	b.Run("gateway-metrics", func(b *testing.B) {
+		g := startBenchServeStdio(b, fixture, "", "--metrics")
 		run(b, g.base+"/mcp", "fx__echo", g.cmd.Process.Pid)
 	})
 	b.Run("passthrough", func(b *testing.B) {

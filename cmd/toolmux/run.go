@@ -19,7 +19,9 @@ import (
 	"github.com/toolmux/toolmux/api"
 	"github.com/toolmux/toolmux/config"
 	"github.com/toolmux/toolmux/gateway"
+	"github.com/toolmux/toolmux/metrics"
 	"github.com/toolmux/toolmux/policy"
+	"github.com/toolmux/toolmux/schedule"
 	"github.com/toolmux/toolmux/stream"
 	"github.com/toolmux/toolmux/tool"
 )
@@ -36,6 +38,7 @@ type runFlags struct {
 	approvalTimeout                  time.Duration
 	json                             bool
 	serve                            string
+	metrics                          bool
 	token                            string
 	tokenSet                         bool
 	// fleet: with --nats, the run is submitted to a fleet.
@@ -89,6 +92,7 @@ recorded in the task log (toolmux logs).`,
 	cmd.Flags().StringVar(&f.serve, "serve", "", "also serve the web UI and API for the run at ADDR (e.g. 127.0.0.1:8931)")
 	cmd.Flags().DurationVar(&f.approvalTimeout, "approval-timeout", api.DefaultApprovalTimeout, "with --serve, how long a call waits for an answer on the page before it is refused")
 	cmd.Flags().StringVar(&f.token, "token", "", "bearer token for --serve beyond loopback (default $TOOLMUX_TOKEN)")
+	cmd.Flags().BoolVar(&f.metrics, "metrics", false, "with --serve, also serve Prometheus metrics of the run (turns, rollbacks, tokens, calls) at /metrics (see docs/operations.md)")
 	f.fleet.add(cmd)
 	return cmd
 }
@@ -174,6 +178,9 @@ func (a *app) runTask(ctx context.Context, task string, f runFlags) error {
 			return err
 		}
 	}
+	if f.metrics && f.serve == "" {
+		return usageError("--metrics needs --serve ADDR: the metrics are served there, at /metrics")
+	}
 	if f.serve != "" && !gateway.IsLoopback(f.serve) && token == "" {
 		return usageError("refusing to serve on %s without a token: set --token or TOOLMUX_TOKEN, or use 127.0.0.1", f.serve)
 	}
@@ -191,8 +198,14 @@ func (a *app) runTask(ctx context.Context, task string, f runFlags) error {
 			approver = policy.FirstOf(approver, approvals)
 		}
 	}
-	rt, err := toolmux.Open(ctx, cfg, toolmux.Options{Logger: a.logger(), Mode: mode, Approver: approver,
-		ConcurrentApprovals: f.serve != "", Hub: []stream.Option{stream.WithBuffer(1 << 14)}})
+	opts := toolmux.Options{Logger: a.logger(), Mode: mode, Approver: approver,
+		ConcurrentApprovals: f.serve != "", Hub: []stream.Option{stream.WithBuffer(1 << 14)}}
+	var mx *metrics.Metrics
+	if f.metrics {
+		mx = metrics.New()
+		opts.Sinks, opts.AgentObserver = []schedule.Sink{mx}, mx
+	}
+	rt, err := toolmux.Open(ctx, cfg, opts)
 	if err != nil {
 		return &exitError{code: exitUsage, err: err}
 	}
@@ -210,7 +223,7 @@ func (a *app) runTask(ctx context.Context, task string, f runFlags) error {
 	var page *runPage
 	if f.serve != "" {
 		page = &runPage{info: api.RunInfo{Task: id, AfterEvent: rt.Events.Stats().LastID}}
-		stop, err := a.serveRun(ctx, f.serve, token, rt, approvals, page)
+		stop, err := a.serveRun(ctx, f.serve, token, rt, approvals, page, mx)
 		if err != nil {
 			return err
 		}
@@ -291,17 +304,24 @@ func (p *runPage) end() {
 }
 
 // serveRun serves the web UI and the API of the run; stop ends it.
-func (a *app) serveRun(ctx context.Context, addr, token string, rt *toolmux.Runtime, approvals *api.Approvals, page *runPage) (stop func(), err error) {
+func (a *app) serveRun(ctx context.Context, addr, token string, rt *toolmux.Runtime, approvals *api.Approvals, page *runPage, mx *metrics.Metrics) (stop func(), err error) {
 	ln, err := listen(addr)
 	if err != nil {
 		return nil, err
 	}
 	page.url = pageURL(ln.Addr())
 	approvals.SetWhere(page.url)
-	g := gateway.New(gateway.Scheduled{Catalog: rt.Pipeline, Calls: rt.Scheduler}, gateway.Options{Version: versionString(), Logger: a.logger(),
+	gopts := gateway.Options{Version: versionString(), Logger: a.logger(),
 		Sessions: sessionTasks(rt.Log, a.logger()),
 		API: api.New(api.Options{Catalog: rt.Pipeline, Caller: rt.Scheduler, Health: rt.Manager.Health, Policy: rt.Policy,
-			Approvals: approvals, Log: rt.Log, Events: rt.Events, Version: versionString(), Run: page.get})})
+			Approvals: approvals, Log: rt.Log, Events: rt.Events, Version: versionString(), Run: page.get})}
+	if mx != nil {
+		gopts.Metrics = mx.Handler()
+	}
+	g := gateway.New(gateway.Scheduled{Catalog: rt.Pipeline, Calls: rt.Scheduler}, gopts)
+	if mx != nil {
+		mx.Watch(metricSources(rt, g, approvals))
+	}
 	stopHTTP := serveBeside(ctx, ln, g.Mux(token, gateway.Security{Loopback: gateway.IsLoopback(addr)}))
 	fmt.Fprintf(a.stderr, "toolmux: watch the run at %s\n", page.url)
 	return func() {

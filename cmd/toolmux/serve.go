@@ -22,6 +22,7 @@ import (
 	"github.com/toolmux/toolmux/config"
 	"github.com/toolmux/toolmux/gateway"
 	"github.com/toolmux/toolmux/manager"
+	"github.com/toolmux/toolmux/metrics"
 	"github.com/toolmux/toolmux/policy"
 	"github.com/toolmux/toolmux/schedule"
 	"github.com/toolmux/toolmux/tool"
@@ -41,8 +42,9 @@ func (a *app) serveCommand() *cobra.Command {
 		approvalTimeout time.Duration
 		shutdownTimeout time.Duration
 
-		ff         fleetFlags
-		natsListen string
+		ff          fleetFlags
+		natsListen  string
+		withMetrics bool
 	)
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -86,6 +88,10 @@ be addressed to localhost, 127.0.0.1 or [::1] (--allowed-host adds names),
 which stops web pages from reaching the gateway through DNS rebinding.
 Browser requests from another origin are refused unless --allowed-origin
 lists it (its preflights are then answered, with CORS headers naming it). Request bodies are limited to --max-request-bytes.
+
+With --metrics, Prometheus metrics (calls, approvals, servers' health,
+passthrough sessions, events, the task log) are served at
+http://ADDR/metrics, behind the same token; see docs/operations.md.
 
 On SIGINT or SIGTERM, toolmux stops accepting connections, gives the calls
 in flight --shutdown-timeout to finish, cancels those still running (their
@@ -162,8 +168,16 @@ closes every upstream server and the task log, and says what it cancelled.`,
 			// Every call's states and output are events: /api/events
 			// streams them, the task log keeps them for resumption.
 			rel := newReleaser()
+			sinks := []schedule.Sink{rel}
+			// Metrics count calls from the scheduler's events, and only
+			// when asked for: without --metrics a call pays nothing.
+			var mx *metrics.Metrics
+			if withMetrics {
+				mx = metrics.New()
+				sinks = append(sinks, mx)
+			}
 			rt, err := a.openIn(ctx, toolmux.Options{NoAgents: true, Approver: approver, ConcurrentApprovals: true,
-				Sinks: []schedule.Sink{rel}, ManagerOptions: []manager.Option{st.option()}, TaskLog: fn.taskLog()}, fn.dataSub())
+				Sinks: sinks, ManagerOptions: []manager.Option{st.option()}, TaskLog: fn.taskLog()}, fn.dataSub())
 			if err != nil {
 				return err
 			}
@@ -195,8 +209,14 @@ closes every upstream server and the task log, and says what it cancelled.`,
 						"(servers.%s.passthrough.max_sessions); %d refused so far\n", rs.Server, rs.Open, rs.Max, rs.Server, rs.Refused)
 				}
 			}
+			if mx != nil {
+				opts.Metrics = mx.Handler()
+			}
 			g := gateway.New(gateway.Scheduled{Catalog: rt.Pipeline, Calls: s}, opts)
 			defer g.Close()
+			if mx != nil {
+				mx.Watch(metricSources(rt, g, approvals))
+			}
 			// Servers that fail, crash or stop answering are brought back
 			// in the background while serving; when one comes back (or
 			// its tools change), the clients are told the tool list
@@ -260,9 +280,31 @@ closes every upstream server and the task log, and says what it cancelled.`,
 	cmd.Flags().DurationVar(&approvalTimeout, "approval-timeout", api.DefaultApprovalTimeout, "how long a call waits for a person's answer (MCP elicitation or the web page) before it is refused")
 	cmd.Flags().DurationVar(&shutdownTimeout, "shutdown-timeout", 10*time.Second, "on SIGINT/SIGTERM, how long calls in flight may go on before they are cancelled")
 	cmd.Flags().Int64Var(&sec.MaxRequestBytes, "max-request-bytes", gateway.DefaultMaxRequestBytes, "largest request body accepted (-1: no limit)")
+	cmd.Flags().BoolVar(&withMetrics, "metrics", false, "serve Prometheus metrics at /metrics, behind the token (see docs/operations.md)")
 	ff.add(cmd)
 	cmd.Flags().StringVar(&natsListen, "nats-listen", "", "start an embedded NATS server with JetStream at ADDR (e.g. 0.0.0.0:4222) for a fleet of workers, its data in the data directory; the page shows the fleet")
 	return cmd
+}
+
+// metricSources are the observation points serve's metrics read when
+// scraped.
+func metricSources(rt *toolmux.Runtime, g *gateway.Gateway, approvals *api.Approvals) metrics.Sources {
+	src := metrics.Sources{Catalog: rt.Manager.Catalog, Health: rt.Manager.Health, TaskLog: rt.Log,
+		Passthrough: func() []metrics.RouteSessions {
+			rss := g.PassthroughSessions()
+			out := make([]metrics.RouteSessions, len(rss))
+			for i, rs := range rss {
+				out[i] = metrics.RouteSessions{Server: rs.Server, Open: rs.Open, Max: rs.Max, Refused: rs.Refused}
+			}
+			return out
+		}}
+	if rt.Events != nil {
+		src.Events = rt.Events.Stats
+	}
+	if approvals != nil {
+		src.Approvers = approvals.Approvers
+	}
+	return src
 }
 
 // minTokenLength is the shortest bearer token serve accepts without a
