@@ -4,8 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -115,6 +118,20 @@ func TestPinningHoldsAChangedTool(t *testing.T) {
 		t.Errorf("fx__described on /mcp: isError %v, meta %v, %q", res.IsError, res.Meta, text)
 	}
 
+	// The API shows it changed, and refuses to accept a definition other
+	// than the one reviewed.
+	var apiPins []struct{ Server, Tool, State, Current, Diff string }
+	p.getJSON(t, "/api/pins", &apiPins)
+	i := slices.IndexFunc(apiPins, func(e struct{ Server, Tool, State, Current, Diff string }) bool {
+		return e.Server == "fx" && e.Tool == "described"
+	})
+	if i < 0 || apiPins[i].State != "changed" || !strings.Contains(apiPins[i].Diff, "evil.example") {
+		t.Errorf("GET /api/pins: %+v", apiPins)
+	}
+	if code, body := postJSON(t, p.url("/api/pins/fx/described/accept"), `{"sha256": "0000"}`); code != http.StatusConflict {
+		t.Errorf("accepting a definition not reviewed: %d %s", code, body)
+	}
+
 	if r := toolmux(t, dir, "", "--data-dir", data, "tools", "--accept", "fx/described"); r.code != 0 || !strings.Contains(r.stdout, "accepted fx/described") {
 		t.Fatalf("tools --accept: exit %d %q %s", r.code, r.stdout, r.stderr)
 	}
@@ -188,6 +205,37 @@ func TestPinningAsk(t *testing.T) {
 	if err := json.Unmarshal([]byte(r.stdout), &rec); err != nil || r.code != 1 || rec.Error == nil || rec.Error.Kind != "approval_denied" {
 		t.Errorf("ask, nobody to ask: exit %d %v %s %s", r.code, err, r.stdout, r.stderr)
 	}
+
+	// Accepted on the API with the sha256 reviewed: no more question.
+	p := startServeProc(t, dir, home)
+	var apiPins []struct{ Server, Tool, State, Current string }
+	p.getJSON(t, "/api/pins", &apiPins)
+	current := ""
+	for _, e := range apiPins {
+		if e.Server == "fx" && e.Tool == "described" && e.State == "changed" {
+			current = e.Current
+		}
+	}
+	if current == "" {
+		t.Fatalf("GET /api/pins: %+v", apiPins)
+	}
+	if code, body := postJSON(t, p.url("/api/pins/fx/described/accept"), `{"sha256": "`+current+`"}`); code != http.StatusOK || !strings.Contains(body, `"accepted": true`) {
+		t.Errorf("POST accept: %d %s", code, body)
+	}
+	if r := toolmux(t, dir, "", "--data-dir", data, "call", "fx", "described"); r.code != 0 || strings.TrimSpace(r.stdout) != "described ran" {
+		t.Errorf("after the API's accept: exit %d %q %s", r.code, r.stdout, r.stderr)
+	}
+}
+
+func postJSON(t *testing.T, url, body string) (int, string) {
+	t.Helper()
+	resp, err := http.Post(url, "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
 }
 
 // Processes sharing a data directory agree on pins: many listing a new

@@ -300,7 +300,7 @@ func (a *app) serveRun(ctx context.Context, addr, token string, rt *toolmux.Runt
 	approvals.SetWhere(page.url)
 	g := gateway.New(gateway.Scheduled{Catalog: rt.Pipeline, Calls: rt.Scheduler}, gateway.Options{Version: versionString(), Logger: a.logger(),
 		Sessions: sessionTasks(rt.Log, a.logger()),
-		API: api.New(api.Options{Catalog: rt.Pipeline, Caller: rt.Scheduler, Health: rt.Manager.Health, Policy: rt.Policy,
+		API: api.New(api.Options{Catalog: rt.Pipeline, Caller: rt.Scheduler, Health: rt.Manager.Health, Pins: rt.Pins, Policy: rt.Policy,
 			Approvals: approvals, Log: rt.Log, Events: rt.Events, Version: versionString(), Run: page.get})})
 	stopHTTP := serveBeside(ctx, ln, g.Mux(token, gateway.Security{Loopback: gateway.IsLoopback(addr)}))
 	fmt.Fprintf(a.stderr, "toolmux: watch the run at %s\n", page.url)
