@@ -335,7 +335,7 @@ func pinsFor(cfg *config.Config, rt *Runtime) (*pipeline.Pins, error) {
 		Servers: cfg.Pinning.Servers,
 		Pinned:  func(server string) bool { return servers[server] },
 		Ask: func(ctx context.Context, call tool.Call, def tool.Tool, question string) error {
-			return rt.Gate.Approve(ctx, def, call, policy.Decision{Action: policy.Ask, Rule: "pinning", Message: question})
+			return rt.Gate.Approve(ctx, def, call, policy.Decision{Action: policy.Ask, Rule: "pinning", Message: question, Once: true})
 		},
 	})
 }

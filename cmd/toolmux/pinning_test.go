@@ -206,8 +206,37 @@ func TestPinningAsk(t *testing.T) {
 		t.Errorf("ask, nobody to ask: exit %d %v %s %s", r.code, err, r.stdout, r.stderr)
 	}
 
-	// Accepted on the API with the sha256 reviewed: no more question.
+	// serve with the page's approver attached: the call waits in the
+	// queue with the difference, and runs once approved; an "always"
+	// answer counts as once.
 	p := startServeProc(t, dir, home)
+	p.attach(t)
+	for round := range 2 {
+		codes := make(chan int, 1)
+		go func() {
+			code, _ := postJSON(t, p.url("/api/tools/fx/described/call"), `{"arguments": {}}`)
+			codes <- code
+		}()
+		var pending []struct{ ID, Rule, Message string }
+		if !testservers.Eventually(30*time.Second, func() bool {
+			pending = nil
+			p.getJSON(t, "/api/approvals", &pending)
+			return len(pending) == 1
+		}) {
+			t.Fatalf("round %d: no question about the changed tool", round)
+		}
+		if pending[0].Rule != "pinning" || !strings.Contains(pending[0].Message, "+   \"description\": \""+rugPull) {
+			t.Errorf("the question: %+v", pending[0])
+		}
+		if code, body := postJSON(t, p.url("/api/approvals/"+pending[0].ID), `{"decision": "always_tool"}`); code != http.StatusNoContent {
+			t.Fatalf("answer: %d %s", code, body)
+		}
+		if code := <-codes; code != http.StatusOK {
+			t.Errorf("round %d: the approved call ended %d", round, code)
+		}
+	}
+
+	// Accepted on the API with the sha256 reviewed: no more question.
 	var apiPins []struct{ Server, Tool, State, Current string }
 	p.getJSON(t, "/api/pins", &apiPins)
 	current := ""
