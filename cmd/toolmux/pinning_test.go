@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/chromedp"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/toolmux/toolmux/internal/testservers"
@@ -323,4 +324,33 @@ func countOff(m map[string]pinnedEntry) int {
 		}
 	}
 	return n
+}
+
+// The page shows a held tool changed, with the difference, and accepts it
+// with a click.
+func TestBrowserPinAccept(t *testing.T) {
+	t.Parallel()
+	dir, descFile := pinWorkspace(t, "")
+	home := t.TempDir()
+	data := filepath.Join(home, "toolmux")
+	if r := toolmux(t, dir, "", "--data-dir", data, "call", "fx", "described"); r.code != 0 {
+		t.Fatalf("first run: exit %d %s", r.code, r.stderr)
+	}
+	if err := os.WriteFile(descFile, []byte(rugPull), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s := startServeProc(t, dir, home)
+	b := newUIBrowser(t)
+	b.do(chromedp.Navigate(s.url("/#catalog")))
+	row := `#tools tr[data-name="fx__described"]`
+	b.visible(row + ` .pin-changed`)
+	b.do(chromedp.Click(chromedp.CSS(row + ` .pin-changed > summary`)))
+	if got := b.text(row + ` .pin-changed pre`); !strings.Contains(got, "evil.example") {
+		t.Errorf("the difference shown: %q", got)
+	}
+	b.do(chromedp.Click(chromedp.CSS(row + ` .pin-accept`)))
+	b.until("the pin accepted", `!document.querySelector('#tools tr[data-name="fx__described"] .pin-changed')`)
+	if r := toolmux(t, dir, "", "--data-dir", data, "call", "fx", "described"); r.code != 0 {
+		t.Errorf("after the page's accept: exit %d %s", r.code, r.stderr)
+	}
 }
