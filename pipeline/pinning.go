@@ -15,6 +15,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/toolmux/toolmux/tool"
 )
@@ -50,9 +51,9 @@ const DefaultMaxPinBytes = 256 << 10
 // cache starts again (it only saves re-reading files and re-hashing).
 const maxPinCache = 100_000
 
-// maxDiffLines bounds the lines a diff is computed over (its cost is their
-// product); past it the diff shows both definitions' changed fields whole.
-const maxDiffLines = 2_000
+// maxDiffLines bounds the changed lines a diff is computed over (its
+// memory is their product); past it the diff lists both sides' lines.
+const maxDiffLines = 500
 
 // PinningOptions configure pinned tool definitions (NewPins).
 type PinningOptions struct {
@@ -116,7 +117,7 @@ type PinStatus struct {
 // exclusively, an acceptance replaces the file atomically).
 type Pins struct {
 	o     PinningOptions
-	mu    sync.Mutex
+	mu    sync.RWMutex
 	cache map[pinKey]*pinEntry
 }
 
@@ -131,6 +132,7 @@ type pinEntry struct {
 	ann     tool.Annotations
 	current string // sha256 of that definition
 	pinned  string // sha256 of the pin it was checked against
+	diff    string // their difference, when they differ
 }
 
 // NewPins returns the pins the options describe. With no Dir, or with every
@@ -246,9 +248,9 @@ func (p *Pins) check(def tool.Tool, pol string, cached bool) (PinStatus, error) 
 	k := pinKey{def.Server, def.Name}
 	schema := mapID(def.InputSchema)
 	if cached {
-		p.mu.Lock()
+		p.mu.RLock()
 		e := p.cache[k]
-		p.mu.Unlock()
+		p.mu.RUnlock()
 		if e != nil && e.current == e.pinned && e.desc == def.Description && e.schema == schema && e.ann == def.Annotations {
 			return PinStatus{Server: k.server, Tool: k.tool, State: PinStatePinned, Policy: pol, Pinned: e.pinned, Current: e.current}, nil
 		}
@@ -268,13 +270,22 @@ func (p *Pins) check(def tool.Tool, pol string, cached bool) (PinStatus, error) 
 	st := PinStatus{Server: k.server, Tool: k.tool, State: PinStatePinned, Policy: pol, Pinned: pin.SHA256, Current: sum}
 	if pin.SHA256 != sum {
 		st.State = PinStateChanged
-		st.Diff = pinDiff(pin, canon)
+		// A held tool is checked again on each call (an acceptance
+		// elsewhere must release it); its difference is computed once.
+		p.mu.RLock()
+		e := p.cache[k]
+		p.mu.RUnlock()
+		if e != nil && e.current == sum && e.pinned == pin.SHA256 && e.diff != "" {
+			st.Diff = e.diff
+		} else {
+			st.Diff = pinDiff(pin, canon)
+		}
 	}
 	p.mu.Lock()
 	if len(p.cache) >= maxPinCache {
 		clear(p.cache)
 	}
-	p.cache[k] = &pinEntry{desc: def.Description, schema: schema, ann: def.Annotations, current: sum, pinned: pin.SHA256}
+	p.cache[k] = &pinEntry{desc: def.Description, schema: schema, ann: def.Annotations, current: sum, pinned: pin.SHA256, diff: st.Diff}
 	p.mu.Unlock()
 	return st, nil
 }
@@ -462,8 +473,22 @@ func pinDiff(pin Pin, canon []byte) string {
 	if pin.Definition == nil {
 		return fmt.Sprintf("(the pinned definition, %d bytes, was too large to keep; only its hash is known)", pin.Size)
 	}
-	return LineDiff(indentJSON(pin.Definition), indentJSON(canon))
+	d := LineDiff(indentJSON(pin.Definition), indentJSON(canon))
+	if len(d) > maxDiffBytes {
+		// The message goes to models and records: its head says enough
+		// to hold the tool; the definitions are in the pin and the
+		// server's listing.
+		cut := maxDiffBytes
+		for cut > 0 && !utf8.RuneStart(d[cut]) {
+			cut--
+		}
+		d = fmt.Sprintf("%s\n… (%d more bytes of difference)", d[:cut], len(d)-cut)
+	}
+	return d
 }
+
+// maxDiffBytes bounds the difference a message carries.
+const maxDiffBytes = 16 << 10
 
 func indentJSON(b []byte) []string {
 	var v any

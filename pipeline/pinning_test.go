@@ -171,3 +171,14 @@ func TestLineDiff(t *testing.T) {
 		}
 	}
 }
+
+// A difference past the bound is cut, saying how much is left.
+func TestPinsLongDiff(t *testing.T) {
+	p, _ := NewPins(PinningOptions{Dir: t.TempDir()})
+	long := func(c string) string { return strings.Repeat(strings.Repeat(c, 60)+"\n", 1000) }
+	callThrough(t, p, pinnedTool(long("a")))
+	rec, _ := callThrough(t, p, pinnedTool(long("b")))
+	if tool.KindOf(rec.Err()) != tool.KindToolChanged || len(rec.Error.Message) > 17<<10 || !strings.Contains(rec.Error.Message, "more bytes of difference") {
+		t.Errorf("%d bytes: %.200s", len(rec.Error.Message), rec.Error.Message)
+	}
+}
