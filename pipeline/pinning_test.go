@@ -182,3 +182,21 @@ func TestPinsLongDiff(t *testing.T) {
 		t.Errorf("%d bytes: %.200s", len(rec.Error.Message), rec.Error.Message)
 	}
 }
+
+// BenchmarkPinsUnchanged is what pinning adds to a call of a pinned tool
+// whose definition did not change: a look-up in memory, no file, no hash.
+func BenchmarkPinsUnchanged(b *testing.B) {
+	p, _ := NewPins(PinningOptions{Dir: b.TempDir()})
+	def := pinnedTool("Lists a folder.")
+	if _, err := p.check(def, PinHold, true); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			if st, err := p.check(def, PinHold, true); err != nil || st.State != PinStatePinned {
+				b.Fatal(st, err)
+			}
+		}
+	})
+}
