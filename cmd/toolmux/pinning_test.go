@@ -105,8 +105,12 @@ func TestPinningHoldsAChangedTool(t *testing.T) {
 		t.Errorf("tools table:\n%s", r.stdout)
 	}
 
-	// serve, on the same data directory: held on /mcp too.
+	// serve, on the same data directory: it says so at start, and holds
+	// the tool on /mcp too.
 	p := startServeProc(t, dir, home)
+	if !strings.Contains(p.stderr.String(), "toolmux: fx/described changed since it was pinned (policy hold") {
+		t.Errorf("serve's start-up lines:\n%s", p.stderr.String())
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	cs := p.connect(t, ctx)
@@ -352,5 +356,20 @@ func TestBrowserPinAccept(t *testing.T) {
 	b.until("the pin accepted", `!document.querySelector('#tools tr[data-name="fx__described"] .pin-changed')`)
 	if r := toolmux(t, dir, "", "--data-dir", data, "call", "fx", "described"); r.code != 0 {
 		t.Errorf("after the page's accept: exit %d %s", r.code, r.stderr)
+	}
+}
+
+// serve pins the tools it lists at start, before any call: a definition
+// changed between that listing and a tool's first call is caught.
+func TestServePinsAtStart(t *testing.T) {
+	t.Parallel()
+	dir, _ := pinWorkspace(t, "")
+	home := t.TempDir()
+	startServeProc(t, dir, home)
+	// Counted before toolmux tools runs, which would pin them too.
+	files, err := filepath.Glob(filepath.Join(home, "toolmux", "pins", "*.json"))
+	r := toolmux(t, dir, "", "--data-dir", filepath.Join(home, "toolmux"), "tools", "--json")
+	if n := len(pinStates(t, r.stdout)) - countOff(pinStates(t, r.stdout)); err != nil || n == 0 || len(files) != n {
+		t.Errorf("%d pin files after serve started, %d pinned tools (%v)", len(files), n, err)
 	}
 }

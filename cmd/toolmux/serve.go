@@ -201,7 +201,8 @@ closes every upstream server and the task log, and says what it cancelled.`,
 			// in the background while serving; when one comes back (or
 			// its tools change), the clients are told the tool list
 			// changed.
-			rt.Manager.Recover(func(*tool.Catalog) {
+			rt.Manager.Recover(func(cat *tool.Catalog) {
+				a.pinCatalog(rt, cat)
 				if err := g.Sync(ctx); err != nil && ctx.Err() == nil {
 					a.logger().Warn("updating the gateway's tools", "error", err)
 				}
@@ -215,6 +216,7 @@ closes every upstream server and the task log, and says what it cancelled.`,
 				return &exitError{code: exitFailed, err: err}
 			}
 			a.reportServers(cat, st)
+			a.pinCatalog(rt, cat)
 			sec.Loopback = gateway.IsLoopback(addr)
 			if stdio {
 				var stopHTTP func()

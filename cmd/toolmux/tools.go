@@ -224,3 +224,23 @@ func indent(s, prefix string) string {
 	}
 	return strings.Join(lines, "\n")
 }
+
+// pinCatalog pins the tools of cat never seen before, so that a server
+// changing a definition after serve listed it is caught even before the
+// tool's first call, and says on stderr which tools changed since they
+// were pinned.
+func (a *app) pinCatalog(rt *toolmux.Runtime, cat *tool.Catalog) {
+	if rt.Pins == nil || cat == nil {
+		return
+	}
+	for _, t := range cat.Tools() {
+		st, err := rt.Pins.Status(t)
+		switch {
+		case err != nil:
+			a.logger().Warn("pinning", "server", t.Server, "tool", t.Name, "error", err)
+		case st.State == pipeline.PinStateChanged:
+			fmt.Fprintf(a.stderr, "toolmux: %s/%s changed since it was pinned (policy %s; see toolmux tools, accept with toolmux tools --accept %s/%s)\n",
+				t.Server, t.Name, st.Policy, t.Server, t.Name)
+		}
+	}
+}
