@@ -261,8 +261,14 @@ func (p *Pins) check(def tool.Tool, pol string, cached bool) (PinStatus, error) 
 	}
 	sum := sha(canon)
 	pin, err := p.read(k)
-	if errors.Is(err, fs.ErrNotExist) {
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
 		pin, err = p.create(def, canon, sum)
+	case errors.Is(err, errPinCorrupt):
+		// Only a crash while a first pin was written leaves one that
+		// does not parse: that first sight is made again.
+		pin = p.newPin(def, canon, sum)
+		err = p.replace(pin)
 	}
 	if err != nil {
 		return PinStatus{}, err
@@ -311,38 +317,43 @@ func (p *Pins) Accept(def tool.Tool) (Pin, error) {
 	}
 	pin := p.newPin(def, canon, sha(canon))
 	pin.Accepted = true
-	b, err := json.Marshal(pin)
-	if err != nil {
-		return Pin{}, err
-	}
-	if err := os.MkdirAll(p.o.Dir, 0o700); err != nil {
-		return Pin{}, err
-	}
-	tmp, err := os.CreateTemp(p.o.Dir, ".accept-*")
-	if err != nil {
-		return Pin{}, err
-	}
-	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(b); err != nil {
-		tmp.Close()
-		return Pin{}, err
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return Pin{}, err
-	}
-	if err := tmp.Close(); err != nil {
-		return Pin{}, err
-	}
-	// A rename replaces the pin atomically: a reader in another process
-	// sees the old pin or the new one, never a part.
-	if err := os.Rename(tmp.Name(), p.path(pinKey{def.Server, def.Name})); err != nil {
+	if err := p.replace(pin); err != nil {
 		return Pin{}, err
 	}
 	p.mu.Lock()
 	delete(p.cache, pinKey{def.Server, def.Name})
 	p.mu.Unlock()
 	return pin, nil
+}
+
+// replace writes pin in place of its tool's pin, durably (a person's
+// acceptance must not be lost): written aside, synced, renamed into
+// place, so a reader in another process sees the old pin or the new one,
+// never a part.
+func (p *Pins) replace(pin Pin) error {
+	b, err := json.Marshal(pin)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(p.o.Dir, 0o700); err != nil {
+		return err
+	}
+	tmp, err := os.CreateTemp(p.o.Dir, ".accept-*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	_, err = tmp.Write(b)
+	if err == nil {
+		err = tmp.Sync()
+	}
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), p.path(pinKey{pin.Server, pin.Tool}))
 }
 
 // Pins returns every pin kept, sorted by server and tool; files that are
@@ -390,14 +401,17 @@ func (p *Pins) read(k pinKey) (Pin, error) {
 	return pin, err
 }
 
+// errPinCorrupt is a pin file that does not parse.
+var errPinCorrupt = errors.New("pinning: not a pin")
+
 func readPin(path string) (Pin, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return Pin{}, err
 	}
 	var pin Pin
-	if err := json.Unmarshal(b, &pin); err != nil {
-		return Pin{}, fmt.Errorf("pinning: %s: %w", path, err)
+	if err := json.Unmarshal(b, &pin); err != nil || pin.SHA256 == "" {
+		return Pin{}, fmt.Errorf("%w: %s: %v", errPinCorrupt, path, err)
 	}
 	return pin, nil
 }
@@ -427,10 +441,10 @@ func (p *Pins) create(def tool.Tool, canon []byte, sum string) (Pin, error) {
 		return Pin{}, err
 	}
 	defer os.Remove(tmp.Name())
+	// Not synced: a first pin lost to a crash is made again at the next
+	// sight, and one cut short by it is replaced (errPinCorrupt); a
+	// thousand tools seen at once must not cost a thousand fsyncs.
 	_, err = tmp.Write(b)
-	if err == nil {
-		err = tmp.Sync()
-	}
 	if cerr := tmp.Close(); err == nil {
 		err = cerr
 	}

@@ -200,3 +200,25 @@ func BenchmarkPinsUnchanged(b *testing.B) {
 		}
 	})
 }
+
+// A pin file cut short (a crash while a first pin was written) is made
+// again at the next sight.
+func TestPinsCorruptFileRepinned(t *testing.T) {
+	dir := t.TempDir()
+	p, _ := NewPins(PinningOptions{Dir: dir})
+	def := pinnedTool("Lists a folder.")
+	if _, err := p.Status(def); err != nil {
+		t.Fatal(err)
+	}
+	files, _ := filepath.Glob(filepath.Join(dir, "*.json"))
+	if len(files) != 1 || os.WriteFile(files[0], nil, 0o600) != nil {
+		t.Fatalf("pin files: %v", files)
+	}
+	q, _ := NewPins(PinningOptions{Dir: dir})
+	if st, err := q.Status(def); err != nil || st.State != PinStatePinned {
+		t.Errorf("after the crash: %+v %v", st, err)
+	}
+	if b, _ := os.ReadFile(files[0]); len(b) == 0 {
+		t.Error("the pin was not written again")
+	}
+}
