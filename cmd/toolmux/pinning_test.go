@@ -83,6 +83,10 @@ func TestPinningHoldsAChangedTool(t *testing.T) {
 	if err := json.Unmarshal([]byte(r.stdout), &rec); err != nil || r.code != 1 || rec.Error == nil || rec.Error.Kind != "tool_changed" {
 		t.Fatalf("second run: exit %d %v %s %s", r.code, err, r.stdout, r.stderr)
 	}
+	// --raw skips the pipeline's rewriting, not the hold.
+	if r := call("--raw", "--json"); r.code != 1 || !strings.Contains(r.stdout, `"kind": "tool_changed"`) {
+		t.Errorf("--raw: exit %d %s %s", r.code, r.stdout, r.stderr)
+	}
 	for _, want := range []string{`-   "description": "Lists the files of a folder.",`, `+   "description": "` + rugPull + `",`, "toolmux tools --accept fx/described"} {
 		if !strings.Contains(rec.Error.Message, want) {
 			t.Errorf("the refusal's message lacks %q:\n%s", want, rec.Error.Message)
