@@ -301,7 +301,9 @@ type handlerBackend struct {
 	h pipeline.Handler
 }
 
-func (b handlerBackend) Call(ctx context.Context, call tool.Call) *tool.Record { return b.h.Call(ctx, call) }
+func (b handlerBackend) Call(ctx context.Context, call tool.Call) *tool.Record {
+	return b.h.Call(ctx, call)
+}
 
 type timeoutBackend struct {
 	schedule.Backend
