@@ -18,6 +18,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"path/filepath"
 
 	"github.com/toolmux/toolmux/agent"
 	"github.com/toolmux/toolmux/config"
@@ -28,6 +29,7 @@ import (
 	"github.com/toolmux/toolmux/schedule"
 	"github.com/toolmux/toolmux/stream"
 	"github.com/toolmux/toolmux/tasklog"
+	"github.com/toolmux/toolmux/tool"
 )
 
 // Options adjust Open. The zero value is a runtime of the configuration
@@ -123,6 +125,9 @@ type Runtime struct {
 	Events    *stream.Hub
 	// Log is the task log; nil when there is none.
 	Log *tasklog.Log
+	// Pins are the pinned tool definitions (docs/operations.md); nil
+	// without a data directory.
+	Pins *pipeline.Pins
 	// Model is the agents' model; nil when none is configured.
 	Model llm.Model
 
@@ -172,6 +177,12 @@ func Open(ctx context.Context, cfg *config.Config, o Options) (rt *Runtime, err 
 	}
 	if len(o.Middleware) > 0 {
 		popts = append(popts, pipeline.WithMiddleware(o.Middleware...))
+	}
+	if cfg.DataDir != "" {
+		if rt.Pins, err = pinsFor(cfg, rt); err != nil {
+			return rt, err
+		}
+		popts = append(popts, pipeline.WithPinning(rt.Pins))
 	}
 	var mopts []manager.Option
 	for _, src := range o.Sources {
@@ -310,4 +321,24 @@ func (rt *Runtime) Close(ctx context.Context) error {
 		errs = append(errs, rt.Log.Close())
 	}
 	return errors.Join(errs...)
+}
+
+// pinsFor returns the pins of cfg, kept in the data directory's pins/. Only
+// the configured servers are pinned: the built-in tools and sub-agents are
+// described by toolmux and its configuration, which a person changes. The
+// ask policy puts its question through rt's gate, built after the pipeline.
+func pinsFor(cfg *config.Config, rt *Runtime) (*pipeline.Pins, error) {
+	servers := make(map[string]bool, len(cfg.Servers))
+	for _, s := range cfg.Servers {
+		servers[s.Name] = true
+	}
+	return pipeline.NewPins(pipeline.PinningOptions{
+		Dir:     filepath.Join(cfg.DataDir, "pins"),
+		Policy:  cfg.Pinning.Policy,
+		Servers: cfg.Pinning.Servers,
+		Pinned:  func(server string) bool { return servers[server] },
+		Ask: func(ctx context.Context, call tool.Call, def tool.Tool, question string) error {
+			return rt.Gate.Approve(ctx, def, call, policy.Decision{Action: policy.Ask, Rule: "pinning", Message: question, Once: true})
+		},
+	})
 }

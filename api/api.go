@@ -10,6 +10,8 @@ package api
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -18,6 +20,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/toolmux/toolmux/pipeline"
 	"github.com/toolmux/toolmux/policy"
 	"github.com/toolmux/toolmux/tasklog"
 	"github.com/toolmux/toolmux/tool"
@@ -49,6 +52,9 @@ type Options struct {
 	Log *tasklog.Log
 	// Events serves the event stream (a *stream.Hub).
 	Events http.Handler
+	// Pins are the pinned tool definitions, for /api/pins; nil: those
+	// routes answer 404.
+	Pins *pipeline.Pins
 	// MaxCallBytes bounds the body of a call request; 0 means 16 MiB.
 	MaxCallBytes int64
 	// Version is toolmux's version, for /api/info.
@@ -108,6 +114,8 @@ func New(o Options) http.Handler {
 	mux.HandleFunc("POST /api/approvals/{id}", s.decide)
 	mux.HandleFunc("GET /api/events", s.events)
 	mux.HandleFunc("GET /api/fleet", s.fleet)
+	mux.HandleFunc("GET /api/pins", s.pins)
+	mux.HandleFunc("POST /api/pins/{server}/{tool}/accept", s.acceptPin)
 	mux.HandleFunc("/api/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "not_found", fmt.Sprintf("no API route %s %s (see docs/api.md)", r.Method, r.URL.Path))
 	})
@@ -179,6 +187,79 @@ func (s *server) tools(w http.ResponseWriter, r *http.Request) {
 		out = append(out, info)
 	}
 	writeJSON(w, http.StatusOK, out)
+}
+
+// pins answers the pin state of every tool of the catalog (pinning the
+// tools never seen, as a call would).
+func (s *server) pins(w http.ResponseWriter, r *http.Request) {
+	if s.o.Pins == nil {
+		writeError(w, http.StatusNotFound, "not_found", "no pins are kept (no data directory)")
+		return
+	}
+	cat, err := s.o.Catalog.Tools(r.Context())
+	if err != nil {
+		writeToolError(w, err)
+		return
+	}
+	out := make([]pipeline.PinStatus, 0, cat.Len())
+	for _, t := range cat.Tools() {
+		st, err := s.o.Pins.Status(t)
+		if err != nil {
+			writeError(w, http.StatusInternalServerError, "pin_failed", err.Error())
+			return
+		}
+		out = append(out, st)
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// acceptRequest is the optional body of an acceptance: the sha256 of the
+// definition the person reviewed, so that a definition that changed again
+// since is not accepted unseen.
+type acceptRequest struct {
+	SHA256 string `json:"sha256,omitempty"`
+}
+
+// acceptPin pins the definition the server presents now.
+func (s *server) acceptPin(w http.ResponseWriter, r *http.Request) {
+	if s.o.Pins == nil {
+		writeError(w, http.StatusNotFound, "not_found", "no pins are kept (no data directory)")
+		return
+	}
+	var req acceptRequest
+	body := http.MaxBytesReader(w, r.Body, 4096)
+	if err := json.NewDecoder(body).Decode(&req); err != nil && !errors.Is(err, io.EOF) {
+		writeError(w, http.StatusBadRequest, "bad_request", "the body must be empty or {\"sha256\": \"...\"}: "+err.Error())
+		return
+	}
+	cat, err := s.o.Catalog.Tools(r.Context())
+	if err != nil {
+		writeToolError(w, err)
+		return
+	}
+	server, name := r.PathValue("server"), r.PathValue("tool")
+	def, ok := cat.Find(server, name)
+	if !ok {
+		writeError(w, http.StatusNotFound, string(tool.KindToolNotRegistered), fmt.Sprintf("no tool %s/%s", server, name))
+		return
+	}
+	if req.SHA256 != "" {
+		canon, err := pipeline.Canonical(def)
+		if err != nil {
+			writeError(w, http.StatusInternalServerError, "pin_failed", err.Error())
+			return
+		}
+		if sum := sha256.Sum256(canon); hex.EncodeToString(sum[:]) != req.SHA256 {
+			writeError(w, http.StatusConflict, "pin_conflict", fmt.Sprintf("%s/%s now presents the definition %s, not the %s reviewed; review it again", server, name, hex.EncodeToString(sum[:]), req.SHA256))
+			return
+		}
+	}
+	pin, err := s.o.Pins.Accept(def)
+	if err != nil {
+		writeError(w, http.StatusInternalServerError, "pin_failed", err.Error())
+		return
+	}
+	writeJSON(w, http.StatusOK, pin)
 }
 
 // callRequest is the body of a call: the arguments, and optionally the

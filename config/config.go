@@ -92,6 +92,9 @@ type Config struct {
 	Policy Policy
 	// TaskLog controls the task log kept in DataDir (docs/tasklog.md).
 	TaskLog TaskLog
+	// Pinning says what happens when a server changes a tool's definition
+	// after it was pinned (`pinning:`, docs/operations.md).
+	Pinning Pinning
 	// Passthrough bounds the client sessions of toolmux serve's
 	// passthrough routes, for every server that does not set its own.
 	Passthrough Passthrough
@@ -107,6 +110,24 @@ type Config struct {
 	// Agents are the sub-agents (`agents:`), in file order, names unique;
 	// each is offered as the tool agent-NAME__TOOL.
 	Agents []Agent
+}
+
+// Pinning policies, the values of Pinning.Policy and Pinning.Servers.
+const (
+	PinHold = "hold"
+	PinAsk  = "ask"
+	PinWarn = "warn"
+	PinOff  = "off"
+)
+
+// Pinning is the `pinning:` section: the policy for tools whose definition
+// changed since it was pinned. Empty values mean the pipeline's defaults
+// (hold).
+type Pinning struct {
+	// Policy is hold, ask, warn or off; "" means hold.
+	Policy string
+	// Servers overrides Policy for the servers named.
+	Servers map[string]string
 }
 
 // Task-log durabilities, the values of TaskLog.Durability.

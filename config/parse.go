@@ -31,7 +31,7 @@ import (
 // order is also the order "expected one of" lists them in.
 var topKeys = []string{"workspace", "data_dir", "builtin", "connect_timeout", "timeout",
 	"allow", "deny", "retry", "circuit_breaker", "health_check", "servers", "mcpServers", "pipeline", "policy", "task_log",
-	"limits", "model", "agent", "agents", "passthrough"}
+	"pinning", "limits", "model", "agent", "agents", "passthrough"}
 
 type parser struct {
 	file   string
@@ -44,6 +44,10 @@ type parser struct {
 	// nested merges would cost exponential time.
 	merged  map[*yaml.Node][]entry
 	merging map[*yaml.Node]bool
+
+	// pinServers are the entries of pinning.servers, checked against the
+	// servers once those are read.
+	pinServers []entry
 }
 
 type entry struct {
@@ -256,6 +260,7 @@ func (p *parser) config(root *yaml.Node, isJSON bool) *Config {
 		p.geminiDiscovered(gemini, cfg, seen)
 	}
 	p.checkAgents(cfg, &agents)
+	p.checkPinning(cfg)
 	return cfg
 }
 
@@ -306,6 +311,8 @@ func (p *parser) topLevel(e entry, cfg *Config, agents *agentDecls) {
 		cfg.Builtin = p.builtin(e.v, kp, cfg.Builtin)
 	case "task_log":
 		cfg.TaskLog = p.taskLog(e.v, kp, cfg.TaskLog)
+	case "pinning":
+		cfg.Pinning = p.pinning(e.v, kp)
 	case "passthrough":
 		cfg.Passthrough = p.passthrough(e.v, kp, cfg.Passthrough)
 	case "limits":
@@ -338,6 +345,55 @@ func (p *parser) topLevel(e entry, cfg *Config, agents *agentDecls) {
 		cfg.Agent = p.agent(e, kp, cfg.Agent, agents)
 	case "agents":
 		cfg.Agents = p.agents(e.v, kp, agents)
+	}
+}
+
+var (
+	pinningKeys     = []string{"policy", "servers"}
+	pinningPolicies = []string{PinHold, PinAsk, PinWarn, PinOff}
+)
+
+// pinning reads the `pinning:` section; the servers it names are checked
+// against the configured ones once those are read (checkPinning).
+func (p *parser) pinning(n *yaml.Node, kp string) Pinning {
+	var pn Pinning
+	p.fields(n, kp, pinningKeys, func(e entry, fp string) {
+		switch e.key {
+		case "policy":
+			pn.Policy, _ = p.choice(e.v, fp, "policy", pinningPolicies)
+		case "servers":
+			es, _ := p.entries(e.v, fp)
+			for _, s := range es {
+				sp := join(fp, s.key)
+				if v, ok := p.choice(s.v, sp, "policy", pinningPolicies); ok {
+					if pn.Servers == nil {
+						pn.Servers = map[string]string{}
+					}
+					pn.Servers[s.key] = v
+					p.pinServers = append(p.pinServers, s)
+				}
+			}
+		}
+	})
+	return pn
+}
+
+// checkPinning reports pinning.servers entries that name no configured
+// server: a misspelt name would leave that server under the default.
+func (p *parser) checkPinning(cfg *Config) {
+	names := make([]string, 0, len(cfg.Servers))
+	for _, s := range cfg.Servers {
+		names = append(names, s.Name)
+	}
+	for _, e := range p.pinServers {
+		if slices.Contains(names, e.key) {
+			continue
+		}
+		msg := fmt.Sprintf("no server named %s is configured", quote(e.key))
+		if sug := suggest(e.key, names); sug != "" {
+			msg += "; did you mean " + sug + "?"
+		}
+		p.errAt(e.k, join("pinning.servers", e.key), "%s", msg)
 	}
 }
 

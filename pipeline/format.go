@@ -93,6 +93,8 @@ func fixHint(k tool.Kind) string {
 		return "neither the tool nor its fallbacks could answer; try another approach."
 	case tool.KindOutcomeUnknown:
 		return "check whether its effect happened (read the state it changes) before you call it again."
+	case tool.KindToolChanged:
+		return "the tool's definition changed since it was approved; do not retry it until a person accepts the change, use another tool or tell the user."
 	case tool.KindExecutionFailed:
 		return "the call failed unexpectedly; try again once, then use another tool."
 	}

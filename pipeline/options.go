@@ -269,6 +269,7 @@ type options struct {
 	validate     ValidateOptions
 	urlPolicy    URLPolicyOptions
 	dedupe       DedupeOptions
+	pins         *Pins
 	extra        []Middleware
 }
 
@@ -295,6 +296,13 @@ func WithLookupEnv(f func(string) (string, bool)) Option {
 func WithOrder(names ...string) Option {
 	return func(o *options) { o.order, o.orderSet = slices.Clone(names), true }
 }
+
+// WithPinning checks every call's tool definition against its pin (see
+// Pins): a middleware placed after the steps that act on records and after
+// fallback, before the built-in ones that read the definition (repair,
+// validate, url_policy, dedupe), so a held call reaches none of them.
+// Without it (or with a nil p), nothing is pinned.
+func WithPinning(p *Pins) Option { return func(o *options) { o.pins = p } }
 
 // WithRedact sets what the record middleware masks.
 func WithRedact(r RedactOptions) Option { return func(o *options) { o.redact = r } }

@@ -58,8 +58,12 @@ func New(b Backend, opts ...Option) (*Pipeline, error) {
 	if o.dataDir != "" {
 		spill = filepath.Join(o.dataDir, "spill")
 	}
-	mws := make([]Middleware, 0, len(order)+len(o.extra))
+	mws := make([]Middleware, 0, len(order)+len(o.extra)+1)
+	pinning := o.pins != nil
 	for _, name := range order {
+		if pinning && slices.Contains([]string{NameRepair, NameValidate, NameURLPolicy, NameDedupe}, name) {
+			mws, pinning = append(mws, o.pins.Middleware(b)), false
+		}
 		mw, after, err := p.middleware(name, b, o, spill)
 		if err != nil {
 			return nil, fmt.Errorf("pipeline: %s: %w", name, err)
@@ -71,6 +75,9 @@ func New(b Backend, opts ...Option) (*Pipeline, error) {
 			}
 			p.after = append(p.after, after)
 		}
+	}
+	if pinning {
+		mws = append(mws, o.pins.Middleware(b))
 	}
 	p.chain = Chain(b, append(mws, o.extra...)...)
 	return p, nil

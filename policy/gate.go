@@ -173,7 +173,7 @@ func (g *Gate) Approve(ctx context.Context, t tool.Tool, call tool.Call, d Decis
 		return &tool.Error{Kind: tool.KindApprovalDenied, Server: server, Tool: name,
 			Message: fmt.Sprintf("the policy gave no valid decision (%q) for %s/%s", d.Action, server, name)}
 	}
-	if g.remembered(server, name) != "" {
+	if !d.Once && g.remembered(server, name) != "" {
 		return nil
 	}
 	if g.approver == nil {
@@ -192,7 +192,7 @@ func (g *Gate) Approve(ctx context.Context, t tool.Tool, call tool.Call, d Decis
 		return waitEnded(server, name, ctx.Err())
 	}
 	defer func() { <-g.turn }()
-	if g.remembered(server, name) != "" {
+	if !d.Once && g.remembered(server, name) != "" {
 		return nil
 	}
 	ans, err := g.approver.Approve(ctx, req)
@@ -225,7 +225,7 @@ func (g *Gate) askConcurrently(ctx context.Context, req Request, server, name st
 		g.mu.RLock()
 		changed := g.changed
 		g.mu.RUnlock()
-		if g.remembered(server, name) != "" {
+		if !req.Decision.Once && g.remembered(server, name) != "" {
 			cancel(errCovered)
 			<-replies
 			return nil
@@ -268,7 +268,9 @@ func (g *Gate) answered(ctx context.Context, req Request, server, name string, a
 	switch ans {
 	case ProceedOnce:
 	case AlwaysTool, AlwaysServer:
-		g.remember(server, name, ans, d)
+		if !d.Once {
+			g.remember(server, name, ans, d)
+		}
 	case Decline:
 		return &tool.Error{Kind: tool.KindApprovalDenied, Server: server, Tool: name,
 			Message: fmt.Sprintf("the user denied the call to %s/%s", server, name)}

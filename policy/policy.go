@@ -109,6 +109,11 @@ type Decision struct {
 	Rule string
 	// Message is that rule's message, if it has one.
 	Message string
+	// Once asks about this call alone: no "always" answer given earlier
+	// covers it, and an "always" answer to it counts as once (the
+	// question about a changed tool definition, which is settled by
+	// accepting the definition, not by trusting the tool).
+	Once bool
 }
 
 // RuleError is a problem with one rule given to New.

@@ -53,6 +53,11 @@ const (
 	// not idempotent, so it was not run again. Its effect may or may not
 	// have happened.
 	KindOutcomeUnknown Kind = "outcome_unknown"
+	// KindToolChanged: the server now presents a definition of the tool
+	// (description, input schema, annotations) other than the one pinned
+	// when it was first seen; the tool is held until a person accepts the
+	// new definition. The message carries the difference.
+	KindToolChanged Kind = "tool_changed"
 )
 
 // ErrNotSent is in the chain of errors for calls that failed before the

@@ -144,6 +144,12 @@ func (a *app) callTool(ctx context.Context, args []string, f callFlags) error {
 			backend = rt.Pipeline
 			if f.raw {
 				backend = rt.Manager
+				if rt.Pins != nil {
+					// --raw bypasses the pipeline's rewriting, not its
+					// checks of what a server may do: a held tool stays
+					// held.
+					backend = handlerBackend{Backend: rt.Manager, h: pipeline.Chain(rt.Manager, rt.Pins.Middleware(rt.Manager))}
+				}
 			}
 			if f.timeout > 0 {
 				backend = timeoutBackend{Backend: backend, d: f.timeout}
@@ -289,6 +295,16 @@ func refuse(ctx context.Context, b schedule.Backend, call tool.Call, err *tool.E
 // timeoutBackend bounds each call it makes by d, from when the scheduler
 // runs it: after the tool was found (its server started) and the call
 // approved, so that --timeout is the call's own time.
+// handlerBackend is a backend whose calls go through h.
+type handlerBackend struct {
+	schedule.Backend
+	h pipeline.Handler
+}
+
+func (b handlerBackend) Call(ctx context.Context, call tool.Call) *tool.Record {
+	return b.h.Call(ctx, call)
+}
+
 type timeoutBackend struct {
 	schedule.Backend
 	d time.Duration

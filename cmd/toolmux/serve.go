@@ -199,7 +199,7 @@ closes every upstream server and the task log, and says what it cancelled.`,
 			s, hub := rt.Scheduler, rt.Events
 			opts := gateway.Options{Version: versionString(), Logger: a.logger(), MaxDepth: rt.Config.Limits.MaxDepth,
 				Sessions: sessionTasks(rt.Log, a.logger())}
-			opts.API = api.New(api.Options{Catalog: rt.Pipeline, Caller: s, Health: rt.Manager.Health,
+			opts.API = api.New(api.Options{Catalog: rt.Pipeline, Caller: s, Health: rt.Manager.Health, Pins: rt.Pins,
 				Policy: rt.Policy, Approvals: approvals, Log: rt.Log, Events: hub, Version: versionString(), MaxDepth: rt.Config.Limits.MaxDepth,
 				Fleet: fn.summary()})
 			if onHTTP {
@@ -221,7 +221,8 @@ closes every upstream server and the task log, and says what it cancelled.`,
 			// in the background while serving; when one comes back (or
 			// its tools change), the clients are told the tool list
 			// changed.
-			rt.Manager.Recover(func(*tool.Catalog) {
+			rt.Manager.Recover(func(cat *tool.Catalog) {
+				a.pinCatalog(rt, cat)
 				if err := g.Sync(ctx); err != nil && ctx.Err() == nil {
 					a.logger().Warn("updating the gateway's tools", "error", err)
 				}
@@ -235,6 +236,7 @@ closes every upstream server and the task log, and says what it cancelled.`,
 				return &exitError{code: exitFailed, err: err}
 			}
 			a.reportServers(cat, st)
+			a.pinCatalog(rt, cat)
 			sec.Loopback = gateway.IsLoopback(addr)
 			if stdio {
 				var stopHTTP func()

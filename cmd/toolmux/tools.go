@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"text/tabwriter"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/toolmux/toolmux"
 	"github.com/toolmux/toolmux/manager"
+	"github.com/toolmux/toolmux/pipeline"
 	"github.com/toolmux/toolmux/policy"
 	"github.com/toolmux/toolmux/tool"
 )
@@ -30,10 +32,14 @@ type toolEntry struct {
 	// current approval mode: allow, ask or deny ("ask" when some calls
 	// would be asked about, depending on their arguments).
 	Approval string `json:"approval,omitempty"`
+	// Pin is the tool's pin state: pinned, changed (with the difference) or
+	// off (its server is not pinned, or there is no data directory).
+	Pin *pipeline.PinStatus `json:"pin,omitempty"`
 }
 
 func (a *app) toolsCommand() *cobra.Command {
 	var asJSON bool
+	var accept []string
 	cmd := &cobra.Command{
 		Use:   "tools",
 		Short: "List every tool of every configured server, with server health",
@@ -44,6 +50,11 @@ Servers that failed are listed with their error; they never stop the others.
 The APPROVAL column says what the policy does with a call of each tool in
 the approval mode in force (--approval-mode, else policy.mode): allow, ask
 (a person must approve; refused when nobody can be asked) or deny.
+
+The PIN column says whether each tool's definition is the one pinned when
+it was first seen (pinned) or the server now presents another (changed:
+the difference is printed below the table). --accept SERVER/TOOL pins the
+definition the server presents now, so calls of a held tool go on.
 
 While the servers start, stderr shows each as it comes up, with the time it
 took, when it is a terminal; elsewhere it names only the servers slower
@@ -64,7 +75,11 @@ than a few seconds.`,
 			if err != nil {
 				return &exitError{code: exitFailed, err: err}
 			}
+			if len(accept) > 0 {
+				return a.acceptPins(rt, cat, accept)
+			}
 			entries := catalogEntries(cat, rt.Policy)
+			pinEntries(rt.Pins, entries)
 			if asJSON {
 				enc := json.NewEncoder(a.stdout)
 				enc.SetIndent("", "  ")
@@ -75,7 +90,54 @@ than a few seconds.`,
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON array (for scripts)")
+	cmd.Flags().StringArrayVar(&accept, "accept", nil, "accept the definition SERVER/TOOL presents now as its pin (repeatable)")
 	return cmd
+}
+
+// acceptPins pins the definitions the servers present now of the tools
+// named SERVER/TOOL.
+func (a *app) acceptPins(rt *toolmux.Runtime, cat *tool.Catalog, names []string) error {
+	if rt.Pins == nil {
+		return &exitError{code: exitFailed, err: fmt.Errorf("--accept: no data directory to keep pins in")}
+	}
+	for _, n := range names {
+		server, name, ok := strings.Cut(n, "/")
+		if !ok || server == "" || name == "" {
+			return usageError("--accept %q: expected SERVER/TOOL", n)
+		}
+		def, found := cat.Find(server, name)
+		if !found {
+			msg := fmt.Sprintf("--accept %s: no such tool", n)
+			if sug := cat.SuggestTool(server, name); sug != "" {
+				msg += fmt.Sprintf(" (did you mean %s?)", sug)
+			}
+			return &exitError{code: exitFailed, err: errors.New(msg)}
+		}
+		pin, err := rt.Pins.Accept(def)
+		if err != nil {
+			return &exitError{code: exitFailed, err: fmt.Errorf("--accept %s: %w", n, err)}
+		}
+		fmt.Fprintf(a.stdout, "accepted %s/%s (sha256 %s)\n", server, name, pin.SHA256)
+	}
+	return nil
+}
+
+// pinEntries fills in the pin state of each tool entry.
+func pinEntries(pins *pipeline.Pins, entries []toolEntry) {
+	for i := range entries {
+		e := &entries[i]
+		if e.Tool == nil {
+			continue
+		}
+		st := pipeline.PinStatus{Server: e.Tool.Server, Tool: e.Tool.Name, State: pipeline.PinStateOff, Policy: pipeline.PinOff}
+		if pins != nil {
+			var err error
+			if st, err = pins.Status(*e.Tool); err != nil {
+				st = pipeline.PinStatus{Server: e.Tool.Server, Tool: e.Tool.Name, State: "error", Diff: err.Error()}
+			}
+		}
+		e.Pin = &st
+	}
 }
 
 func catalogEntries(cat *tool.Catalog, engine *policy.Engine) []toolEntry {
@@ -98,19 +160,31 @@ func catalogEntries(cat *tool.Catalog, engine *policy.Engine) []toolEntry {
 
 func printToolTable(a *app, cat *tool.Catalog, entries []toolEntry, mode policy.Mode) {
 	tw := tabwriter.NewWriter(a.stdout, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "SERVER\tSTATE\tNAME\tAPPROVAL\tDESCRIPTION")
+	fmt.Fprintln(tw, "SERVER\tSTATE\tNAME\tAPPROVAL\tPIN\tDESCRIPTION")
 	for _, e := range entries {
 		if e.Tool == nil {
 			msg := e.Error
 			if msg == "" {
 				msg = "(no tools)"
 			}
-			fmt.Fprintf(tw, "%s\t%s\t-\t-\t%s\n", e.Server, e.State, oneLine(msg, 100))
+			fmt.Fprintf(tw, "%s\t%s\t-\t-\t-\t%s\n", e.Server, e.State, oneLine(msg, 100))
 			continue
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", e.Server, e.State, e.Exposed, e.Approval, oneLine(e.Description, 80))
+		pin := "-"
+		if e.Pin != nil {
+			pin = e.Pin.State
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", e.Server, e.State, e.Exposed, e.Approval, pin, oneLine(e.Description, 80))
 	}
 	tw.Flush()
+	// Changed definitions: what changed, and how to accept it.
+	for _, e := range entries {
+		if e.Pin == nil || e.Pin.State != pipeline.PinStateChanged {
+			continue
+		}
+		fmt.Fprintf(a.stdout, "\n%s/%s changed since it was pinned (policy %s; accept with --accept %s/%s):\n%s\n",
+			e.Pin.Server, e.Pin.Tool, e.Pin.Policy, e.Pin.Server, e.Pin.Tool, indent(e.Pin.Diff, "  "))
+	}
 	// Servers that are not well: what went wrong, in full (the table cuts
 	// errors to one short line; the cause of a failure, a refused
 	// connection or the stderr of a crashed process, is at the end of the
@@ -149,4 +223,24 @@ func indent(s, prefix string) string {
 		lines[i] = prefix + l
 	}
 	return strings.Join(lines, "\n")
+}
+
+// pinCatalog pins the tools of cat never seen before, so that a server
+// changing a definition after serve listed it is caught even before the
+// tool's first call, and says on stderr which tools changed since they
+// were pinned.
+func (a *app) pinCatalog(rt *toolmux.Runtime, cat *tool.Catalog) {
+	if rt.Pins == nil || cat == nil {
+		return
+	}
+	for _, t := range cat.Tools() {
+		st, err := rt.Pins.Status(t)
+		switch {
+		case err != nil:
+			a.logger().Warn("pinning", "server", t.Server, "tool", t.Name, "error", err)
+		case st.State == pipeline.PinStateChanged:
+			fmt.Fprintf(a.stderr, "toolmux: %s/%s changed since it was pinned (policy %s; see toolmux tools, accept with toolmux tools --accept %s/%s)\n",
+				t.Server, t.Name, st.Policy, t.Server, t.Name)
+		}
+	}
 }

@@ -38,6 +38,9 @@ type Options struct {
 	// that makes the server stop reading its stdin: a wedged server, alive
 	// but deaf.
 	Wedge func()
+	// Described, when set, adds the tool described with this description:
+	// a server whose definition of a tool tests change between runs.
+	Described string
 }
 
 // BigText is the text the fixture's big tool returns for n bytes: lines
@@ -306,6 +309,12 @@ func NewServer(o Options) *mcp.Server {
 			return text(name), nil, nil
 		})
 
+	if o.Described != "" {
+		mcp.AddTool(s, &mcp.Tool{Name: "described", Description: o.Described, Annotations: ro},
+			func(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, any, error) {
+				return text("described ran"), nil, nil
+			})
+	}
 	for i := range o.Tools {
 		name := fmt.Sprintf("gen_%04d", i)
 		mcp.AddTool(s, &mcp.Tool{Name: name, Description: "Generated tool number " + fmt.Sprint(i), Annotations: ro},

@@ -146,6 +146,14 @@ export class Catalog {
       showError(this.els.toolsError, e);
       return;
     }
+    // Pins: a tool whose server changed its definition since it was
+    // pinned is shown changed, with the difference and a way to accept
+    // it. Without a data directory the route is 404: nothing to show.
+    this.pins = new Map();
+    try {
+      const pins = await api('/api/pins');
+      for (const p of Array.isArray(pins) ? pins : []) this.pins.set(`${p.server}/${p.tool}`, p);
+    } catch { /* no pins kept */ }
     // The server filter: the servers the tools come from.
     const servers = [...new Set(this.tools.map((t) => t.server))].sort();
     const keep = this.els.toolsServer.value;
@@ -155,7 +163,7 @@ export class Catalog {
     body.replaceChildren(...this.tools.map((t) => {
       const row = h('tr', {dataset: {name: t.name, server: t.server, approval: t.approval || ''}},
         h('td', {}, h('div', {class: 'mono name', text: t.name}), t.title && t.title !== t.tool ? h('div', {class: 'muted', text: t.title}) : null),
-        h('td', {}, t.approval ? h('span', {class: `badge approval-${t.approval}`, text: t.approval}) : ''),
+        h('td', {}, t.approval ? h('span', {class: `badge approval-${t.approval}`, text: t.approval}) : '', this.pinNode(t)),
         h('td', {}, ...hints(t).map((x) => h('span', {class: 'tag', text: x}))),
         h('td', {class: 'desc'}, h('details', {class: 'inline'}, h('summary', {text: firstSentence(t.description)}), h('pre', {class: 'wrap', text: t.description || ''}))),
         h('td', {}, t.approval === 'deny' ? '' : h('a', {class: 'btn small', href: '#call', text: 'Call', dataset: {callTool: t.name},
@@ -165,6 +173,25 @@ export class Catalog {
     }));
     this.filterTools();
     this.fillCallSelect();
+  }
+
+  // pinNode shows a changed pin: its policy, the difference, and a button
+  // that accepts the definition reviewed (its sha256, so one changed
+  // again since is refused).
+  pinNode(t) {
+    const p = this.pins && this.pins.get(`${t.server}/${t.tool}`);
+    if (!p || p.state !== 'changed') return null;
+    const status = h('span', {class: 'muted'});
+    const accept = h('button', {type: 'button', class: 'btn small pin-accept', text: 'Accept new definition', on: {click: async () => {
+      try {
+        await api(`/api/pins/${encodeURIComponent(t.server)}/${encodeURIComponent(t.tool)}/accept`, {method: 'POST', body: {sha256: p.current}});
+        await this.loadTools();
+      } catch (e) {
+        status.replaceChildren(errorNode(e));
+      }
+    }}});
+    return h('details', {class: 'inline pin-changed'}, h('summary', {}, h('span', {class: 'badge approval-deny', text: `changed (${p.policy})`})),
+      h('pre', {class: 'wrap', text: p.diff || ''}), accept, status);
   }
 
   filterTools() {
