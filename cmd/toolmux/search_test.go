@@ -59,8 +59,10 @@ virtual_servers:
 	out := runInspector(t, inspector, p.url("/mcp"), "--method", "tools/call", "--tool-name", "find_tools",
 		"--tool-arg", "query="+desc, "--tool-arg", "limit=3")
 	var res struct {
-		StructuredContent struct{ Tools []struct{ Name, Server string } }
-		IsError           bool
+		StructuredContent struct {
+			Tools []struct{ Name, Server string }
+		}
+		IsError bool
 	}
 	if err := json.Unmarshal([]byte(out), &res); err != nil {
 		t.Fatalf("%v\n%s", err, out)
