@@ -197,3 +197,57 @@ func TestToolSearchAbove(t *testing.T) {
 		t.Errorf("under the threshold: %d tools, find_tools listed: %v", len(got), slices.Contains(got, "find_tools"))
 	}
 }
+
+// With a threshold, tool search turns on when the catalog grows past it
+// (a server adds a tool), and the client is told the list changed.
+func TestToolSearchTurnsOnWhenTheCatalogGrows(t *testing.T) {
+	src, err := mcpsource.New(mcpsource.Config{Name: "fx", Transport: mcpsource.Stdio, Command: testservers.Fixture(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := manager.New(manager.WithSource(src, manager.ServerOptions{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	ctx := context.Background()
+	cat, err := m.Tools(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := gateway.New(m, gateway.Options{ToolSearch: gateway.ToolSearch{Above: cat.Len(), Pinned: []string{"fx/echo"}}})
+	defer g.Close()
+	// What serve does: the manager's recovery re-lists a server whose
+	// tools changed and syncs the gateway.
+	m.Recover(func(*tool.Catalog) { _ = g.Sync(ctx) })
+	st, ct := mcp.NewInMemoryTransports()
+	ss, err := g.Server().Connect(ctx, st, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ss.Close()
+	changed := make(chan struct{}, 16)
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "t"}, &mcp.ClientOptions{
+		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) { changed <- struct{}{} },
+	}).Connect(ctx, ct, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	if got := listNames(t, cs); len(got) != cat.Len() || slices.Contains(got, "find_tools") {
+		t.Fatalf("at the threshold: %v", got)
+	}
+	if res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "fx__add_tool"}); err != nil || res.IsError {
+		t.Fatalf("add_tool: %v %+v", err, res)
+	}
+	if !testservers.Eventually(30*time.Second, func() bool {
+		return slices.Equal(listNames(t, cs), []string{"call_tool", "find_tools", "fx__echo"})
+	}) {
+		t.Fatalf("past the threshold: %v", listNames(t, cs))
+	}
+	select {
+	case <-changed:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the client was not told the tool list changed")
+	}
+}

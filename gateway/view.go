@@ -178,6 +178,9 @@ func (v *view) resolve(name string) (tg target, registered bool, err error) {
 		return target{meta: name}, true, nil
 	}
 	if t, ok := v.lookupLocked(name); ok {
+		if !v.searching {
+			return target{t: t}, true, nil // every tool is listed
+		}
 		_, listed := v.listed[name]
 		return target{t: t}, listed, nil
 	}

@@ -39,6 +39,9 @@ virtual_servers:
     rename: {"fx/%s": picked}
 `, testservers.Fixture(t), denied, name, pin, name))
 	p := startServeProc(t, dir, "", "--tool-search", "--pin", "fx/"+pin)
+	if !strings.Contains(p.stderr.String(), "tool search on /mcp: ") || !strings.Contains(p.stderr.String(), "pinned: fx/"+pin) {
+		t.Errorf("serve does not say tool search is on:\n%s", p.stderr.String())
+	}
 	if !strings.Contains(p.stderr.String(), "virtual servers two at") {
 		t.Errorf("serve does not say where the virtual servers are:\n%s", p.stderr.String())
 	}

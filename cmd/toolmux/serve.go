@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -231,6 +232,10 @@ closes every upstream server and the task log, and says what it cancelled.`,
 				return &exitError{code: exitFailed, err: err}
 			}
 			a.reportServers(cat, st)
+			if ts := opts.ToolSearch; ts.Enabled || ts.Above > 0 && cat.Len() > ts.Above {
+				fmt.Fprintf(a.stderr, "toolmux: tool search on /mcp: %s behind find_tools and call_tool; pinned: %s\n",
+					plural(cat.Len(), "tool"), cmp.Or(strings.Join(ts.Pinned, ", "), "none"))
+			}
 			sec.Loopback = gateway.IsLoopback(addr)
 			if stdio {
 				var stopHTTP func()
