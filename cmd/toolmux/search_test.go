@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
+	"os/exec"
 	"slices"
 	"strings"
 	"testing"
@@ -131,5 +133,38 @@ func TestServeToolSearchFlagErrors(t *testing.T) {
 		if r.code != 2 || !strings.Contains(r.stderr, args[0]) {
 			t.Errorf("%v: %d %s", args, r.code, r.stderr)
 		}
+	}
+}
+
+// serve --stdio --tool-search: the client that starts toolmux (Claude
+// Desktop's way) sees the meta-tools, finds the built-in file reader and
+// reads a file through call_tool.
+func TestServeStdioToolSearch(t *testing.T) {
+	t.Parallel()
+	dir := workspace(t, "")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cmd := exec.Command(binary, "serve", "--stdio", "--tool-search")
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "XDG_DATA_HOME="+t.TempDir())
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "stdio-client"}, nil).Connect(ctx, &mcp.CommandTransport{Command: cmd}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	lt, err := cs.ListTools(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(lt.Tools) != 2 || lt.Tools[0].Name != "call_tool" || lt.Tools[1].Name != "find_tools" {
+		t.Fatalf("listed %+v", lt.Tools)
+	}
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "find_tools", Arguments: map[string]any{"query": "read a file", "limit": 3}})
+	if err != nil || !strings.Contains(testservers.ResultText(res), `"name":"builtin__read_file"`) {
+		t.Fatalf("find_tools: %v %s", err, testservers.ResultText(res))
+	}
+	res, err = cs.CallTool(ctx, &mcp.CallToolParams{Name: "call_tool", Arguments: map[string]any{"name": "builtin__read_file", "arguments": map[string]any{"path": "notes.txt"}}})
+	if err != nil || res.IsError || !strings.Contains(testservers.ResultText(res), "beta") {
+		t.Fatalf("call_tool: %v %s", err, testservers.ResultText(res))
 	}
 }
