@@ -75,11 +75,20 @@ func TestVirtualServers(t *testing.T) {
 		t.Errorf("call_tool on a virtual server: %v %+v", err, res)
 	}
 
-	resp, err := http.Post(url+"/virtual/nope/mcp", "application/json", strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"ping"}`))
+	resp, err := http.Get(url + "/")
 	if err != nil {
 		t.Fatal(err)
 	}
 	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !strings.Contains(string(body), "Virtual server small: /virtual/small/mcp\n") {
+		t.Errorf("the index:\n%s", body)
+	}
+	resp, err = http.Post(url+"/virtual/nope/mcp", "application/json", strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"ping"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ = io.ReadAll(resp.Body)
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusNotFound || !strings.Contains(string(body), "searching, small") {
 		t.Errorf("unknown virtual server: %d %s", resp.StatusCode, body)

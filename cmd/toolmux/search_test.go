@@ -122,6 +122,14 @@ virtual_servers:
 	if r, err = vs.CallTool(ctx, &mcp.CallToolParams{Name: "picked", Arguments: map[string]any{"target": "v"}}); err != nil || testservers.ResultText(r) != name+` done for "v"` {
 		t.Fatalf("a virtual server's call: %v %s", err, testservers.ResultText(r))
 	}
+	var vtask struct {
+		Input string
+		Calls []struct{ Server, Tool string }
+	}
+	p.getJSON(t, "/api/tasks/"+vs.ID(), &vtask)
+	if !strings.Contains(vtask.Input, "/virtual/two/mcp") || len(vtask.Calls) != 1 || vtask.Calls[0].Tool != name {
+		t.Errorf("the virtual server's session task: %+v", vtask)
+	}
 }
 
 // Flags that cannot be right are refused before anything starts.
