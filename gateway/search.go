@@ -162,40 +162,53 @@ func (v *view) findTools(in callInput) *mcp.CallToolResult {
 
 // searchIndex returns the view's tools, their BM25 index (built once per
 // catalog) and the tool whose name is query (its shown name, or
-// server/tool), -1 for none.
+// server/tool), -1 for none. The index is built outside the lock, which
+// the view's calls take: a search that finds none builds one, and the
+// first one stored for the catalog is kept.
 func (v *view) searchIndex(query string) ([]tool.Tool, *bm25.Index, int) {
 	v.mu.Lock()
-	defer v.mu.Unlock()
-	if v.index == nil {
-		docs := make([][]bm25.Field, len(v.tools))
-		for i, t := range v.tools {
+	tools, index, synced, renamed := v.tools, v.index, v.synced, v.pick != nil
+	v.mu.Unlock()
+	if index == nil {
+		docs := make([][]bm25.Field, len(tools))
+		for i, t := range tools {
 			name := t.Exposed
-			if v.pick != nil && name != t.Name {
+			if renamed && name != t.Name {
 				name += " " + t.Name // a renamed tool is found by its own name too
 			}
 			docs[i] = []bm25.Field{{Text: name, Weight: 3}, {Text: t.Server, Weight: 1.5}, {Text: t.Description, Weight: 1}}
 		}
-		v.index = bm25.New(docs)
+		index = bm25.New(docs)
 	}
-	return v.tools, v.index, v.exactLocked(query)
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.synced != synced {
+		// The catalog changed meanwhile: answer from the one indexed.
+		return tools, index, exactIn(tools, nil, query)
+	}
+	if v.index == nil {
+		v.index = index
+	}
+	return v.tools, v.index, exactIn(v.tools, v.byName, query)
 }
 
-// exactLocked returns the index in v.tools of the tool named name, -1 for
-// none; v.mu is held.
-func (v *view) exactLocked(name string) int {
-	if v.byName != nil {
-		if i, ok := v.byName[name]; ok {
+// exactIn returns the index in tools of the tool named name (its shown
+// name, found through byName when there is one, or server/tool), -1 for
+// none.
+func exactIn(tools []tool.Tool, byName map[string]int, name string) int {
+	if byName != nil {
+		if i, ok := byName[name]; ok {
 			return i
 		}
 	} else {
-		for i, t := range v.tools {
+		for i, t := range tools {
 			if t.Exposed == name {
 				return i
 			}
 		}
 	}
 	if server, name, ok := strings.Cut(name, "/"); ok {
-		for i, t := range v.tools {
+		for i, t := range tools {
 			if t.Server == server && t.Name == name {
 				return i
 			}
@@ -228,7 +241,7 @@ func (v *view) callTool(ctx context.Context, in callInput) *mcp.CallToolResult {
 	v.mu.Lock()
 	t, ok := v.lookupLocked(name)
 	if !ok {
-		if i := v.exactLocked(name); i >= 0 {
+		if i := exactIn(v.tools, v.byName, name); i >= 0 {
 			t, ok = v.tools[i], true
 		}
 	}

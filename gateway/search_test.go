@@ -3,6 +3,7 @@ package gateway_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http/httptest"
 	"slices"
 	"strings"
@@ -249,5 +250,39 @@ func TestToolSearchTurnsOnWhenTheCatalogGrows(t *testing.T) {
 	case <-changed:
 	case <-time.After(30 * time.Second):
 		t.Fatal("the client was not told the tool list changed")
+	}
+}
+
+// Clients search and call at once, through one gateway, while the index
+// is first built: every answer is right (and -race finds nothing).
+func TestToolSearchConcurrent(t *testing.T) {
+	_, url := catalogGateway(t, gateway.Options{ToolSearch: gateway.ToolSearch{Enabled: true}})
+	var wg sync.WaitGroup
+	errs := make(chan string, 64)
+	for i := range 8 {
+		cs := dialHTTP(t, url+"/mcp")
+		wg.Go(func() {
+			name, desc := testservers.CatalogTool(100 * i)
+			for range 5 {
+				res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "find_tools", Arguments: map[string]any{"query": desc, "limit": 5}})
+				if err != nil || res.IsError {
+					errs <- fmt.Sprintf("find_tools: %v", err)
+					return
+				}
+				b, _ := json.Marshal(res.StructuredContent)
+				if !strings.Contains(string(b), `"name":"fx__`+name+`"`) {
+					errs <- fmt.Sprintf("find_tools %q: %s", desc, b)
+				}
+				res, err = cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "call_tool", Arguments: map[string]any{"name": "fx__" + name}})
+				if err != nil || res.IsError {
+					errs <- fmt.Sprintf("call_tool: %v", err)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for e := range errs {
+		t.Error(e)
 	}
 }
