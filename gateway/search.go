@@ -243,6 +243,10 @@ func (v *view) callTool(ctx context.Context, in callInput) *mcp.CallToolResult {
 	if !ok {
 		if i := exactIn(v.tools, v.byName, name); i >= 0 {
 			t, ok = v.tools[i], true
+		} else if v.pick == nil && v.synced != nil {
+			// As a direct call: a tool of a server that is down is
+			// answered server_unavailable, and why, by the governed path.
+			t, ok = downServerTool(v.synced, name)
 		}
 	}
 	var sug string

@@ -286,3 +286,35 @@ func TestToolSearchConcurrent(t *testing.T) {
 		t.Error(e)
 	}
 }
+
+// call_tool of a tool of a server that is down is answered as a direct
+// call of it would be: server_unavailable, by the governed path.
+func TestToolSearchServerDown(t *testing.T) {
+	src, err := mcpsource.New(mcpsource.Config{Name: "broken", Transport: mcpsource.Stdio, Command: testservers.Fixture(t), Args: []string{"-exit", "2"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := manager.New(manager.WithSource(src, manager.ServerOptions{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := gateway.New(m, gateway.Options{ToolSearch: gateway.ToolSearch{Enabled: true}})
+	hs := httptest.NewServer(g.Mux("", gateway.Security{Loopback: true}))
+	// Before the client's cleanup (registered later, run first) has
+	// closed its session, the server could not close.
+	t.Cleanup(func() {
+		hs.Close()
+		g.Close()
+		m.Close()
+	})
+	cs := dialHTTP(t, hs.URL+"/mcp")
+	for _, p := range []*mcp.CallToolParams{
+		{Name: "call_tool", Arguments: map[string]any{"name": "broken__echo"}},
+		{Name: "broken__echo"},
+	} {
+		res, err := cs.CallTool(context.Background(), p)
+		if err != nil || !res.IsError || res.Meta["toolmux/error_kind"] != string(tool.KindServerUnavailable) {
+			t.Errorf("%s: %v %+v", p.Name, err, res)
+		}
+	}
+}
