@@ -98,6 +98,14 @@ type Config struct {
 	// Passthrough bounds the client sessions of toolmux serve's
 	// passthrough routes, for every server that does not set its own.
 	Passthrough Passthrough
+	// ToolSearch is tool search on toolmux serve's /mcp (`tool_search:`):
+	// only pinned tools and the meta-tools find_tools and call_tool are
+	// listed. The zero value is off.
+	ToolSearch ToolSearch
+	// VirtualServers are toolmux serve's virtual servers
+	// (`virtual_servers:`), each a subset of the tools at
+	// /virtual/NAME/mcp.
+	VirtualServers []VirtualServer
 	// Limits bound what one call may cost in memory and storage
 	// (`limits:`).
 	Limits Limits
@@ -297,6 +305,47 @@ type Passthrough struct {
 	// IdleTimeout ends a client session that has made no request for this
 	// long, and with it the server's session (and process).
 	IdleTimeout time.Duration
+}
+
+// ToolSearch is tool search on an MCP endpoint of toolmux serve
+// (docs/operations.md, "Tool search"). Zero values mean the defaults of
+// package gateway.
+type ToolSearch struct {
+	// Enabled turns it on whatever the number of tools.
+	Enabled bool
+	// Above turns it on while the endpoint has more tools than this; 0
+	// never does.
+	Above int
+	// Pinned are tool patterns (server/tool) listed even with tool search
+	// on.
+	Pinned []string
+	// Limit is how many tools find_tools returns unless asked for another
+	// number (1 to MaxFindLimit); 0 means the default.
+	Limit int
+}
+
+// MaxFindLimit bounds tool_search.limit; it is gateway.MaxFindLimit (a test
+// holds them equal).
+const MaxFindLimit = 50
+
+// VirtualServer is a named subset of the tools served at
+// /virtual/NAME/mcp by toolmux serve (docs/operations.md, "Virtual
+// servers").
+type VirtualServer struct {
+	// Name is the route's name: letters, digits, '-' and '_'.
+	Name string
+	// Description is told to the clients as the server's instructions.
+	Description string
+	// Tools are the tool patterns (server/tool) of the tools it serves.
+	Tools []string
+	// Rename maps tools (exact "server/tool") to the names they are
+	// served under.
+	Rename map[string]string
+	// Descriptions maps tools (exact "server/tool") to the descriptions
+	// served instead of theirs.
+	Descriptions map[string]string
+	// ToolSearch is tool search on the virtual server.
+	ToolSearch ToolSearch
 }
 
 // HealthCheck says how a server that stopped answering is found out, and

@@ -34,6 +34,7 @@ func FuzzParse(f *testing.F) {
 		`{"mcpServers": {"a": {"command": "a"}}, "pipeline": {"truncate": {"tools": {"*": 5}, "low_context": {"enabled": true}}, "dedupe": {"keys": []}}}`,
 		"servers:\n  d: {discover: [./t.sh, d], call: [\"${X:-./t.sh}\"], transport: command, env: {A: b}, cwd: x}\n  e: {call: [c], url: \"http://h\"}\n",
 		`{"toolDiscoveryCommand": "t list", "toolCallCommand": "t call", "mcpServers": {"discovered": {"command": "x"}}}`,
+		"tool_search: {enabled: true, above: 3, pinned: [\"a/*\"], limit: 9}\nvirtual_servers:\n  - {name: v, tools: [\"a/*\", \"b/[\"], rename: {a/x: y, a/z: y, \"a/*\": w}, descriptions: {q: r}, tool_search: {}}\n  - {name: v}\n  - null\n",
 		"builtin:\n  max_read_bytes: 1MiB\n  shell: {timeout: 2h, max_timeout: 1h, max_output_bytes: 0x10}\n  memory_dir: ~/m\n  web: {timeout: 1s, deny_private: true, search: {provider: searxng, url: \"http://s\", key: \"${K:-}\"}}\n",
 	} {
 		f.Add([]byte(seed), false)

@@ -31,7 +31,7 @@ import (
 // order is also the order "expected one of" lists them in.
 var topKeys = []string{"workspace", "data_dir", "builtin", "connect_timeout", "timeout",
 	"allow", "deny", "retry", "circuit_breaker", "health_check", "servers", "mcpServers", "pipeline", "policy", "task_log",
-	"pinning", "limits", "model", "agent", "agents", "passthrough"}
+	"pinning", "limits", "model", "agent", "agents", "passthrough", "tool_search", "virtual_servers"}
 
 type parser struct {
 	file   string
@@ -315,6 +315,10 @@ func (p *parser) topLevel(e entry, cfg *Config, agents *agentDecls) {
 		cfg.Pinning = p.pinning(e.v, kp)
 	case "passthrough":
 		cfg.Passthrough = p.passthrough(e.v, kp, cfg.Passthrough)
+	case "tool_search":
+		cfg.ToolSearch = p.toolSearch(e.v, kp)
+	case "virtual_servers":
+		cfg.VirtualServers = p.virtualServers(e.v, kp)
 	case "limits":
 		cfg.Limits = p.limits(e.v, kp)
 	case "connect_timeout":

@@ -31,7 +31,7 @@ type Session struct {
 	// Task is the id of the session's task; its calls carry it.
 	Task string
 	// Route is where the client connected: "/mcp",
-	// "/servers/NAME/mcp", or "stdio".
+	// "/servers/NAME/mcp", "/virtual/NAME/mcp", or "stdio".
 	Route string
 	// ClientName and ClientVersion are the client's clientInfo, as it
 	// introduced itself at initialize ("" if it did not).

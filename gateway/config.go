@@ -16,3 +16,18 @@ func RouteFromConfig(c *config.Config, sc config.Server, src mcpsource.Config) R
 	}
 	return Route{Server: src, MaxSessions: p.MaxSessions, IdleTimeout: p.IdleTimeout}
 }
+
+// ToolSearchFromConfig returns the tool search of a tool_search section.
+func ToolSearchFromConfig(ts config.ToolSearch) ToolSearch {
+	return ToolSearch{Enabled: ts.Enabled, Above: ts.Above, Pinned: ts.Pinned, Limit: ts.Limit}
+}
+
+// VirtualFromConfig returns the virtual servers of a configuration.
+func VirtualFromConfig(c *config.Config) []Virtual {
+	out := make([]Virtual, 0, len(c.VirtualServers))
+	for _, vs := range c.VirtualServers {
+		out = append(out, Virtual{Name: vs.Name, Description: vs.Description, Tools: vs.Tools,
+			Rename: vs.Rename, Describe: vs.Descriptions, ToolSearch: ToolSearchFromConfig(vs.ToolSearch)})
+	}
+	return out
+}

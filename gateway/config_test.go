@@ -1,6 +1,7 @@
 package gateway_test
 
 import (
+	"reflect"
 	"testing"
 	"time"
 
@@ -47,5 +48,28 @@ servers:
 		if got[i] != want[i] {
 			t.Errorf("got %+v, want %+v", got[i], want[i])
 		}
+	}
+}
+
+// The configuration's bound of tool_search.limit is the gateway's, and
+// its sections become the gateway's options key for key.
+func TestToolSearchAndVirtualFromConfig(t *testing.T) {
+	if config.MaxFindLimit != gateway.MaxFindLimit {
+		t.Fatalf("config.MaxFindLimit %d, gateway.MaxFindLimit %d", config.MaxFindLimit, gateway.MaxFindLimit)
+	}
+	cfg, err := config.ParseWith("toolmux.yaml", []byte(`tool_search: {above: 100, pinned: [a/b], limit: 5}
+virtual_servers:
+  - {name: v, description: d, tools: ["a/*"], rename: {a/b: c}, descriptions: {a/b: e}, tool_search: {enabled: true}}
+`), config.Options{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := gateway.ToolSearchFromConfig(cfg.ToolSearch); !reflect.DeepEqual(got, gateway.ToolSearch{Above: 100, Pinned: []string{"a/b"}, Limit: 5}) {
+		t.Errorf("tool search: %+v", got)
+	}
+	want := []gateway.Virtual{{Name: "v", Description: "d", Tools: []string{"a/*"}, Rename: map[string]string{"a/b": "c"},
+		Describe: map[string]string{"a/b": "e"}, ToolSearch: gateway.ToolSearch{Enabled: true}}}
+	if got := gateway.VirtualFromConfig(cfg); !reflect.DeepEqual(got, want) {
+		t.Errorf("virtual servers: %+v", got)
 	}
 }

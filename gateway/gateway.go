@@ -15,11 +15,8 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"strings"
-	"sync"
 	"time"
 
-	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/toolmux/toolmux/pipeline"
@@ -61,6 +58,12 @@ type Options struct {
 	// SessionTimeout ends an HTTP client's session after this long
 	// without a request; 0 means SessionIdleTimeout.
 	SessionTimeout time.Duration
+	// ToolSearch configures tool search on /mcp and stdio (search.go):
+	// the zero value lists every tool, as without it.
+	ToolSearch ToolSearch
+	// Virtual are the virtual servers served by Mux at
+	// /virtual/{name}/mcp (virtual.go), each a subset of the catalog.
+	Virtual []Virtual
 	// MaxDepth is the deepest nesting of a call's arguments accepted, on
 	// /mcp and the passthrough routes: a deeper call is answered with an
 	// invalid_tool_params error result without being made. 0 means
@@ -78,8 +81,8 @@ type Gateway struct {
 	metrics http.Handler
 	depth   int
 
-	mu     sync.Mutex
-	synced *tool.Catalog
+	main    *view            // /mcp and stdio
+	virtual map[string]*view // virtual servers by name
 
 	routes    map[string]*route // passthrough routes by server name
 	onRefused func(RouteSessions)
@@ -108,7 +111,12 @@ func New(c Caller, o Options) *Gateway {
 		Instructions: "Tools of several servers, named server__tool. Calls are governed by toolmux.",
 		Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: true}},
 	})
-	g.server.AddReceivingMiddleware(g.sessionMiddleware, g.syncMiddleware)
+	g.main = newView(g, routeMCP, g.server, nil, o.ToolSearch)
+	g.server.AddReceivingMiddleware(g.sessionMiddleware, g.main.syncMiddleware)
+	g.virtual = make(map[string]*view, len(o.Virtual))
+	for _, vs := range o.Virtual {
+		g.virtual[vs.Name] = newVirtual(g, vs, o.Version)
+	}
 	g.routes = make(map[string]*route, len(o.Passthrough))
 	for _, rt := range o.Passthrough {
 		g.routes[rt.Server.Name] = newRoute(g, rt, o.Version)
@@ -125,7 +133,7 @@ func (g *Gateway) Handler() http.Handler { return g.streamable(false) }
 // streamable returns the MCP handler of /mcp.
 func (g *Gateway) streamable(protected bool) http.Handler {
 	return g.jsonRPCErrors(g.clients.serveHTTP(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return g.server }, g.streamableOptions(protected))),
-		routeMCP, g.leanCall)
+		routeMCP, g.main.leanCall)
 }
 
 // streamableOptions are the options of an MCP handler. Where Protect runs
@@ -176,6 +184,13 @@ func (g *Gateway) Close() error {
 			errs = append(errs, err)
 		}
 	}
+	for _, v := range g.virtual {
+		for ss := range v.server.Sessions() {
+			if err := ss.Close(); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
 	for ss := range g.server.Sessions() {
 		if err := ss.Close(); err != nil {
 			errs = append(errs, err)
@@ -219,67 +234,6 @@ func (g *Gateway) sessionMiddleware(next mcp.MethodHandler) mcp.MethodHandler {
 	}
 }
 
-// syncMiddleware brings the registered tools up to date with the catalog
-// before a client looks at them or calls one, and answers calls of tools
-// that are not registered.
-func (g *Gateway) syncMiddleware(next mcp.MethodHandler) mcp.MethodHandler {
-	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
-		if method == "tools/list" || method == "tools/call" {
-			if err := g.Sync(ctx); err != nil {
-				return nil, err
-			}
-		}
-		if call, ok := req.(*mcp.CallToolRequest); ok && method == "tools/call" {
-			t, governed, err := g.unregistered(call.Params.Name)
-			if err != nil {
-				return nil, err
-			}
-			if governed {
-				return g.handler(t)(ctx, call)
-			}
-		}
-		return next(ctx, method, req)
-	}
-}
-
-// unregistered says how to answer a call of a name the catalog does not
-// have, which the go-sdk would answer with a bare "unknown tool"; for a
-// registered name it returns neither governed nor an error. While a server is down (failed at start, crashed,
-// wedged, being restarted, disabled) its tools are not in the catalog, so a
-// name of such a server (server__tool) is called the governed way (t is
-// the tool to call, governed is true): it is
-// answered like any refusal, with server_unavailable and the server's last
-// error and stderr in an isError result, or by the tool itself if the
-// server came back meanwhile. Any other name (of no server, or a tool a
-// ready server does not have or the configuration denies) is an
-// invalid-params error whose data holds the kind, tool_not_registered, and
-// the closest tool name.
-func (g *Gateway) unregistered(name string) (t tool.Tool, governed bool, err error) {
-	g.mu.Lock()
-	cat := g.synced
-	g.mu.Unlock()
-	if cat == nil {
-		return t, false, nil
-	}
-	if _, ok := cat.Lookup(name); ok {
-		return t, false, nil
-	}
-	var prefix string
-	var server tool.ServerHealth
-	for _, h := range cat.Servers() {
-		// The longest prefix wins: server names may contain the separator.
-		p := tool.Sanitize(h.Name) + tool.Separator
-		if strings.HasPrefix(name, p) && len(name) > len(p) && len(p) > len(prefix) {
-			prefix, server = p, h
-		}
-	}
-	if prefix != "" && server.State != tool.StateReady {
-		return tool.Tool{Server: server.Name, Name: name[len(prefix):]}, true, nil
-	}
-	data, _ := json.Marshal(unknownToolData{Kind: tool.KindToolNotRegistered, Suggestion: cat.Suggest(name)})
-	return t, false, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("unknown tool %q", name), Data: data}
-}
-
 // unknownToolData is the data of the error answering a call of a tool of
 // no configured server.
 type unknownToolData struct {
@@ -287,39 +241,15 @@ type unknownToolData struct {
 	Suggestion string    `json:"suggestion,omitempty"`
 }
 
-// Sync registers the tools of the current catalog, replacing changed ones
-// and removing those that are gone (clients are told via list_changed).
+// Sync registers the tools of the current catalog on every endpoint
+// (/mcp and the virtual servers), replacing changed ones and removing
+// those that are gone (clients are told via list_changed).
 func (g *Gateway) Sync(ctx context.Context) error {
-	cat, err := g.caller.Tools(ctx)
-	if err != nil {
-		return err
+	errs := []error{g.main.sync(ctx)}
+	for _, v := range g.virtual {
+		errs = append(errs, v.sync(ctx))
 	}
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if cat == g.synced {
-		return nil
-	}
-	var gone []string
-	if g.synced != nil {
-		for _, t := range g.synced.Tools() {
-			if _, ok := cat.Lookup(t.Exposed); !ok {
-				gone = append(gone, t.Exposed)
-			}
-		}
-	}
-	if len(gone) > 0 {
-		g.server.RemoveTools(gone...)
-	}
-	for _, t := range cat.Tools() {
-		if g.synced != nil {
-			if old, ok := g.synced.Lookup(t.Exposed); ok && sameTool(old, t) {
-				continue
-			}
-		}
-		g.server.AddTool(mcpTool(t), g.handler(t))
-	}
-	g.synced = cat
-	return nil
+	return errors.Join(errs...)
 }
 
 func sameTool(a, b tool.Tool) bool {
@@ -361,13 +291,7 @@ func (g *Gateway) handler(t tool.Tool) mcp.ToolHandler {
 		// goes away.
 		ctx, done := g.clients.bind(ctx, req.Extra)
 		defer done()
-		in := callInput{session: req.Session, params: req.Params}
-		if tok := req.Params.GetProgressToken(); tok != nil {
-			in.progress = func(p *mcp.ProgressNotificationParams) {
-				_ = req.Session.NotifyProgress(context.WithoutCancel(ctx), p)
-			}
-		}
-		return g.callTool(ctx, t, in), nil
+		return g.callTool(ctx, t, sdkInput(ctx, req)), nil
 	}
 }
 
@@ -390,6 +314,11 @@ func (g *Gateway) callTool(ctx context.Context, t tool.Tool, in callInput) *mcp.
 	if err != nil {
 		return errorResult(&tool.Error{Kind: tool.KindInvalidParams, Server: t.Server, Tool: t.Name, Message: err.Error()})
 	}
+	return g.callArgs(ctx, t, in, args)
+}
+
+// callArgs makes one call of t with args, decoded, through the Caller.
+func (g *Gateway) callArgs(ctx context.Context, t tool.Tool, in callInput, args map[string]any) *mcp.CallToolResult {
 	if tok := in.params.GetProgressToken(); tok != nil && in.progress != nil {
 		ctx = tool.WithProgress(ctx, func(p tool.Progress) {
 			in.progress(&mcp.ProgressNotificationParams{ProgressToken: tok, Progress: p.Progress, Total: p.Total, Message: p.Message})

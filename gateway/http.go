@@ -55,8 +55,9 @@ func RequireToken(token string, h http.Handler) http.Handler {
 var unauthorizedBody = []byte(`{"error": {"kind": "unauthorized", "message": "missing or wrong bearer token: send Authorization: Bearer TOKEN"}}` + "\n")
 
 // Mux returns the gateway's HTTP routes: the aggregated MCP endpoint at
-// /mcp and a passthrough endpoint at /servers/{name}/mcp for each of
-// Options.Passthrough, behind the token when one is set, every route behind
+// /mcp, a passthrough endpoint at /servers/{name}/mcp for each of
+// Options.Passthrough and one at /virtual/{name}/mcp for each of
+// Options.Virtual, behind the token when one is set, every route behind
 // the checks of sec.
 //
 // When the gateway serves the API, / is also the web page (docs/ui.md)
@@ -72,6 +73,7 @@ func (g *Gateway) Mux(token string, sec Security) http.Handler {
 	if g.metrics != nil {
 		mux.Handle("/metrics", RequireToken(token, g.metrics))
 	}
+	mux.Handle("/virtual/{name}/mcp", RequireToken(token, http.HandlerFunc(g.serveVirtual)))
 	index := RequireToken(token, http.HandlerFunc(g.serveIndex))
 	if g.api == nil {
 		// Without the API the page would have nothing to show.
@@ -109,6 +111,9 @@ func (g *Gateway) serveIndex(w http.ResponseWriter, _ *http.Request) {
 	for _, rs := range g.PassthroughSessions() {
 		fmt.Fprintf(&b, "Passthrough to %s: /servers/%s/mcp (%d of %d sessions open, %d refused)\n",
 			rs.Server, url.PathEscape(rs.Server), rs.Open, rs.Max, rs.Refused)
+	}
+	for _, name := range g.VirtualNames() {
+		fmt.Fprintf(&b, "Virtual server %s: /virtual/%s/mcp\n", name, url.PathEscape(name))
 	}
 	_, _ = w.Write([]byte(b.String()))
 }

@@ -129,39 +129,6 @@ func acceptsBoth(values []string) bool {
 	return jsonOK && streamOK
 }
 
-// leanCall answers a tools/call of /mcp.
-func (g *Gateway) leanCall(w http.ResponseWriter, r *http.Request, sid string, body []byte, msg jsonscan.Message) bool {
-	req, params, ok := leanRequest(r, body, msg)
-	if !ok {
-		return false
-	}
-	rec := g.clients.lookup(sid, routeMCP)
-	if rec == nil || rec.ss.InitializeParams() == nil {
-		return false
-	}
-	return g.clients.serveLean(w, r, rec, req.ID, func(ctx context.Context, st *leanStream) (mcp.Result, error) {
-		if err := g.Sync(ctx); err != nil {
-			return nil, err
-		}
-		g.mu.Lock()
-		cat := g.synced
-		g.mu.Unlock()
-		in := callInput{session: rec.ss, params: params, progress: st.progress, elicit: st.elicit}
-		t, ok := cat.Lookup(params.Name)
-		if !ok {
-			var governed bool
-			var err error
-			if t, governed, err = g.unregistered(params.Name); err != nil {
-				return nil, err
-			}
-			if !governed {
-				return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("unknown tool %q", params.Name)}
-			}
-		}
-		return g.callTool(ctx, t, in), nil
-	})
-}
-
 // serveLean serves one request of session rec the gateway answers
 // itself: run makes it, with the call's context (ended when the client's
 // HTTP request ends, the client cancels it, or the session ends) and the

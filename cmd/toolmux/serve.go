@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -45,6 +46,8 @@ func (a *app) serveCommand() *cobra.Command {
 		ff          fleetFlags
 		natsListen  string
 		withMetrics bool
+
+		search search
 	)
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -74,6 +77,16 @@ client session there gets a session of its own with the server (for a
 stdio server, a process of its own). The built-in tools and command servers
 are served on /mcp only. See docs/gateway.md.
 
+With --tool-search (or tool_search: in the configuration, or automatically
+above --tool-search-above tools), /mcp lists only the pinned tools (--pin,
+tool_search.pinned) and two meta-tools: find_tools, which searches every
+tool by name, server and description and returns the best matches with
+their input schemas, and call_tool, which calls one of them, governed like
+any call: for clients that cap the number of tools, and models whose
+context a large catalog would fill. The virtual servers of the
+configuration (virtual_servers:) are served at http://ADDR/virtual/NAME/mcp,
+each with its subset of the tools. See docs/operations.md.
+
 A server that fails to start is tried again in the background, with
 backoff, until it comes up; one that crashes or stops answering (a ping
 unanswered while a call waits, see health_check in docs/config.md) is
@@ -101,6 +114,9 @@ closes every upstream server and the task log, and says what it cancelled.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			token, err := a.resolveToken(token, cmd.Flags().Changed("token"))
 			if err != nil {
+				return err
+			}
+			if err := search.check(); err != nil {
 				return err
 			}
 			// --stdio serves MCP on stdin/stdout; it listens on HTTP too
@@ -198,11 +214,12 @@ closes every upstream server and the task log, and says what it cancelled.`,
 			defer rel.stop()
 			s, hub := rt.Scheduler, rt.Events
 			opts := gateway.Options{Version: versionString(), Logger: a.logger(), MaxDepth: rt.Config.Limits.MaxDepth,
-				Sessions: sessionTasks(rt.Log, a.logger())}
+				Sessions: sessionTasks(rt.Log, a.logger()), ToolSearch: search.apply(cmd, rt.Config.ToolSearch)}
 			opts.API = api.New(api.Options{Catalog: rt.Pipeline, Caller: s, Health: rt.Manager.Health, Pins: rt.Pins,
 				Policy: rt.Policy, Approvals: approvals, Log: rt.Log, Events: hub, Version: versionString(), MaxDepth: rt.Config.Limits.MaxDepth,
 				Fleet: fn.summary()})
 			if onHTTP {
+				opts.Virtual = gateway.VirtualFromConfig(rt.Config)
 				opts.Passthrough = passthroughServers(rt.Config, a.logger())
 				opts.OnSessionRefused = func(rs gateway.RouteSessions) {
 					fmt.Fprintf(a.stderr, "toolmux: passthrough to %s refused a client session: %d of %d sessions open "+
@@ -237,6 +254,10 @@ closes every upstream server and the task log, and says what it cancelled.`,
 			}
 			a.reportServers(cat, st)
 			a.pinCatalog(rt, cat)
+			if ts := opts.ToolSearch; ts.Enabled || ts.Above > 0 && cat.Len() > ts.Above {
+				fmt.Fprintf(a.stderr, "toolmux: tool search on /mcp: %s behind find_tools and call_tool; pinned: %s\n",
+					plural(cat.Len(), "tool"), cmp.Or(strings.Join(ts.Pinned, ", "), "none"))
+			}
 			sec.Loopback = gateway.IsLoopback(addr)
 			if stdio {
 				var stopHTTP func()
@@ -274,6 +295,7 @@ closes every upstream server and the task log, and says what it cancelled.`,
 			return a.serveHTTP(ctx, ln, g, g.Mux(token, sec), cat, s, shutdownTimeout)
 		},
 	}
+	search.flags(cmd)
 	cmd.Flags().StringVar(&addr, "addr", "127.0.0.1:8931", "address to listen on (with --stdio: also serve the web page there)")
 	cmd.Flags().BoolVar(&stdio, "stdio", false, "serve MCP over stdin/stdout instead of HTTP")
 	cmd.Flags().StringVar(&token, "token", "", "bearer token clients must send (default $TOOLMUX_TOKEN)")
@@ -455,6 +477,9 @@ func (a *app) serveHTTP(ctx context.Context, ln net.Listener, g *gateway.Gateway
 		plural(cat.Len(), "tool"), serverCount(cat.Servers()), ln.Addr(), ln.Addr())
 	if len(passthrough) > 0 {
 		fmt.Fprintf(a.stderr, "toolmux: passthrough to %s at http://%s/servers/NAME/mcp\n", strings.Join(passthrough, ", "), ln.Addr())
+	}
+	if virtual := g.VirtualNames(); len(virtual) > 0 {
+		fmt.Fprintf(a.stderr, "toolmux: virtual servers %s at http://%s/virtual/NAME/mcp\n", strings.Join(virtual, ", "), ln.Addr())
 	}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()

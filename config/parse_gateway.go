@@ -1,0 +1,179 @@
+package config
+
+import (
+	"fmt"
+	"regexp"
+	"strings"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/toolmux/toolmux/internal/toolglob"
+)
+
+// This file reads what toolmux serve shows of the catalog on its MCP
+// endpoints: tool_search (on /mcp) and virtual_servers.
+
+var (
+	toolSearchKeys    = []string{"enabled", "above", "pinned", "limit"}
+	virtualServerKeys = []string{"name", "description", "tools", "rename", "descriptions", "tool_search"}
+)
+
+// maxToolSearchAbove bounds tool_search.above: a typo of a few digits more
+// should be caught rather than turn the threshold off.
+const maxToolSearchAbove = 1_000_000
+
+// maxVirtualServers bounds virtual_servers: each is an MCP server of its own.
+const maxVirtualServers = 1000
+
+// virtualNameRE is a virtual server's name: one segment of a URL path
+// that needs no escaping.
+var virtualNameRE = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
+
+// toolNameRE is a tool name as MCP allows it (1 to 128 of A-Z, a-z, 0-9,
+// '_', '-' and '.').
+var toolNameRE = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,128}$`)
+
+// metaToolNames are the names tool search gives its meta-tools.
+var metaToolNames = []string{"find_tools", "call_tool"}
+
+// toolSearch reads a tool_search section.
+func (p *parser) toolSearch(n *yaml.Node, kp string) ToolSearch {
+	var ts ToolSearch
+	p.fields(n, kp, toolSearchKeys, func(e entry, fp string) {
+		switch e.key {
+		case "enabled":
+			ts.Enabled, _ = p.boolean(e.v, fp)
+		case "above":
+			ts.Above, _ = p.integer(e.v, fp, 0, maxToolSearchAbove)
+		case "pinned":
+			ts.Pinned = p.patterns(e.v, fp, true)
+		case "limit":
+			ts.Limit, _ = p.integer(e.v, fp, 1, MaxFindLimit)
+		}
+	})
+	return ts
+}
+
+// virtualServers reads the list of virtual servers.
+func (p *parser) virtualServers(n *yaml.Node, kp string) []VirtualServer {
+	items := p.items(n, kp)
+	if len(items) > maxVirtualServers {
+		p.errAt(n, kp, "at most %d virtual servers", maxVirtualServers)
+		return nil
+	}
+	var out []VirtualServer
+	names := map[string]*yaml.Node{}
+	for i, it := range items {
+		ip := fmt.Sprintf("%s[%d]", kp, i)
+		vs, nameNode := p.virtualServer(it, ip)
+		if vs.Name == "" {
+			continue
+		}
+		if prev, dup := names[vs.Name]; dup {
+			p.errAt(nameNode, ip+".name", "virtual server %s is already defined at line %d", quote(vs.Name), prev.Line)
+			continue
+		}
+		names[vs.Name] = nameNode
+		out = append(out, vs)
+	}
+	return out
+}
+
+// virtualServer reads one virtual server; name is its name's node.
+func (p *parser) virtualServer(n *yaml.Node, kp string) (vs VirtualServer, name *yaml.Node) {
+	var rename, descriptions *yaml.Node
+	var renameKP, descriptionsKP string
+	ok := p.element(n, kp, virtualServerKeys, func(e entry, fp string) {
+		switch e.key {
+		case "name":
+			name = e.v
+			if s, ok := p.text(e.v, fp); ok {
+				if !virtualNameRE.MatchString(s) {
+					p.errAt(e.v, fp, "%s is not a virtual server name: use 1 to 64 letters, digits, '-' and '_' (it is a part of the URL)", quote(s))
+				} else {
+					vs.Name = s
+				}
+			}
+		case "description":
+			vs.Description, _ = p.text(e.v, fp)
+		case "tools":
+			vs.Tools = p.nonEmptyStrings(e.v, fp, checkToolPattern)
+		case "rename":
+			rename, renameKP = e.v, fp
+		case "descriptions":
+			descriptions, descriptionsKP = e.v, fp
+		case "tool_search":
+			vs.ToolSearch = p.toolSearch(e.v, fp)
+		}
+	})
+	if !ok {
+		return VirtualServer{}, nil
+	}
+	if name == nil {
+		p.errAt(n, kp, "a virtual server needs a name")
+	}
+	if vs.Tools == nil {
+		p.errAt(n, kp, "a virtual server needs tools: the tool patterns (server/tool) of the tools it serves")
+	}
+	patterns, _ := toolglob.ParseAll(vs.Tools, true)
+	if rename != nil {
+		taken := map[string]string{}
+		vs.Rename = p.toolMap(rename, renameKP, patterns, func(tool, s string) string {
+			switch {
+			case !toolNameRE.MatchString(s):
+				return fmt.Sprintf("%s is not a tool name: use 1 to 128 letters, digits, '_', '-' and '.'", quote(s))
+			case strings.Contains(s, "__") && s != strings.ReplaceAll(tool, "/", "__"):
+				// Exposed names are server__tool: such a name could be
+				// another tool's.
+				return fmt.Sprintf("%s contains \"__\", which exposed names (server__tool) use; choose a name without it", quote(s))
+			case s == metaToolNames[0] || s == metaToolNames[1]:
+				return fmt.Sprintf("%s is the name of one of tool search's meta-tools", quote(s))
+			case taken[s] != "":
+				return fmt.Sprintf("%s is already the name of %s", quote(s), quote(taken[s]))
+			}
+			taken[s] = tool
+			return ""
+		})
+	}
+	if descriptions != nil {
+		vs.Descriptions = p.toolMap(descriptions, descriptionsKP, patterns, nil)
+	}
+	return vs, name
+}
+
+// toolMap reads a mapping from exact tools (server/tool) that patterns
+// match to non-empty strings, each checked by check.
+func (p *parser) toolMap(n *yaml.Node, kp string, patterns []toolglob.Pattern, check func(tool, v string) string) map[string]string {
+	es, _ := p.entries(n, kp)
+	out := make(map[string]string, len(es))
+	for _, e := range es {
+		fp := join(kp, e.key)
+		server, tool, ok := strings.Cut(e.key, "/")
+		if !ok || server == "" || tool == "" {
+			p.errAt(e.k, fp, "%s is not a tool: write server/tool", quote(e.key))
+			continue
+		}
+		if strings.ContainsAny(e.key, "*?[{") {
+			p.errAt(e.k, fp, "%s is a pattern: name one tool exactly (server/tool)", quote(e.key))
+			continue
+		}
+		if patterns != nil {
+			if _, ok := toolglob.Any(patterns, server, tool); !ok {
+				p.errAt(e.k, fp, "%s is not among the virtual server's tools (no pattern of tools matches it)", quote(e.key))
+				continue
+			}
+		}
+		s, ok := p.text(e.v, fp)
+		if !ok {
+			continue
+		}
+		if check != nil {
+			if msg := check(e.key, s); msg != "" {
+				p.errAt(e.v, fp, "%s", msg)
+				continue
+			}
+		}
+		out[e.key] = s
+	}
+	return out
+}

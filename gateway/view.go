@@ -1,0 +1,300 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/toolmux/toolmux/internal/bm25"
+	"github.com/toolmux/toolmux/internal/jsonscan"
+	"github.com/toolmux/toolmux/internal/toolglob"
+	"github.com/toolmux/toolmux/tool"
+)
+
+// A view is what one MCP endpoint of the gateway shows of the catalog, and
+// how its tools/call reaches the Caller: /mcp (and stdio) shows every tool
+// under its exposed name; a virtual server (/virtual/NAME/mcp) shows the
+// tools its patterns pick, renamed and redescribed as configured. With
+// tool search on, a view lists only its pinned tools and the two
+// meta-tools, find_tools and call_tool (search.go); every tool of the view
+// stays callable, directly or through call_tool, by the same governed path
+// (Gateway.callTool: the scheduler, the policy, the pipeline, the task
+// log).
+type view struct {
+	g      *Gateway
+	route  string // where it is served: routeMCP, or /virtual/NAME/mcp
+	server *mcp.Server
+	// pick returns a catalog tool as the view shows it (Exposed is the
+	// name shown), or false when the view leaves it out; nil shows every
+	// tool as the catalog names it.
+	pick   func(tool.Tool) (tool.Tool, bool)
+	search ToolSearch
+	pinned []toolglob.Pattern
+	// handler serves a virtual server's route (nil for /mcp: Mux builds
+	// its own).
+	handler http.Handler
+
+	mu     sync.Mutex
+	synced *tool.Catalog
+	// listed are the tools registered with the server, by name shown.
+	listed map[string]tool.Tool
+	// tools are every tool of the view, as shown; byName indexes them
+	// (nil when pick is nil: the catalog's Lookup does).
+	tools     []tool.Tool
+	byName    map[string]int
+	searching bool        // the meta-tools are registered
+	index     *bm25.Index // built by the first find_tools of a catalog
+}
+
+// newView returns a view served by server. Patterns that do not parse
+// (the configuration checks them first) pin nothing, and are logged.
+func newView(g *Gateway, route string, server *mcp.Server, pick func(tool.Tool) (tool.Tool, bool), s ToolSearch) *view {
+	pinned, err := toolglob.ParseAll(s.Pinned, true)
+	if err != nil {
+		g.log.Error("toolmux: tool search of "+route+": a pinned pattern is invalid; nothing is pinned", "err", err)
+	}
+	return &view{g: g, route: route, server: server, pick: pick, search: s, pinned: pinned, listed: map[string]tool.Tool{}}
+}
+
+// sync registers the tools the view lists for the current catalog,
+// replacing changed ones and removing those gone (the go-sdk tells the
+// clients with notifications/tools/list_changed).
+func (v *view) sync(ctx context.Context) error {
+	cat, err := v.g.caller.Tools(ctx)
+	if err != nil {
+		return err
+	}
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if cat == v.synced {
+		return nil
+	}
+	tools, byName := cat.Tools(), map[string]int(nil)
+	if v.pick != nil {
+		tools, byName = v.picked(cat)
+	}
+	searching := v.search.on(len(tools))
+	want := make(map[string]tool.Tool, len(tools))
+	for _, t := range tools {
+		if !searching {
+			want[t.Exposed] = t
+		} else if _, ok := toolglob.Any(v.pinned, t.Server, t.Name); ok {
+			want[t.Exposed] = t
+		}
+	}
+	var gone []string
+	for name := range v.listed {
+		if _, ok := want[name]; !ok {
+			gone = append(gone, name)
+		}
+	}
+	if v.searching && !searching {
+		gone = append(gone, metaFindTools, metaCallTool)
+	}
+	if len(gone) > 0 {
+		v.server.RemoveTools(gone...)
+	}
+	for _, t := range tools {
+		w, ok := want[t.Exposed]
+		if !ok {
+			continue
+		}
+		if old, ok := v.listed[t.Exposed]; ok && sameTool(old, w) {
+			continue
+		}
+		v.server.AddTool(mcpTool(w), v.g.handler(w))
+	}
+	if searching && !v.searching {
+		v.server.AddTool(findToolsTool(v.search.limit()), v.metaHandler(metaFindTools))
+		v.server.AddTool(callToolTool, v.metaHandler(metaCallTool))
+	}
+	v.listed, v.tools, v.byName, v.searching, v.index, v.synced = want, tools, byName, searching, nil, cat
+	return nil
+}
+
+// picked returns the catalog's tools the view shows, as it shows them,
+// and their index by name. Two tools shown under one name (a rename onto
+// another tool's name) keep the first, in the catalog's order.
+func (v *view) picked(cat *tool.Catalog) ([]tool.Tool, map[string]int) {
+	var tools []tool.Tool
+	byName := map[string]int{}
+	for _, t := range cat.Tools() {
+		s, ok := v.pick(t)
+		if !ok {
+			continue
+		}
+		if _, dup := byName[s.Exposed]; dup || isMeta(s.Exposed) {
+			v.g.log.Warn("toolmux: a tool of "+v.route+" is left out: its name is taken", "tool", t.Server+"/"+t.Name, "name", s.Exposed)
+			continue
+		}
+		byName[s.Exposed] = len(tools)
+		tools = append(tools, s)
+	}
+	return tools, byName
+}
+
+// lookupLocked returns the view's tool shown as name; v.mu is held.
+func (v *view) lookupLocked(name string) (tool.Tool, bool) {
+	if v.synced == nil {
+		return tool.Tool{}, false
+	}
+	if v.byName == nil {
+		return v.synced.Lookup(name)
+	}
+	i, ok := v.byName[name]
+	if !ok {
+		return tool.Tool{}, false
+	}
+	return v.tools[i], true
+}
+
+// target is what a tools/call of a view reaches: a meta-tool, or a tool.
+type target struct {
+	meta string
+	t    tool.Tool
+}
+
+// resolve says what a call of name reaches; registered is true when the
+// name is one the server has registered (the go-sdk calls its handler).
+// A name of the view that is not listed (tool search hides it) is still
+// called, governed: a client that knows it need not search again. On
+// /mcp, a name of a server that is down (server__tool) is called the
+// governed way too, to be answered with server_unavailable and the
+// server's last error and stderr. Any other name is an invalid-params error whose data
+// holds the kind, tool_not_registered, and the closest tool name.
+func (v *view) resolve(name string) (tg target, registered bool, err error) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.synced == nil {
+		return tg, true, nil // the go-sdk answers, as before any sync
+	}
+	if v.searching && isMeta(name) {
+		return target{meta: name}, true, nil
+	}
+	if t, ok := v.lookupLocked(name); ok {
+		if !v.searching {
+			return target{t: t}, true, nil // every tool is listed
+		}
+		_, listed := v.listed[name]
+		return target{t: t}, listed, nil
+	}
+	if v.pick == nil {
+		if t, ok := downServerTool(v.synced, name); ok {
+			return target{t: t}, false, nil
+		}
+	}
+	return tg, false, v.unknownLocked(name)
+}
+
+// unknownLocked is the error answering a call of a name the view does not
+// have; v.mu is held.
+func (v *view) unknownLocked(name string) error {
+	var sug string
+	if v.pick == nil {
+		sug = v.synced.Suggest(name)
+	}
+	data, _ := json.Marshal(unknownToolData{Kind: tool.KindToolNotRegistered, Suggestion: sug})
+	return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("unknown tool %q", name), Data: data}
+}
+
+// downServerTool returns the tool a name of a server that is down stands
+// for: while a server is down its tools are not in the catalog.
+func downServerTool(cat *tool.Catalog, name string) (tool.Tool, bool) {
+	var prefix string
+	var server tool.ServerHealth
+	for _, h := range cat.Servers() {
+		// The longest prefix wins: server names may contain the separator.
+		p := tool.Sanitize(h.Name) + tool.Separator
+		if strings.HasPrefix(name, p) && len(name) > len(p) && len(p) > len(prefix) {
+			prefix, server = p, h
+		}
+	}
+	if prefix != "" && server.State != tool.StateReady {
+		return tool.Tool{Server: server.Name, Name: name[len(prefix):]}, true
+	}
+	return tool.Tool{}, false
+}
+
+// dispatch makes a call of the view.
+func (v *view) dispatch(ctx context.Context, tg target, in callInput) *mcp.CallToolResult {
+	switch tg.meta {
+	case metaFindTools:
+		return v.findTools(in)
+	case metaCallTool:
+		return v.callTool(ctx, in)
+	}
+	return v.g.callTool(ctx, tg.t, in)
+}
+
+// metaHandler is the go-sdk's handler of a meta-tool.
+func (v *view) metaHandler(name string) mcp.ToolHandler {
+	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		ctx, done := v.g.clients.bind(ctx, req.Extra)
+		defer done()
+		return v.dispatch(ctx, target{meta: name}, sdkInput(ctx, req)), nil
+	}
+}
+
+// sdkInput is the callInput of a tools/call the go-sdk hands a handler.
+func sdkInput(ctx context.Context, req *mcp.CallToolRequest) callInput {
+	in := callInput{session: req.Session, params: req.Params}
+	if tok := req.Params.GetProgressToken(); tok != nil {
+		in.progress = func(p *mcp.ProgressNotificationParams) {
+			_ = req.Session.NotifyProgress(context.WithoutCancel(ctx), p)
+		}
+	}
+	return in
+}
+
+// syncMiddleware brings the registered tools up to date with the catalog
+// before a client looks at them or calls one, and answers calls of names
+// that are not registered (see resolve).
+func (v *view) syncMiddleware(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		if method == "tools/list" || method == "tools/call" {
+			if err := v.sync(ctx); err != nil {
+				return nil, err
+			}
+		}
+		if call, ok := req.(*mcp.CallToolRequest); ok && method == "tools/call" {
+			tg, registered, err := v.resolve(call.Params.Name)
+			if err != nil {
+				return nil, err
+			}
+			if !registered {
+				ctx, done := v.g.clients.bind(ctx, call.Extra)
+				defer done()
+				return v.dispatch(ctx, tg, sdkInput(ctx, call)), nil
+			}
+		}
+		return next(ctx, method, req)
+	}
+}
+
+// leanCall answers a tools/call of the view itself (lean.go).
+func (v *view) leanCall(w http.ResponseWriter, r *http.Request, sid string, body []byte, msg jsonscan.Message) bool {
+	req, params, ok := leanRequest(r, body, msg)
+	if !ok {
+		return false
+	}
+	rec := v.g.clients.lookup(sid, v.route)
+	if rec == nil || rec.ss.InitializeParams() == nil {
+		return false
+	}
+	return v.g.clients.serveLean(w, r, rec, req.ID, func(ctx context.Context, st *leanStream) (mcp.Result, error) {
+		if err := v.sync(ctx); err != nil {
+			return nil, err
+		}
+		tg, _, err := v.resolve(params.Name)
+		if err != nil {
+			return nil, err
+		}
+		return v.dispatch(ctx, tg, callInput{session: rec.ss, params: params, progress: st.progress, elicit: st.elicit}), nil
+	})
+}
