@@ -36,6 +36,10 @@ type Reconfiguration struct {
 	// out (removed or replaced) before they are closed; 0 means
 	// DefaultDrain. The calls are cancelled when they outlast it.
 	Drain time.Duration
+	// Swapped, when set, is called once the new set is in use, before the
+	// drain: what must change at the same moment as the servers (the
+	// caller's policy and pipeline).
+	Swapped func()
 }
 
 // ReconfigureError is a reconfiguration that was refused; the manager's
@@ -124,6 +128,9 @@ func (m *Manager) Reconfigure(ctx context.Context, r Reconfiguration) (err error
 		m.attach(s)
 	}
 	m.set.Store(next)
+	if r.Swapped != nil {
+		r.Swapped()
+	}
 	m.reconfMu.Unlock()
 
 	// The new servers need listing; recovery, when on, brings up those
