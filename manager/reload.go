@@ -133,18 +133,8 @@ func (m *Manager) Reconfigure(ctx context.Context, r Reconfiguration) (err error
 	}
 	m.reconfMu.Unlock()
 
-	// The new servers need listing; recovery, when on, brings up those
-	// that fail, as it does at start.
-	if m.recovering() {
-		for _, s := range added {
-			s.mu.Lock()
-			down := s.listErr != nil
-			s.mu.Unlock()
-			if down {
-				m.kick(s)
-			}
-		}
-	}
+	// The servers added are listed by the next Tools; one that fails
+	// then is brought back by recovery, when on, as at start.
 	return m.drain(ctx, out, r.Drain)
 }
 
