@@ -78,8 +78,9 @@ func (rt *Runtime) Reload(ctx context.Context, cfg *config.Config, drain time.Du
 	}
 	popts := append(pipeline.FromConfig(cfg.Pipeline), rt.popts...)
 	popts = append(popts, pipeline.WithLimits(pipeline.Limits{MaxDepth: cfg.Limits.MaxDepth, MaxRecordBytes: int(cfg.Limits.MaxRecordBytes)}))
-	// Checked before the servers change; the pipeline is swapped after.
-	if _, err := pipeline.New(rt.Manager, popts...); err != nil {
+	// Built before the servers change, put in use with them.
+	applyPipeline, err := rt.Pipeline.Prepare(popts...)
+	if err != nil {
 		return Reloaded{}, err
 	}
 
@@ -147,10 +148,7 @@ func (rt *Runtime) Reload(ctx context.Context, cfg *config.Config, drain time.Du
 	// The pipeline and the policy apply to the calls that start after the
 	// servers changed: a call of a new server is governed by the new rules.
 	rc.Swapped = func() {
-		if err := rt.Pipeline.Reconfigure(popts...); err != nil {
-			// Built once above from the same options: not expected.
-			rt.log.Error("reload: the pipeline's settings were not applied", "error", err)
-		}
+		applyPipeline()
 		rt.Gate.SetEngine(pol)
 	}
 	if err := rt.Manager.Reconfigure(ctx, rc); err != nil {

@@ -64,12 +64,23 @@ func New(b Backend, opts ...Option) (*Pipeline, error) {
 // the chain remembers per task (first uses, duplicate queries) starts
 // afresh. On error the chain in use stays.
 func (p *Pipeline) Reconfigure(opts ...Option) error {
-	c, err := build(p.backend, opts)
+	apply, err := p.Prepare(opts...)
 	if err != nil {
 		return err
 	}
-	p.cur.Store(c)
+	apply()
 	return nil
+}
+
+// Prepare builds the chain opts describe, as Reconfigure does, and returns
+// the function that puts it in use: a caller that changes other parts at
+// the same moment (a reload) builds everything that can fail first.
+func (p *Pipeline) Prepare(opts ...Option) (apply func(), err error) {
+	c, err := build(p.backend, opts)
+	if err != nil {
+		return nil, err
+	}
+	return func() { p.cur.Store(c) }, nil
 }
 
 // build makes the chain of opts around b.
