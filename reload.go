@@ -20,8 +20,10 @@ type Reloaded struct {
 	// as builtin.ServerName).
 	Added, Removed, Restarted []string
 	// Unchanged lists the settings a reload does not apply (a running
-	// process keeps them until it restarts), those that differ in the
-	// new configuration: data_dir, task_log, agents, model, passthrough.
+	// process keeps them until it restarts) that differ in the new
+	// configuration: task_log, passthrough, policy.persist,
+	// limits.max_depth, limits.max_event_bytes, and, in a runtime with
+	// agents, model and agents.
 	Unchanged []string
 }
 
@@ -43,7 +45,8 @@ func (r Reloaded) Changed() bool {
 // On error nothing changed (a server whose source cannot be made, a
 // policy or pipeline the configuration's checks let through but their
 // builders refuse). Settings that need a restart are reported in
-// Reloaded.Unchanged and otherwise ignored.
+// Reloaded.Unchanged and otherwise ignored: Reload sets them in cfg to
+// those in use (as it does data_dir), and cfg becomes CurrentConfig.
 func (rt *Runtime) Reload(ctx context.Context, cfg *config.Config, drain time.Duration) (Reloaded, error) {
 	rt.reloadMu.Lock()
 	defer rt.reloadMu.Unlock()
@@ -51,15 +54,24 @@ func (rt *Runtime) Reload(ctx context.Context, cfg *config.Config, drain time.Du
 	var r Reloaded
 	// What the process keeps from its start.
 	cfg.DataDir = old.DataDir
-	for _, u := range []struct {
+	fixed := []struct {
 		name     string
 		old, new any
 	}{
 		{"task_log", old.TaskLog, cfg.TaskLog},
-		{"agents", old.Agents, cfg.Agents},
-		{"model", old.Model, cfg.Model},
 		{"passthrough", old.Passthrough, cfg.Passthrough},
-	} {
+		{"policy.persist", old.Policy.Persist, cfg.Policy.Persist},
+		// Held by the scheduler, the gateway and the event sink too.
+		{"limits.max_depth", old.Limits.MaxDepth, cfg.Limits.MaxDepth},
+		{"limits.max_event_bytes", old.Limits.MaxEventBytes, cfg.Limits.MaxEventBytes},
+	}
+	if !rt.noAgents {
+		fixed = append(fixed, []struct {
+			name     string
+			old, new any
+		}{{"model", old.Model, cfg.Model}, {"agent", old.Agent, cfg.Agent}, {"agents", old.Agents, cfg.Agents}}...)
+	}
+	for _, u := range fixed {
 		if !reflect.DeepEqual(u.old, u.new) {
 			r.Unchanged = append(r.Unchanged, u.name)
 		}
@@ -77,7 +89,7 @@ func (rt *Runtime) Reload(ctx context.Context, cfg *config.Config, drain time.Du
 		}
 	}
 	popts := append(pipeline.FromConfig(cfg.Pipeline), rt.popts...)
-	popts = append(popts, pipeline.WithLimits(pipeline.Limits{MaxDepth: cfg.Limits.MaxDepth, MaxRecordBytes: int(cfg.Limits.MaxRecordBytes)}))
+	popts = append(popts, pipeline.WithLimits(pipeline.Limits{MaxDepth: old.Limits.MaxDepth, MaxRecordBytes: int(cfg.Limits.MaxRecordBytes)}))
 	// Built before the servers change, put in use with them.
 	applyPipeline, err := rt.Pipeline.Prepare(popts...)
 	if err != nil {
@@ -154,6 +166,9 @@ func (rt *Runtime) Reload(ctx context.Context, cfg *config.Config, drain time.Du
 	if err := rt.Manager.Reconfigure(ctx, rc); err != nil {
 		return Reloaded{}, err
 	}
+	// What is not applied stays as it was in the configuration in use.
+	cfg.Limits.MaxDepth, cfg.Limits.MaxEventBytes = old.Limits.MaxDepth, old.Limits.MaxEventBytes
+	cfg.Policy.Persist, cfg.TaskLog, cfg.Passthrough = old.Policy.Persist, old.TaskLog, old.Passthrough
 	rt.current = cfg
 	return r, nil
 }

@@ -50,13 +50,16 @@ func TestRuntimeReload(t *testing.T) {
 		t.Fatalf("before: %v, %d chars", rec.Err(), len(rec.Result.Text()))
 	}
 
-	v2 := fmt.Sprintf("builtin:\n  enabled: false\nservers:\n  fx:\n    command: %[1]s\n  new:\n    command: %[1]s\ndeny: [fx/pid]\npipeline:\n  truncate:\n    max_chars: 500\n", fx)
+	v2 := fmt.Sprintf("builtin:\n  enabled: false\nservers:\n  fx:\n    command: %[1]s\n  new:\n    command: %[1]s\ndeny: [fx/pid]\npipeline:\n  truncate:\n    max_chars: 500\nlimits:\n  max_depth: 20\n", fx)
 	res, err := rt.Reload(ctx, load(v2), 0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !slices.Equal(res.Added, []string{"new"}) || !slices.Equal(res.Removed, []string{"old"}) || len(res.Restarted) != 0 {
 		t.Fatalf("reload said %+v", res)
+	}
+	if !slices.Equal(res.Unchanged, []string{"limits.max_depth"}) || rt.CurrentConfig().Limits.MaxDepth == 20 {
+		t.Errorf("a setting fixed at start: reload said %v, in use %d", res.Unchanged, rt.CurrentConfig().Limits.MaxDepth)
 	}
 	if got := rt.Manager.Servers(); !slices.Equal(got, []string{"fx", "new", "own"}) {
 		t.Fatalf("servers %v", got)

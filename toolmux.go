@@ -140,6 +140,7 @@ type Runtime struct {
 	reloadMu sync.Mutex
 	current  *config.Config
 	mode     policy.Mode
+	noAgents bool
 	popts    []pipeline.Option
 	log      *slog.Logger
 }
@@ -159,7 +160,7 @@ func Open(ctx context.Context, cfg *config.Config, o Options) (rt *Runtime, err 
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	rt = &Runtime{Config: cfg, Model: o.Model, current: cfg, mode: o.Mode, log: log}
+	rt = &Runtime{Config: cfg, Model: o.Model, current: cfg, mode: o.Mode, noAgents: o.NoAgents, log: log}
 	defer func() {
 		if err != nil {
 			rt.Close(context.WithoutCancel(ctx))
