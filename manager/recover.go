@@ -146,9 +146,10 @@ func (m *Manager) heal(s *server) {
 			}
 			s.mu.Lock()
 			s.waiting = false
+			retired := s.retired
 			s.mu.Unlock()
-			if m.bg.ctx.Err() != nil {
-				continue
+			if m.bg.ctx.Err() != nil || retired {
+				continue // to the top, which ends the recovery
 			}
 		}
 		before := s.generation()
