@@ -314,5 +314,19 @@ func TestServeReloadsOnWatch(t *testing.T) {
 		t.Fatal(err)
 	}
 	loop.waitMore(t, 3)
+
+	// A save with an error is refused; the servers stay.
+	mark := len(p.stderr.String())
+	writeFile(t, filepath.Join(dir, "toolmux.yaml"), "servers:\n  a:\n    comand: x\n")
+	if !testservers.Eventually(30*time.Second, func() bool { return strings.Contains(p.stderr.String()[mark:], "stays") }) {
+		t.Fatalf("no refusal:\n%s", p.stderr.String())
+	}
+	if refusal := p.stderr.String()[mark:]; !regexp.MustCompile(`toolmux\.yaml:3:5: `).MatchString(refusal) {
+		t.Fatalf("the refusal does not give the error's position:\n%s", refusal)
+	}
+	if names := rc.tools(t, ctx); !slices.Contains(names, "d__echo") {
+		t.Fatalf("the servers changed after a refused reload: %v", names)
+	}
+	loop.waitMore(t, 3)
 	loop.end(t)
 }
