@@ -55,33 +55,43 @@ func NewManager(cfg *config.Config, log *slog.Logger, opts ...manager.Option) (m
 		all = append(all, manager.WithSource(b, builtinServerOptions(cfg)))
 	}
 	for _, sc := range cfg.Servers {
-		var src manager.Source
-		var err error
-		sopts := serverOptions(cfg, sc)
-		if sc.Transport == config.Command {
-			src, err = newCommandSource(cfg, sc, log)
-			// The manager cuts discovery off at its connect timeout (plus
-			// its listing margin). It must not be the first to give up:
-			// cmdsource stops a slow discovery command itself, after
-			// DiscoverTimeout and the kill grace, with an error quoting
-			// what the command printed.
-			sopts.ConnectTimeout = first(sc.ConnectTimeout, cfg.ConnectTimeout) + cmdsource.DefaultKillGrace
-		} else {
-			src, err = mcpsource.New(MCPSourceConfig(cfg, sc, log.With("server", sc.Name)))
-		}
-		switch {
-		case err != nil && sc.Disabled:
-			// A disabled server may use variables that are not set (often
-			// why it is disabled), which can leave it without a program
-			// or URL; it is never started, so it only needs to be listed.
-			src = disabledSource(sc.Name)
-		case err != nil:
+		src, sopts, err := newSource(cfg, sc, log)
+		if err != nil {
 			return nil, err
 		}
 		made = append(made, src)
 		all = append(all, manager.WithSource(src, sopts))
 	}
 	return manager.New(append(all, opts...)...)
+}
+
+// newSource makes the source of one configured server, with the policy
+// the manager applies to it.
+func newSource(cfg *config.Config, sc config.Server, log *slog.Logger) (manager.Source, manager.ServerOptions, error) {
+	var src manager.Source
+	var err error
+	sopts := serverOptions(cfg, sc)
+	if sc.Transport == config.Command {
+		src, err = newCommandSource(cfg, sc, log)
+		// The manager cuts discovery off at its connect timeout (plus
+		// its listing margin). It must not be the first to give up:
+		// cmdsource stops a slow discovery command itself, after
+		// DiscoverTimeout and the kill grace, with an error quoting
+		// what the command printed.
+		sopts.ConnectTimeout = first(sc.ConnectTimeout, cfg.ConnectTimeout) + cmdsource.DefaultKillGrace
+	} else {
+		src, err = mcpsource.New(MCPSourceConfig(cfg, sc, log.With("server", sc.Name)))
+	}
+	switch {
+	case err != nil && sc.Disabled:
+		// A disabled server may use variables that are not set (often
+		// why it is disabled), which can leave it without a program
+		// or URL; it is never started, so it only needs to be listed.
+		src = disabledSource(sc.Name)
+	case err != nil:
+		return nil, sopts, err
+	}
+	return src, sopts, nil
 }
 
 // disabledSource stands in for a disabled server whose source cannot be

@@ -19,6 +19,7 @@ import (
 	"fmt"
 	"log/slog"
 	"path/filepath"
+	"sync"
 
 	"github.com/toolmux/toolmux/agent"
 	"github.com/toolmux/toolmux/config"
@@ -116,9 +117,13 @@ func TaskLogOptions(cfg config.TaskLog, log *slog.Logger) []tasklog.Option {
 // Runtime is an assembled toolmux. Its fields are the parts, for callers
 // that need one (the gateway takes the pipeline and the scheduler).
 type Runtime struct {
-	Config    *config.Config
-	Manager   *manager.Manager
-	Pipeline  *pipeline.Pipeline
+	// Config is the configuration Open was given (Reload does not change
+	// it; CurrentConfig is the one in use).
+	Config   *config.Config
+	Manager  *manager.Manager
+	Pipeline *pipeline.Pipeline
+	// Policy is the policy engine Open built; after a Reload, the Gate's
+	// engine (Gate.Engine) is the one in use.
 	Policy    *policy.Engine
 	Gate      *policy.Gate
 	Scheduler *schedule.Scheduler
@@ -136,6 +141,24 @@ type Runtime struct {
 	dispatcher Dispatcher
 	// ownEvents: Events is the runtime's own, closed by Close.
 	ownEvents bool
+
+	// Reload: the configuration in use, what Open was told that a new
+	// configuration does not change (the mode, the pipeline's options
+	// other than the configuration's), and the turn of reloads.
+	reloadMu sync.Mutex
+	current  *config.Config
+	mode     policy.Mode
+	noAgents bool
+	popts    []pipeline.Option
+	log      *slog.Logger
+}
+
+// CurrentConfig returns the configuration in use: Open's, or the last one
+// Reload applied.
+func (rt *Runtime) CurrentConfig() *config.Config {
+	rt.reloadMu.Lock()
+	defer rt.reloadMu.Unlock()
+	return rt.current
 }
 
 // Open builds the runtime of cfg. Nothing is started until it is used:
@@ -145,7 +168,7 @@ func Open(ctx context.Context, cfg *config.Config, o Options) (rt *Runtime, err 
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	rt = &Runtime{Config: cfg, Model: o.Model}
+	rt = &Runtime{Config: cfg, Model: o.Model, current: cfg, mode: o.Mode, noAgents: o.NoAgents, log: log}
 	defer func() {
 		if err != nil {
 			rt.Close(context.WithoutCancel(ctx))
@@ -167,8 +190,7 @@ func Open(ctx context.Context, cfg *config.Config, o Options) (rt *Runtime, err 
 			}
 		}
 	}
-	popts := []pipeline.Option{pipeline.WithDataDir(cfg.DataDir), pipeline.WithLogger(log),
-		pipeline.WithLimits(pipeline.Limits{MaxDepth: cfg.Limits.MaxDepth, MaxRecordBytes: int(cfg.Limits.MaxRecordBytes)})}
+	popts := []pipeline.Option{pipeline.WithDataDir(cfg.DataDir), pipeline.WithLogger(log)}
 	if cfg.DataDir != "" && cfg.TaskLog.Enabled && !o.NoTaskLog {
 		if rt.Log, err = tasklog.Open(ctx, cfg.DataDir, append(TaskLogOptions(cfg.TaskLog, log), o.TaskLog...)...); err != nil {
 			return rt, &TaskLogError{Err: err}
@@ -202,6 +224,8 @@ func Open(ctx context.Context, cfg *config.Config, o Options) (rt *Runtime, err 
 	if rt.Manager, err = NewManager(cfg, log, append(mopts, o.ManagerOptions...)...); err != nil {
 		return rt, err
 	}
+	rt.popts = popts
+	popts = append(popts, pipeline.WithLimits(pipeline.Limits{MaxDepth: cfg.Limits.MaxDepth, MaxRecordBytes: int(cfg.Limits.MaxRecordBytes)}))
 	if rt.Pipeline, err = pipeline.New(rt.Manager, append(pipeline.FromConfig(cfg.Pipeline), popts...)...); err != nil {
 		return rt, err
 	}

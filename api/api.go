@@ -44,8 +44,9 @@ type Options struct {
 	Caller  Caller
 	// Health returns the servers' health (manager.Health).
 	Health func() []tool.ServerHealth
-	// Policy says what the policy does with each tool, for /api/tools.
-	Policy *policy.Engine
+	// Policy says what the policy does with each tool, for /api/tools: a
+	// *policy.Engine, or a *policy.Gate, whose engine a reload replaces.
+	Policy interface{ Requires(tool.Tool) policy.Action }
 	// Approvals is the queue of calls waiting for an answer.
 	Approvals *Approvals
 	// Log is the task log, for /api/tasks.
@@ -181,7 +182,7 @@ func (s *server) tools(w http.ResponseWriter, r *http.Request) {
 	out := make([]ToolInfo, 0, cat.Len())
 	for _, t := range cat.Tools() {
 		info := ToolInfo{Tool: &t}
-		if s.o.Policy != nil {
+		if s.o.Policy != nil && !isNilPolicy(s.o.Policy) {
 			info.Approval = string(s.o.Policy.Requires(t))
 		}
 		out = append(out, info)
@@ -498,4 +499,16 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 		}
 	}
 	_, _ = w.Write(append(b, '\n'))
+}
+
+// isNilPolicy reports whether p is a nil pointer in an interface (an
+// Options literal given a nil *policy.Engine).
+func isNilPolicy(p interface{ Requires(tool.Tool) policy.Action }) bool {
+	switch v := p.(type) {
+	case *policy.Engine:
+		return v == nil
+	case *policy.Gate:
+		return v == nil
+	}
+	return false
 }

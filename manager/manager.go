@@ -110,15 +110,15 @@ type Option func(*Manager) error
 func WithSource(src Source, opts ServerOptions) Option {
 	return func(m *Manager) error {
 		name := src.Name()
-		if _, dup := m.servers[name]; dup {
+		if _, dup := m.init.servers[name]; dup {
 			return fmt.Errorf("manager: two sources named %q", name)
 		}
 		s, err := newServer(src, opts)
 		if err != nil {
 			return fmt.Errorf("manager: server %q: %w", name, err)
 		}
-		m.servers[name] = s
-		m.order = append(m.order, name)
+		m.init.servers[name] = s
+		m.init.order = append(m.init.order, name)
 		return nil
 	}
 }
@@ -135,7 +135,7 @@ func WithFilter(allow, deny []string) Option {
 		if err != nil {
 			return err
 		}
-		m.filter = filter{allow: a, deny: d}
+		m.init.filter = filter{allow: a, deny: d}
 		return nil
 	}
 }
@@ -184,9 +184,16 @@ func WithListingObserver(f func(Listing)) Option {
 type Manager struct {
 	log     *slog.Logger
 	observe func(Listing) // nil: nobody watches discovery
-	filter  filter
-	servers map[string]*server
-	order   []string
+	// set is the servers and the global filter, swapped whole by
+	// Reconfigure: a call, a listing or a catalog reads one set and never
+	// sees half of a reload. init is the set the options build in New.
+	set  atomic.Pointer[serverSet]
+	init *serverSet
+
+	// reconfMu makes reloads take turns; retired holds the servers a
+	// reload took out, until they are closed (by it, or by Close).
+	reconfMu sync.Mutex
+	retired  map[*server]struct{}
 
 	built     atomic.Pointer[built]
 	refreshMu sync.Mutex
@@ -194,10 +201,28 @@ type Manager struct {
 	bg        background
 }
 
+// serverSet is the servers in configuration order and the global allow
+// and deny lists. It is never changed once stored: a reload stores another.
+type serverSet struct {
+	servers map[string]*server
+	order   []string
+	filter  filter
+}
+
+// allowed returns "" when the tool passes the global and the server's
+// filters, else the reason it does not.
+func (set *serverSet) allowed(s *server, toolName string) string {
+	if why := set.filter.verdict(s.name, toolName); why != "" {
+		return why
+	}
+	return s.filter.verdict(s.name, toolName)
+}
+
 // built is a catalog and the listing generation of each server (in
-// configuration order) it was built from.
+// configuration order) it was built from, and the set they were in.
 type built struct {
 	catalog *tool.Catalog
+	set     *serverSet
 	gens    []uint64
 }
 
@@ -217,37 +242,46 @@ func (m *Manager) Catalog() *tool.Catalog { return m.catalog() }
 // New returns a manager. Sources are not contacted until the first Tools
 // or Call.
 func New(opts ...Option) (*Manager, error) {
-	m := &Manager{log: slog.New(slog.DiscardHandler), servers: map[string]*server{}}
+	m := &Manager{log: slog.New(slog.DiscardHandler), init: &serverSet{servers: map[string]*server{}},
+		retired: map[*server]struct{}{}}
 	m.bg.ctx, m.bg.stop = context.WithCancel(context.Background())
+	m.set.Store(m.init)
 	for _, o := range opts {
 		if err := o(m); err != nil {
 			m.Close()
 			return nil, err
 		}
 	}
-	for _, s := range m.servers {
+	m.init = nil
+	for _, s := range m.set.Load().servers {
 		// Set here rather than in WithSource, so WithLogger may come in any order.
-		s.log = m.log
-		s.kick = func() { m.kick(s) }
-		if cn, ok := s.src.(changeNotifier); ok {
-			cn.OnToolsChanged(func() {
-				s.markStale()
-				m.kick(s)
-			})
-		}
-		if ln, ok := s.src.(lossNotifier); ok {
-			// A lost session is restarted by the next use; recovery makes
-			// that use now. Without recovery nothing changes: the tools
-			// last listed stand until a call finds the server again.
-			ln.OnSessionLost(func() {
-				if m.recovering() {
-					s.markStale()
-					m.kick(s)
-				}
-			})
-		}
+		m.attach(s)
 	}
 	return m, nil
+}
+
+// attach wires a server to the manager: its logger, its recovery and the
+// source's notices.
+func (m *Manager) attach(s *server) {
+	s.log = m.log
+	s.kick = func() { m.kick(s) }
+	if cn, ok := s.src.(changeNotifier); ok {
+		cn.OnToolsChanged(func() {
+			s.markStale()
+			m.kick(s)
+		})
+	}
+	if ln, ok := s.src.(lossNotifier); ok {
+		// A lost session is restarted by the next use; recovery makes
+		// that use now. Without recovery nothing changes: the tools
+		// last listed stand until a call finds the server again.
+		ln.OnSessionLost(func() {
+			if m.recovering() {
+				s.markStale()
+				m.kick(s)
+			}
+		})
+	}
 }
 
 // Tools returns the catalog of every allowed tool of every enabled server,
@@ -293,8 +327,12 @@ var errClosed = &tool.Error{Kind: tool.KindServerUnavailable, Message: "the tool
 // needsRefresh reports whether a server must be listed again, or was listed
 // (by a call that looked up a new tool) since b was built.
 func (m *Manager) needsRefresh(b *built) bool {
-	for i, name := range m.order {
-		s := m.servers[name]
+	set := m.set.Load()
+	if b.set != set {
+		return true
+	}
+	for i, name := range set.order {
+		s := set.servers[name]
 		if s.needsListing(false) || s.generation() != b.gens[i] {
 			return true
 		}
@@ -305,18 +343,19 @@ func (m *Manager) needsRefresh(b *built) bool {
 // discover lists, in parallel, every server that needs it.
 func (m *Manager) discover(ctx context.Context, all bool) {
 	var wg sync.WaitGroup
-	for _, name := range m.order {
-		s := m.servers[name]
+	set := m.set.Load()
+	for _, name := range set.order {
+		s := set.servers[name]
 		if !s.needsListing(all) {
 			continue
 		}
-		wg.Go(func() { m.listObserved(ctx, s) })
+		wg.Go(func() { m.listObserved(ctx, set, s) })
 	}
 	wg.Wait()
 }
 
 // listObserved lists one server for discovery, telling the observer.
-func (m *Manager) listObserved(ctx context.Context, s *server) {
+func (m *Manager) listObserved(ctx context.Context, set *serverSet, s *server) {
 	if m.observe == nil {
 		_ = s.list(ctx)
 		return
@@ -328,7 +367,7 @@ func (m *Manager) listObserved(ctx context.Context, s *server) {
 	if err == nil {
 		listed, _ := s.snapshot()
 		for _, t := range listed {
-			if m.allowed(s, t.Name) == "" {
+			if set.allowed(s, t.Name) == "" {
 				l.Tools++
 			}
 		}
@@ -339,15 +378,16 @@ func (m *Manager) listObserved(ctx context.Context, s *server) {
 // rebuild makes a new catalog from what the servers last listed.
 func (m *Manager) rebuild() *tool.Catalog {
 	var tools []tool.Tool
-	health := make([]tool.ServerHealth, 0, len(m.order))
-	gens := make([]uint64, len(m.order))
-	for i, name := range m.order {
-		s := m.servers[name]
+	set := m.set.Load()
+	health := make([]tool.ServerHealth, 0, len(set.order))
+	gens := make([]uint64, len(set.order))
+	for i, name := range set.order {
+		s := set.servers[name]
 		health = append(health, s.health())
 		var listed []tool.Tool
 		listed, gens[i] = s.snapshot()
 		for _, t := range listed {
-			if m.allowed(s, t.Name) == "" {
+			if set.allowed(s, t.Name) == "" {
 				tools = append(tools, t)
 			}
 		}
@@ -356,24 +396,16 @@ func (m *Manager) rebuild() *tool.Catalog {
 	for _, col := range c.Collisions() {
 		m.log.Warn("tool name collision", "name", col.Name, "server", col.Server, "tool", col.Tool, "held_by", col.Holder, "assigned", col.Assigned)
 	}
-	m.built.Store(&built{catalog: c, gens: gens})
+	m.built.Store(&built{catalog: c, set: set, gens: gens})
 	return c
-}
-
-// allowed returns "" when the tool passes the global and the server's
-// filters, else the reason it does not.
-func (m *Manager) allowed(s *server, toolName string) string {
-	if why := m.filter.verdict(s.name, toolName); why != "" {
-		return why
-	}
-	return s.filter.verdict(s.name, toolName)
 }
 
 // Health returns the current health of every server, in configuration order.
 func (m *Manager) Health() []tool.ServerHealth {
-	out := make([]tool.ServerHealth, 0, len(m.order))
-	for _, name := range m.order {
-		h := m.servers[name].health()
+	set := m.set.Load()
+	out := make([]tool.ServerHealth, 0, len(set.order))
+	for _, name := range set.order {
+		h := set.servers[name].health()
 		if c := m.catalog(); c != nil {
 			if ch, ok := c.Server(name); ok {
 				h.Tools = ch.Tools
@@ -385,7 +417,7 @@ func (m *Manager) Health() []tool.ServerHealth {
 }
 
 // Servers returns the server names in configuration order.
-func (m *Manager) Servers() []string { return slices.Clone(m.order) }
+func (m *Manager) Servers() []string { return slices.Clone(m.set.Load().order) }
 
 // Call runs one tool call and returns its record; a failed call is a record
 // with Error set. The call is refused with policy_violation when the tool
@@ -432,10 +464,11 @@ func (m *Manager) call(ctx context.Context, call *tool.Call, def *tool.Tool, rec
 	if m.closed.Load() {
 		return nil, copyError(errClosed)
 	}
-	s, err := m.server(call.Server, call.Tool)
+	s, err := m.enter(call.Server, call.Tool)
 	if err != nil {
 		return nil, err
 	}
+	defer s.exit()
 
 	ctx, cancel := context.WithTimeoutCause(ctx, s.timeout(call.Tool), errTimedOut)
 	defer cancel()
@@ -468,16 +501,17 @@ var errTimedOut = errors.New("tool call timed out")
 // that refuses it before anything is contacted: unknown server, disabled
 // server, or a tool the allow/deny lists exclude.
 func (m *Manager) server(server, name string) (*server, error) {
-	s, ok := m.servers[server]
+	set := m.set.Load()
+	s, ok := set.servers[server]
 	switch {
 	case !ok:
 		return nil, &tool.Error{Kind: tool.KindServerNotFound, Server: server, Tool: name,
-			Message: fmt.Sprintf("no server named %q is configured", server), Suggestion: tool.Closest(server, m.order)}
+			Message: fmt.Sprintf("no server named %q is configured", server), Suggestion: tool.Closest(server, set.order)}
 	case s.opts.Disabled:
 		return nil, &tool.Error{Kind: tool.KindServerUnavailable, Server: server, Tool: name,
 			Message: fmt.Sprintf("server %s is disabled in the configuration", server)}
 	}
-	if why := m.allowed(s, name); why != "" {
+	if why := set.allowed(s, name); why != "" {
 		return nil, &tool.Error{Kind: tool.KindPolicyViolation, Server: server, Tool: name,
 			Message: fmt.Sprintf("tool %s/%s is not allowed by the configuration (%s)", server, name, why)}
 	}
@@ -548,11 +582,22 @@ func (m *Manager) Close() error {
 		return nil
 	}
 	m.stopRecovery()
-	errs := make([]error, len(m.order))
+	set := m.set.Load()
+	// A reload may still drain servers it took out: they are closed here
+	// too (closing is once per server), so Close releases everything.
+	m.reconfMu.Lock()
+	all := make([]*server, 0, len(set.order)+len(m.retired))
+	for _, name := range set.order {
+		all = append(all, set.servers[name])
+	}
+	for s := range m.retired {
+		all = append(all, s)
+	}
+	m.reconfMu.Unlock()
+	errs := make([]error, len(all))
 	var wg sync.WaitGroup
-	for i, name := range m.order {
-		s := m.servers[name]
-		wg.Go(func() { errs[i] = s.src.Close() })
+	for i, s := range all {
+		wg.Go(func() { errs[i] = s.close() })
 	}
 	wg.Wait()
 	return errors.Join(errs...)

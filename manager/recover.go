@@ -78,8 +78,9 @@ func (m *Manager) Recover(onChange func(*tool.Catalog)) {
 	m.bg.mu.Lock()
 	m.bg.on, m.bg.onChange = true, onChange
 	m.bg.mu.Unlock()
-	for _, name := range m.order {
-		s := m.servers[name]
+	set := m.set.Load()
+	for _, name := range set.order {
+		s := set.servers[name]
 		s.mu.Lock()
 		down := s.listErr != nil || s.stale
 		s.mu.Unlock()
@@ -107,7 +108,7 @@ func (m *Manager) kick(s *server) {
 		return
 	}
 	s.mu.Lock()
-	if s.healing {
+	if s.healing || s.retired {
 		s.mu.Unlock()
 		return
 	}
@@ -125,7 +126,7 @@ func (m *Manager) heal(s *server) {
 	for {
 		s.mu.Lock()
 		stale, failed := s.stale, s.listErr != nil
-		if !stale && !failed || m.bg.ctx.Err() != nil {
+		if !stale && !failed || m.bg.ctx.Err() != nil || s.retired {
 			s.healing, s.waiting = false, false
 			s.mu.Unlock()
 			return
@@ -145,9 +146,10 @@ func (m *Manager) heal(s *server) {
 			}
 			s.mu.Lock()
 			s.waiting = false
+			retired := s.retired
 			s.mu.Unlock()
-			if m.bg.ctx.Err() != nil {
-				continue
+			if m.bg.ctx.Err() != nil || retired {
+				continue // to the top, which ends the recovery
 			}
 		}
 		before := s.generation()

@@ -38,6 +38,20 @@ type server struct {
 	healing bool      // its recovery goroutine runs
 	waiting bool      // it waits for its next attempt, until retryAt
 	retryAt time.Time // when the next attempt starts
+
+	// Reload (Manager.Reconfigure).
+	inflight  int           // calls running on it
+	retired   bool          // a reload took it out: no new call enters
+	drained   chan struct{} // closed when the last call of a retired server ends
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// close closes the source, once, whoever asks first (a reload that
+// retired the server, or the manager's Close).
+func (s *server) close() error {
+	s.closeOnce.Do(func() { s.closeErr = s.src.Close() })
+	return s.closeErr
 }
 
 func newServer(src Source, o ServerOptions) (*server, error) {

@@ -92,7 +92,7 @@ func TestConfigKnowsTheMiddlewares(t *testing.T) {
 		t.Errorf("config's default order %v, the pipeline's %v", config.DefaultPipelineOrder, DefaultOrder())
 	}
 	for _, name := range config.DefaultPipelineOrder {
-		if _, _, err := (&Pipeline{}).middleware(name, lookupOnly{}, options{}, ""); err != nil {
+		if _, _, err := (&chain{}).middleware(name, lookupOnly{}, options{}, ""); err != nil {
 			t.Errorf("%s: %v", name, err)
 		}
 	}

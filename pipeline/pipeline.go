@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"sync/atomic"
 
 	"github.com/toolmux/toolmux/tool"
 )
@@ -25,14 +26,21 @@ type Backend interface {
 // agent use either.
 type Pipeline struct {
 	backend Backend
-	chain   Handler
-	after   []afterFunc // the steps after the call, outermost first
-	record  int         // the record step's index in after; -1 without it
-	log     *slog.Logger
-	dedupe  *Dedupe
-	instr   *Instructions
-	order   []string
-	limits  Limits
+	// cur is the chain the options built, swapped whole by Reconfigure: a
+	// call runs through the chain it started in.
+	cur atomic.Pointer[chain]
+}
+
+// chain is one build of the middlewares.
+type chain struct {
+	chain  Handler
+	after  []afterFunc // the steps after the call, outermost first
+	record int         // the record step's index in after; -1 without it
+	log    *slog.Logger
+	dedupe *Dedupe
+	instr  *Instructions
+	order  []string
+	limits Limits
 }
 
 // New builds the chain the options describe around b: the built-in
@@ -41,6 +49,42 @@ type Pipeline struct {
 // (WithMiddleware). FromConfig gives the options of a configuration file's
 // `pipeline:` section.
 func New(b Backend, opts ...Option) (*Pipeline, error) {
+	c, err := build(b, opts)
+	if err != nil {
+		return nil, err
+	}
+	p := &Pipeline{backend: b}
+	p.cur.Store(c)
+	return p, nil
+}
+
+// Reconfigure builds the chain opts describe around the same backend and
+// uses it for the calls that start from now on (a reloaded
+// configuration); calls running finish in the chain they started in. What
+// the chain remembers per task (first uses, duplicate queries) starts
+// afresh. On error the chain in use stays.
+func (p *Pipeline) Reconfigure(opts ...Option) error {
+	apply, err := p.Prepare(opts...)
+	if err != nil {
+		return err
+	}
+	apply()
+	return nil
+}
+
+// Prepare builds the chain opts describe, as Reconfigure does, and returns
+// the function that puts it in use: a caller that changes other parts at
+// the same moment (a reload) builds everything that can fail first.
+func (p *Pipeline) Prepare(opts ...Option) (apply func(), err error) {
+	c, err := build(p.backend, opts)
+	if err != nil {
+		return nil, err
+	}
+	return func() { p.cur.Store(c) }, nil
+}
+
+// build makes the chain of opts around b.
+func build(b Backend, opts []Option) (*chain, error) {
 	o := options{log: slog.New(slog.DiscardHandler), lookupEnv: os.LookupEnv}
 	for _, opt := range opts {
 		opt(&o)
@@ -50,7 +94,7 @@ func New(b Backend, opts ...Option) (*Pipeline, error) {
 		order = DefaultOrder()
 	}
 	o.limits = o.limits.withDefaults()
-	p := &Pipeline{backend: b, order: slices.Clone(order), limits: o.limits, record: -1, log: o.log}
+	p := &chain{order: slices.Clone(order), limits: o.limits, record: -1, log: o.log}
 	if v, ok := o.lookupEnv("TOOLMUX_LOW_CONTEXT"); ok && v == "1" {
 		o.lowContext = true
 	}
@@ -86,7 +130,7 @@ func New(b Backend, opts ...Option) (*Pipeline, error) {
 // middleware builds the built-in middleware name and, for those that act
 // on records (record, instructions, truncate, rollback), its step after the
 // call, which a refused call goes through too.
-func (p *Pipeline) middleware(name string, b Backend, o options, spill string) (Middleware, afterFunc, error) {
+func (p *chain) middleware(name string, b Backend, o options, spill string) (Middleware, afterFunc, error) {
 	switch name {
 	case NameRecord:
 		red, err := newRedactor(o.redact)
@@ -138,13 +182,17 @@ func (p *Pipeline) middleware(name string, b Backend, o options, spill string) (
 }
 
 // Order returns the middleware names, outermost first.
-func (p *Pipeline) Order() []string { return slices.Clone(p.order) }
+func (p *Pipeline) Order() []string { return slices.Clone(p.cur.Load().order) }
 
 // Call runs one call through the chain. It always returns a record.
 // Arguments nested deeper than the limit are refused first
 // (invalid_tool_params), before any middleware walks them; the refusal is
 // recorded like any other, with the arguments cut at the limit.
 func (p *Pipeline) Call(ctx context.Context, call tool.Call) *tool.Record {
+	return p.cur.Load().call(ctx, call)
+}
+
+func (p *chain) call(ctx context.Context, call tool.Call) *tool.Record {
 	if err := tool.CheckDepth(call.Arguments, p.limits.MaxDepth); err != nil {
 		err.Server, err.Tool = call.Server, call.Tool
 		return p.Refuse(ctx, call, err)
@@ -158,6 +206,11 @@ func (p *Pipeline) Call(ctx context.Context, call tool.Call) *tool.Record {
 // and given a rollback verdict like a call that failed, so no refusal goes
 // missing from the task log. err is the refusal.
 func (p *Pipeline) Refuse(ctx context.Context, call tool.Call, err *tool.Error) *tool.Record {
+	return p.cur.Load().Refuse(ctx, call, err)
+}
+
+// Refuse is Pipeline.Refuse in this chain.
+func (p *chain) Refuse(ctx context.Context, call tool.Call, err *tool.Error) *tool.Record {
 	if tool.Depth(call.Arguments, p.limits.MaxDepth) > p.limits.MaxDepth {
 		// Nothing that records the refusal may walk the whole of them.
 		call.Arguments = shallow(call.Arguments, p.limits.MaxDepth)
@@ -176,7 +229,7 @@ func (p *Pipeline) Refuse(ctx context.Context, call tool.Call, err *tool.Error) 
 // out takes rec the way out of the chain, from the innermost step after the
 // call to the step at index from, as a call that failed at the bottom of
 // the chain would go.
-func (p *Pipeline) out(ctx context.Context, call tool.Call, rec *tool.Record, from int) *tool.Record {
+func (p *chain) out(ctx context.Context, call tool.Call, rec *tool.Record, from int) *tool.Record {
 	for i := len(p.after) - 1; i >= from; i-- {
 		rec = p.after[i](ctx, call, rec)
 	}
@@ -194,7 +247,7 @@ func (p *Pipeline) Tool(ctx context.Context, server, name string) (tool.Tool, er
 // Commit tells the pipeline that the caller kept the turn it just ran in
 // (task, session): its queries now count for duplicate detection.
 func (p *Pipeline) Commit(task, session string) {
-	if p.dedupe != nil {
+	if p := p.cur.Load(); p.dedupe != nil {
 		p.dedupe.Commit(task, session)
 	}
 }
@@ -202,17 +255,18 @@ func (p *Pipeline) Commit(task, session string) {
 // Discard tells the pipeline that the caller rolled the turn back: its
 // queries are forgotten.
 func (p *Pipeline) Discard(task, session string) {
-	if p.dedupe != nil {
+	if p := p.cur.Load(); p.dedupe != nil {
 		p.dedupe.Discard(task, session)
 	}
 }
 
 // EndTask releases what the pipeline remembers of a finished task.
 func (p *Pipeline) EndTask(task string) {
-	if p.dedupe != nil {
-		p.dedupe.EndTask(task)
+	c := p.cur.Load()
+	if c.dedupe != nil {
+		c.dedupe.EndTask(task)
 	}
-	if p.instr != nil {
-		p.instr.EndTask(task)
+	if c.instr != nil {
+		c.instr.EndTask(task)
 	}
 }

@@ -105,6 +105,20 @@ func NewGate(e *Engine, opts ...GateOption) *Gate {
 // Engine returns the engine in use.
 func (g *Gate) Engine() *Engine { return g.engine.Load() }
 
+// SetEngine replaces the engine (a reloaded configuration's rules and
+// mode); the "always" answers given so far are kept. Calls admitted from
+// now on are decided by e; calls already admitted are not decided again.
+func (g *Gate) SetEngine(e *Engine) {
+	if e == nil {
+		e, _ = New(ModeDefault, nil)
+	}
+	g.engine.Store(e)
+}
+
+// Requires says what the engine in use requires before a call of t
+// (Engine.Requires).
+func (g *Gate) Requires(t tool.Tool) Action { return g.engine.Load().Requires(t) }
+
 // SetMode switches the session to another approval mode, keeping the user's
 // rules and the "always" answers given so far.
 func (g *Gate) SetMode(m Mode) error {

@@ -464,3 +464,26 @@ func TestAdmitReportsAsking(t *testing.T) {
 		t.Fatalf("non-interactive: %v, asked %v", err, asked)
 	}
 }
+
+// SetEngine (a reload) puts new rules in use for the next decision and
+// keeps the session's "always" answers.
+func TestGateSetEngine(t *testing.T) {
+	a := &answers{by: map[string]policy.Answer{"builtin/shell": policy.AlwaysTool}}
+	g := policy.NewGate(mustEngine(t, policy.ModeDefault), policy.WithApprover(a))
+	if err := g.Check(context.Background(), shell, call(shell, nil)); err != nil {
+		t.Fatal(err)
+	}
+	g.SetEngine(mustEngine(t, policy.ModeDefault, policy.Rule{Name: "no writes", Tools: []string{"builtin/write_file"}, Action: policy.Deny}))
+	if d := g.Decide(writeFile, call(writeFile, nil)); d.Action != policy.Deny || d.Rule != "no writes" {
+		t.Errorf("the new rule: %+v", d)
+	}
+	if g.Requires(writeFile) != policy.Deny {
+		t.Errorf("Requires: %v", g.Requires(writeFile))
+	}
+	if d := g.Decide(shell, call(shell, nil)); d.Action != policy.Allow {
+		t.Errorf("the session's answer was dropped: %+v", d)
+	}
+	if n := a.count(); n != 1 {
+		t.Errorf("asked %d times", n)
+	}
+}

@@ -42,6 +42,8 @@ func (a *app) serveCommand() *cobra.Command {
 
 		approvalTimeout time.Duration
 		shutdownTimeout time.Duration
+		watch           bool
+		reloadDrain     time.Duration
 
 		ff          fleetFlags
 		natsListen  string
@@ -109,7 +111,16 @@ http://ADDR/metrics, behind the same token; see docs/operations.md.
 On SIGINT or SIGTERM, toolmux stops accepting connections, gives the calls
 in flight --shutdown-timeout to finish, cancels those still running (their
 records say "cancelled: toolmux is shutting down"), ends the event streams,
-closes every upstream server and the task log, and says what it cancelled.`,
+closes every upstream server and the task log, and says what it cancelled.
+
+On SIGHUP, and with --watch when the configuration file changes, the
+configuration is read again and applied without a restart: servers added
+start, servers removed or changed get --reload-drain for their calls in
+flight, then stop (changed ones start again with their new settings);
+allow/deny lists, policy rules and pipeline settings apply to the next
+call; sessions and calls in flight go on; clients are told the tool list
+changed. A configuration with errors is refused with their positions, and
+the one in use stays. See docs/operations.md.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			token, err := a.resolveToken(token, cmd.Flags().Changed("token"))
@@ -216,7 +227,7 @@ closes every upstream server and the task log, and says what it cancelled.`,
 			opts := gateway.Options{Version: versionString(), Logger: a.logger(), MaxDepth: rt.Config.Limits.MaxDepth,
 				Sessions: sessionTasks(rt.Log, a.logger()), ToolSearch: search.apply(cmd, rt.Config.ToolSearch)}
 			opts.API = api.New(api.Options{Catalog: rt.Pipeline, Caller: s, Health: rt.Manager.Health, Pins: rt.Pins,
-				Policy: rt.Policy, Approvals: approvals, Log: rt.Log, Events: hub, Version: versionString(), MaxDepth: rt.Config.Limits.MaxDepth,
+				Policy: rt.Gate, Approvals: approvals, Log: rt.Log, Events: hub, Version: versionString(), MaxDepth: rt.Config.Limits.MaxDepth,
 				Fleet: fn.summary()})
 			if onHTTP {
 				opts.Virtual = gateway.VirtualFromConfig(rt.Config)
@@ -244,6 +255,12 @@ closes every upstream server and the task log, and says what it cancelled.`,
 					a.logger().Warn("updating the gateway's tools", "error", err)
 				}
 			})
+			// SIGHUP and --watch reload the configuration while serving.
+			rl, err := a.startReloader(ctx, rt, g, watch, reloadDrain)
+			if err != nil {
+				return err
+			}
+			defer rl.stop()
 			// Discover now, so problems show at start rather than at the
 			// first client request.
 			st.begin()
@@ -305,6 +322,8 @@ closes every upstream server and the task log, and says what it cancelled.`,
 	cmd.Flags().DurationVar(&shutdownTimeout, "shutdown-timeout", 10*time.Second, "on SIGINT/SIGTERM, how long calls in flight may go on before they are cancelled")
 	cmd.Flags().Int64Var(&sec.MaxRequestBytes, "max-request-bytes", gateway.DefaultMaxRequestBytes, "largest request body accepted (-1: no limit)")
 	cmd.Flags().BoolVar(&withMetrics, "metrics", false, "serve Prometheus metrics at /metrics, behind the token (see docs/operations.md)")
+	cmd.Flags().BoolVar(&watch, "watch", false, "reload the configuration when its file changes (as on SIGHUP)")
+	cmd.Flags().DurationVar(&reloadDrain, "reload-drain", manager.DefaultDrain, "on a reload, how long calls in flight on a removed or changed server may go on before it is stopped")
 	ff.add(cmd)
 	cmd.Flags().StringVar(&natsListen, "nats-listen", "", "start an embedded NATS server with JetStream at ADDR (e.g. 0.0.0.0:4222) for a fleet of workers, its data in the data directory; the page shows the fleet")
 	return cmd

@@ -1,0 +1,332 @@
+package main_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/toolmux/toolmux/internal/testservers"
+)
+
+// reloadClient is a go-sdk client of a serve process that counts the
+// tools/list_changed notifications it receives.
+type reloadClient struct {
+	cs      *mcp.ClientSession
+	changed atomic.Int64
+}
+
+func connectCounting(t *testing.T, ctx context.Context, p *serveProc) *reloadClient {
+	t.Helper()
+	rc := &reloadClient{}
+	client := mcp.NewClient(&mcp.Implementation{Name: "reload-test"}, &mcp.ClientOptions{
+		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) { rc.changed.Add(1) },
+	})
+	cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: p.url("/mcp")}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cs.Close() })
+	rc.cs = cs
+	return rc
+}
+
+func (rc *reloadClient) tools(t *testing.T, ctx context.Context) []string {
+	t.Helper()
+	res, err := rc.cs.ListTools(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, tl := range res.Tools {
+		names = append(names, tl.Name)
+	}
+	return names
+}
+
+// call calls a tool and returns its text, or an error for a failed call
+// (a protocol error or a result marked isError).
+func (rc *reloadClient) call(ctx context.Context, name string, args map[string]any) (string, error) {
+	res, err := rc.cs.CallTool(ctx, &mcp.CallToolParams{Name: name, Arguments: args})
+	if err != nil {
+		return "", err
+	}
+	var text strings.Builder
+	for _, c := range res.Content {
+		if tc, ok := c.(*mcp.TextContent); ok {
+			text.WriteString(tc.Text)
+		}
+	}
+	if res.IsError {
+		return text.String(), fmt.Errorf("%s failed: %s", name, text.String())
+	}
+	return text.String(), nil
+}
+
+// waitTools waits until the catalog has every name of want and none of
+// gone, and a tools/list_changed notification came after since.
+func (rc *reloadClient) waitTools(t *testing.T, ctx context.Context, p *serveProc, since int64, want, gone []string) {
+	t.Helper()
+	ok := testservers.Eventually(30*time.Second, func() bool {
+		if rc.changed.Load() <= since {
+			return false
+		}
+		names := rc.tools(t, ctx)
+		for _, w := range want {
+			if !slices.Contains(names, w) {
+				return false
+			}
+		}
+		for _, g := range gone {
+			if slices.Contains(names, g) {
+				return false
+			}
+		}
+		return true
+	})
+	if !ok {
+		t.Fatalf("tools never became %v without %v (list_changed %d, was %d): %v\n%s",
+			want, gone, rc.changed.Load(), since, rc.tools(t, ctx), p.stderr.String())
+	}
+}
+
+// caller calls name in a loop until stopped, and keeps every failure.
+type caller struct {
+	stop  chan struct{}
+	done  chan struct{}
+	mu    sync.Mutex
+	fails []error
+	calls int
+}
+
+func startCaller(ctx context.Context, rc *reloadClient, name string, args map[string]any) *caller {
+	c := &caller{stop: make(chan struct{}), done: make(chan struct{})}
+	go func() {
+		defer close(c.done)
+		for {
+			select {
+			case <-c.stop:
+				return
+			default:
+			}
+			_, err := rc.call(ctx, name, args)
+			c.mu.Lock()
+			c.calls++
+			if err != nil {
+				c.fails = append(c.fails, err)
+			}
+			c.mu.Unlock()
+		}
+	}()
+	return c
+}
+
+func (c *caller) count() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.calls
+}
+
+// waitMore waits until the caller made n more calls than it had: calls
+// went on through a reload.
+func (c *caller) waitMore(t *testing.T, n int) {
+	t.Helper()
+	from := c.count()
+	if !testservers.Eventually(30*time.Second, func() bool { return c.count() >= from+n }) {
+		t.Fatalf("the client's calls stopped after %d", c.count())
+	}
+}
+
+func (c *caller) end(t *testing.T) {
+	t.Helper()
+	close(c.stop)
+	<-c.done
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.calls == 0 {
+		t.Fatal("the client made no call")
+	}
+	for _, err := range c.fails {
+		t.Errorf("a call failed during the reloads: %v", err)
+	}
+}
+
+func writeFile(t *testing.T, path, text string) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A serve process reloads on SIGHUP while a client keeps calling: a
+// server added, one removed while a call of it runs (which ends well),
+// one changed (a new process), a policy rule added, then a configuration
+// with an error refused with its position, the one in use kept. No call
+// of the client fails, and it is told each time the tools change.
+func TestServeReloadsOnSIGHUP(t *testing.T) {
+	t.Parallel()
+	fx := testservers.Fixture(t)
+	v1 := fmt.Sprintf(`servers:
+  a:
+    command: %[1]s
+  b:
+    command: %[1]s
+    trust: true
+`, fx)
+	dir := workspace(t, v1)
+	cfgPath := filepath.Join(dir, "toolmux.yaml")
+	p := startServeProc(t, dir, "")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	rc := connectCounting(t, ctx, p)
+	names := rc.tools(t, ctx)
+	if !slices.Contains(names, "a__echo") || !slices.Contains(names, "b__echo") {
+		t.Fatalf("tools at start: %v", names)
+	}
+	pidA, err := rc.call(ctx, "a__pid", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	loop := startCaller(ctx, rc, "a__echo", map[string]any{"message": "hi"})
+	loop.waitMore(t, 3)
+
+	// A call of b runs while b is removed: it finishes.
+	started := filepath.Join(t.TempDir(), "started")
+	inFlight := make(chan error, 1)
+	go func() {
+		_, err := rc.call(ctx, "b__append", map[string]any{"path": started, "line": "x", "ms": 1500})
+		inFlight <- err
+	}()
+	if !testservers.Eventually(30*time.Second, func() bool { _, err := os.Stat(started); return err == nil }) {
+		select {
+		case err := <-inFlight:
+			t.Fatalf("the call of b never started: %v", err)
+		default:
+		}
+		t.Fatal("the call of b never started")
+	}
+
+	// b removed, c added, a changed (an environment variable of its own).
+	v2 := fmt.Sprintf(`servers:
+  a:
+    command: %[1]s
+    env: {RELOADED: "1"}
+  c:
+    command: %[1]s
+`, fx)
+	writeFile(t, cfgPath, v2)
+	before := rc.changed.Load()
+	if err := p.signal(syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	rc.waitTools(t, ctx, p, before, []string{"a__echo", "c__echo"}, []string{"b__echo"})
+	if err := <-inFlight; err != nil {
+		t.Fatalf("the call in flight on the removed server failed: %v", err)
+	}
+	if pid, err := rc.call(ctx, "a__pid", nil); err != nil || pid == pidA {
+		t.Fatalf("a was not restarted: pid %s (was %s), %v", pid, pidA, err)
+	}
+	if _, err := rc.call(ctx, "c__echo", map[string]any{"message": "new"}); err != nil {
+		t.Fatalf("the added server: %v", err)
+	}
+	if !strings.Contains(p.stderr.String(), "added c; removed b; restarted a") {
+		t.Errorf("serve did not say what the reload did:\n%s", p.stderr.String())
+	}
+	loop.waitMore(t, 3)
+
+	// A policy rule added: the next call of c/echo is refused.
+	v3 := v2 + `policy:
+  rules:
+    - name: no c echo
+      tools: [c/echo]
+      action: deny
+`
+	writeFile(t, cfgPath, v3)
+	mark := len(p.stderr.String())
+	if err := p.signal(syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	if !testservers.Eventually(30*time.Second, func() bool { return strings.Contains(p.stderr.String()[mark:], "reloaded") }) {
+		t.Fatalf("no reload:\n%s", p.stderr.String())
+	}
+	if _, err := rc.call(ctx, "c__echo", map[string]any{"message": "x"}); err == nil || !strings.Contains(err.Error(), "no c echo") {
+		t.Fatalf("the rule added by the reload did not refuse the call: %v", err)
+	}
+	loop.waitMore(t, 3)
+
+	// An invalid configuration: refused, with its position; the one in
+	// use stays.
+	writeFile(t, cfgPath, v3+"unknown_key: 1\n")
+	mark = len(p.stderr.String())
+	if err := p.signal(syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	if !testservers.Eventually(30*time.Second, func() bool { return strings.Contains(p.stderr.String()[mark:], "stays") }) {
+		t.Fatalf("no refusal:\n%s", p.stderr.String())
+	}
+	refusal := p.stderr.String()[mark:]
+	if !regexp.MustCompile(`toolmux\.yaml:\d+:\d+`).MatchString(refusal) || !strings.Contains(refusal, "unknown_key") {
+		t.Fatalf("the refusal does not give the error's position:\n%s", refusal)
+	}
+	if _, err := rc.call(ctx, "c__echo", map[string]any{"message": "x"}); err == nil {
+		t.Fatal("the policy in use was dropped by a refused reload")
+	}
+	names = rc.tools(t, ctx)
+	if !slices.Contains(names, "c__echo") || slices.Contains(names, "b__echo") {
+		t.Fatalf("the servers changed after a refused reload: %v", names)
+	}
+	loop.waitMore(t, 3)
+	loop.end(t)
+}
+
+// With --watch, writing the file reloads it: a server added appears and
+// the client is told.
+func TestServeReloadsOnWatch(t *testing.T) {
+	t.Parallel()
+	fx := testservers.Fixture(t)
+	v1 := fmt.Sprintf(`servers:
+  a:
+    command: %[1]s
+`, fx)
+	dir := workspace(t, v1)
+	p := startServeProc(t, dir, "", "--watch")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	rc := connectCounting(t, ctx, p)
+	loop := startCaller(ctx, rc, "a__echo", map[string]any{"message": "hi"})
+	loop.waitMore(t, 3)
+	before := rc.changed.Load()
+	writeFile(t, filepath.Join(dir, "toolmux.yaml"), v1+fmt.Sprintf(`  d:
+    command: %s
+`, fx))
+	rc.waitTools(t, ctx, p, before, []string{"a__echo", "d__echo"}, nil)
+	if _, err := rc.call(ctx, "d__echo", map[string]any{"message": "x"}); err != nil {
+		t.Fatal(err)
+	}
+	loop.waitMore(t, 3)
+
+	// A save with an error is refused; the servers stay.
+	mark := len(p.stderr.String())
+	writeFile(t, filepath.Join(dir, "toolmux.yaml"), "servers:\n  a:\n    comand: x\n")
+	if !testservers.Eventually(30*time.Second, func() bool { return strings.Contains(p.stderr.String()[mark:], "stays") }) {
+		t.Fatalf("no refusal:\n%s", p.stderr.String())
+	}
+	if refusal := p.stderr.String()[mark:]; !regexp.MustCompile(`toolmux\.yaml:3:5: `).MatchString(refusal) {
+		t.Fatalf("the refusal does not give the error's position:\n%s", refusal)
+	}
+	if names := rc.tools(t, ctx); !slices.Contains(names, "d__echo") {
+		t.Fatalf("the servers changed after a refused reload: %v", names)
+	}
+	loop.waitMore(t, 3)
+	loop.end(t)
+}

@@ -1,0 +1,207 @@
+package toolmux
+
+import (
+	"context"
+	"reflect"
+	"slices"
+	"time"
+
+	"github.com/toolmux/toolmux/builtin"
+	"github.com/toolmux/toolmux/config"
+	"github.com/toolmux/toolmux/manager"
+	"github.com/toolmux/toolmux/mcpsource"
+	"github.com/toolmux/toolmux/pipeline"
+	"github.com/toolmux/toolmux/policy"
+)
+
+// Reloaded says what a reload changed.
+type Reloaded struct {
+	// Added, Removed and Restarted are server names (the built-in tools
+	// as builtin.ServerName).
+	Added, Removed, Restarted []string
+	// Unchanged lists the settings a reload does not apply (a running
+	// process keeps them until it restarts) that differ in the new
+	// configuration: task_log, passthrough, policy.persist,
+	// limits.max_depth, limits.max_event_bytes, and, in a runtime with
+	// agents, model and agents.
+	Unchanged []string
+}
+
+// Changed reports whether the reload added, removed or restarted a
+// server, which changes the tools clients see.
+func (r Reloaded) Changed() bool {
+	return len(r.Added)+len(r.Removed)+len(r.Restarted) > 0
+}
+
+// Reload applies cfg, a new configuration of the same file, to the running
+// runtime without stopping it: servers added start (at the next listing),
+// removed ones drain (their calls in flight finish, at most drain, then
+// they are closed), changed ones are replaced the same way; the global
+// allow and deny lists, the policy (rules and mode; a mode given to Open
+// stays) and the pipeline's settings apply to the calls that start from
+// now on. Sessions, tasks, the task log and the "always" answers given so
+// far are kept. Reloads take turns.
+//
+// On error nothing changed (a server whose source cannot be made, a
+// policy or pipeline the configuration's checks let through but their
+// builders refuse). Settings that need a restart are reported in
+// Reloaded.Unchanged and otherwise ignored: Reload sets them in cfg to
+// those in use (as it does data_dir), and cfg becomes CurrentConfig.
+func (rt *Runtime) Reload(ctx context.Context, cfg *config.Config, drain time.Duration) (Reloaded, error) {
+	rt.reloadMu.Lock()
+	defer rt.reloadMu.Unlock()
+	old := rt.current
+	var r Reloaded
+	// What the process keeps from its start.
+	cfg.DataDir = old.DataDir
+	fixed := []struct {
+		name     string
+		old, new any
+	}{
+		{"task_log", old.TaskLog, cfg.TaskLog},
+		{"passthrough", old.Passthrough, cfg.Passthrough},
+		{"policy.persist", old.Policy.Persist, cfg.Policy.Persist},
+		// Held by the scheduler, the gateway and the event sink too.
+		{"limits.max_depth", old.Limits.MaxDepth, cfg.Limits.MaxDepth},
+		{"limits.max_event_bytes", old.Limits.MaxEventBytes, cfg.Limits.MaxEventBytes},
+		// Held by the pins and the gateway's routes, made at start.
+		{"pinning", old.Pinning, cfg.Pinning},
+		{"tool_search", old.ToolSearch, cfg.ToolSearch},
+		{"virtual_servers", old.VirtualServers, cfg.VirtualServers},
+	}
+	if !rt.noAgents {
+		fixed = append(fixed, []struct {
+			name     string
+			old, new any
+		}{{"model", old.Model, cfg.Model}, {"agent", old.Agent, cfg.Agent}, {"agents", old.Agents, cfg.Agents}}...)
+	}
+	for _, u := range fixed {
+		if !reflect.DeepEqual(u.old, u.new) {
+			r.Unchanged = append(r.Unchanged, u.name)
+		}
+	}
+
+	// The policy and the pipeline are built first: if either fails,
+	// nothing has changed yet.
+	pol, err := policy.ForConfig(cfg)
+	if err != nil {
+		return Reloaded{}, err
+	}
+	if rt.mode != "" {
+		if pol, err = pol.WithMode(rt.mode); err != nil {
+			return Reloaded{}, err
+		}
+	}
+	popts := append(pipeline.FromConfig(cfg.Pipeline), rt.popts...)
+	popts = append(popts, pipeline.WithLimits(pipeline.Limits{MaxDepth: old.Limits.MaxDepth, MaxRecordBytes: int(cfg.Limits.MaxRecordBytes)}))
+	// Built before the servers change, put in use with them.
+	applyPipeline, err := rt.Pipeline.Prepare(popts...)
+	if err != nil {
+		return Reloaded{}, err
+	}
+
+	var rc manager.Reconfiguration
+	rc.Allow, rc.Deny, rc.Drain = cfg.Allow, cfg.Deny, drain
+	closeAdded := func() {
+		for _, a := range rc.Add {
+			a.Source.Close()
+		}
+	}
+	if cfg.Builtin.Enabled {
+		rc.Order = append(rc.Order, builtin.ServerName)
+		switch {
+		case !old.Builtin.Enabled:
+			r.Added = append(r.Added, builtin.ServerName)
+		case !reflect.DeepEqual(builtinKey(old), builtinKey(cfg)):
+			r.Restarted = append(r.Restarted, builtin.ServerName)
+		}
+		if !old.Builtin.Enabled || !reflect.DeepEqual(builtinKey(old), builtinKey(cfg)) {
+			b, err := newBuiltin(cfg)
+			if err != nil {
+				return Reloaded{}, err
+			}
+			rc.Add = append(rc.Add, manager.Server{Source: b, Options: builtinServerOptions(cfg)})
+		}
+	} else if old.Builtin.Enabled {
+		r.Removed = append(r.Removed, builtin.ServerName)
+	}
+	was := map[string]config.Server{}
+	for _, sc := range old.Servers {
+		was[sc.Name] = sc
+	}
+	for _, sc := range cfg.Servers {
+		rc.Order = append(rc.Order, sc.Name)
+		prev, ok := was[sc.Name]
+		delete(was, sc.Name)
+		if ok && reflect.DeepEqual(serverKey(old, prev), serverKey(cfg, sc)) {
+			continue
+		}
+		src, sopts, err := newSource(cfg, sc, rt.log)
+		if err != nil {
+			closeAdded()
+			return Reloaded{}, err
+		}
+		rc.Add = append(rc.Add, manager.Server{Source: src, Options: sopts})
+		if ok {
+			r.Restarted = append(r.Restarted, sc.Name)
+		} else {
+			r.Added = append(r.Added, sc.Name)
+		}
+	}
+	for _, sc := range old.Servers {
+		if _, gone := was[sc.Name]; gone {
+			r.Removed = append(r.Removed, sc.Name)
+		}
+	}
+	// The sources that are not the configuration's (the caller's own,
+	// the sub-agents) stay, after the configured ones as at Open.
+	for _, name := range rt.Manager.Servers() {
+		if !rt.configured(old, name) && !slices.Contains(rc.Order, name) {
+			rc.Order = append(rc.Order, name)
+		}
+	}
+
+	// The pipeline and the policy apply to the calls that start after the
+	// servers changed: a call of a new server is governed by the new rules.
+	rc.Swapped = func() {
+		applyPipeline()
+		rt.Gate.SetEngine(pol)
+	}
+	if err := rt.Manager.Reconfigure(ctx, rc); err != nil {
+		return Reloaded{}, err
+	}
+	// What is not applied stays as it was in the configuration in use.
+	cfg.Limits.MaxDepth, cfg.Limits.MaxEventBytes = old.Limits.MaxDepth, old.Limits.MaxEventBytes
+	cfg.Policy.Persist, cfg.TaskLog, cfg.Passthrough = old.Policy.Persist, old.TaskLog, old.Passthrough
+	cfg.Pinning, cfg.ToolSearch, cfg.VirtualServers = old.Pinning, old.ToolSearch, old.VirtualServers
+	rt.current = cfg
+	return r, nil
+}
+
+// configured reports whether name is a server of cfg (the built-in tools
+// included).
+func (rt *Runtime) configured(cfg *config.Config, name string) bool {
+	if cfg.Builtin.Enabled && name == builtin.ServerName {
+		return true
+	}
+	return slices.ContainsFunc(cfg.Servers, func(sc config.Server) bool { return sc.Name == name })
+}
+
+// builtinKey is what the built-in tools are made of: a change restarts
+// them.
+func builtinKey(cfg *config.Config) any {
+	return []any{cfg.Builtin, cfg.Workspace, cfg.DataDir, builtinServerOptions(cfg)}
+}
+
+// serverKey is what one server's source and policy are made of: a change
+// restarts the server. The line it was configured on is not.
+func serverKey(cfg *config.Config, sc config.Server) any {
+	sc.Line = 0
+	mc := MCPSourceConfig(cfg, sc, nil)
+	mc.Logger = nil
+	return struct {
+		Server  config.Server
+		Options manager.ServerOptions
+		Source  mcpsource.Config
+	}{sc, serverOptions(cfg, sc), mc}
+}

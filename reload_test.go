@@ -1,0 +1,92 @@
+package toolmux_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+
+	"github.com/toolmux/toolmux"
+	"github.com/toolmux/toolmux/config"
+	"github.com/toolmux/toolmux/funcsource"
+	"github.com/toolmux/toolmux/internal/testservers"
+	"github.com/toolmux/toolmux/manager"
+	"github.com/toolmux/toolmux/tool"
+)
+
+// Runtime.Reload applies a new configuration to a running runtime: the
+// servers it adds, removes and changes, the global deny list, and the
+// pipeline's settings (the next call is truncated at the new limit),
+// while the caller's own sources stay.
+func TestRuntimeReload(t *testing.T) {
+	fx := testservers.Fixture(t)
+	dir := t.TempDir()
+	path := filepath.Join(dir, "toolmux.yaml")
+	load := func(body string) *config.Config {
+		t.Helper()
+		if err := os.WriteFile(path, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		cfg, err := config.Load(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cfg
+	}
+	v1 := fmt.Sprintf("builtin:\n  enabled: false\nservers:\n  fx:\n    command: %[1]s\n  old:\n    command: %[1]s\n", fx)
+	ctx := context.Background()
+	own := funcsource.New("own", funcsource.Func("hello", "Says hello.", func(context.Context, struct{}) (string, error) { return "hello", nil }, funcsource.ReadOnly()))
+	rt, err := toolmux.Open(ctx, load(v1), toolmux.Options{NoTaskLog: true, NoAgents: true, Sources: []manager.Source{own}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rt.Close(ctx)
+	call := func(server, name string, args map[string]any) *tool.Record {
+		return rt.Scheduler.Call(ctx, tool.Call{Server: server, Tool: name, Arguments: args})
+	}
+	if rec := call("fx", "big", map[string]any{"bytes": 3000}); rec.Err() != nil || len(rec.Result.Text()) < 3000 {
+		t.Fatalf("before: %v, %d chars", rec.Err(), len(rec.Result.Text()))
+	}
+
+	v2 := fmt.Sprintf("builtin:\n  enabled: false\nservers:\n  fx:\n    command: %[1]s\n  new:\n    command: %[1]s\ndeny: [fx/pid]\npipeline:\n  truncate:\n    max_chars: 500\nlimits:\n  max_depth: 20\n", fx)
+	res, err := rt.Reload(ctx, load(v2), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(res.Added, []string{"new"}) || !slices.Equal(res.Removed, []string{"old"}) || len(res.Restarted) != 0 {
+		t.Fatalf("reload said %+v", res)
+	}
+	if !slices.Equal(res.Unchanged, []string{"limits.max_depth"}) || rt.CurrentConfig().Limits.MaxDepth == 20 {
+		t.Errorf("a setting fixed at start: reload said %v, in use %d", res.Unchanged, rt.CurrentConfig().Limits.MaxDepth)
+	}
+	if got := rt.Manager.Servers(); !slices.Equal(got, []string{"fx", "new", "own"}) {
+		t.Fatalf("servers %v", got)
+	}
+	if rec := call("fx", "big", map[string]any{"bytes": 3000}); rec.Err() != nil || len(rec.Result.Text()) >= 3000 {
+		t.Fatalf("the new truncation limit was not applied: %v, %d chars", rec.Err(), len(rec.Result.Text()))
+	}
+	if rec := call("fx", "pid", nil); tool.KindOf(rec.Err()) != tool.KindPolicyViolation {
+		t.Fatalf("the new deny list was not applied: %v", rec.Err())
+	}
+	if rec := call("new", "echo", map[string]any{"message": "x"}); rec.Err() != nil {
+		t.Fatal(rec.Err())
+	}
+	if rec := call("old", "echo", map[string]any{"message": "x"}); tool.KindOf(rec.Err()) != tool.KindServerNotFound {
+		t.Fatalf("the removed server: %v", rec.Err())
+	}
+	if rec := call("own", "hello", nil); rec.Err() != nil {
+		t.Fatalf("the caller's own source: %v", rec.Err())
+	}
+	cat, err := rt.Pipeline.Tools(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := cat.Find("fx", "pid"); ok {
+		t.Error("a denied tool is still in the catalog")
+	}
+	if rt.CurrentConfig().Path != path || rt.CurrentConfig().Servers[1].Name != "new" {
+		t.Error("CurrentConfig is not the reloaded configuration")
+	}
+}
