@@ -28,6 +28,7 @@ import (
 	"github.com/toolmux/toolmux/schedule"
 	"github.com/toolmux/toolmux/stream"
 	"github.com/toolmux/toolmux/tasklog"
+	"github.com/toolmux/toolmux/telemetry"
 )
 
 // Options adjust Open. The zero value is a runtime of the configuration
@@ -87,6 +88,15 @@ type Options struct {
 	// Middleware are further middlewares of the pipeline, innermost
 	// (pipeline.WithMiddleware): a fleet worker's call ledger.
 	Middleware []pipeline.Middleware
+	// Telemetry is where the runtime's spans go (the caller closes it,
+	// after the runtime); nil: Open sets tracing up from the
+	// configuration's telemetry section and Getenv (telemetry.New), and
+	// the runtime closes it.
+	Telemetry *telemetry.Telemetry
+	// Getenv reads the OTEL_* environment variables when Open sets
+	// tracing up (the CLI passes os.Getenv); nil: only the configuration
+	// decides.
+	Getenv func(string) string
 }
 
 // TaskLogError is a task log that could not be opened.
@@ -122,12 +132,17 @@ type Runtime struct {
 	Log *tasklog.Log
 	// Model is the agents' model; nil when none is configured.
 	Model llm.Model
+	// Telemetry is the runtime's tracing (nil when off): its tracer and
+	// propagator, for the parts built after Open (the gateway).
+	Telemetry *telemetry.Telemetry
 
 	agents     agent.Runtime
 	subAgents  []*agent.SubAgent
 	dispatcher Dispatcher
 	// ownEvents: Events is the runtime's own, closed by Close.
 	ownEvents bool
+	// ownTelemetry: Telemetry is the runtime's own, closed by Close.
+	ownTelemetry bool
 }
 
 // Open builds the runtime of cfg. Nothing is started until it is used:
@@ -144,6 +159,17 @@ func Open(ctx context.Context, cfg *config.Config, o Options) (rt *Runtime, err 
 			rt = nil
 		}
 	}()
+	rt.Telemetry = o.Telemetry
+	if rt.Telemetry == nil {
+		getenv := o.Getenv
+		if getenv == nil {
+			getenv = func(string) string { return "" }
+		}
+		if rt.Telemetry, err = telemetry.New(ctx, cfg.Telemetry, getenv); err != nil {
+			return rt, err
+		}
+		rt.ownTelemetry = true
+	}
 	models := map[string]llm.Model{}
 	if !o.NoAgents {
 		if rt.Model == nil && cfg.Model.Set {
@@ -185,7 +211,7 @@ func Open(ctx context.Context, cfg *config.Config, o Options) (rt *Runtime, err 
 		// never retried.
 		mopts = append(mopts, manager.WithSource(sa, manager.ServerOptions{Timeout: cfg.Timeout, Retry: manager.Retry{MaxAttempts: 1}}))
 	}
-	if rt.Manager, err = NewManager(cfg, log, append(mopts, o.ManagerOptions...)...); err != nil {
+	if rt.Manager, err = newManager(cfg, log, rt.Telemetry, append(mopts, o.ManagerOptions...)...); err != nil {
 		return rt, err
 	}
 	if rt.Pipeline, err = pipeline.New(rt.Manager, append(pipeline.FromConfig(cfg.Pipeline), popts...)...); err != nil {
@@ -223,7 +249,8 @@ func Open(ctx context.Context, cfg *config.Config, o Options) (rt *Runtime, err 
 	if o.Backend != nil {
 		backend = o.Backend(rt)
 	}
-	sopts := []schedule.Option{schedule.WithGate(rt.Gate), schedule.WithLogger(log), schedule.WithMaxDepth(cfg.Limits.MaxDepth)}
+	sopts := []schedule.Option{schedule.WithGate(rt.Gate), schedule.WithLogger(log), schedule.WithMaxDepth(cfg.Limits.MaxDepth),
+		schedule.WithTracer(rt.Telemetry.Tracer())}
 	switch len(sinks) {
 	case 0:
 	case 1:
@@ -305,6 +332,10 @@ func (rt *Runtime) Close(ctx context.Context) error {
 	}
 	if rt.Log != nil {
 		errs = append(errs, rt.Log.Close())
+	}
+	if rt.ownTelemetry {
+		// Last, so the spans of everything above are flushed.
+		errs = append(errs, rt.Telemetry.Close(ctx))
 	}
 	return errors.Join(errs...)
 }

@@ -21,6 +21,8 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/toolmux/toolmux/pipeline"
 	"github.com/toolmux/toolmux/tool"
@@ -64,6 +66,11 @@ type Options struct {
 	// tool.DefaultMaxDepth. (The go-sdk refuses whole messages nested
 	// deeper than 1000 levels before they reach the gateway.)
 	MaxDepth int
+	// Tracer, when set, makes a server span of every MCP request (see
+	// trace.go), a child of the trace context the client sent, which
+	// Propagator reads from the request's params._meta or HTTP headers.
+	Tracer     trace.Tracer
+	Propagator propagation.TextMapPropagator
 }
 
 // Gateway is an MCP server whose tools are the caller's catalog.
@@ -73,6 +80,8 @@ type Gateway struct {
 	log    *slog.Logger
 	api    http.Handler
 	depth  int
+	tracer trace.Tracer // nil: no spans
+	prop   propagation.TextMapPropagator
 
 	mu     sync.Mutex
 	synced *tool.Catalog
@@ -95,7 +104,8 @@ func New(c Caller, o Options) *Gateway {
 		o.SessionTimeout = SessionIdleTimeout
 	}
 	g := &Gateway{caller: c, log: o.Logger, api: o.API, onRefused: o.OnSessionRefused, depth: o.MaxDepth,
-		clients: newClients(o.Sessions, o.SessionTimeout)}
+		clients: newClients(o.Sessions, o.SessionTimeout),
+		tracer:  o.Tracer, prop: o.Propagator}
 	if g.log == nil {
 		g.log = slog.New(slog.DiscardHandler)
 	}
@@ -105,6 +115,10 @@ func New(c Caller, o Options) *Gateway {
 		Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: true}},
 	})
 	g.server.AddReceivingMiddleware(g.sessionMiddleware, g.syncMiddleware)
+	if g.tracer != nil {
+		// Added last, so outermost: the span covers the other two.
+		g.server.AddReceivingMiddleware(g.traceMiddleware)
+	}
 	g.routes = make(map[string]*route, len(o.Passthrough))
 	for _, rt := range o.Passthrough {
 		g.routes[rt.Server.Name] = newRoute(g, rt, o.Version)

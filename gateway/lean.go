@@ -14,6 +14,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/toolmux/toolmux/internal/jsonscan"
 	"github.com/toolmux/toolmux/internal/mcpwire"
@@ -139,7 +140,12 @@ func (g *Gateway) leanCall(w http.ResponseWriter, r *http.Request, sid string, b
 	if rec == nil || rec.ss.InitializeParams() == nil {
 		return false
 	}
-	return g.clients.serveLean(w, r, rec, req.ID, func(ctx context.Context, st *leanStream) (mcp.Result, error) {
+	return g.clients.serveLean(w, r, rec, req.ID, func(ctx context.Context, st *leanStream) (_ mcp.Result, err error) {
+		if g.tracer != nil {
+			var sp trace.Span
+			ctx, sp = g.startSpan(ctx, mcpwire.MethodToolsCall, params.Name, params.Meta, r.Header, sid, req.ID)
+			defer func() { endSpan(sp, err) }()
+		}
 		if err := g.Sync(ctx); err != nil {
 			return nil, err
 		}

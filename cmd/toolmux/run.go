@@ -191,7 +191,7 @@ func (a *app) runTask(ctx context.Context, task string, f runFlags) error {
 			approver = policy.FirstOf(approver, approvals)
 		}
 	}
-	rt, err := toolmux.Open(ctx, cfg, toolmux.Options{Logger: a.logger(), Mode: mode, Approver: approver,
+	rt, err := toolmux.Open(ctx, cfg, toolmux.Options{Logger: a.logger(), Mode: mode, Approver: approver, Getenv: os.Getenv,
 		ConcurrentApprovals: f.serve != "", Hub: []stream.Option{stream.WithBuffer(1 << 14)}})
 	if err != nil {
 		return &exitError{code: exitUsage, err: err}
@@ -299,7 +299,7 @@ func (a *app) serveRun(ctx context.Context, addr, token string, rt *toolmux.Runt
 	page.url = pageURL(ln.Addr())
 	approvals.SetWhere(page.url)
 	g := gateway.New(gateway.Scheduled{Catalog: rt.Pipeline, Calls: rt.Scheduler}, gateway.Options{Version: versionString(), Logger: a.logger(),
-		Sessions: sessionTasks(rt.Log, a.logger()),
+		Sessions: sessionTasks(rt.Log, a.logger()), Tracer: rt.Telemetry.Tracer(), Propagator: rt.Telemetry.Propagator(),
 		API: api.New(api.Options{Catalog: rt.Pipeline, Caller: rt.Scheduler, Health: rt.Manager.Health, Policy: rt.Policy,
 			Approvals: approvals, Log: rt.Log, Events: rt.Events, Version: versionString(), Run: page.get})})
 	stopHTTP := serveBeside(ctx, ln, g.Mux(token, gateway.Security{Loopback: gateway.IsLoopback(addr)}))

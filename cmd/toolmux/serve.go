@@ -184,7 +184,7 @@ closes every upstream server and the task log, and says what it cancelled.`,
 			defer rel.stop()
 			s, hub := rt.Scheduler, rt.Events
 			opts := gateway.Options{Version: versionString(), Logger: a.logger(), MaxDepth: rt.Config.Limits.MaxDepth,
-				Sessions: sessionTasks(rt.Log, a.logger())}
+				Sessions: sessionTasks(rt.Log, a.logger()), Tracer: rt.Telemetry.Tracer(), Propagator: rt.Telemetry.Propagator()}
 			opts.API = api.New(api.Options{Catalog: rt.Pipeline, Caller: s, Health: rt.Manager.Health,
 				Policy: rt.Policy, Approvals: approvals, Log: rt.Log, Events: hub, Version: versionString(), MaxDepth: rt.Config.Limits.MaxDepth,
 				Fleet: fn.summary()})
