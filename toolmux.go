@@ -171,15 +171,20 @@ func Open(ctx context.Context, cfg *config.Config, o Options) (rt *Runtime, err 
 		rt.ownTelemetry = true
 	}
 	models := map[string]llm.Model{}
+	var lopts []llm.Option
+	if hc := rt.Telemetry.HTTPClient(); hc != nil {
+		// The model's requests carry the trace context of their chat span.
+		lopts = append(lopts, llm.WithHTTPClient(hc))
+	}
 	if !o.NoAgents {
 		if rt.Model == nil && cfg.Model.Set {
-			if rt.Model, err = llm.FromConfig(cfg.Model); err != nil {
+			if rt.Model, err = llm.FromConfig(cfg.Model, lopts...); err != nil {
 				return rt, fmt.Errorf("model: %w", err)
 			}
 		}
 		for _, a := range append([]config.Agent{cfg.Agent}, cfg.Agents...) {
 			if a.Model.Set {
-				if models[a.Name], err = llm.FromConfig(a.Model); err != nil {
+				if models[a.Name], err = llm.FromConfig(a.Model, lopts...); err != nil {
 					return rt, fmt.Errorf("agent %s: model: %w", a.Name, err)
 				}
 			}
@@ -268,7 +273,7 @@ func Open(ctx context.Context, cfg *config.Config, o Options) (rt *Runtime, err 
 		return rt, nil
 	}
 	rt.agents = agent.Runtime{Model: rt.Model, Models: models, Calls: rt.Scheduler, Catalog: rt.Pipeline,
-		Turns: rt.Pipeline, Events: rt.Events, Logger: log}
+		Turns: rt.Pipeline, Events: rt.Events, Logger: log, Tracer: rt.Telemetry.Tracer()}
 	if rt.Log != nil {
 		rt.agents.Log = rt.Log
 	}

@@ -149,13 +149,15 @@ func New(ctx context.Context, cfg config.Telemetry, getenv func(string) string) 
 		return nil, err
 	}
 	var exp sdktrace.SpanExporter
+	// As for the endpoint, the environment's headers win over the file's.
+	envHeaders := getenv("OTEL_EXPORTER_OTLP_HEADERS") != "" || getenv("OTEL_EXPORTER_OTLP_TRACES_HEADERS") != ""
 	switch s.Protocol {
 	case config.TelemetryGRPC:
 		var opts []otlptracegrpc.Option
 		if s.Endpoint != "" {
 			opts = append(opts, otlptracegrpc.WithEndpointURL(s.Endpoint))
 		}
-		if len(cfg.Headers) > 0 {
+		if len(cfg.Headers) > 0 && !envHeaders {
 			opts = append(opts, otlptracegrpc.WithHeaders(cfg.Headers))
 		}
 		exp, err = otlptracegrpc.New(ctx, opts...)
@@ -164,7 +166,7 @@ func New(ctx context.Context, cfg config.Telemetry, getenv func(string) string) 
 		if s.Endpoint != "" {
 			opts = append(opts, otlptracehttp.WithEndpointURL(strings.TrimRight(s.Endpoint, "/")+"/v1/traces"))
 		}
-		if len(cfg.Headers) > 0 {
+		if len(cfg.Headers) > 0 && !envHeaders {
 			opts = append(opts, otlptracehttp.WithHeaders(cfg.Headers))
 		}
 		exp, err = otlptracehttp.New(ctx, opts...)

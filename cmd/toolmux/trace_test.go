@@ -19,6 +19,7 @@ import (
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/toolmux/toolmux/internal/llmtest"
 	"github.com/toolmux/toolmux/internal/testservers"
 )
 
@@ -196,5 +197,66 @@ func TestServeTraces(t *testing.T) {
 	defer recv.mu.Unlock()
 	if !recv.services["toolmux-test"] {
 		t.Errorf("service names %v: OTEL_SERVICE_NAME not applied", recv.services)
+	}
+}
+
+// TestRunTraces: `toolmux run` with OTEL_EXPORTER_OTLP_ENDPOINT set sends
+// an invoke_agent span with the run's token usage, a chat span per model
+// request (its tokens) and the turn's execute_tool span under it; and the
+// model server received each request with the traceparent of its chat
+// span.
+func TestRunTraces(t *testing.T) {
+	t.Parallel()
+	recv := startOTLPReceiver(t)
+	dir := workspace(t, "")
+	m := llmtest.OpenAI(t, llmtest.Replies(
+		llmtest.Reply{Calls: []llmtest.Call{{Name: "builtin__read_file", Args: `{"path": "notes.txt"}`}}},
+		llmtest.Reply{Content: "alpha, beta, gamma"},
+	))
+	r := runToolmux(t, dir, recv.env(), "run", "--model", "scripted", "--base-url", m.BaseURL(), "What is in notes.txt?")
+	if r.code != 0 {
+		t.Fatalf("exit %d\nstdout: %s\nstderr: %s", r.code, r.stdout, r.stderr)
+	}
+	// run exits after flushing its spans: they are all there.
+	run := recv.span(t, "invoke_agent main", nil)
+	if attr(run, "gen_ai.operation.name") != "invoke_agent" || attr(run, "gen_ai.usage.input_tokens") != "30" ||
+		attr(run, "gen_ai.usage.output_tokens") != "10" || attr(run, "toolmux.agent.status") != "answered" {
+		t.Errorf("invoke_agent attributes: %v", run.Attributes)
+	}
+	recv.mu.Lock()
+	var chats []*tracepb.Span
+	for _, s := range recv.spans {
+		if s.Name == "chat scripted" {
+			chats = append(chats, s)
+		}
+	}
+	recv.mu.Unlock()
+	if len(chats) != 2 {
+		t.Fatalf("%d chat spans, want 2", len(chats))
+	}
+	reqs := m.Requests()
+	if len(reqs) != 2 {
+		t.Fatalf("%d model requests", len(reqs))
+	}
+	for i, c := range chats {
+		checkChild(t, run, c)
+		if attr(c, "gen_ai.operation.name") != "chat" || attr(c, "gen_ai.request.model") != "scripted" ||
+			attr(c, "gen_ai.provider.name") != "openai" || attr(c, "gen_ai.usage.output_tokens") != "5" || attr(c, "gen_ai.usage.input_tokens") == "" {
+			t.Errorf("chat span %d attributes: %v", i, c.Attributes)
+		}
+	}
+	// Each request carried the traceparent of one of the chat spans.
+	want := map[string]bool{}
+	for _, c := range chats {
+		want[fmt.Sprintf("00-%x-%x-01", c.TraceId, c.SpanId)] = true
+	}
+	for i, q := range reqs {
+		if tp := q.Header.Get("Traceparent"); !want[tp] {
+			t.Errorf("model request %d has traceparent %q, want one of %v", i, tp, want)
+		}
+	}
+	exec := recv.span(t, "execute_tool read_file", run)
+	if attr(exec, "toolmux.server") != "builtin" || attr(exec, "toolmux.outcome.kind") != "success" {
+		t.Errorf("execute_tool attributes: %v", exec.Attributes)
 	}
 }
