@@ -3,11 +3,21 @@ package telemetry_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"testing"
+
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+
+	"go.uber.org/goleak"
 
 	"github.com/toolmux/toolmux/config"
 	"github.com/toolmux/toolmux/telemetry"
 )
+
+// Close stops the exporter's and the batch processor's goroutines.
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 func env(kv ...string) func(string) string {
 	m := map[string]string{}
@@ -79,5 +89,32 @@ func TestOnCloses(t *testing.T) {
 		if err := tel.Close(context.Background()); err != nil {
 			t.Errorf("%s: close: %v", p, err)
 		}
+	}
+}
+
+// TestHTTPClientInjects: the models' client sends the traceparent of the
+// request context's span, and nothing without one.
+func TestHTTPClientInjects(t *testing.T) {
+	tel := telemetry.ForTest(sdktrace.NewTracerProvider())
+	defer tel.Close(context.Background())
+	got := make(chan string, 2)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { got <- r.Header.Get("Traceparent") }))
+	defer srv.Close()
+	ctx, sp := tel.Tracer().Start(context.Background(), "chat")
+	defer sp.End()
+	for _, c := range []context.Context{ctx, context.Background()} {
+		req, _ := http.NewRequestWithContext(c, http.MethodGet, srv.URL, nil)
+		resp, err := tel.HTTPClient().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+	}
+	want := fmt.Sprintf("00-%s-%s-01", sp.SpanContext().TraceID(), sp.SpanContext().SpanID())
+	if a, b := <-got, <-got; a != want || b != "" {
+		t.Errorf("traceparents %q, %q; want %q, then none", a, b, want)
+	}
+	if telemetry.Off().HTTPClient() != nil {
+		t.Error("off, the models keep their own client")
 	}
 }

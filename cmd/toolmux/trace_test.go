@@ -193,6 +193,28 @@ func TestServeTraces(t *testing.T) {
 			t.Errorf("%s: the server's traceparent header is %q, want %q", name, got.Header, want)
 		}
 	}
+
+	// A client that sends its trace context in the HTTP headers only.
+	const headerSpan = "00f067aa0ba902c0"
+	hc := &http.Client{Transport: roundTripFunc(func(r *http.Request) (*http.Response, error) {
+		r = r.Clone(r.Context())
+		r.Header.Set("Traceparent", "00-"+traceID+"-"+headerSpan+"-01")
+		return http.DefaultTransport.RoundTrip(r)
+	})}
+	hcs, err := mcp.NewClient(&mcp.Implementation{Name: "test"}, nil).Connect(ctx, &mcp.StreamableClientTransport{Endpoint: p.url("/mcp"), HTTPClient: hc}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer hcs.Close()
+	if res, err := hcs.CallTool(ctx, &mcp.CallToolParams{Name: "web__echo", Arguments: map[string]any{"message": "hi"}}); err != nil || res.IsError {
+		t.Fatalf("web__echo: %v %+v", err, res)
+	}
+	server := recv.span(t, "tools/call web__echo", nil)
+	if hex.EncodeToString(server.TraceId) != traceID || hex.EncodeToString(server.ParentSpanId) != headerSpan {
+		t.Errorf("header-only client: gateway span in trace %x under %x, want %s under %s", server.TraceId, server.ParentSpanId, traceID, headerSpan)
+	}
+	checkChild(t, recv.span(t, "execute_tool echo", server), recv.span(t, "tools/call echo", recv.span(t, "execute_tool echo", server)))
+
 	recv.mu.Lock()
 	defer recv.mu.Unlock()
 	if !recv.services["toolmux-test"] {
@@ -260,3 +282,7 @@ func TestRunTraces(t *testing.T) {
 		t.Errorf("execute_tool attributes: %v", exec.Attributes)
 	}
 }
+
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
