@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"reflect"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -38,7 +39,9 @@ func (g *Gateway) traceMiddleware(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (res mcp.Result, err error) {
 		var meta map[string]any
 		var target string
-		if p := req.GetParams(); p != nil {
+		// A request without params (tools/list, ping) has a typed nil
+		// here, whose GetMeta would dereference it.
+		if p := req.GetParams(); p != nil && !reflect.ValueOf(p).IsNil() {
 			meta = p.GetMeta()
 			switch p := p.(type) {
 			case *mcp.CallToolParamsRaw:

@@ -152,6 +152,17 @@ func TestServeTraces(t *testing.T) {
 	cs := p.connect(t, ctx)
 	defer cs.Close()
 
+	// Requests without params have spans too (and do not take the
+	// gateway down).
+	if _, err := cs.ListTools(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := cs.Ping(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+	recv.span(t, "tools/list", nil)
+	recv.span(t, "ping", nil)
+
 	const traceID = "4bf92f3577b34da6a3ce929d0e0e4736"
 	for i, name := range []string{"web__trace_context", "local__trace_context"} {
 		clientSpan := fmt.Sprintf("00f067aa0ba902b%d", i)
