@@ -335,6 +335,7 @@ type entry struct {
 	transitions []Transition
 	trbuf       [5]Transition // room for every state a call goes through
 	span        trace.Span    // nil unless the scheduler traces
+	approval    trace.Span    // the wait for an answer, while traced
 }
 
 // ID returns the batch's identifier, the Batch field of its events.
@@ -418,15 +419,14 @@ func (b *Batch) admit() {
 		e.exclusive = !b.s.parallel(def, e.call)
 		b.enter(e, Scheduled, "")
 		if g := b.s.gate; g != nil {
-			var wait trace.Span
 			err := g.Admit(e.ctx, def, e.call, func(msg string) {
-				if e.span != nil && wait == nil {
-					wait = b.approvalSpan(e)
+				if e.span != nil && e.approval == nil {
+					e.approval = b.approvalSpan(e)
 				}
 				b.enter(e, AwaitingApproval, msg)
 			})
-			if wait != nil {
-				endApproval(wait, err)
+			if e.approval != nil {
+				endApproval(e.approval, err)
 			}
 			if err != nil {
 				b.refuse(e, b.gateError(e, err))
