@@ -17,12 +17,12 @@ import (
 	"net/http"
 	"strings"
 
+	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
-	semconv "go.opentelemetry.io/otel/semconv/v1.40.0"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/toolmux/toolmux/config"
@@ -180,9 +180,13 @@ func New(ctx context.Context, cfg config.Telemetry, getenv func(string) string) 
 	}
 	// The environment's service name and attributes win over the file's,
 	// as OTEL_SERVICE_NAME does elsewhere.
-	res, err := resource.New(ctx, resource.WithAttributes(semconv.ServiceName(name)), resource.WithFromEnv(), resource.WithTelemetrySDK())
+	res, err := resource.New(ctx, resource.WithAttributes(attribute.String("service.name", name)), resource.WithFromEnv(), resource.WithTelemetrySDK())
 	if err != nil {
-		res = resource.Default()
+		// A partial resource (an attribute of OTEL_RESOURCE_ATTRIBUTES
+		// that could not be read) is still the best there is.
+		if res == nil {
+			res = resource.Default()
+		}
 	}
 	tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp), sdktrace.WithResource(res))
 	return &Telemetry{tp: tp, tracer: tp.Tracer(ScopeName),

@@ -4,11 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"testing"
 
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	collectortrace "go.opentelemetry.io/proto/otlp/collector/trace/v1"
+	"google.golang.org/protobuf/proto"
 
 	"go.uber.org/goleak"
 
@@ -116,5 +119,47 @@ func TestHTTPClientInjects(t *testing.T) {
 	}
 	if telemetry.Off().HTTPClient() != nil {
 		t.Error("off, the models keep their own client")
+	}
+}
+
+// TestSectionExports: the section alone (no OTEL_* variables) exports to
+// its endpoint (/v1/traces added), with its headers and service name.
+func TestSectionExports(t *testing.T) {
+	got := make(chan *collectortrace.ExportTraceServiceRequest, 4)
+	keys := make(chan string, 4)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/v1/traces" {
+			http.NotFound(w, r)
+			return
+		}
+		b, _ := io.ReadAll(r.Body)
+		var in collectortrace.ExportTraceServiceRequest
+		if err := proto.Unmarshal(b, &in); err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		keys <- r.Header.Get("X-Api-Key")
+		got <- &in
+	}))
+	defer srv.Close()
+	tel, err := telemetry.New(context.Background(), config.Telemetry{Enabled: true, Endpoint: srv.URL,
+		ServiceName: "gw-1", Headers: map[string]string{"X-Api-Key": "k1"}}, env())
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, sp := tel.Tracer().Start(context.Background(), "execute_tool echo")
+	sp.End()
+	if err := tel.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	in, key := <-got, <-keys
+	var service string
+	for _, kv := range in.ResourceSpans[0].GetResource().GetAttributes() {
+		if kv.Key == "service.name" {
+			service = kv.GetValue().GetStringValue()
+		}
+	}
+	if service != "gw-1" || key != "k1" || in.ResourceSpans[0].ScopeSpans[0].Spans[0].Name != "execute_tool echo" {
+		t.Errorf("service %q, key %q, spans %v", service, key, in.ResourceSpans)
 	}
 }
