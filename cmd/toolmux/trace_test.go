@@ -226,6 +226,46 @@ func TestServeTraces(t *testing.T) {
 	}
 	checkChild(t, recv.span(t, "execute_tool echo", server), recv.span(t, "tools/call echo", recv.span(t, "execute_tool echo", server)))
 
+	// A client on protocol 2025-11-25, whose tools/call the gateway
+	// answers itself (lean.go), by hand over HTTP.
+	post := func(sid, body string) *http.Response {
+		t.Helper()
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, p.url("/mcp"), strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		if sid != "" {
+			req.Header.Set("Mcp-Session-Id", sid)
+			req.Header.Set("Mcp-Protocol-Version", "2025-11-25")
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp
+	}
+	resp := post("", `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"old","version":"1"}}}`)
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	sid := resp.Header.Get("Mcp-Session-Id")
+	if sid == "" {
+		t.Fatalf("initialize: %s, no session", resp.Status)
+	}
+	resp = post(sid, `{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	resp.Body.Close()
+	const leanSpan = "00f067aa0ba902d0"
+	resp = post(sid, `{"jsonrpc":"2.0","id":"lean-1","method":"tools/call","params":{"name":"local__echo","arguments":{"message":"hi"},"_meta":{"traceparent":"00-`+traceID+`-`+leanSpan+`-01"}}}`)
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), "Echo: hi") {
+		t.Fatalf("lean tools/call: %s %s", resp.Status, body)
+	}
+	lean := recv.span(t, "tools/call local__echo", nil)
+	if hex.EncodeToString(lean.ParentSpanId) != leanSpan || attr(lean, "jsonrpc.request.id") != `"lean-1"` || attr(lean, "mcp.session.id") != sid {
+		t.Errorf("lean call's gateway span: parent %x, attributes %v", lean.ParentSpanId, lean.Attributes)
+	}
+	leanExec := recv.span(t, "execute_tool echo", lean)
+	recv.span(t, "tools/call echo", leanExec)
+
 	recv.mu.Lock()
 	defer recv.mu.Unlock()
 	if !recv.services["toolmux-test"] {
