@@ -16,6 +16,7 @@ import (
 	"github.com/toolmux/toolmux/internal/toolglob"
 	"github.com/toolmux/toolmux/manager"
 	"github.com/toolmux/toolmux/mcpsource"
+	"github.com/toolmux/toolmux/telemetry"
 	"github.com/toolmux/toolmux/tool"
 	"github.com/toolmux/toolmux/web"
 )
@@ -30,7 +31,13 @@ import (
 // default: memory's facts in DataDir/memory (unless builtin.memory_dir says
 // otherwise) and the full output of long shell commands in
 // DataDir/spill/shell.
-func NewManager(cfg *config.Config, log *slog.Logger, opts ...manager.Option) (m *manager.Manager, err error) {
+func NewManager(cfg *config.Config, log *slog.Logger, opts ...manager.Option) (*manager.Manager, error) {
+	return newManager(cfg, log, nil, opts...)
+}
+
+// newManager is NewManager whose MCP sources trace their calls with tel
+// (nil: not at all).
+func newManager(cfg *config.Config, log *slog.Logger, tel *telemetry.Telemetry, opts ...manager.Option) (m *manager.Manager, err error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
@@ -55,7 +62,7 @@ func NewManager(cfg *config.Config, log *slog.Logger, opts ...manager.Option) (m
 		all = append(all, manager.WithSource(b, builtinServerOptions(cfg)))
 	}
 	for _, sc := range cfg.Servers {
-		src, sopts, err := newSource(cfg, sc, log)
+		src, sopts, err := newSource(cfg, sc, log, tel)
 		if err != nil {
 			return nil, err
 		}
@@ -66,8 +73,9 @@ func NewManager(cfg *config.Config, log *slog.Logger, opts ...manager.Option) (m
 }
 
 // newSource makes the source of one configured server, with the policy
-// the manager applies to it.
-func newSource(cfg *config.Config, sc config.Server, log *slog.Logger) (manager.Source, manager.ServerOptions, error) {
+// the manager applies to it; its MCP calls are traced with tel (nil: not
+// at all).
+func newSource(cfg *config.Config, sc config.Server, log *slog.Logger, tel *telemetry.Telemetry) (manager.Source, manager.ServerOptions, error) {
 	var src manager.Source
 	var err error
 	sopts := serverOptions(cfg, sc)
@@ -80,7 +88,9 @@ func newSource(cfg *config.Config, sc config.Server, log *slog.Logger) (manager.
 		// what the command printed.
 		sopts.ConnectTimeout = first(sc.ConnectTimeout, cfg.ConnectTimeout) + cmdsource.DefaultKillGrace
 	} else {
-		src, err = mcpsource.New(MCPSourceConfig(cfg, sc, log.With("server", sc.Name)))
+		mc := MCPSourceConfig(cfg, sc, log.With("server", sc.Name))
+		mc.Tracer, mc.Propagator = tel.Tracer(), tel.Propagator()
+		src, err = mcpsource.New(mc)
 	}
 	switch {
 	case err != nil && sc.Disabled:

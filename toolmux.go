@@ -30,6 +30,7 @@ import (
 	"github.com/toolmux/toolmux/schedule"
 	"github.com/toolmux/toolmux/stream"
 	"github.com/toolmux/toolmux/tasklog"
+	"github.com/toolmux/toolmux/telemetry"
 	"github.com/toolmux/toolmux/tool"
 )
 
@@ -93,6 +94,15 @@ type Options struct {
 	// Middleware are further middlewares of the pipeline, innermost
 	// (pipeline.WithMiddleware): a fleet worker's call ledger.
 	Middleware []pipeline.Middleware
+	// Telemetry is where the runtime's spans go (the caller closes it,
+	// after the runtime); nil: Open sets tracing up from the
+	// configuration's telemetry section and Getenv (telemetry.New), and
+	// the runtime closes it.
+	Telemetry *telemetry.Telemetry
+	// Getenv reads the OTEL_* environment variables when Open sets
+	// tracing up (the CLI passes os.Getenv); nil: only the configuration
+	// decides.
+	Getenv func(string) string
 }
 
 // TaskLogError is a task log that could not be opened.
@@ -135,6 +145,9 @@ type Runtime struct {
 	Pins *pipeline.Pins
 	// Model is the agents' model; nil when none is configured.
 	Model llm.Model
+	// Telemetry is the runtime's tracing (nil when off): its tracer and
+	// propagator, for the parts built after Open (the gateway).
+	Telemetry *telemetry.Telemetry
 
 	agents     agent.Runtime
 	subAgents  []*agent.SubAgent
@@ -151,6 +164,8 @@ type Runtime struct {
 	noAgents bool
 	popts    []pipeline.Option
 	log      *slog.Logger
+	// ownTelemetry: Telemetry is the runtime's own, closed by Close.
+	ownTelemetry bool
 }
 
 // CurrentConfig returns the configuration in use: Open's, or the last one
@@ -175,16 +190,32 @@ func Open(ctx context.Context, cfg *config.Config, o Options) (rt *Runtime, err 
 			rt = nil
 		}
 	}()
+	rt.Telemetry = o.Telemetry
+	if rt.Telemetry == nil {
+		getenv := o.Getenv
+		if getenv == nil {
+			getenv = func(string) string { return "" }
+		}
+		if rt.Telemetry, err = telemetry.New(ctx, cfg.Telemetry, getenv); err != nil {
+			return rt, err
+		}
+		rt.ownTelemetry = true
+	}
 	models := map[string]llm.Model{}
+	var lopts []llm.Option
+	if hc := rt.Telemetry.HTTPClient(); hc != nil {
+		// The model's requests carry the trace context of their chat span.
+		lopts = append(lopts, llm.WithHTTPClient(hc))
+	}
 	if !o.NoAgents {
 		if rt.Model == nil && cfg.Model.Set {
-			if rt.Model, err = llm.FromConfig(cfg.Model); err != nil {
+			if rt.Model, err = llm.FromConfig(cfg.Model, lopts...); err != nil {
 				return rt, fmt.Errorf("model: %w", err)
 			}
 		}
 		for _, a := range append([]config.Agent{cfg.Agent}, cfg.Agents...) {
 			if a.Model.Set {
-				if models[a.Name], err = llm.FromConfig(a.Model); err != nil {
+				if models[a.Name], err = llm.FromConfig(a.Model, lopts...); err != nil {
 					return rt, fmt.Errorf("agent %s: model: %w", a.Name, err)
 				}
 			}
@@ -221,7 +252,7 @@ func Open(ctx context.Context, cfg *config.Config, o Options) (rt *Runtime, err 
 		// never retried.
 		mopts = append(mopts, manager.WithSource(sa, manager.ServerOptions{Timeout: cfg.Timeout, Retry: manager.Retry{MaxAttempts: 1}}))
 	}
-	if rt.Manager, err = NewManager(cfg, log, append(mopts, o.ManagerOptions...)...); err != nil {
+	if rt.Manager, err = newManager(cfg, log, rt.Telemetry, append(mopts, o.ManagerOptions...)...); err != nil {
 		return rt, err
 	}
 	rt.popts = popts
@@ -261,7 +292,8 @@ func Open(ctx context.Context, cfg *config.Config, o Options) (rt *Runtime, err 
 	if o.Backend != nil {
 		backend = o.Backend(rt)
 	}
-	sopts := []schedule.Option{schedule.WithGate(rt.Gate), schedule.WithLogger(log), schedule.WithMaxDepth(cfg.Limits.MaxDepth)}
+	sopts := []schedule.Option{schedule.WithGate(rt.Gate), schedule.WithLogger(log), schedule.WithMaxDepth(cfg.Limits.MaxDepth),
+		schedule.WithTracer(rt.Telemetry.Tracer())}
 	switch len(sinks) {
 	case 0:
 	case 1:
@@ -279,7 +311,7 @@ func Open(ctx context.Context, cfg *config.Config, o Options) (rt *Runtime, err 
 		return rt, nil
 	}
 	rt.agents = agent.Runtime{Model: rt.Model, Models: models, Calls: rt.Scheduler, Catalog: rt.Pipeline,
-		Turns: rt.Pipeline, Events: rt.Events, Logger: log, Observer: o.AgentObserver}
+		Turns: rt.Pipeline, Events: rt.Events, Logger: log, Observer: o.AgentObserver, Tracer: rt.Telemetry.Tracer()}
 	if rt.Log != nil {
 		rt.agents.Log = rt.Log
 	}
@@ -343,6 +375,10 @@ func (rt *Runtime) Close(ctx context.Context) error {
 	}
 	if rt.Log != nil {
 		errs = append(errs, rt.Log.Close())
+	}
+	if rt.ownTelemetry {
+		// Last, so the spans of everything above are flushed.
+		errs = append(errs, rt.Telemetry.Close(ctx))
 	}
 	return errors.Join(errs...)
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/toolmux/toolmux/stream"
 	"github.com/toolmux/toolmux/tasklog"
 	"github.com/toolmux/toolmux/tool"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Caller runs the tool calls of one turn as one batch: a
@@ -78,6 +79,9 @@ type Runtime struct {
 	Events  Events
 	Log     Log
 	Logger  *slog.Logger
+	// Tracer, when set, makes an invoke_agent span of every run and a
+	// chat span of every model request (trace.go).
+	Tracer trace.Tracer
 	// Observer, when set, is told of every run's end, model turn and
 	// rollback (the metrics); nil costs nothing.
 	Observer Observer
@@ -297,7 +301,7 @@ func WithMetadata(m map[string]any) RunOption { return func(o *runOptions) { o.m
 // Run runs task as a new task of the task log: the workflow, this agent's
 // loop, and every sub-agent it calls. The result is returned even when
 // the run fails part-way (with what is known); the error is an *Error.
-func (a *Agent) Run(ctx context.Context, task string, opts ...RunOption) (*Result, error) {
+func (a *Agent) Run(ctx context.Context, task string, opts ...RunOption) (res *Result, err error) {
 	o := runOptions{}
 	for _, f := range opts {
 		f(&o)
@@ -317,7 +321,12 @@ func (a *Agent) Run(ctx context.Context, task string, opts ...RunOption) (*Resul
 	}
 	workflow := "wf-" + o.task
 	a.publish(stream.EventStartOfWorkflow, o.task, stream.StartOfWorkflow(workflow, task))
-	res, err := a.run(ctx, o.task, tasklog.MainSession, task, o.resume)
+	if a.rt.Tracer != nil {
+		var sp trace.Span
+		ctx, sp = a.startRunSpan(ctx, o.task)
+		defer func() { endRunSpan(sp, res, err) }()
+	}
+	res, err = a.run(ctx, o.task, tasklog.MainSession, task, o.resume)
 	res.Duration = time.Since(started)
 	status, final := tasklog.StatusSuccess, res.Answer
 	if err != nil {

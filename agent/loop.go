@@ -233,7 +233,15 @@ func (s *session) think(ctx context.Context, turn int, off *offer, hint string, 
 			a.publish(stream.EventMessage, s.task, stream.Message(id, d.Content))
 		}
 	}
-	resp, err := a.model.Complete(ctx, req, onDelta)
+	var resp *llm.Response
+	var err error
+	if a.rt.Tracer != nil {
+		cctx, sp := a.startChatSpan(ctx, req)
+		resp, err = a.model.Complete(cctx, req, onDelta)
+		endChatSpan(sp, resp, err)
+	} else {
+		resp, err = a.model.Complete(ctx, req, onDelta)
+	}
 	a.publish(stream.EventEndOfLLM, s.task, stream.LLM(a.cfg.Name, display))
 	if err != nil {
 		return nil, err

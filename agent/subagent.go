@@ -106,7 +106,7 @@ func (s *SubAgent) Call(ctx context.Context, name string, args map[string]any) (
 	if s.cfg.Namespace != "" {
 		session = s.cfg.Namespace
 	}
-	res, err := a.run(ctx, task, session, subtask, false)
+	res, err := a.runSub(ctx, task, session, subtask)
 	if err != nil {
 		if ae, ok := errors.AsType[*Error](err); ok && ae.Kind == ErrCancelled {
 			return nil, err

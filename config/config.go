@@ -118,6 +118,9 @@ type Config struct {
 	// Agents are the sub-agents (`agents:`), in file order, names unique;
 	// each is offered as the tool agent-NAME__TOOL.
 	Agents []Agent
+	// Telemetry turns OpenTelemetry traces on (`telemetry:`); the
+	// standard OTEL_* environment variables can too (docs/operations.md).
+	Telemetry Telemetry
 }
 
 // Pinning policies, the values of Pinning.Policy and Pinning.Servers.
@@ -137,6 +140,31 @@ type Pinning struct {
 	// Servers overrides Policy for the servers named.
 	Servers map[string]string
 }
+
+// Telemetry is the `telemetry:` section: where traces go. Off by default;
+// the OTEL_* environment variables override what it says (package
+// telemetry decides).
+type Telemetry struct {
+	// Enabled turns traces on.
+	Enabled bool
+	// Endpoint is the OTLP endpoint's base URL (as
+	// OTEL_EXPORTER_OTLP_ENDPOINT); "" means the exporter's default
+	// (localhost:4318 over HTTP, localhost:4317 over gRPC).
+	Endpoint string
+	// Protocol is TelemetryHTTP (default) or TelemetryGRPC.
+	Protocol string
+	// ServiceName is the service.name of the spans; "" means toolmux.
+	ServiceName string
+	// Headers are sent with every export (an API key, say).
+	Headers map[string]string
+}
+
+// OTLP protocols, the values of Telemetry.Protocol (and of
+// OTEL_EXPORTER_OTLP_PROTOCOL).
+const (
+	TelemetryHTTP = "http/protobuf"
+	TelemetryGRPC = "grpc"
+)
 
 // Task-log durabilities, the values of TaskLog.Durability.
 const (

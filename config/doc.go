@@ -17,9 +17,10 @@
 // keys is in the second format; anything else is a toolmux.yaml (which may
 // itself use mcpServers alongside servers). In a JSON file of the second
 // format, top-level keys other than mcpServers are ignored, because Gemini
-// CLI's settings.json keeps unrelated settings there, except Gemini CLI's
-// toolDiscoveryCommand and toolCallCommand (below); a YAML file is always
-// strict. JSON files may contain // and /* */ comments.
+// CLI's settings.json keeps unrelated settings there (its own telemetry
+// section included, which does not make the file toolmux's), except Gemini
+// CLI's toolDiscoveryCommand and toolCallCommand (below); a YAML file is
+// always strict. JSON files may contain // and /* */ comments.
 //
 // Without -config, toolmux uses ./toolmux.yaml if it exists (see [Find]),
 // and otherwise runs with only its built-in tools ([Default]).
@@ -45,6 +46,15 @@
 //	  retention:            # What the task log keeps, oldest dropped first.
 //	    max_age: 30d        # Records and spill files older than this go.
 //	    max_bytes: 1GiB     # Journal, index and spill files together.
+//	telemetry:              # OpenTelemetry traces (docs/operations.md#traces);
+//	                        # the OTEL_* variables can turn them on or off too.
+//	  enabled: false        # Export spans over OTLP. Default: false.
+//	  endpoint: http://localhost:4318
+//	                        # The collector's base URL, unless
+//	                        # OTEL_EXPORTER_OTLP_(TRACES_)ENDPOINT names one.
+//	  protocol: http/protobuf # Or grpc. Default: http/protobuf.
+//	  service_name: toolmux # service.name of the spans. Default: toolmux.
+//	  headers: {}           # Sent with every export (an API key).
 //	limits:                 # What one call may cost (docs/config.md#limits).
 //	  max_depth: 64         # Deepest nesting of a call's arguments; deeper
 //	                        # calls are refused (invalid_tool_params).

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/url"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -31,7 +32,7 @@ import (
 // order is also the order "expected one of" lists them in.
 var topKeys = []string{"workspace", "data_dir", "builtin", "connect_timeout", "timeout",
 	"allow", "deny", "retry", "circuit_breaker", "health_check", "servers", "mcpServers", "pipeline", "policy", "task_log",
-	"pinning", "limits", "model", "agent", "agents", "passthrough", "tool_search", "virtual_servers"}
+	"pinning", "limits", "model", "agent", "agents", "passthrough", "tool_search", "virtual_servers", "telemetry"}
 
 type parser struct {
 	file   string
@@ -239,6 +240,9 @@ func (p *parser) config(root *yaml.Node, isJSON bool) *Config {
 			gemini = append(gemini, e)
 			continue
 		}
+		if lenient && slices.Contains(sharedKeys, e.key) {
+			continue // the other client's
+		}
 		if !slices.Contains(topKeys, e.key) {
 			if !lenient {
 				p.errAt(e.k, kp, "%s", unknownKeyMsg(e.key, topKeys, nil))
@@ -267,6 +271,10 @@ func (p *parser) config(root *yaml.Node, isJSON bool) *Config {
 // otherClients reports whether the top-level keys are those of another
 // client's file: mcpServers (or, in JSON, Gemini CLI's command-discovered
 // tools) and no key of toolmux's own.
+// sharedKeys are top-level keys of toolmux's that another client's JSON
+// settings use too, for settings of their own (Gemini CLI's telemetry).
+var sharedKeys = []string{"telemetry"}
+
 func otherClients(entries []entry, isJSON bool) bool {
 	hasToolmux, hasMCP := false, false
 	for _, e := range entries {
@@ -277,6 +285,9 @@ func otherClients(entries []entry, isJSON bool) bool {
 			// A settings.json may declare command-discovered tools and no
 			// MCP server at all; it is still Gemini CLI's file.
 			hasMCP = true
+		case isJSON && slices.Contains(sharedKeys, e.key):
+			// Gemini CLI's settings.json has a telemetry section of its
+			// own: it says nothing about whose file this is.
 		case slices.Contains(topKeys, e.key):
 			hasToolmux = true
 		}
@@ -313,6 +324,8 @@ func (p *parser) topLevel(e entry, cfg *Config, agents *agentDecls) {
 		cfg.TaskLog = p.taskLog(e.v, kp, cfg.TaskLog)
 	case "pinning":
 		cfg.Pinning = p.pinning(e.v, kp)
+	case "telemetry":
+		cfg.Telemetry = p.telemetry(e.v, kp)
 	case "passthrough":
 		cfg.Passthrough = p.passthrough(e.v, kp, cfg.Passthrough)
 	case "tool_search":
@@ -399,6 +412,33 @@ func (p *parser) checkPinning(cfg *Config) {
 		}
 		p.errAt(e.k, join("pinning.servers", e.key), "%s", msg)
 	}
+}
+
+var telemetryKeys = []string{"enabled", "endpoint", "protocol", "service_name", "headers"}
+
+func (p *parser) telemetry(n *yaml.Node, kp string) Telemetry {
+	var t Telemetry
+	p.fields(n, kp, telemetryKeys, func(e entry, fp string) {
+		switch e.key {
+		case "enabled":
+			t.Enabled, _ = p.boolean(e.v, fp)
+		case "endpoint":
+			if s, ok := p.expandStr(e.v, fp, false); ok {
+				if u, err := url.Parse(s); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+					p.errAt(e.v, fp, "%s is not an http or https URL", quote(s))
+				} else {
+					t.Endpoint = s
+				}
+			}
+		case "protocol":
+			t.Protocol, _ = p.choice(e.v, fp, "protocol", []string{TelemetryHTTP, TelemetryGRPC})
+		case "service_name":
+			t.ServiceName, _ = p.expandStr(e.v, fp, false)
+		case "headers":
+			t.Headers = p.stringMap(e.v, fp, false, validHeaderName, "a header name")
+		}
+	})
+	return t
 }
 
 var taskLogKeys = []string{"enabled", "durability", "retention"}

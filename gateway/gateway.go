@@ -18,6 +18,8 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/toolmux/toolmux/pipeline"
 	"github.com/toolmux/toolmux/tool"
@@ -70,6 +72,11 @@ type Options struct {
 	// tool.DefaultMaxDepth. (The go-sdk refuses whole messages nested
 	// deeper than 1000 levels before they reach the gateway.)
 	MaxDepth int
+	// Tracer, when set, makes a server span of every MCP request (see
+	// trace.go), a child of the trace context the client sent, which
+	// Propagator reads from the request's params._meta or HTTP headers.
+	Tracer     trace.Tracer
+	Propagator propagation.TextMapPropagator
 }
 
 // Gateway is an MCP server whose tools are the caller's catalog.
@@ -80,6 +87,8 @@ type Gateway struct {
 	api     http.Handler
 	metrics http.Handler
 	depth   int
+	tracer  trace.Tracer // nil: no spans
+	prop    propagation.TextMapPropagator
 
 	main    *view            // /mcp and stdio
 	virtual map[string]*view // virtual servers by name
@@ -102,7 +111,8 @@ func New(c Caller, o Options) *Gateway {
 		o.SessionTimeout = SessionIdleTimeout
 	}
 	g := &Gateway{caller: c, log: o.Logger, api: o.API, metrics: o.Metrics, onRefused: o.OnSessionRefused, depth: o.MaxDepth,
-		clients: newClients(o.Sessions, o.SessionTimeout)}
+		clients: newClients(o.Sessions, o.SessionTimeout),
+		tracer:  o.Tracer, prop: o.Propagator}
 	if g.log == nil {
 		g.log = slog.New(slog.DiscardHandler)
 	}
@@ -113,6 +123,10 @@ func New(c Caller, o Options) *Gateway {
 	})
 	g.main = newView(g, routeMCP, g.server, nil, o.ToolSearch)
 	g.server.AddReceivingMiddleware(g.sessionMiddleware, g.main.syncMiddleware)
+	if g.tracer != nil {
+		// Added last, so outermost: the span covers the other two.
+		g.server.AddReceivingMiddleware(g.traceMiddleware)
+	}
 	g.virtual = make(map[string]*view, len(o.Virtual))
 	for _, vs := range o.Virtual {
 		g.virtual[vs.Name] = newVirtual(g, vs, o.Version)

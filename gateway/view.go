@@ -10,9 +10,11 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/toolmux/toolmux/internal/bm25"
 	"github.com/toolmux/toolmux/internal/jsonscan"
+	"github.com/toolmux/toolmux/internal/mcpwire"
 	"github.com/toolmux/toolmux/internal/toolglob"
 	"github.com/toolmux/toolmux/tool"
 )
@@ -287,7 +289,12 @@ func (v *view) leanCall(w http.ResponseWriter, r *http.Request, sid string, body
 	if rec == nil || rec.ss.InitializeParams() == nil {
 		return false
 	}
-	return v.g.clients.serveLean(w, r, rec, req.ID, func(ctx context.Context, st *leanStream) (mcp.Result, error) {
+	return v.g.clients.serveLean(w, r, rec, req.ID, func(ctx context.Context, st *leanStream) (_ mcp.Result, err error) {
+		if v.g.tracer != nil {
+			var sp trace.Span
+			ctx, sp = v.g.startSpan(ctx, mcpwire.MethodToolsCall, params.Name, params.Meta, r.Header, sid, req.ID)
+			defer func() { endSpan(sp, err) }()
+		}
 		if err := v.sync(ctx); err != nil {
 			return nil, err
 		}

@@ -5,22 +5,31 @@ import (
 	"mime"
 	"net/http"
 
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/toolmux/toolmux/internal/jsonscan"
 )
 
-// headerTransport adds configured headers to every request.
+// headerTransport adds configured headers to every request, and the
+// trace context of the call a request belongs to (when tracing).
 type headerTransport struct {
 	base    http.RoundTripper
 	headers http.Header
+	prop    propagation.TextMapPropagator // nil: not tracing
 }
 
 func (t *headerTransport) RoundTrip(req *http.Request) (*http.Response, error) {
-	if len(t.headers) == 0 {
+	traced := t.prop != nil && trace.SpanContextFromContext(req.Context()).IsValid()
+	if len(t.headers) == 0 && !traced {
 		return t.base.RoundTrip(req)
 	}
 	req = req.Clone(req.Context())
 	for k, vs := range t.headers {
 		req.Header[k] = vs
+	}
+	if traced {
+		t.prop.Inject(req.Context(), propagation.HeaderCarrier(req.Header))
 	}
 	return t.base.RoundTrip(req)
 }
@@ -57,7 +66,7 @@ func newHTTPClient(cfg Config) (*http.Client, *http.Transport) {
 		own.MaxIdleConnsPerHost = maxIdleConnsPerHost
 		base = own
 	}
-	hc.Transport = &spillRoundTripper{base: &headerTransport{base: base, headers: h}, sp: newSpiller(cfg)}
+	hc.Transport = &spillRoundTripper{base: &headerTransport{base: base, headers: h, prop: cfg.Propagator}, sp: newSpiller(cfg)}
 	return &hc, own
 }
 

@@ -35,6 +35,8 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/toolmux/toolmux/internal/mcpwire"
 	"github.com/toolmux/toolmux/internal/ringbuf"
@@ -121,6 +123,11 @@ type Config struct {
 
 	// Logger receives diagnostics; nil discards them.
 	Logger *slog.Logger
+	// Tracer, when set, makes a client span of every tools/call (see
+	// trace.go); Propagator then writes its trace context into the
+	// request's params._meta and, over HTTP, the request's headers.
+	Tracer     trace.Tracer
+	Propagator propagation.TextMapPropagator
 }
 
 // HealthCheck detects a wedged session: a server whose process still runs,
@@ -357,7 +364,7 @@ func (s *Source) Tools(ctx context.Context) ([]tool.Tool, error) {
 //
 // A context from [WithCallFunc] for this server makes the call through its
 // function instead of over the source's own session.
-func (s *Source) Call(ctx context.Context, name string, args map[string]any) (*tool.Result, error) {
+func (s *Source) Call(ctx context.Context, name string, args map[string]any) (_ *tool.Result, err error) {
 	if fn := callFuncFrom(ctx, s.cfg.Name); fn != nil {
 		return s.callWith(ctx, fn, name, args)
 	}
@@ -372,6 +379,11 @@ func (s *Source) Call(ctx context.Context, name string, args map[string]any) (*t
 		args = map[string]any{}
 	}
 	params := &mcp.CallToolParams{Name: name, Arguments: args}
+	if s.cfg.Tracer != nil {
+		var sp trace.Span
+		ctx, sp = s.startSpan(ctx, params)
+		defer func() { endSpan(sp, err) }()
+	}
 	if fn := tool.ProgressFrom(ctx); fn != nil {
 		token := s.progress.add(fn)
 		defer s.progress.retire(token)

@@ -17,6 +17,8 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/toolmux/toolmux/tool"
 )
 
@@ -58,6 +60,10 @@ func WithGate(g Gate) Option { return func(s *Scheduler) { s.gate = g } }
 
 // WithSink sets where events go; without one they are dropped.
 func WithSink(k Sink) Option { return func(s *Scheduler) { s.sink = k } }
+
+// WithTracer makes an execute_tool span of every call with t (see
+// trace.go); nil, the default, makes none.
+func WithTracer(t trace.Tracer) Option { return func(s *Scheduler) { s.tracer = t } }
 
 // WithMaxParallel bounds how many calls of one batch execute at the same
 // time (default DefaultMaxParallel; values below 1 keep the default).
@@ -116,6 +122,7 @@ type Scheduler struct {
 	maxDepth    int
 	parallel    func(tool.Tool, tool.Call) bool
 	log         *slog.Logger
+	tracer      trace.Tracer // nil: no spans
 
 	mu       sync.Mutex
 	running  map[*Batch]struct{}
@@ -327,6 +334,8 @@ type entry struct {
 	state       State
 	transitions []Transition
 	trbuf       [5]Transition // room for every state a call goes through
+	span        trace.Span    // nil unless the scheduler traces
+	approval    trace.Span    // the wait for an answer, while traced
 }
 
 // ID returns the batch's identifier, the Batch field of its events.
@@ -387,6 +396,9 @@ func (b *Batch) Wait() []Outcome {
 func (b *Batch) admit() {
 	var lastExclusive *entry
 	for i, e := range b.entries {
+		if b.s.tracer != nil {
+			b.startSpan(e)
+		}
 		b.enter(e, Validating, "")
 		if e.ctx.Err() != nil {
 			b.refuse(e, cancelled(e.call, context.Cause(e.ctx)))
@@ -407,7 +419,15 @@ func (b *Batch) admit() {
 		e.exclusive = !b.s.parallel(def, e.call)
 		b.enter(e, Scheduled, "")
 		if g := b.s.gate; g != nil {
-			err := g.Admit(e.ctx, def, e.call, func(msg string) { b.enter(e, AwaitingApproval, msg) })
+			err := g.Admit(e.ctx, def, e.call, func(msg string) {
+				if e.span != nil && e.approval == nil {
+					e.approval = b.approvalSpan(e)
+				}
+				b.enter(e, AwaitingApproval, msg)
+			})
+			if e.approval != nil {
+				endApproval(e.approval, err)
+			}
 			if err != nil {
 				b.refuse(e, b.gateError(e, err))
 				continue
@@ -535,6 +555,9 @@ func (b *Batch) finish(e *entry, rec *tool.Record) {
 		}
 	}
 	b.enter(e, state, msg)
+	if e.span != nil {
+		endSpan(e.span, rec)
+	}
 	b.cancelEntry(e)
 	if e.done != nil {
 		close(e.done)

@@ -220,7 +220,7 @@ func (a *app) runWorker(ctx context.Context, ff fleetFlags, name string, concurr
 	if approver == nil {
 		approver = fl.Approver(w0, 0)
 	}
-	rt, err := toolmux.Open(ctx, cfg, toolmux.Options{Logger: log, Approver: approver, ConcurrentApprovals: true, Events: hub, Sources: sources,
+	rt, err := toolmux.Open(ctx, cfg, toolmux.Options{Logger: log, Approver: approver, ConcurrentApprovals: true, Events: hub, Sources: sources, Getenv: os.Getenv,
 		TaskLog: []tasklog.Option{tasklog.WithJournal(j)}, Middleware: []pipeline.Middleware{ledger.Middleware}})
 	if err != nil {
 		hub.Close(context.WithoutCancel(ctx))

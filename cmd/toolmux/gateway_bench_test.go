@@ -25,8 +25,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -473,6 +475,17 @@ func BenchmarkGatewayStdio(b *testing.B) {
 	// reads the parts' counters, off the calls' path.
 	b.Run("gateway-metrics", func(b *testing.B) {
 		g := startBenchServeStdio(b, fixture, "", "--metrics")
+		run(b, g.base+"/mcp", "fx__echo", g.cmd.Process.Pid)
+	})
+	// The same route with traces on, every call sampled, exported over
+	// OTLP/HTTP to a local receiver that reads and drops them: what
+	// tracing costs per call is the difference.
+	b.Run("gateway-traced", func(b *testing.B) {
+		recv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			_, _ = io.Copy(io.Discard, r.Body)
+		}))
+		b.Cleanup(recv.Close) // after the gateway's own cleanup: its last spans are flushed
+		g := startBenchServeStdio(b, fixture, "telemetry: {enabled: true, endpoint: "+recv.URL+"}\n")
 		run(b, g.base+"/mcp", "fx__echo", g.cmd.Process.Pid)
 	})
 	b.Run("passthrough", func(b *testing.B) {

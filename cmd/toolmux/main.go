@@ -203,6 +203,7 @@ func (a *app) openIn(ctx context.Context, o toolmux.Options, sub string) (*toolm
 		}
 	}
 	o.Logger = a.logger()
+	o.Getenv = os.Getenv
 	rt, err := toolmux.Open(ctx, cfg, o)
 	if tle, ok := errors.AsType[*toolmux.TaskLogError](err); ok {
 		return nil, &exitError{code: exitFailed, err: fmt.Errorf("task log: %s", taskLogMessage(tle.Err))}

@@ -198,7 +198,7 @@ func (a *app) runTask(ctx context.Context, task string, f runFlags) error {
 			approver = policy.FirstOf(approver, approvals)
 		}
 	}
-	opts := toolmux.Options{Logger: a.logger(), Mode: mode, Approver: approver,
+	opts := toolmux.Options{Logger: a.logger(), Mode: mode, Approver: approver, Getenv: os.Getenv,
 		ConcurrentApprovals: f.serve != "", Hub: []stream.Option{stream.WithBuffer(1 << 14)}}
 	var mx *metrics.Metrics
 	if f.metrics {
@@ -312,7 +312,7 @@ func (a *app) serveRun(ctx context.Context, addr, token string, rt *toolmux.Runt
 	page.url = pageURL(ln.Addr())
 	approvals.SetWhere(page.url)
 	gopts := gateway.Options{Version: versionString(), Logger: a.logger(),
-		Sessions: sessionTasks(rt.Log, a.logger()),
+		Sessions: sessionTasks(rt.Log, a.logger()), Tracer: rt.Telemetry.Tracer(), Propagator: rt.Telemetry.Propagator(),
 		API: api.New(api.Options{Catalog: rt.Pipeline, Caller: rt.Scheduler, Health: rt.Manager.Health, Pins: rt.Pins, Policy: rt.Policy,
 			Approvals: approvals, Log: rt.Log, Events: rt.Events, Version: versionString(), Run: page.get})}
 	if mx != nil {

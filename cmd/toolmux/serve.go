@@ -225,7 +225,8 @@ the one in use stays. See docs/operations.md.`,
 			defer rel.stop()
 			s, hub := rt.Scheduler, rt.Events
 			opts := gateway.Options{Version: versionString(), Logger: a.logger(), MaxDepth: rt.Config.Limits.MaxDepth,
-				Sessions: sessionTasks(rt.Log, a.logger()), ToolSearch: search.apply(cmd, rt.Config.ToolSearch)}
+				Sessions: sessionTasks(rt.Log, a.logger()), ToolSearch: search.apply(cmd, rt.Config.ToolSearch),
+				Tracer: rt.Telemetry.Tracer(), Propagator: rt.Telemetry.Propagator()}
 			opts.API = api.New(api.Options{Catalog: rt.Pipeline, Caller: s, Health: rt.Manager.Health, Pins: rt.Pins,
 				Policy: rt.Gate, Approvals: approvals, Log: rt.Log, Events: hub, Version: versionString(), MaxDepth: rt.Config.Limits.MaxDepth,
 				Fleet: fn.summary()})

@@ -41,6 +41,12 @@ func startServeProc(t *testing.T, dir, dataHome string, args ...string) *servePr
 // startServeBinary is startServeProc with another build of toolmux.
 func startServeBinary(t *testing.T, bin, dir, dataHome string, args ...string) *serveProc {
 	t.Helper()
+	return startServeEnv(t, bin, dir, dataHome, nil, args...)
+}
+
+// startServeEnv is startServeBinary with further environment variables.
+func startServeEnv(t *testing.T, bin, dir, dataHome string, env []string, args ...string) *serveProc {
+	t.Helper()
 	if dataHome == "" {
 		dataHome = t.TempDir()
 	}
@@ -48,7 +54,7 @@ func startServeBinary(t *testing.T, bin, dir, dataHome string, args ...string) *
 		stderr: &testservers.SyncBuffer{}, exited: make(chan struct{})}
 	p.cmd = exec.Command(bin, append([]string{"serve", "--addr", p.addr}, args...)...)
 	p.cmd.Dir = dir
-	p.cmd.Env = append(os.Environ(), "XDG_DATA_HOME="+dataHome)
+	p.cmd.Env = append(append(os.Environ(), "XDG_DATA_HOME="+dataHome), env...)
 	p.cmd.Stderr = p.stderr
 	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)

@@ -9,6 +9,7 @@ package testservers
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -41,6 +42,18 @@ type Options struct {
 	// Described, when set, adds the tool described with this description:
 	// a server whose definition of a tool tests change between runs.
 	Described string
+	// TraceContext adds the tool trace_context, which answers with the
+	// trace context the request carried, as JSON: {"meta": _meta's
+	// traceparent, "header": the HTTP request's traceparent header}.
+	TraceContext bool
+}
+
+// TraceContext is the answer of the fixture's trace_context tool: the
+// W3C traceparent the request carried in its _meta and, over HTTP, in its
+// headers ("" where it carried none).
+type TraceContext struct {
+	Meta   string `json:"meta"`
+	Header string `json:"header"`
 }
 
 // BigText is the text the fixture's big tool returns for n bytes: lines
@@ -99,6 +112,18 @@ func NewServer(o Options) *mcp.Server {
 		func(_ context.Context, _ *mcp.CallToolRequest, in echoIn) (*mcp.CallToolResult, any, error) {
 			return text("Echo: " + in.Message), nil, nil
 		})
+	if o.TraceContext {
+		mcp.AddTool(s, &mcp.Tool{Name: "trace_context", Description: "Answers with the trace context the request carried.", Annotations: ro},
+			func(_ context.Context, req *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
+				tc := TraceContext{}
+				tc.Meta, _ = req.Params.GetMeta()["traceparent"].(string)
+				if req.Extra != nil && req.Extra.Header != nil {
+					tc.Header = req.Extra.Header.Get("Traceparent")
+				}
+				b, _ := json.Marshal(tc)
+				return text(string(b)), nil, nil
+			})
+	}
 
 	type sleepIn struct {
 		MS int `json:"ms" jsonschema:"milliseconds to sleep"`
