@@ -163,17 +163,9 @@ func (p *parser) toolMap(n *yaml.Node, kp string, patterns []toolglob.Pattern, c
 				continue
 			}
 		}
-		s, ok := p.text(e.v, fp)
-		if !ok {
-			continue
+		if s, ok := p.checkedText(e, fp, check); ok {
+			out[e.key] = s
 		}
-		if check != nil {
-			if msg := check(e.key, s); msg != "" {
-				p.errAt(e.v, fp, "%s", msg)
-				continue
-			}
-		}
-		out[e.key] = s
 	}
 	return out
 }

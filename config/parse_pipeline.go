@@ -256,6 +256,22 @@ func (p *parser) patternEntries(n *yaml.Node, kp string, f func(e entry, fp stri
 	}
 }
 
+// checkedText reads e's value as text and holds it to check (nil: no
+// check); a value refused is reported at its position.
+func (p *parser) checkedText(e entry, fp string, check func(k, v string) string) (string, bool) {
+	s, ok := p.text(e.v, fp)
+	if !ok {
+		return "", false
+	}
+	if check != nil {
+		if msg := check(e.key, s); msg != "" {
+			p.errAt(e.v, fp, "%s", msg)
+			return "", false
+		}
+	}
+	return s, true
+}
+
 // names reads a mapping of names to names (argument aliases and mappings),
 // neither side empty. An explicit {} gives an empty, non-nil map; null
 // gives nil.
@@ -271,17 +287,9 @@ func (p *parser) names(n *yaml.Node, kp string, check func(k, v string) string) 
 			p.errAt(e.k, fp, "an argument name must not be empty")
 			continue
 		}
-		s, ok := p.text(e.v, fp)
-		if !ok {
-			continue
+		if s, ok := p.checkedText(e, fp, check); ok {
+			out[e.key] = s
 		}
-		if check != nil {
-			if msg := check(e.key, s); msg != "" {
-				p.errAt(e.v, fp, "%s", msg)
-				continue
-			}
-		}
-		out[e.key] = s
 	}
 	return out
 }
