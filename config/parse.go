@@ -335,13 +335,9 @@ func (p *parser) topLevel(e entry, cfg *Config, agents *agentDecls) {
 	case "limits":
 		cfg.Limits = p.limits(e.v, kp)
 	case "connect_timeout":
-		if d, ok := p.duration(e.v, kp); ok {
-			cfg.ConnectTimeout = d
-		}
+		p.setDuration(&cfg.ConnectTimeout, e.v, kp)
 	case "timeout":
-		if d, ok := p.duration(e.v, kp); ok {
-			cfg.Timeout = d
-		}
+		p.setDuration(&cfg.Timeout, e.v, kp)
 	case "allow":
 		cfg.Allow = p.patterns(e.v, kp, true)
 	case "deny":
@@ -448,9 +444,7 @@ func (p *parser) taskLog(n *yaml.Node, kp string, base TaskLog) TaskLog {
 	p.fields(n, kp, taskLogKeys, func(e entry, fp string) {
 		switch e.key {
 		case "enabled":
-			if v, ok := p.boolean(e.v, fp); ok {
-				t.Enabled = v
-			}
+			p.setBool(&t.Enabled, e.v, fp)
 		case "durability":
 			if v, ok := p.choice(e.v, fp, "durability", []string{DurabilityProcess, DurabilityFull}); ok {
 				t.Durability = v

@@ -22,9 +22,7 @@ func (p *parser) builtin(n *yaml.Node, kp string, base Builtin) Builtin {
 	p.fields(n, kp, builtinKeys, func(e entry, fp string) {
 		switch e.key {
 		case "enabled":
-			if v, ok := p.boolean(e.v, fp); ok {
-				b.Enabled = v
-			}
+			p.setBool(&b.Enabled, e.v, fp)
 		case "max_read_bytes":
 			b.MaxReadBytes, _ = p.size(e.v, fp)
 		case "max_write_bytes":

@@ -523,13 +523,9 @@ func (p *parser) retry(n *yaml.Node, kp string, base Retry, server string) Retry
 				r.MaxAttempts = v
 			}
 		case "initial_backoff":
-			if d, ok := p.duration(e.v, fp); ok {
-				r.InitialBackoff = d
-			}
+			p.setDuration(&r.InitialBackoff, e.v, fp)
 		case "max_backoff":
-			if d, ok := p.duration(e.v, fp); ok {
-				r.MaxBackoff = d
-			}
+			p.setDuration(&r.MaxBackoff, e.v, fp)
 		case "tools":
 			r.Tools, toolsSet = p.patterns(e.v, fp, server == ""), true
 		default:
@@ -556,9 +552,7 @@ func (p *parser) breaker(n *yaml.Node, kp string, base Breaker) Breaker {
 				b.Failures = v
 			}
 		case "cooldown":
-			if d, ok := p.duration(e.v, fp); ok {
-				b.Cooldown = d
-			}
+			p.setDuration(&b.Cooldown, e.v, fp)
 		default:
 			p.errAt(e.k, fp, "%s", unknownKeyMsg(e.key, breakerKeys, nil))
 		}
@@ -581,9 +575,7 @@ func (p *parser) passthrough(n *yaml.Node, kp string, base Passthrough) Passthro
 				pt.MaxSessions = v
 			}
 		case "idle_timeout":
-			if d, ok := p.duration(e.v, fp); ok {
-				pt.IdleTimeout = d
-			}
+			p.setDuration(&pt.IdleTimeout, e.v, fp)
 		}
 	})
 	return pt
@@ -600,29 +592,17 @@ func (p *parser) healthCheck(n *yaml.Node, kp string, base HealthCheck) (h Healt
 		}
 		switch e.key {
 		case "enabled":
-			if v, ok := p.boolean(e.v, fp); ok {
-				h.Enabled = v
-			}
+			p.setBool(&h.Enabled, e.v, fp)
 		case "ping_after":
-			if d, ok := p.duration(e.v, fp); ok {
-				h.PingAfter = d
-			}
+			p.setDuration(&h.PingAfter, e.v, fp)
 		case "ping_timeout":
-			if d, ok := p.duration(e.v, fp); ok {
-				h.PingTimeout = d
-			}
+			p.setDuration(&h.PingTimeout, e.v, fp)
 		case "ping_interval":
-			if d, ok := p.duration(e.v, fp); ok {
-				h.PingInterval = d
-			}
+			p.setDuration(&h.PingInterval, e.v, fp)
 		case "min_backoff":
-			if d, ok := p.duration(e.v, fp); ok {
-				h.MinBackoff = d
-			}
+			p.setDuration(&h.MinBackoff, e.v, fp)
 		case "max_backoff":
-			if d, ok := p.duration(e.v, fp); ok {
-				h.MaxBackoff = d
-			}
+			p.setDuration(&h.MaxBackoff, e.v, fp)
 		}
 	})
 	if ok && h.MinBackoff > h.MaxBackoff {

@@ -281,6 +281,14 @@ func validHeaderName(s string) bool {
 	return true
 }
 
+// setBool reads a boolean into dst; a bad value is reported and leaves
+// dst as it was.
+func (p *parser) setBool(dst *bool, n *yaml.Node, kp string) {
+	if v, ok := p.boolean(n, kp); ok {
+		*dst = v
+	}
+}
+
 func (p *parser) boolean(n *yaml.Node, kp string) (bool, bool) {
 	v := deref(n)
 	var b bool
@@ -308,6 +316,14 @@ func (p *parser) integer(n *yaml.Node, kp string, lo, hi int) (int, bool) {
 // duration reads a Go duration string. Bare numbers are refused because
 // their unit is ambiguous: Gemini CLI means milliseconds, people often mean
 // seconds.
+// setDuration reads a duration into dst; a bad value is reported and
+// leaves dst as it was.
+func (p *parser) setDuration(dst *time.Duration, n *yaml.Node, kp string) {
+	if d, ok := p.duration(n, kp); ok {
+		*dst = d
+	}
+}
+
 func (p *parser) duration(n *yaml.Node, kp string) (time.Duration, bool) {
 	v := deref(n)
 	if v.Kind != yaml.ScalarNode || isNull(v) {
