@@ -390,10 +390,7 @@ func TestFleetGivesUp(t *testing.T) {
 	startAppend(t, ctx, f, w1, "doomed", "doomed", out, 60000)
 	w1.kill(t)
 	w2 := startWorker(t, dir, natsURL(ns), "--name", "second", "--max-deliveries", "1")
-	run, err := f.Wait(ctx, "doomed")
-	if err != nil {
-		t.Fatalf("%v\n%s", err, w2.stderr.String())
-	}
+	run := waitRun(t, ctx, f, "doomed", w2)
 	if run.Status != fleet.StatusFailed || run.Deliveries != 2 || run.Worker != "second" ||
 		!strings.Contains(run.Error, "given up after 1 deliveries") {
 		t.Errorf("run: %+v", run)

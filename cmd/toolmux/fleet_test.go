@@ -81,6 +81,20 @@ func appendScript(turnDelay time.Duration) llmtest.Script {
 // whose answer "START END" the model repeats after "spanned".
 var spanRe = regexp.MustCompile(`^span (\d+)$`)
 
+// waitRun returns run id's final state; a wait that fails ends the test,
+// with w's stderr when w is given.
+func waitRun(t testing.TB, ctx context.Context, f *fleet.Fleet, id string, w *workerProc) *fleet.Run {
+	t.Helper()
+	run, err := f.Wait(ctx, id)
+	if err != nil {
+		if w != nil {
+			t.Fatalf("run %s: %v\n%s", id, err, w.stderr.String())
+		}
+		t.Fatalf("run %s: %v", id, err)
+	}
+	return run
+}
+
 // startAppend submits run id, whose one call appends line to out and
 // then sleeps ms, and returns once the line is there: the call has had
 // its effect and is still running (for ms).
@@ -290,10 +304,7 @@ func TestFleetWorkerKilledMidCall(t *testing.T) {
 	w1.kill(t)
 	killed := time.Now()
 	w2 := startWorker(t, dir, natsURL(ns), "--name", "second")
-	run, err := f.Wait(ctx, "slow")
-	if err != nil {
-		t.Fatalf("%v\n%s", err, w2.stderr.String())
-	}
+	run := waitRun(t, ctx, f, "slow", w2)
 	t.Logf("taken over and finished %s after the kill", time.Since(killed).Round(time.Millisecond))
 	if run.Status != fleet.StatusDone || run.Worker != "second" || run.Deliveries != 2 {
 		t.Errorf("run: %+v", run)
@@ -329,10 +340,7 @@ func TestFleetWorkerKilledBetweenTurns(t *testing.T) {
 	}
 	w1.kill(t)
 	startWorker(t, dir, natsURL(ns), "--name", "second")
-	run, err := f.Wait(ctx, "thinking")
-	if err != nil {
-		t.Fatal(err)
-	}
+	run := waitRun(t, ctx, f, "thinking", nil)
 	if run.Status != fleet.StatusDone || run.Worker != "second" || !strings.Contains(run.Answer, "appended twice | tool said: appended twice") {
 		t.Errorf("run: %+v", run)
 	}
@@ -520,10 +528,7 @@ servers:
 	if _, _, err := f.Submit(ctx, fleet.Request{ID: "unasked", Task: "append refused to " + out + " sleeping 0"}); err != nil {
 		t.Fatal(err)
 	}
-	run, err := f.Wait(ctx, "unasked")
-	if err != nil {
-		t.Fatal(err)
-	}
+	run := waitRun(t, ctx, f, "unasked", nil)
 	if run.Status != fleet.StatusDone || !strings.Contains(run.Answer, "approval_denied") {
 		t.Errorf("without a page: %+v", run)
 	}
@@ -642,10 +647,7 @@ func TestFleetSharedServer(t *testing.T) {
 	var spans []span
 	byWorker := map[string]int{}
 	for i := range n {
-		run, err := f.Wait(ctx, fmt.Sprintf("span-%d", i))
-		if err != nil {
-			t.Fatal(err)
-		}
+		run := waitRun(t, ctx, f, fmt.Sprintf("span-%d", i), nil)
 		var s span
 		if _, err := fmt.Sscanf(run.Answer, "spanned %d %d", &s.start, &s.end); err != nil || run.Status != fleet.StatusDone {
 			t.Fatalf("run %d: %+v", i, run)
@@ -685,10 +687,7 @@ func TestFleetSharedServerSticksToRun(t *testing.T) {
 	}
 	pids := map[string]bool{}
 	for i := range n {
-		run, err := f.Wait(ctx, fmt.Sprintf("pid-%d", i))
-		if err != nil {
-			t.Fatal(err)
-		}
+		run := waitRun(t, ctx, f, fmt.Sprintf("pid-%d", i), nil)
 		var a, b string
 		if _, err := fmt.Sscanf(run.Answer, "pids %s %s", &a, &b); err != nil || run.Status != fleet.StatusDone {
 			t.Fatalf("run %d: %+v", i, run)
@@ -726,10 +725,7 @@ func TestFleetWorkerDrainHandsBack(t *testing.T) {
 		t.Errorf("handed back: %+v %v", run, err)
 	}
 	startWorker(t, dir, natsURL(ns), "--name", "staying")
-	run, err := f.Wait(ctx, "long")
-	if err != nil {
-		t.Fatal(err)
-	}
+	run := waitRun(t, ctx, f, "long", nil)
 	if run.Status != fleet.StatusDone || run.Worker != "staying" || !strings.Contains(run.Answer, "outcome") {
 		t.Errorf("resumed: %+v", run)
 	}
@@ -759,10 +755,7 @@ func TestFleetNATSRestart(t *testing.T) {
 	ns.Shutdown()
 	time.Sleep(time.Second)
 	startNATS(t, store, port)
-	run, err := f.Wait(ctx, "through")
-	if err != nil {
-		t.Fatalf("%v\n%s", err, w.stderr.String())
-	}
+	run := waitRun(t, ctx, f, "through", w)
 	if run.Status != fleet.StatusDone || run.Answer != "appended restart | tool said: appended restart" || run.Deliveries != 1 {
 		t.Errorf("run: %+v\n%s", run, w.stderr.String())
 	}
