@@ -59,7 +59,16 @@ func (a *app) connectFleet(ctx context.Context, f fleetFlags, name string) (*fle
 	if f.lease < time.Second {
 		return nil, usageError("--lease must be at least 1s, not %s", f.lease)
 	}
-	fl, err := fleet.Connect(ctx, f.url, name, f.options())
+	// The fleet's journal is bounded as a local task log is, by
+	// task_log.retention (30 days and 1 GiB by default): its stream's
+	// limits, set by the members that open it (workers, serve, logs).
+	cfg, err := a.loadConfig()
+	if err != nil {
+		return nil, err
+	}
+	o := f.options()
+	o.Journal.MaxAge, o.Journal.MaxBytes = cfg.TaskLog.Retention.MaxAge, cfg.TaskLog.Retention.MaxBytes
+	fl, err := fleet.Connect(ctx, f.url, name, o)
 	if err != nil {
 		var ue *fleet.UnreachableError
 		var ce *fleet.ConfigError

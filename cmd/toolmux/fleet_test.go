@@ -767,3 +767,27 @@ func TestFleetNATSRestart(t *testing.T) {
 	w.cmd.Process.Signal(syscall.SIGTERM)
 	<-w.exited
 }
+
+// The fleet's journal is bounded by the members' task_log.retention, as a
+// local task log is: its stream's age and byte limits are the
+// configuration's (and the defaults without one).
+func TestFleetJournalRetention(t *testing.T) {
+	t.Parallel()
+	ns := startNATS(t, t.TempDir(), 0)
+	m := appendModel(t, 0)
+	dir := workspace(t, fmt.Sprintf(`model:
+  base_url: %s
+  model: scripted
+task_log:
+  retention: {max_age: 2d, max_bytes: 10MiB}
+`, m.BaseURL()))
+	startWorker(t, dir, natsURL(ns))
+	f := connectFleet(t, natsURL(ns))
+	info, err := f.JetStream().Stream(context.Background(), "TOOLMUX_JOURNAL")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := info.CachedInfo().Config; c.MaxAge != 48*time.Hour || c.MaxBytes != 10<<20 {
+		t.Errorf("the journal's limits: max_age %s, max_bytes %d", c.MaxAge, c.MaxBytes)
+	}
+}
