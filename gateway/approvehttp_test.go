@@ -147,12 +147,13 @@ func (r *sessionRecorder) end(task string) (gateway.SessionEnd, bool) {
 	return e, ok
 }
 
-// connectHTTP connects an MCP client named name over streamable HTTP;
-// opts may declare elicitation.
+// connectHTTP connects an MCP client named name over streamable HTTP, in
+// a session of protocol 2025-11-25 (era_test.go has the sessionless
+// protocol's); opts may declare elicitation.
 func (a *approvalsGateway) connectHTTP(t *testing.T, name string, opts *mcp.ClientOptions) *mcp.ClientSession {
 	t.Helper()
 	cs, err := mcp.NewClient(&mcp.Implementation{Name: name, Version: "1.2"}, opts).Connect(context.Background(),
-		&mcp.StreamableClientTransport{Endpoint: a.url + "/mcp"}, nil)
+		&mcp.StreamableClientTransport{Endpoint: a.url + "/mcp"}, &mcp.ClientSessionOptions{ProtocolVersion: legacyProtocol})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -38,7 +38,12 @@ type Session struct {
 	ClientName, ClientVersion string
 	// Protocol is the MCP protocol version negotiated.
 	Protocol string
-	Started  time.Time
+	// Sessionless says the "session" is a client of protocol 2026-07-28
+	// or later over HTTP, which has none: the task holds the calls of
+	// one client identity (ClientName, ClientVersion) on the route, and
+	// ends after the idle timeout without a call (docs/gateway.md).
+	Sessionless bool
+	Started     time.Time
 }
 
 // How a session ended, in [SessionEnd.How].
@@ -75,11 +80,19 @@ type clients struct {
 	byID    map[string]*tracked        // HTTP sessions by id
 	deleted map[string]bool            // session ids the client sent DELETE for
 	posts   map[string]context.Context // HTTP request contexts by postHeader value
+
+	// Clients without a session (era.go): their tasks by route and
+	// identity, the task of each temporary session making a call, and
+	// the subscriptions/listen streams open.
+	byClient    map[string]*client
+	sessionless map[*mcp.ServerSession]*client
+	listens     map[*mcp.ServerSession]struct{}
 }
 
 func newClients(log SessionLog, idle time.Duration) *clients {
 	return &clients{log: log, idle: idle, byPtr: map[*mcp.ServerSession]*tracked{}, byID: map[string]*tracked{},
-		deleted: map[string]bool{}, posts: map[string]context.Context{}}
+		deleted: map[string]bool{}, posts: map[string]context.Context{},
+		byClient: map[string]*client{}, sessionless: map[*mcp.ServerSession]*client{}, listens: map[*mcp.ServerSession]struct{}{}}
 }
 
 // tracked is a session the gateway follows, with the idle timeout of its
@@ -155,6 +168,9 @@ func (s *clients) task(ss *mcp.ServerSession) string {
 	defer s.mu.Unlock()
 	if rec := s.byPtr[ss]; rec != nil {
 		return rec.Task
+	}
+	if c := s.sessionless[ss]; c != nil {
+		return c.Task
 	}
 	return ss.ID()
 }

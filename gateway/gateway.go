@@ -120,6 +120,7 @@ func New(c Caller, o Options) *Gateway {
 		Logger:       g.log,
 		Instructions: "Tools of several servers, named server__tool. Calls are governed by toolmux.",
 		Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: true}},
+		SetCacheable: setCacheable,
 	})
 	g.main = newView(g, routeMCP, g.server, nil, o.ToolSearch)
 	g.server.AddReceivingMiddleware(g.sessionMiddleware, g.main.syncMiddleware)
@@ -144,10 +145,19 @@ func (g *Gateway) Server() *mcp.Server { return g.server }
 // Handler returns the streamable HTTP handler of the MCP endpoint.
 func (g *Gateway) Handler() http.Handler { return g.streamable(false) }
 
-// streamable returns the MCP handler of /mcp.
+// streamable returns the MCP handler of /mcp: both protocol eras (era.go).
 func (g *Gateway) streamable(protected bool) http.Handler {
-	return g.jsonRPCErrors(g.clients.serveHTTP(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return g.server }, g.streamableOptions(protected))),
-		routeMCP, g.main.leanCall)
+	return g.jsonRPCErrors(g.eras(g.server, protected), routeMCP, g.main.leanCall)
+}
+
+// eras returns the pair of go-sdk handlers serving server, sessions and
+// sessionless requests (era.go).
+func (g *Gateway) eras(server *mcp.Server, protected bool) eras {
+	get := func(*http.Request) *mcp.Server { return server }
+	return eras{
+		legacy: g.clients.serveHTTP(mcp.NewStreamableHTTPHandler(get, g.streamableOptions(protected))),
+		modern: g.clients.serveHTTP(mcp.NewStreamableHTTPHandler(get, g.statelessOptions(protected))),
+	}
 }
 
 // streamableOptions are the options of an MCP handler. Where Protect runs
@@ -182,7 +192,10 @@ func (g *Gateway) InputEnded() { g.clients.inputEnded() }
 // closed them. Close implies it; call it earlier when the sessions may end
 // before Close is reached (serve --stdio, whose transport ends with the
 // signal).
-func (g *Gateway) BeginShutdown() { g.clients.stopping.Store(true) }
+func (g *Gateway) BeginShutdown() {
+	g.clients.stopping.Store(true)
+	g.clients.stopListens()
+}
 
 // Close ends every client session, HTTP and stdio alike, and on the
 // passthrough routes the upstream sessions (and stdio processes) opened for
@@ -210,6 +223,7 @@ func (g *Gateway) Close() error {
 			errs = append(errs, err)
 		}
 	}
+	g.clients.closeClients()
 	return errors.Join(errs...)
 }
 
@@ -224,6 +238,9 @@ func (g *Gateway) sessionMiddleware(next mcp.MethodHandler) mcp.MethodHandler {
 		ss, ok := req.GetSession().(*mcp.ServerSession)
 		if !ok {
 			return next(ctx, method, req)
+		}
+		if sessionless(ss, req) {
+			return g.sessionlessMiddleware(ctx, routeMCP, ss, method, req, next)
 		}
 		stdio := ss.ID() == ""
 		if stdio && method == "tools/call" {
@@ -346,7 +363,7 @@ func (g *Gateway) callArgs(ctx context.Context, t tool.Tool, in callInput, args 
 	if q := r.questions(); q != nil {
 		// The call waits for the client's answer to an approval
 		// question; the client retries it with the answer.
-		return &mcp.CallToolResult{InputRequests: q}
+		return inputRequired(q)
 	}
 	return toMCP(rec)
 }

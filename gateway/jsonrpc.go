@@ -68,6 +68,7 @@ var knownMethods = map[string]bool{
 func (g *Gateway) jsonRPCErrors(h http.Handler, route string, lean leanFunc) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		var id json.RawMessage
+		var modern bool // a request of the sessionless protocol (era.go)
 		if r.Method == http.MethodPost && r.Body != nil {
 			body, err := io.ReadAll(r.Body)
 			if err != nil {
@@ -86,11 +87,12 @@ func (g *Gateway) jsonRPCErrors(h http.Handler, route string, lean leanFunc) htt
 						"tool arguments may nest at most %d (limits.max_depth)", sdkMaxDepth, g.maxDepth()))
 				return
 			}
+			modern = newEra(r.Header, body)
 			var ok bool
-			if id, ok = checkMessage(w, body, msg); !ok {
+			if id, ok = checkMessage(w, body, msg, modern); !ok {
 				return
 			}
-			if sid := r.Header.Get(sessionHeader); sid != "" {
+			if sid := r.Header.Get(sessionHeader); sid != "" && !modern {
 				defer g.clients.busy(sid)()
 				if g.clients.intercept(w, sid, route, body, msg) || lean(w, r, sid, body, msg) {
 					return
@@ -98,7 +100,7 @@ func (g *Gateway) jsonRPCErrors(h http.Handler, route string, lean leanFunc) htt
 			}
 		}
 		cw := &rpcErrorWriter{ResponseWriter: w, id: id}
-		h.ServeHTTP(cw, r)
+		pick(h, modern).ServeHTTP(cw, r)
 		cw.finish()
 	})
 }
@@ -106,7 +108,10 @@ func (g *Gateway) jsonRPCErrors(h http.Handler, route string, lean leanFunc) htt
 // checkMessage answers the messages the go-sdk would answer in plain
 // text, and returns the request's id; ok is false when it has answered.
 // The message was scanned (msg), not decoded: the go-sdk decodes it.
-func checkMessage(w http.ResponseWriter, body []byte, msg jsonscan.Message) (id json.RawMessage, ok bool) {
+//
+// A request of the new protocol (modern) for a method MCP servers do not
+// have is answered 404, as 2026-07-28 asks.
+func checkMessage(w http.ResponseWriter, body []byte, msg jsonscan.Message, modern bool) (id json.RawMessage, ok bool) {
 	switch {
 	case len(bytes.TrimSpace(body)) == 0 || msg.Array:
 		return nil, true // empty, or a batch: the go-sdk's to judge
@@ -133,7 +138,11 @@ func checkMessage(w http.ResponseWriter, body []byte, msg jsonscan.Message) (id 
 			w.WriteHeader(http.StatusAccepted)
 			return nil, false
 		}
-		writeRPCError(w, http.StatusOK, id, codeMethodNotFound, "method not found: "+quoteHeader(method))
+		status := http.StatusOK
+		if modern {
+			status = http.StatusNotFound
+		}
+		writeRPCError(w, status, id, codeMethodNotFound, "method not found: "+quoteHeader(method))
 		return nil, false
 	}
 	return id, true

@@ -46,6 +46,7 @@ func newVirtual(g *Gateway, vs Virtual, version string) *view {
 		Logger:       g.log,
 		Instructions: instructions,
 		Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: true}},
+		SetCacheable: setCacheable,
 	})
 	patterns, err := toolglob.ParseAll(vs.Tools, true)
 	if err != nil {
@@ -67,8 +68,7 @@ func newVirtual(g *Gateway, vs Virtual, version string) *view {
 	}
 	v := newView(g, route, server, pick, vs.ToolSearch)
 	server.AddReceivingMiddleware(v.sessionMiddleware, v.syncMiddleware)
-	v.handler = g.jsonRPCErrors(g.clients.serveHTTP(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server }, g.streamableOptions(true))),
-		route, v.leanCall)
+	v.handler = g.jsonRPCErrors(g.eras(server, true), route, v.leanCall)
 	return v
 }
 
@@ -76,6 +76,9 @@ func newVirtual(g *Gateway, vs Virtual, version string) *view {
 // task, from its initialize on (see Gateway.sessionMiddleware).
 func (v *view) sessionMiddleware(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		if ss, ok := req.GetSession().(*mcp.ServerSession); ok && sessionless(ss, req) {
+			return v.g.sessionlessMiddleware(ctx, v.route, ss, method, req, next)
+		}
 		res, err := next(ctx, method, req)
 		if ss, ok := req.GetSession().(*mcp.ServerSession); ok && method == "initialize" && err == nil {
 			init, _ := req.GetParams().(*mcp.InitializeParams)

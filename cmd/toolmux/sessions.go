@@ -37,11 +37,17 @@ func (s sessionLog) SessionStarted(ctx context.Context, sess gateway.Session) {
 	if sess.ClientVersion != "" {
 		client += " " + sess.ClientVersion
 	}
+	// A client of protocol 2026-07-28 over HTTP has no session: its task
+	// holds the calls of its identity on the route.
+	input, kind := "MCP session of "+client+" on "+sess.Route, "mcp_session"
+	if sess.Sessionless {
+		input, kind = "MCP calls of "+client+" on "+sess.Route+" (protocol "+sess.Protocol+", no session)", "mcp_client"
+	}
 	ctx, cancel := context.WithTimeout(ctx, taskWriteTimeout)
 	defer cancel()
 	err := s.log.StartTask(ctx, tasklog.Task{ID: sess.Task, Created: sess.Started,
-		Input: "MCP session of " + client + " on " + sess.Route,
-		Metadata: map[string]any{"kind": "mcp_session", "route": sess.Route, "protocol": sess.Protocol,
+		Input: input,
+		Metadata: map[string]any{"kind": kind, "route": sess.Route, "protocol": sess.Protocol,
 			"client": map[string]any{"name": sess.ClientName, "version": sess.ClientVersion}}})
 	if err != nil {
 		s.logger.Warn("task log: could not record a session's start", "task", sess.Task, "error", err)

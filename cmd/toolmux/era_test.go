@@ -1,0 +1,211 @@
+package main_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/toolmux/toolmux/internal/testservers"
+)
+
+// eraConfig serves the fixture as fx with a rule that asks before
+// fx/append; extra is appended (more servers).
+func eraConfig(t *testing.T, extra string) string {
+	return fmt.Sprintf(`servers:
+  fx:
+    command: %s
+%spolicy:
+  rules:
+    - name: ask before appending
+      tools: [fx/append]
+      action: ask
+`, testservers.Fixture(t), extra)
+}
+
+// eraClient is a go-sdk client of one protocol era that answers approval
+// questions with "once" and counts what it is told.
+type eraClient struct {
+	name     string
+	cs       *mcp.ClientSession
+	changed  atomic.Int64
+	progress atomic.Int64
+	mu       sync.Mutex
+	asked    []string
+}
+
+// connectEra connects a client asking for protocol version to transport.
+func connectEra(t *testing.T, ctx context.Context, name, version string, transport mcp.Transport) *eraClient {
+	t.Helper()
+	ec := &eraClient{name: name}
+	client := mcp.NewClient(&mcp.Implementation{Name: name, Version: "1"}, &mcp.ClientOptions{
+		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) { ec.changed.Add(1) },
+		ProgressNotificationHandler: func(context.Context, *mcp.ProgressNotificationClientRequest) {
+			ec.progress.Add(1)
+		},
+		ElicitationHandler: func(_ context.Context, r *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+			ec.mu.Lock()
+			ec.asked = append(ec.asked, r.Params.Message)
+			ec.mu.Unlock()
+			return &mcp.ElicitResult{Action: "accept", Content: map[string]any{"decision": "once"}}, nil
+		},
+	})
+	cs, err := client.Connect(ctx, transport, &mcp.ClientSessionOptions{ProtocolVersion: version})
+	if err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
+	t.Cleanup(func() { cs.Close() })
+	if got := cs.InitializeResult().ProtocolVersion; got != version {
+		t.Fatalf("%s asked for %s and got %s", name, version, got)
+	}
+	ec.cs = cs
+	return ec
+}
+
+func (ec *eraClient) tools(t *testing.T, ctx context.Context) []string {
+	t.Helper()
+	res, err := ec.cs.ListTools(ctx, nil)
+	if err != nil {
+		t.Fatalf("%s: %v", ec.name, err)
+	}
+	var names []string
+	for _, tl := range res.Tools {
+		names = append(names, tl.Name)
+	}
+	return names
+}
+
+// exercise lists the tools (sorted), makes a call with progress, and a
+// call the policy asks about, which the client approves.
+func (ec *eraClient) exercise(t *testing.T, ctx context.Context, dir string) {
+	t.Helper()
+	names := ec.tools(t, ctx)
+	if !slices.Contains(names, "fx__echo") || !slices.IsSorted(names) {
+		t.Errorf("%s: tools %v", ec.name, names)
+	}
+	if again := ec.tools(t, ctx); !slices.Equal(names, again) {
+		t.Errorf("%s: the order changed between two lists: %v, then %v", ec.name, names, again)
+	}
+	p := &mcp.CallToolParams{Name: "fx__progress", Arguments: map[string]any{"steps": 3}}
+	p.SetProgressToken(ec.name)
+	res, err := ec.cs.CallTool(ctx, p)
+	if err != nil || res.IsError || testservers.ResultText(res) != "3 steps" {
+		t.Fatalf("%s: progress call: %v %+v", ec.name, err, res)
+	}
+	if !testservers.Eventually(10*time.Second, func() bool { return ec.progress.Load() >= 3 }) {
+		t.Errorf("%s: %d progress notifications, want 3", ec.name, ec.progress.Load())
+	}
+	file := filepath.Join(dir, ec.name+".log")
+	res, err = ec.cs.CallTool(ctx, &mcp.CallToolParams{Name: "fx__append", Arguments: map[string]any{"path": file, "line": ec.name}})
+	if err != nil || res.IsError {
+		t.Fatalf("%s: the call to approve: %v %+v", ec.name, err, res)
+	}
+	ec.mu.Lock()
+	asked := slices.Clone(ec.asked)
+	ec.mu.Unlock()
+	if len(asked) != 1 || !strings.Contains(asked[0], "approve the call to fx/append") {
+		t.Errorf("%s was asked %q", ec.name, asked)
+	}
+	if b, err := os.ReadFile(file); err != nil || strings.TrimSpace(string(b)) != ec.name {
+		t.Errorf("%s: the approved call did not run: %q %v", ec.name, b, err)
+	}
+}
+
+// waitTool waits for a list change that brings name.
+func (ec *eraClient) waitTool(t *testing.T, ctx context.Context, since int64, name string) {
+	t.Helper()
+	if !testservers.Eventually(30*time.Second, func() bool {
+		return ec.changed.Load() > since && slices.Contains(ec.tools(t, ctx), name)
+	}) {
+		t.Fatalf("%s was never told of %s (list changes: %d, was %d)", ec.name, name, ec.changed.Load(), since)
+	}
+}
+
+// The done-when test of both protocol eras on /mcp: a 2026-07-28 client
+// (no session, each request's _meta; approvals by input_required, list
+// changes on subscriptions/listen) and a 2025-11-25 client (a session;
+// approvals by elicitation/create, list changes on its GET stream) use
+// one serve process at once: tools/list, a call with progress, an
+// approval, and a server added by a reload seen by both. Each client's
+// calls are in a task of its own.
+func TestServeBothEras(t *testing.T) {
+	t.Parallel()
+	dir := workspace(t, eraConfig(t, ""))
+	p := startServeProc(t, dir, "")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	old := connectEra(t, ctx, "old", "2025-11-25", &mcp.StreamableClientTransport{Endpoint: p.url("/mcp")})
+	modern := connectEra(t, ctx, "modern", "2026-07-28", &mcp.StreamableClientTransport{Endpoint: p.url("/mcp")})
+	if old.cs.ID() == "" || modern.cs.ID() != "" {
+		t.Fatalf("session ids: old %q, modern %q", old.cs.ID(), modern.cs.ID())
+	}
+	var wg sync.WaitGroup
+	for _, ec := range []*eraClient{old, modern} {
+		wg.Go(func() { ec.exercise(t, ctx, dir) })
+	}
+	wg.Wait()
+
+	sinceOld, sinceModern := old.changed.Load(), modern.changed.Load()
+	writeFile(t, filepath.Join(dir, "toolmux.yaml"), eraConfig(t, fmt.Sprintf("  added:\n    command: %s\n", testservers.Fixture(t))))
+	if err := p.signal(syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	old.waitTool(t, ctx, sinceOld, "added__echo")
+	modern.waitTool(t, ctx, sinceModern, "added__echo")
+
+	// The tasks: the session's, and the sessionless client's.
+	var tasks []struct {
+		ID    string `json:"id"`
+		Input string `json:"input"`
+	}
+	p.getJSON(t, "/api/tasks?limit=100", &tasks)
+	var inputs []string
+	for _, task := range tasks {
+		inputs = append(inputs, task.Input)
+	}
+	if !slices.Contains(inputs, "MCP session of old 1 on /mcp") ||
+		!slices.Contains(inputs, "MCP calls of modern 1 on /mcp (protocol 2026-07-28, no session)") {
+		t.Errorf("tasks: %q", inputs)
+	}
+}
+
+// serve --stdio serves both eras, one process each: the list, progress,
+// an approval (2025-11-25 by elicitation/create, 2026-07-28 by
+// input_required) and a list change by a reload.
+func TestServeStdioBothEras(t *testing.T) {
+	t.Parallel()
+	for _, version := range []string{"2025-11-25", "2026-07-28"} {
+		t.Run(version, func(t *testing.T) {
+			t.Parallel()
+			dir := workspace(t, eraConfig(t, ""))
+			cmd := exec.Command(binary, "serve", "--stdio")
+			cmd.Dir = dir
+			cmd.Env = append(os.Environ(), "XDG_DATA_HOME="+t.TempDir())
+			var stderr testservers.SyncBuffer
+			cmd.Stderr = &stderr
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
+			ec := connectEra(t, ctx, "stdio-"+version, version, &mcp.CommandTransport{Command: cmd})
+			ec.exercise(t, ctx, dir)
+			since := ec.changed.Load()
+			writeFile(t, filepath.Join(dir, "toolmux.yaml"), eraConfig(t, fmt.Sprintf("  added:\n    command: %s\n", testservers.Fixture(t))))
+			if err := cmd.Process.Signal(syscall.SIGHUP); err != nil {
+				t.Fatal(err)
+			}
+			ec.waitTool(t, ctx, since, "added__echo")
+			if t.Failed() {
+				t.Log(stderr.String())
+			}
+		})
+	}
+}
