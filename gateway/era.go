@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -78,6 +79,21 @@ func newEra(h http.Header, body []byte) bool {
 }
 
 const methodDiscover = "server/discover"
+
+// unserved reports whether a request of the new protocol names a method
+// route does not serve: /mcp and the virtual servers serve tools only
+// (their server/discover declares no other capability), yet the go-sdk
+// would answer prompts/list, resources/list and the like with empty
+// lists, which a 2026-07-28 client reads as a capability the server did
+// not declare. They are answered 404, method not found, as the new
+// protocol answers a method a server does not have. (A legacy session
+// still gets the go-sdk's empty lists, as before.)
+func unserved(route, method string) bool {
+	if strings.HasPrefix(route, "/servers/") {
+		return false // a passthrough route serves what its server has
+	}
+	return strings.HasPrefix(method, "prompts/") || strings.HasPrefix(method, "resources/") || method == "completion/complete"
+}
 
 // statelessOptions are the options of a route's handler of the new
 // protocol: as streamableOptions, sessionless. A request's handler ends

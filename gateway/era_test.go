@@ -1,7 +1,12 @@
 package gateway_test
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -113,5 +118,102 @@ func TestSessionlessApproval(t *testing.T) {
 	}
 	if !res.IsError || res.Meta["toolmux/error_kind"] != "approval_denied" || !strings.Contains(testservers.ResultText(res), "--yes") || a.written("c.txt") {
 		t.Fatalf("a client without elicitation: %+v", res)
+	}
+}
+
+// post2026 posts one request of protocol 2026-07-28 (its _meta, its
+// standard headers) and returns the HTTP status and the answer: the
+// JSON-RPC message, the last one of an event stream.
+func post2026(t *testing.T, url, method, name string, params map[string]any) (int, map[string]any) {
+	t.Helper()
+	if params == nil {
+		params = map[string]any{}
+	}
+	params["_meta"] = map[string]any{
+		"io.modelcontextprotocol/protocolVersion":    "2026-07-28",
+		"io.modelcontextprotocol/clientCapabilities": map[string]any{"elicitation": map[string]any{}},
+		"io.modelcontextprotocol/clientInfo":         map[string]any{"name": "raw", "version": "1"},
+	}
+	body, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 7, "method": method, "params": params})
+	req, _ := http.NewRequest(http.MethodPost, url, bytes.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("Mcp-Protocol-Version", "2026-07-28")
+	req.Header.Set("Mcp-Method", method)
+	if name != "" {
+		req.Header.Set("Mcp-Name", name)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
+		var last string
+		for line := range strings.SplitSeq(string(b), "\n") {
+			if data, ok := strings.CutPrefix(line, "data: "); ok {
+				last = data
+			}
+		}
+		b = []byte(last)
+	}
+	var m map[string]any
+	if err := json.Unmarshal(b, &m); err != nil {
+		t.Fatalf("%s: %d %q", method, resp.StatusCode, b)
+	}
+	return resp.StatusCode, m
+}
+
+// On the wire: tools/list carries the caching hints (public, stale at
+// once) and the same tools in the same order, sorted by name, every time,
+// to both eras; an approval is a result of resultType input_required; a
+// method /mcp does not serve is 404 to the new protocol.
+func TestSessionlessWire(t *testing.T) {
+	a := newApprovalsGateway(t, time.Minute, 0)
+	var orders [][]string
+	for range 3 {
+		status, m := post2026(t, a.url+"/mcp", "tools/list", "", nil)
+		res, _ := m["result"].(map[string]any)
+		if status != http.StatusOK || res == nil || res["ttlMs"] != float64(0) || res["cacheScope"] != "public" || res["resultType"] != "complete" {
+			t.Fatalf("tools/list: %d %v", status, m)
+		}
+		var names []string
+		for _, tl := range res["tools"].([]any) {
+			names = append(names, tl.(map[string]any)["name"].(string))
+		}
+		if len(names) < 5 || !slices.IsSorted(names) {
+			t.Fatalf("tools/list order: %v", names)
+		}
+		orders = append(orders, names)
+	}
+	old := a.connectHTTP(t, "old", nil)
+	lt, err := old.ListTools(context.Background(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var oldNames []string
+	for _, tl := range lt.Tools {
+		oldNames = append(oldNames, tl.Name)
+	}
+	if !slices.Equal(orders[0], orders[1]) || !slices.Equal(orders[0], orders[2]) || !slices.Equal(orders[0], oldNames) {
+		t.Fatalf("the lists differ: %v", append(orders, oldNames))
+	}
+
+	status, m := post2026(t, a.url+"/mcp", "tools/call", "builtin__write_file",
+		map[string]any{"name": "builtin__write_file", "arguments": map[string]any{"path": "w.txt", "content": "x"}})
+	res, _ := m["result"].(map[string]any)
+	if status != http.StatusOK || res == nil || res["resultType"] != "input_required" || res["inputRequests"] == nil || a.written("w.txt") {
+		t.Fatalf("a call to approve: %d %v", status, m)
+	}
+	for _, q := range res["inputRequests"].(map[string]any) {
+		if q.(map[string]any)["method"] != "elicitation/create" {
+			t.Fatalf("the question: %v", q)
+		}
+	}
+
+	status, m = post2026(t, a.url+"/mcp", "prompts/list", "", nil)
+	if e, _ := m["error"].(map[string]any); status != http.StatusNotFound || e == nil || e["code"] != float64(-32601) || m["id"] != float64(7) {
+		t.Fatalf("prompts/list on /mcp: %d %v", status, m)
 	}
 }

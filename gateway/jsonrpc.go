@@ -92,6 +92,10 @@ func (g *Gateway) jsonRPCErrors(h http.Handler, route string, lean leanFunc) htt
 			if id, ok = checkMessage(w, body, msg, modern); !ok {
 				return
 			}
+			if m, _ := unquote(msg.Method); modern && id != nil && unserved(route, m) {
+				writeRPCError(w, http.StatusNotFound, id, codeMethodNotFound, "method not found: "+quoteHeader(m)+" (this route serves tools only)")
+				return
+			}
 			if sid := r.Header.Get(sessionHeader); sid != "" && !modern {
 				defer g.clients.busy(sid)()
 				if g.clients.intercept(w, sid, route, body, msg) || lean(w, r, sid, body, msg) {

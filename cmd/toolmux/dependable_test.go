@@ -261,7 +261,7 @@ passthrough:
 	defer cancel()
 	connect := func(name, path string) *mcp.ClientSession {
 		cs, err := mcp.NewClient(&mcp.Implementation{Name: name, Version: "1"}, nil).Connect(ctx,
-			&mcp.StreamableClientTransport{Endpoint: p.url(path)}, nil)
+			&mcp.StreamableClientTransport{Endpoint: p.url(path)}, &mcp.ClientSessionOptions{ProtocolVersion: legacyProtocol})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -107,7 +107,8 @@ virtual_servers:
 		t.Errorf("the session's task: %+v", task)
 	}
 
-	vs, err := mcp.NewClient(&mcp.Implementation{Name: "virtual"}, nil).Connect(ctx, &mcp.StreamableClientTransport{Endpoint: p.url("/virtual/two/mcp")}, nil)
+	vs, err := mcp.NewClient(&mcp.Implementation{Name: "virtual"}, nil).Connect(ctx, &mcp.StreamableClientTransport{Endpoint: p.url("/virtual/two/mcp")},
+		&mcp.ClientSessionOptions{ProtocolVersion: legacyProtocol})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -129,6 +130,24 @@ virtual_servers:
 	p.getJSON(t, "/api/tasks/"+vs.ID(), &vtask)
 	if !strings.Contains(vtask.Input, "/virtual/two/mcp") || len(vtask.Calls) != 1 || vtask.Calls[0].Tool != name {
 		t.Errorf("the virtual server's session task: %+v", vtask)
+	}
+
+	// A client of 2026-07-28 (no session) sees the same list and calls
+	// the same way.
+	modern, err := mcp.NewClient(&mcp.Implementation{Name: "modern"}, nil).Connect(ctx, &mcp.StreamableClientTransport{Endpoint: p.url("/virtual/two/mcp")},
+		&mcp.ClientSessionOptions{ProtocolVersion: "2026-07-28"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer modern.Close()
+	if modern.ID() != "" || modern.InitializeResult().ProtocolVersion != "2026-07-28" {
+		t.Fatalf("the 2026-07-28 client has session %q, protocol %s", modern.ID(), modern.InitializeResult().ProtocolVersion)
+	}
+	if lt2, err := modern.ListTools(ctx, nil); err != nil || len(lt2.Tools) != 2 || lt2.Tools[0].Name != lt.Tools[0].Name || lt2.Tools[1].Name != "picked" {
+		t.Fatalf("the virtual server lists %+v to a 2026-07-28 client (%v)", lt2, err)
+	}
+	if r, err = modern.CallTool(ctx, &mcp.CallToolParams{Name: "picked", Arguments: map[string]any{"target": "m"}}); err != nil || testservers.ResultText(r) != name+` done for "m"` {
+		t.Fatalf("a virtual server's call by a 2026-07-28 client: %v %s", err, testservers.ResultText(r))
 	}
 }
 

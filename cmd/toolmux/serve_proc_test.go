@@ -99,10 +99,12 @@ func (p *serveProc) wait() error {
 	return p.err
 }
 
+// connect opens a session of protocol 2025-11-25 on /mcp (the go-sdk's
+// client would ask for 2026-07-28, which has none: era_test.go).
 func (p *serveProc) connect(t *testing.T, ctx context.Context) *mcp.ClientSession {
 	t.Helper()
 	client := mcp.NewClient(&mcp.Implementation{Name: "test"}, nil)
-	cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: p.url("/mcp")}, nil)
+	cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: p.url("/mcp")}, &mcp.ClientSessionOptions{ProtocolVersion: legacyProtocol})
 	if err != nil {
 		t.Fatal(err)
 	}
