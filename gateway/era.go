@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"strings"
 	"time"
@@ -129,12 +130,15 @@ func (g *Gateway) sessionlessMiddleware(ctx context.Context, route string, ss *m
 		if !g.clients.listening(ss) {
 			// The gateway is stopping: the stream would hold the
 			// shutdown up for nothing.
-			_ = ss.Close()
+			return nil, errStopping
 		}
 		defer g.clients.listened(ss)
 	}
 	return next(ctx, method, req)
 }
+
+// errStopping refuses a listen stream opened while the gateway stops.
+var errStopping = errors.New("toolmux is shutting down")
 
 // A client of the new protocol has no session, so no session's task: its
 // calls belong to the task of its identity on the route (the name and

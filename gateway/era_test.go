@@ -217,3 +217,25 @@ func TestSessionlessWire(t *testing.T) {
 		t.Fatalf("prompts/list on /mcp: %d %v", status, m)
 	}
 }
+
+// A 2026-07-28 client's subscriptions/listen stream gets the list
+// changes, and is ended by BeginShutdown (it would never end by itself,
+// and a shutdown waits for the POSTs in flight).
+func TestSessionlessListenEndsAtShutdown(t *testing.T) {
+	a := newApprovalsGateway(t, time.Minute, 0)
+	a.connect2026(t, "listener", "/mcp", &mcp.ClientOptions{ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) {}})
+	open := func() int {
+		n := 0
+		for range a.g.Server().Sessions() {
+			n++
+		}
+		return n
+	}
+	if !testservers.Eventually(10*time.Second, func() bool { return open() == 1 }) {
+		t.Fatalf("%d sessions open, want the listen stream's", open())
+	}
+	a.g.BeginShutdown()
+	if !testservers.Eventually(10*time.Second, func() bool { return open() == 0 }) {
+		t.Fatalf("%d sessions open after BeginShutdown", open())
+	}
+}

@@ -242,10 +242,17 @@ func startBenchUpstream(b *testing.B) (string, int) {
 	return url, pid
 }
 
-// benchConnect opens n MCP sessions to endpoint, each with an HTTP
-// transport of its own, lists the tools and makes one call on each. They
-// are closed when the benchmark ends.
+// benchConnect opens n MCP sessions (protocol 2025-11-25) to endpoint,
+// each with an HTTP transport of its own, lists the tools and makes one
+// call on each. They are closed when the benchmark ends.
 func benchConnect(b *testing.B, endpoint, name string, n int) []*mcp.ClientSession {
+	b.Helper()
+	return benchConnectVersion(b, endpoint, name, n, legacyProtocol)
+}
+
+// benchConnectVersion is benchConnect with clients of protocol version
+// (2026-07-28: clients without a session).
+func benchConnectVersion(b *testing.B, endpoint, name string, n int, version string) []*mcp.ClientSession {
 	b.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -253,7 +260,8 @@ func benchConnect(b *testing.B, endpoint, name string, n int) []*mcp.ClientSessi
 	for i := range out {
 		tr := http.DefaultTransport.(*http.Transport).Clone()
 		c := mcp.NewClient(&mcp.Implementation{Name: "bench", Version: "1"}, nil)
-		cs, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: endpoint, HTTPClient: &http.Client{Transport: tr}}, nil)
+		cs, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: endpoint, HTTPClient: &http.Client{Transport: tr}},
+			&mcp.ClientSessionOptions{ProtocolVersion: version})
 		if err != nil {
 			b.Fatalf("client %d: %v", i, err)
 		}
@@ -438,6 +446,25 @@ func BenchmarkGatewayHop(b *testing.B) {
 		endpoint, pid := startBenchMCPProxy(b, bin, upstream)
 		run(b, endpoint, "echo", pid)
 	})
+}
+
+// BenchmarkGatewayEras measures echo calls through `toolmux serve`'s /mcp
+// (an HTTP upstream, as BenchmarkGatewayHop) by clients of the two
+// protocol eras: 2025-11-25 sessions, whose tools/call the gateway
+// answers itself (lean.go), and 2026-07-28 clients without a session,
+// whose requests go through the go-sdk's stateless handler (a temporary
+// session per request, the _meta decoded and checked).
+func BenchmarkGatewayEras(b *testing.B) {
+	upstream, upPID := startBenchUpstream(b)
+	g := startBenchServe(b, upstream, "")
+	watch := []benchWatched{{name: "client", pid: -1}, {name: "upstream", pid: upPID}, {name: "proxy", pid: g.cmd.Process.Pid}}
+	for _, version := range []string{legacyProtocol, "2026-07-28"} {
+		for _, n := range []int{1, 16} {
+			b.Run(fmt.Sprintf("protocol=%s/clients=%d", version, n), func(b *testing.B) {
+				benchCallLoop(b, benchConnectVersion(b, g.base+"/mcp", "fx__echo", n, version), "fx__echo", watch...)
+			})
+		}
+	}
 }
 
 // BenchmarkGatewayStdio is BenchmarkGatewayHop with a stdio upstream, as
