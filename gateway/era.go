@@ -54,13 +54,15 @@ const metaProtocolVersion = "io.modelcontextprotocol/protocolVersion"
 // _meta carries a protocol version, or it is server/discover (the new
 // protocol's first request, which an older client never sends). The body
 // is decoded only when it may be one (the header is absent or older and
-// the body names the key or the method): a legacy session's requests
-// cost a substring search.
+// the body names the key or the method, or escapes something): a legacy
+// session's requests cost a substring search.
 func newEra(h http.Header, body []byte) bool {
 	if v := h.Get("Mcp-Protocol-Version"); v >= multiRoundTrip {
 		return true
 	}
-	if !bytes.Contains(body, []byte(metaProtocolVersion)) && !bytes.Contains(body, []byte(methodDiscover)) {
+	// A backslash may escape either name: then the body is decoded.
+	if !bytes.Contains(body, []byte(metaProtocolVersion)) && !bytes.Contains(body, []byte(methodDiscover)) &&
+		bytes.IndexByte(body, '\\') < 0 {
 		return false
 	}
 	var m struct {
