@@ -87,12 +87,14 @@ type clients struct {
 	byClient    map[string]*client
 	sessionless map[*mcp.ServerSession]*client
 	listens     map[*mcp.ServerSession]struct{}
+	maxClients  int // maxClients; tests lower it
 }
 
 func newClients(log SessionLog, idle time.Duration) *clients {
 	return &clients{log: log, idle: idle, byPtr: map[*mcp.ServerSession]*tracked{}, byID: map[string]*tracked{},
 		deleted: map[string]bool{}, posts: map[string]context.Context{},
-		byClient: map[string]*client{}, sessionless: map[*mcp.ServerSession]*client{}, listens: map[*mcp.ServerSession]struct{}{}}
+		byClient: map[string]*client{}, sessionless: map[*mcp.ServerSession]*client{}, listens: map[*mcp.ServerSession]struct{}{},
+		maxClients: maxClients}
 }
 
 // tracked is a session the gateway follows, with the idle timeout of its

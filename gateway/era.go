@@ -149,10 +149,10 @@ var errStopping = errors.New("toolmux is shutting down")
 // without a call, or when the gateway stops. So every call still has a
 // task, and the page shows a client's calls together.
 
-// maxClients bounds the tasks of sessionless clients open at once: the
-// identity is the client's to choose, so without a bound a client could
-// make the gateway hold one per request. Beyond it the least recently
-// active idle one is ended first.
+// maxClients bounds the tasks of sessionless clients open at once
+// (clients.maxClients): the identity is the client's to choose, so
+// without a bound a client could make the gateway hold one per request.
+// Beyond it the least recently active idle one is ended first.
 const maxClients = 1024
 
 // client is the task of a sessionless client on a route.
@@ -183,7 +183,7 @@ func (s *clients) client(ctx context.Context, ss *mcp.ServerSession, route strin
 	started := c == nil
 	var evicted *client
 	if started {
-		if len(s.byClient) >= maxClients {
+		if len(s.byClient) >= s.maxClients {
 			evicted = s.oldestIdleLocked()
 		}
 		c = &client{Session: Session{Task: tool.NewID(), Route: route, ClientName: name, ClientVersion: version,
