@@ -52,17 +52,25 @@ const metaProtocolVersion = "io.modelcontextprotocol/protocolVersion"
 // newEra reports whether a POST belongs to the sessionless protocol: its
 // Mcp-Protocol-Version header names 2026-07-28 or later, or its params'
 // _meta carries a protocol version, or it is server/discover (the new
-// protocol's first request, which an older client never sends). The body
-// is decoded only when it may be one (the header is absent or older and
-// the body names the key or the method, or escapes something): a legacy
-// session's requests cost a substring search.
+// protocol's first request, which an older client never sends).
+//
+// The body is looked into only when it may say so and cheaply: a client
+// of 2025-06-18 or later sends the header with every request but
+// initialize, and a 2026-07-28 client with every request, so when the
+// header is there, a version older than 2026-07-28 is a session's request
+// unless its body names the _meta key (the go-sdk then answers the
+// mismatch); a body is decoded only if it names the key or the method
+// literally. A session's tools/call (the gateway's own path, lean.go)
+// costs one substring search. A body that spells them with escapes goes
+// to the sessions' handler, which refuses a 2026-07-28 request: its
+// client falls back to a session.
 func newEra(h http.Header, body []byte) bool {
-	if v := h.Get("Mcp-Protocol-Version"); v >= multiRoundTrip {
+	v := h.Get("Mcp-Protocol-Version")
+	if v >= multiRoundTrip {
 		return true
 	}
-	// A backslash may escape either name: then the body is decoded.
-	if !bytes.Contains(body, []byte(metaProtocolVersion)) && !bytes.Contains(body, []byte(methodDiscover)) &&
-		bytes.IndexByte(body, '\\') < 0 {
+	hasKey := bytes.Contains(body, []byte(metaProtocolVersion))
+	if !hasKey && (v != "" || !bytes.Contains(body, []byte(methodDiscover))) {
 		return false
 	}
 	var m struct {
