@@ -77,6 +77,10 @@ type Options struct {
 	// Propagator reads from the request's params._meta or HTTP headers.
 	Tracer     trace.Tracer
 	Propagator propagation.TextMapPropagator
+	// Reissue bounds the window of re-issued requests (reissue.go): a
+	// tools/call of a tool neither read-only nor idempotent, re-issued
+	// by its client, is answered from its first execution.
+	Reissue Reissue
 }
 
 // Gateway is an MCP server whose tools are the caller's catalog.
@@ -96,6 +100,7 @@ type Gateway struct {
 	routes    map[string]*route // passthrough routes by server name
 	onRefused func(RouteSessions)
 	clients   *clients
+	reissue   *reissue // nil: off
 }
 
 // New returns a gateway in front of c. The catalog is read on the first
@@ -112,7 +117,7 @@ func New(c Caller, o Options) *Gateway {
 	}
 	g := &Gateway{caller: c, log: o.Logger, api: o.API, metrics: o.Metrics, onRefused: o.OnSessionRefused, depth: o.MaxDepth,
 		clients: newClients(o.Sessions, o.SessionTimeout),
-		tracer:  o.Tracer, prop: o.Propagator}
+		tracer:  o.Tracer, prop: o.Propagator, reissue: newReissue(o.Reissue, o.Sessions)}
 	if g.log == nil {
 		g.log = slog.New(slog.DiscardHandler)
 	}
@@ -192,6 +197,7 @@ func (g *Gateway) BeginShutdown() { g.clients.stopping.Store(true) }
 func (g *Gateway) Close() error {
 	g.BeginShutdown()
 	defer g.clients.wait()
+	g.reissue.close()
 	var errs []error
 	for _, r := range g.routes {
 		if err := r.close(); err != nil {
@@ -333,6 +339,9 @@ func (g *Gateway) callTool(ctx context.Context, t tool.Tool, in callInput) *mcp.
 
 // callArgs makes one call of t with args, decoded, through the Caller.
 func (g *Gateway) callArgs(ctx context.Context, t tool.Tool, in callInput, args map[string]any) *mcp.CallToolResult {
+	if res, ok := g.reissued(ctx, t, in, args); ok {
+		return res // a re-issued request (reissue.go)
+	}
 	if tok := in.params.GetProgressToken(); tok != nil && in.progress != nil {
 		ctx = tool.WithProgress(ctx, func(p tool.Progress) {
 			in.progress(&mcp.ProgressNotificationParams{ProgressToken: tok, Progress: p.Progress, Total: p.Total, Message: p.Message})

@@ -90,6 +90,9 @@ func (g *Gateway) jsonRPCErrors(h http.Handler, route string, lean leanFunc) htt
 			if id, ok = checkMessage(w, body, msg); !ok {
 				return
 			}
+			if g.reissue != nil && string(msg.Method) == `"tools/call"` {
+				r = withOrigin(r, route, id) // the request's identity (reissue.go)
+			}
 			if sid := r.Header.Get(sessionHeader); sid != "" {
 				defer g.clients.busy(sid)()
 				if g.clients.intercept(w, sid, route, body, msg) || lean(w, r, sid, body, msg) {
