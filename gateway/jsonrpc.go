@@ -90,8 +90,15 @@ func (g *Gateway) jsonRPCErrors(h http.Handler, route string, lean leanFunc) htt
 			if id, ok = checkMessage(w, body, msg); !ok {
 				return
 			}
-			if g.reissue != nil && string(msg.Method) == `"tools/call"` {
-				r = withOrigin(r, route, id) // the request's identity (reissue.go)
+			if g.reissue != nil {
+				// The request's identity, and cancellations of calls kept
+				// after their request ended (reissue.go).
+				switch string(msg.Method) {
+				case `"tools/call"`:
+					r = withOrigin(r, route, id)
+				case `"notifications/cancelled"`:
+					g.reissue.cancelled(r, route, body)
+				}
 			}
 			if sid := r.Header.Get(sessionHeader); sid != "" {
 				defer g.clients.busy(sid)()

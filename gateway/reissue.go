@@ -176,38 +176,86 @@ const (
 	metaClientInfo      = "io.modelcontextprotocol/clientInfo"
 )
 
-// reissueKeyOf returns the key of a call; ok is false when the call has
-// no identity to key it by (no JSON-RPC id, no client).
-func (g *Gateway) reissueKeyOf(o *origin, t tool.Tool, in callInput, args map[string]any) (k reissueKey, ok bool) {
-	var client string
-	if _, new := in.params.Meta[metaProtocolVersion]; new {
-		ci, err := json.Marshal(in.params.Meta[metaClientInfo])
-		if err != nil {
-			return k, false
-		}
-		client = "client " + string(ci)
-	} else if in.session != nil {
-		client = "session " + g.clients.task(in.session)
+// reissueKeyOf returns the key of a call, and the key of its request
+// alone (what a cancellation names); ok is false when the call has no
+// identity to key it by (no JSON-RPC id, no client).
+func (g *Gateway) reissueKeyOf(o *origin, t tool.Tool, in callInput, args map[string]any) (k, req reissueKey, ok bool) {
+	sid := ""
+	if in.session != nil {
+		sid = g.clients.task(in.session)
 	}
-	if client == "" || len(o.id) == 0 {
-		return k, false
+	req, ok = reissueRequestKey(o.route, o.auth, in.params.Meta, sid, o.id)
+	if !ok {
+		return k, req, false
 	}
 	a, err := json.Marshal(args) // map keys sorted: one encoding per arguments
 	if err != nil {
-		return k, false
+		return k, req, false
 	}
 	var answers []byte
 	if len(in.params.InputResponses) > 0 {
 		if answers, err = json.Marshal(in.params.InputResponses); err != nil {
-			return k, false
+			return k, req, false
 		}
 	}
 	h := sha256.New()
-	for _, f := range [][]byte{[]byte(o.route), []byte(o.auth), []byte(client), o.id, []byte(t.Server), []byte(t.Name), a, answers} {
+	for _, f := range [][]byte{req[:], []byte(t.Server), []byte(t.Name), a, answers} {
+		writeField(h, f)
+	}
+	h.Sum(k[:0])
+	return k, req, true
+}
+
+// reissueRequestKey returns the key of a client's request id: the route, the
+// credential, the client (from a 2026-07-28 request's _meta, else its
+// session sid) and the id.
+func reissueRequestKey(route, auth string, meta map[string]any, sid string, id json.RawMessage) (k reissueKey, ok bool) {
+	var client string
+	if _, new := meta[metaProtocolVersion]; new {
+		ci, err := json.Marshal(meta[metaClientInfo])
+		if err != nil {
+			return k, false
+		}
+		client = "client " + string(ci)
+	} else if sid != "" {
+		client = "session " + sid
+	}
+	if client == "" || len(id) == 0 {
+		return k, false
+	}
+	h := sha256.New()
+	for _, f := range [][]byte{[]byte(route), []byte(auth), []byte(client), id} {
 		writeField(h, f)
 	}
 	h.Sum(k[:0])
 	return k, true
+}
+
+// cancelled takes a client's notifications/cancelled (body) on route: the
+// call of the request it names, if the window keeps one running, is
+// cancelled, even after the request itself ended (a client that cancels
+// closes its stream, then says so). The message goes on to whoever
+// answers it.
+func (w *reissue) cancelled(r *http.Request, route string, body []byte) {
+	var m struct {
+		Params struct {
+			RequestID json.RawMessage `json:"requestId"`
+			Meta      map[string]any  `json:"_meta"`
+		} `json:"params"`
+	}
+	if json.Unmarshal(body, &m) != nil {
+		return
+	}
+	k, ok := reissueRequestKey(route, r.Header.Get("Authorization"), m.Params.Meta, r.Header.Get(sessionHeader), m.Params.RequestID)
+	if !ok {
+		return
+	}
+	w.mu.Lock()
+	e := w.byRequest[k]
+	w.mu.Unlock()
+	if e != nil {
+		e.cancel(errCancelledByClient) // a no-op once it ended
+	}
 }
 
 // writeField writes f length-prefixed, so that fields cannot run into one
@@ -232,12 +280,12 @@ func (g *Gateway) reissued(ctx context.Context, t tool.Tool, in callInput, args 
 	if o == nil {
 		return nil, false
 	}
-	key, ok := g.reissueKeyOf(o, t, in, args)
+	key, req, ok := g.reissueKeyOf(o, t, in, args)
 	if !ok {
 		return nil, false
 	}
 	note := Reissued{Task: g.clients.task(in.session), Route: o.route, Server: t.Server, Tool: t.Name, RequestID: string(o.id)}
-	return w.call(ctx, key, note, func(ctx context.Context) *mcp.CallToolResult {
+	return w.call(ctx, key, req, note, func(ctx context.Context) *mcp.CallToolResult {
 		return g.callArgs(ctx, t, in, args)
 	}), true
 }
@@ -256,7 +304,8 @@ type reissue struct {
 
 	mu        sync.Mutex
 	byKey     map[reissueKey]*execution
-	order     list.List // of *execution, oldest first
+	byRequest map[reissueKey]*execution // running ones, by reissueRequestKey
+	order     list.List                 // of *execution, oldest first
 	nextSweep time.Time
 }
 
@@ -265,6 +314,7 @@ type reissue struct {
 type execution struct {
 	w    *reissue
 	key  reissueKey
+	req  reissueKey // reissueRequestKey, for cancellations
 	elem *list.Element
 	note Reissued // the first request's, for the step
 	done chan struct{}
@@ -286,7 +336,7 @@ func newReissue(o Reissue, log SessionLog) *reissue {
 	if o.Disabled {
 		return nil
 	}
-	w := &reissue{opts: o.withDefaults(), byKey: map[reissueKey]*execution{}}
+	w := &reissue{opts: o.withDefaults(), byKey: map[reissueKey]*execution{}, byRequest: map[reissueKey]*execution{}}
 	w.log, _ = log.(ReissueLog)
 	w.base, w.stop = context.WithCancelCause(context.Background())
 	return w
@@ -307,7 +357,7 @@ var (
 
 // call answers a request of key: from the execution of an earlier request
 // with that key, else by making the call (run) as a new execution.
-func (w *reissue) call(ctx context.Context, key reissueKey, note Reissued, run func(context.Context) *mcp.CallToolResult) *mcp.CallToolResult {
+func (w *reissue) call(ctx context.Context, key, req reissueKey, note Reissued, run func(context.Context) *mcp.CallToolResult) *mcp.CallToolResult {
 	now := time.Now()
 	w.mu.Lock()
 	w.sweepLocked(now)
@@ -323,9 +373,10 @@ func (w *reissue) call(ctx context.Context, key reissueKey, note Reissued, run f
 		w.mu.Unlock()
 		return run(ctx)
 	}
-	e := &execution{w: w, key: key, note: note, done: make(chan struct{}), waiters: 1}
+	e := &execution{w: w, key: key, req: req, note: note, done: make(chan struct{}), waiters: 1}
 	e.elem = w.order.PushBack(e)
 	w.byKey[key] = e
+	w.byRequest[req] = e
 	// The execution outlives the request: it ends by itself, by an
 	// explicit cancellation, the grace, or Close.
 	ectx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
@@ -454,6 +505,9 @@ func (w *reissue) finish(e *execution, res *mcp.CallToolResult) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	e.ended = time.Now()
+	if w.byRequest[e.req] == e {
+		delete(w.byRequest, e.req)
+	}
 	if e.grace != nil {
 		e.grace.Stop()
 		e.grace = nil
