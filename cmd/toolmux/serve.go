@@ -348,6 +348,10 @@ func metricSources(rt *toolmux.Runtime, g *gateway.Gateway, approvals *api.Appro
 	if approvals != nil {
 		src.Approvers = approvals.Approvers
 	}
+	src.Reissues = func() metrics.Reissues {
+		st := g.ReissueStats()
+		return metrics.Reissues{Answered: st.Answered, NotKept: st.NotKept}
+	}
 	return src
 }
 
