@@ -498,10 +498,7 @@ func (e *execution) approvalWait(waiting bool) {
 // asked its client a question (the retry with the answer runs it). A
 // result too large is not kept.
 func (w *reissue) finish(e *execution, res *mcp.CallToolResult) {
-	size := w.opts.MaxResultBytes + 1
-	if b, err := json.Marshal(res); err == nil {
-		size = len(b)
-	}
+	size := resultSize(res, w.opts.MaxResultBytes)
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	e.ended = time.Now()
@@ -522,6 +519,35 @@ func (w *reissue) finish(e *execution, res *mcp.CallToolResult) {
 		e.result = nil
 	}
 	close(e.done)
+}
+
+// resultSize returns the size of res's JSON encoding, or a number larger
+// than max when it is surely larger: the content's bytes are counted
+// first, so that a large result is not encoded only to be measured.
+func resultSize(res *mcp.CallToolResult, max int) int {
+	n := 0
+	for _, c := range res.Content {
+		switch c := c.(type) {
+		case *mcp.TextContent:
+			n += len(c.Text)
+		case *mcp.ImageContent:
+			n += len(c.Data)
+		case *mcp.AudioContent:
+			n += len(c.Data)
+		case *mcp.EmbeddedResource:
+			if c.Resource != nil {
+				n += len(c.Resource.Text) + len(c.Resource.Blob)
+			}
+		}
+	}
+	if n > max {
+		return n
+	}
+	b, err := json.Marshal(res)
+	if err != nil {
+		return max + 1
+	}
+	return len(b)
 }
 
 // sweepLocked forgets executions that ended more than the window ago, at

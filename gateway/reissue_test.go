@@ -499,3 +499,19 @@ func TestCancelledRequestIsNotKept(t *testing.T) {
 		t.Fatalf("the call ended with %+v", recs[0].Error)
 	}
 }
+
+// resultSize is the size of the JSON encoding, or more than the bound
+// without encoding when the content alone exceeds it.
+func TestResultSize(t *testing.T) {
+	res := &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "hello"}, &mcp.ImageContent{Data: []byte("png"), MIMEType: "image/png"}}}
+	b, err := json.Marshal(res)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := resultSize(res, 1<<20); n != len(b) {
+		t.Errorf("size %d, want its encoding's %d", n, len(b))
+	}
+	if n := resultSize(res, 4); n <= 4 {
+		t.Errorf("size %d within a bound of 4", n)
+	}
+}
