@@ -80,6 +80,9 @@ func (g *Gateway) jsonRPCErrors(h http.Handler, route string, lean leanFunc) htt
 			}
 			r.Body = io.NopCloser(bytes.NewReader(body))
 			msg := jsonscan.Scan(body)
+			if g.reissue != nil && msg.Depth <= sdkMaxDepth {
+				r = g.reissue.take(r, route, body, msg) // reissue.go
+			}
 			if msg.Depth > sdkMaxDepth {
 				writeRPCError(w, http.StatusBadRequest, rpcID(msg.ID), codeInvalidParams, fmt.Sprintf(
 					"invalid_tool_params: the request nests deeper than %d levels, the most an MCP message may; "+
@@ -89,16 +92,6 @@ func (g *Gateway) jsonRPCErrors(h http.Handler, route string, lean leanFunc) htt
 			var ok bool
 			if id, ok = checkMessage(w, body, msg); !ok {
 				return
-			}
-			if g.reissue != nil {
-				// The request's identity, and cancellations of calls kept
-				// after their request ended (reissue.go).
-				switch string(msg.Method) {
-				case `"tools/call"`:
-					r = withOrigin(r, route, id)
-				case `"notifications/cancelled"`:
-					g.reissue.cancelled(r, route, body)
-				}
 			}
 			if sid := r.Header.Get(sessionHeader); sid != "" {
 				defer g.clients.busy(sid)()

@@ -17,6 +17,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/toolmux/toolmux/config"
+	"github.com/toolmux/toolmux/internal/jsonscan"
 	"github.com/toolmux/toolmux/policy"
 	"github.com/toolmux/toolmux/tool"
 )
@@ -172,8 +173,8 @@ type reissueKey [sha256.Size]byte
 
 // Keys of a 2026-07-28 request's _meta.
 const (
-	metaProtocolVersion = "io.modelcontextprotocol/protocolVersion"
-	metaClientInfo      = "io.modelcontextprotocol/clientInfo"
+	reissueMetaVersion    = "io.modelcontextprotocol/protocolVersion"
+	reissueMetaClientInfo = "io.modelcontextprotocol/clientInfo"
 )
 
 // reissueKeyOf returns the key of a call, and the key of its request
@@ -211,8 +212,8 @@ func (g *Gateway) reissueKeyOf(o *origin, t tool.Tool, in callInput, args map[st
 // session sid) and the id.
 func reissueRequestKey(route, auth string, meta map[string]any, sid string, id json.RawMessage) (k reissueKey, ok bool) {
 	var client string
-	if _, new := meta[metaProtocolVersion]; new {
-		ci, err := json.Marshal(meta[metaClientInfo])
+	if _, new := meta[reissueMetaVersion]; new {
+		ci, err := json.Marshal(meta[reissueMetaClientInfo])
 		if err != nil {
 			return k, false
 		}
@@ -229,6 +230,20 @@ func reissueRequestKey(route, auth string, meta map[string]any, sid string, id j
 	}
 	h.Sum(k[:0])
 	return k, true
+}
+
+// take looks at a POST's message (body, scanned as msg) before it is
+// answered: a tools/call gets its origin, the identity of its request; a
+// notifications/cancelled cancels the call it names, if the window keeps
+// it. It returns r, with its origin.
+func (w *reissue) take(r *http.Request, route string, body []byte, msg jsonscan.Message) *http.Request {
+	switch string(msg.Method) {
+	case `"tools/call"`:
+		return withOrigin(r, route, rpcID(msg.ID))
+	case `"notifications/cancelled"`:
+		w.cancelled(r, route, body)
+	}
+	return r
 }
 
 // cancelled takes a client's notifications/cancelled (body) on route: the
