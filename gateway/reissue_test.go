@@ -515,3 +515,30 @@ func TestResultSize(t *testing.T) {
 		t.Errorf("size %d within a bound of 4", n)
 	}
 }
+
+// With the window off, a call ends with its request and a re-issue runs
+// again, as before it existed.
+func TestReissueDisabled(t *testing.T) {
+	rig := newReissueRig(t, Reissue{Disabled: true})
+	c := client26{url: rig.url + "/stateless/mcp", name: "agent"}
+	path := filepath.Join(rig.dir, "out.txt")
+	args := appendArgs(path, "a", 60_000)
+	ctx, cancel := context.WithCancel(context.Background())
+	cut(t, c.request(ctx, "1", "fx__append", args), cancel, func() bool { return len(lines(t, path)) > 0 })
+	var recs []*tool.Record
+	if !testservers.Eventually(20*time.Second, func() bool { recs = rig.calls.recorded("append"); return len(recs) == 1 }) {
+		t.Fatal("the call went on after its request ended")
+	}
+	if e := recs[0].Error; e == nil || e.Kind != tool.KindCancelled {
+		t.Fatalf("the call ended with %+v", recs[0].Error)
+	}
+	args["ms"] = 0
+	do(t, c.request(context.Background(), "1", "fx__append", args))
+	do(t, c.request(context.Background(), "1", "fx__append", args))
+	if l := lines(t, path); len(l) != 3 {
+		t.Fatalf("the file holds %q, want every request run", l)
+	}
+	if rig.g.reissue != nil || rig.g.ReissueStats() != (ReissueStats{}) {
+		t.Error("the window exists")
+	}
+}
