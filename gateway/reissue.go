@@ -288,7 +288,7 @@ func writeField(h hash.Hash, f []byte) {
 // execution, or it has no request identity: stdio, in memory).
 func (g *Gateway) reissued(ctx context.Context, t tool.Tool, in callInput, args map[string]any) (_ *mcp.CallToolResult, ok bool) {
 	w := g.reissue
-	if w == nil || t.IsIdempotent() || executionFrom(ctx) != nil {
+	if w == nil || t.IsIdempotent() || ctx.Value(outsideKey{}) != nil {
 		return nil, false
 	}
 	o := originFrom(ctx)
@@ -357,12 +357,9 @@ func newReissue(o Reissue, log SessionLog) *reissue {
 	return w
 }
 
-type executionKey struct{}
-
-func executionFrom(ctx context.Context) *execution {
-	e, _ := ctx.Value(executionKey{}).(*execution)
-	return e
-}
+// outsideKey marks the context of a call the window has taken, its own
+// execution or a call it let through: the call is made.
+type outsideKey struct{}
 
 // Causes of an execution's end that the records quote.
 var (
@@ -386,7 +383,7 @@ func (w *reissue) call(ctx context.Context, key, req reissueKey, note Reissued, 
 		// Closing, or every entry still runs: this call goes without the
 		// window, as it would without one.
 		w.mu.Unlock()
-		return run(ctx)
+		return run(context.WithValue(ctx, outsideKey{}, true))
 	}
 	e := &execution{w: w, key: key, req: req, note: note, done: make(chan struct{}), waiters: 1}
 	e.elem = w.order.PushBack(e)
@@ -397,7 +394,7 @@ func (w *reissue) call(ctx context.Context, key, req reissueKey, note Reissued, 
 	ectx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
 	e.cancel = cancel
 	stop := context.AfterFunc(w.base, func() { cancel(context.Cause(w.base)) })
-	ectx = context.WithValue(ectx, executionKey{}, e)
+	ectx = context.WithValue(ectx, outsideKey{}, true)
 	ectx = policy.WithApprovalWait(ectx, e.approvalWait)
 	w.wg.Add(1)
 	w.mu.Unlock()

@@ -542,3 +542,37 @@ func TestReissueDisabled(t *testing.T) {
 		t.Error("the window exists")
 	}
 }
+
+// While every entry of the window holds a running call, a new call goes
+// without the window: it runs, bound to its request.
+func TestFullWindowRunsCallsWithoutIt(t *testing.T) {
+	rig := newReissueRig(t, Reissue{MaxEntries: 1})
+	c := client26{url: rig.url + "/stateless/mcp", name: "agent"}
+	path := filepath.Join(rig.dir, "out.txt")
+	ctx, cancel := context.WithCancel(context.Background())
+	first := make(chan struct{})
+	go func() {
+		defer close(first)
+		req := c.request(ctx, "1", "fx__append", appendArgs(path, "a", 60_000))
+		if resp, err := (&http.Client{Transport: &http.Transport{}}).Do(req); err == nil {
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+		}
+	}()
+	defer func() {
+		cancel()
+		<-first
+	}()
+	if !testservers.Eventually(20*time.Second, func() bool { return len(lines(t, path)) > 0 }) {
+		t.Fatal("the first call never started")
+	}
+	got := do(t, c.request(context.Background(), "2", "fx__append", appendArgs(path, "b", 0)))
+	if text, _ := resultText(t, got); text != "appended b" {
+		t.Fatalf("the second call got %q", text)
+	}
+	select {
+	case <-first:
+		t.Fatal("the second call was answered only after the first ended")
+	default:
+	}
+}
