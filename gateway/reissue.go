@@ -60,9 +60,10 @@ type Reissue struct {
 	// MaxEntries bounds the executions held at once (running, or ended
 	// within the window); the oldest ended one makes room for a new one.
 	MaxEntries int
-	// MaxResultBytes bounds a result kept (its JSON encoding): a larger
-	// one is not kept, and a re-issue gets an error of kind
-	// outcome_unknown instead (never a second execution).
+	// MaxResultBytes bounds a result kept (its text and data, and the
+	// JSON of its structured content and _meta): a larger one is not
+	// kept, and a re-issue gets an error of kind outcome_unknown instead
+	// (never a second execution).
 	MaxResultBytes int
 }
 
@@ -533,9 +534,10 @@ func (w *reissue) finish(e *execution, res *mcp.CallToolResult) {
 	close(e.done)
 }
 
-// resultSize returns the size of res's JSON encoding, or a number larger
-// than max when it is surely larger: the content's bytes are counted
-// first, so that a large result is not encoded only to be measured.
+// resultSize returns the bytes res holds: its content's text and data,
+// and the JSON of its structured content and _meta, which are rarer (and
+// only encoded while the rest is within max). Encoding the whole result
+// would cost more than the call's other work in the gateway.
 func resultSize(res *mcp.CallToolResult, max int) int {
 	n := 0
 	for _, c := range res.Content {
@@ -550,16 +552,28 @@ func resultSize(res *mcp.CallToolResult, max int) int {
 			if c.Resource != nil {
 				n += len(c.Resource.Text) + len(c.Resource.Blob)
 			}
+		case *mcp.ResourceLink:
+			n += len(c.URI) + len(c.Name) + len(c.Description)
 		}
 	}
-	if n > max {
-		return n
+	var meta any
+	if len(res.Meta) > 0 {
+		meta = res.Meta
 	}
-	b, err := json.Marshal(res)
-	if err != nil {
-		return max + 1
+	for _, v := range []any{res.StructuredContent, meta} {
+		if n > max {
+			return n
+		}
+		if v == nil {
+			continue
+		}
+		b, err := json.Marshal(v)
+		if err != nil {
+			return max + 1
+		}
+		n += len(b)
 	}
-	return len(b)
+	return n
 }
 
 // sweepLocked forgets executions that ended more than the window ago, at

@@ -389,7 +389,7 @@ func TestCallWithoutReissueEndsAfterTheGrace(t *testing.T) {
 // max_entries the oldest ended execution is forgotten.
 func TestReissueBounds(t *testing.T) {
 	t.Run("result size", func(t *testing.T) {
-		rig := newReissueRig(t, Reissue{MaxResultBytes: 10})
+		rig := newReissueRig(t, Reissue{MaxResultBytes: 5})
 		c := client26{url: rig.url + "/stateless/mcp", name: "agent"}
 		path := filepath.Join(rig.dir, "out.txt")
 		do(t, c.request(context.Background(), "1", "fx__append", appendArgs(path, "a", 0)))
@@ -500,19 +500,19 @@ func TestCancelledRequestIsNotKept(t *testing.T) {
 	}
 }
 
-// resultSize is the size of the JSON encoding, or more than the bound
-// without encoding when the content alone exceeds it.
+// resultSize counts a result's text and data, and the JSON of its
+// structured content and _meta.
 func TestResultSize(t *testing.T) {
-	res := &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "hello"}, &mcp.ImageContent{Data: []byte("png"), MIMEType: "image/png"}}}
-	b, err := json.Marshal(res)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if n := resultSize(res, 1<<20); n != len(b) {
-		t.Errorf("size %d, want its encoding's %d", n, len(b))
+	res := &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "hello"}, &mcp.ImageContent{Data: []byte("png"), MIMEType: "image/png"}},
+		StructuredContent: map[string]any{"a": 1}}
+	if n := resultSize(res, 1<<20); n != len("hello")+len("png")+len(`{"a":1}`) {
+		t.Errorf("size %d", n)
 	}
 	if n := resultSize(res, 4); n <= 4 {
 		t.Errorf("size %d within a bound of 4", n)
+	}
+	if n := resultSize(&mcp.CallToolResult{}, 4); n != 0 {
+		t.Errorf("an empty result: %d", n)
 	}
 }
 
