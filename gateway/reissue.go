@@ -132,9 +132,9 @@ func (g *Gateway) ReissueStats() ReissueStats {
 	return ReissueStats{Answered: g.reissue.answered.Load(), NotKept: g.reissue.notKept.Load()}
 }
 
-// origin is what the gateway knows of the HTTP request a tools/call came
+// callOrigin is what the gateway knows of the HTTP request a tools/call came
 // in (set by jsonRPCErrors, carried to the call by bind or serveLean).
-type origin struct {
+type callOrigin struct {
 	route string
 	id    json.RawMessage // the JSON-RPC id, as the client wrote it
 	auth  string          // the Authorization header; only ever hashed
@@ -147,12 +147,12 @@ func withOrigin(r *http.Request, route string, id json.RawMessage) *http.Request
 	if len(id) == 0 {
 		return r
 	}
-	o := &origin{route: route, id: id, auth: r.Header.Get("Authorization")}
+	o := &callOrigin{route: route, id: id, auth: r.Header.Get("Authorization")}
 	return r.WithContext(context.WithValue(r.Context(), originKey{}, o))
 }
 
-func originFrom(ctx context.Context) *origin {
-	o, _ := ctx.Value(originKey{}).(*origin)
+func originFrom(ctx context.Context) *callOrigin {
+	o, _ := ctx.Value(originKey{}).(*callOrigin)
 	return o
 }
 
@@ -181,7 +181,7 @@ const (
 // reissueKeyOf returns the key of a call, and the key of its request
 // alone (what a cancellation names); ok is false when the call has no
 // identity to key it by (no JSON-RPC id, no client).
-func (g *Gateway) reissueKeyOf(o *origin, t tool.Tool, in callInput, args map[string]any) (k, req reissueKey, ok bool) {
+func (g *Gateway) reissueKeyOf(o *callOrigin, t tool.Tool, in callInput, args map[string]any) (k, req reissueKey, ok bool) {
 	sid := ""
 	if in.session != nil {
 		sid = g.clients.task(in.session)

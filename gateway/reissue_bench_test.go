@@ -31,7 +31,7 @@ func BenchmarkReissueWindow(b *testing.B) {
 	b.Run("key", func(b *testing.B) {
 		g := New(nil, Options{})
 		defer g.Close()
-		o := &origin{route: routeMCP, id: []byte(`"req-12345"`), auth: "Bearer 0123456789abcdef"}
+		o := &callOrigin{route: routeMCP, id: []byte(`"req-12345"`), auth: "Bearer 0123456789abcdef"}
 		in := callInput{params: &mcp.CallToolParamsRaw{Meta: mcp.Meta{reissueMetaVersion: "2026-07-28",
 			reissueMetaClientInfo: map[string]any{"name": "agent", "version": "1.0"}}}}
 		args := map[string]any{"path": "/tmp/notes.txt", "content": "a line of text to append", "mode": "append"}
