@@ -98,6 +98,9 @@ type Config struct {
 	// Passthrough bounds the client sessions of toolmux serve's
 	// passthrough routes, for every server that does not set its own.
 	Passthrough Passthrough
+	// Reissue bounds how toolmux serve answers re-issued tools/call
+	// requests (`reissue:`, docs/gateway.md "Re-issued requests").
+	Reissue Reissue
 	// ToolSearch is tool search on toolmux serve's /mcp (`tool_search:`):
 	// only pinned tools and the meta-tools find_tools and call_tool are
 	// listed. The zero value is off.
@@ -106,9 +109,6 @@ type Config struct {
 	// (`virtual_servers:`), each a subset of the tools at
 	// /virtual/NAME/mcp.
 	VirtualServers []VirtualServer
-	// Reissue bounds how toolmux serve answers re-issued tools/call
-	// requests (`reissue:`, docs/gateway.md "Re-issued requests").
-	Reissue Reissue
 	// Limits bound what one call may cost in memory and storage
 	// (`limits:`).
 	Limits Limits

@@ -72,15 +72,15 @@ type Options struct {
 	// tool.DefaultMaxDepth. (The go-sdk refuses whole messages nested
 	// deeper than 1000 levels before they reach the gateway.)
 	MaxDepth int
+	// Reissue bounds the window of re-issued requests (reissue.go): a
+	// tools/call of a tool neither read-only nor idempotent, re-issued
+	// by its client, is answered from its first execution.
+	Reissue Reissue
 	// Tracer, when set, makes a server span of every MCP request (see
 	// trace.go), a child of the trace context the client sent, which
 	// Propagator reads from the request's params._meta or HTTP headers.
 	Tracer     trace.Tracer
 	Propagator propagation.TextMapPropagator
-	// Reissue bounds the window of re-issued requests (reissue.go): a
-	// tools/call of a tool neither read-only nor idempotent, re-issued
-	// by its client, is answered from its first execution.
-	Reissue Reissue
 }
 
 // Gateway is an MCP server whose tools are the caller's catalog.
@@ -93,6 +93,7 @@ type Gateway struct {
 	depth   int
 	tracer  trace.Tracer // nil: no spans
 	prop    propagation.TextMapPropagator
+	reissue *reissue // nil: off
 
 	main    *view            // /mcp and stdio
 	virtual map[string]*view // virtual servers by name
@@ -100,7 +101,6 @@ type Gateway struct {
 	routes    map[string]*route // passthrough routes by server name
 	onRefused func(RouteSessions)
 	clients   *clients
-	reissue   *reissue // nil: off
 }
 
 // New returns a gateway in front of c. The catalog is read on the first
@@ -196,8 +196,8 @@ func (g *Gateway) BeginShutdown() { g.clients.stopping.Store(true) }
 // releases what the sessions hold.
 func (g *Gateway) Close() error {
 	g.BeginShutdown()
-	defer g.clients.wait()
 	g.reissue.close()
+	defer g.clients.wait()
 	var errs []error
 	for _, r := range g.routes {
 		if err := r.close(); err != nil {
