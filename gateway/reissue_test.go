@@ -21,6 +21,7 @@ import (
 	"github.com/toolmux/toolmux/internal/testservers"
 	"github.com/toolmux/toolmux/manager"
 	"github.com/toolmux/toolmux/mcpsource"
+	"github.com/toolmux/toolmux/policy"
 	"github.com/toolmux/toolmux/tool"
 )
 
@@ -574,5 +575,53 @@ func TestFullWindowRunsCallsWithoutIt(t *testing.T) {
 	case <-first:
 		t.Fatal("the second call was answered only after the first ended")
 	default:
+	}
+}
+
+// A call whose client left before it reached its approval is withdrawn
+// when it does, without asking anyone, and forgotten: a re-issue would be
+// asked again.
+func TestCallReachingApprovalAfterItsClientLeftIsWithdrawn(t *testing.T) {
+	w := newReissue(Reissue{Grace: time.Hour}, nil)
+	defer w.close()
+	engine, err := policy.New(policy.ModeDefault, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	asked := make(chan struct{}, 1)
+	gate := policy.NewGate(engine, policy.WithApprover(policy.ApproverFunc(func(context.Context, policy.Request) (policy.Answer, error) {
+		asked <- struct{}{}
+		return policy.ProceedOnce, nil
+	})))
+	shell := tool.Tool{Server: "builtin", Name: "shell"}
+	admit := make(chan struct{})
+	gateErr := make(chan error, 1)
+	run := func(ctx context.Context) *mcp.CallToolResult {
+		<-admit // still validating when the client leaves
+		err := gate.Check(ctx, shell, tool.Call{Server: "builtin", Tool: "shell", Arguments: map[string]any{"command": "ls"}})
+		gateErr <- err
+		return &mcp.CallToolResult{IsError: err != nil}
+	}
+	var key reissueKey
+	ctx, cancel := context.WithCancelCause(context.Background())
+	answered := make(chan *mcp.CallToolResult, 1)
+	go func() { answered <- w.call(ctx, key, key, Reissued{}, run) }()
+	cancel(errClientGone)
+	<-answered
+	close(admit)
+	if err := <-gateErr; tool.KindOf(err) != tool.KindCancelled {
+		t.Fatalf("the gate answered %v", err)
+	}
+	select {
+	case <-asked:
+		t.Fatal("the approver was asked for a client that had left")
+	default:
+	}
+	w.wg.Wait() // the execution has ended
+	w.mu.Lock()
+	n := len(w.byKey)
+	w.mu.Unlock()
+	if n != 0 {
+		t.Errorf("the withdrawn call is still in the window (%d entries)", n)
 	}
 }
