@@ -98,6 +98,9 @@ type Config struct {
 	// Passthrough bounds the client sessions of toolmux serve's
 	// passthrough routes, for every server that does not set its own.
 	Passthrough Passthrough
+	// Reissue bounds how toolmux serve answers re-issued tools/call
+	// requests (`reissue:`, docs/gateway.md "Re-issued requests").
+	Reissue Reissue
 	// ToolSearch is tool search on toolmux serve's /mcp (`tool_search:`):
 	// only pinned tools and the meta-tools find_tools and call_tool are
 	// listed. The zero value is off.
@@ -350,6 +353,24 @@ type ToolSearch struct {
 	// Limit is how many tools find_tools returns unless asked for another
 	// number (1 to MaxFindLimit); 0 means the default.
 	Limit int
+}
+
+// Reissue is the `reissue:` section: the window in which a tools/call
+// re-issued by its client is answered from its first execution (tools
+// neither read-only nor idempotent). Zero values mean the defaults of
+// package gateway.
+type Reissue struct {
+	// Disabled (enabled: false) turns the window off.
+	Disabled bool
+	// Window is how long an ended execution answers re-issues.
+	Window time.Duration
+	// Grace is how long a call goes on after its client left, for a
+	// re-issue to pick it up.
+	Grace time.Duration
+	// MaxEntries bounds the executions held at once.
+	MaxEntries int
+	// MaxResultBytes bounds a result kept.
+	MaxResultBytes int64
 }
 
 // MaxFindLimit bounds tool_search.limit; it is gateway.MaxFindLimit (a test

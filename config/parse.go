@@ -32,7 +32,7 @@ import (
 // order is also the order "expected one of" lists them in.
 var topKeys = []string{"workspace", "data_dir", "builtin", "connect_timeout", "timeout",
 	"allow", "deny", "retry", "circuit_breaker", "health_check", "servers", "mcpServers", "pipeline", "policy", "task_log",
-	"pinning", "limits", "model", "agent", "agents", "passthrough", "tool_search", "virtual_servers", "telemetry"}
+	"pinning", "limits", "model", "agent", "agents", "passthrough", "reissue", "tool_search", "virtual_servers", "telemetry"}
 
 type parser struct {
 	file   string
@@ -328,6 +328,8 @@ func (p *parser) topLevel(e entry, cfg *Config, agents *agentDecls) {
 		cfg.Telemetry = p.telemetry(e.v, kp)
 	case "passthrough":
 		cfg.Passthrough = p.passthrough(e.v, kp, cfg.Passthrough)
+	case "reissue":
+		cfg.Reissue = p.reissue(e.v, kp)
 	case "tool_search":
 		cfg.ToolSearch = p.toolSearch(e.v, kp)
 	case "virtual_servers":

@@ -318,7 +318,7 @@ func (s *clients) bind(ctx context.Context, extra *mcp.RequestExtra) (context.Co
 	if post == nil {
 		return ctx, func() {}
 	}
-	ctx, cancel := context.WithCancelCause(ctx)
+	ctx, cancel := context.WithCancelCause(carryOrigin(ctx, post))
 	stop := context.AfterFunc(post, func() { cancel(errClientGone) })
 	return ctx, func() {
 		stop()

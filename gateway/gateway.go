@@ -72,6 +72,10 @@ type Options struct {
 	// tool.DefaultMaxDepth. (The go-sdk refuses whole messages nested
 	// deeper than 1000 levels before they reach the gateway.)
 	MaxDepth int
+	// Reissue bounds the window of re-issued requests (reissue.go): a
+	// tools/call of a tool neither read-only nor idempotent, re-issued
+	// by its client, is answered from its first execution.
+	Reissue Reissue
 	// Tracer, when set, makes a server span of every MCP request (see
 	// trace.go), a child of the trace context the client sent, which
 	// Propagator reads from the request's params._meta or HTTP headers.
@@ -89,6 +93,7 @@ type Gateway struct {
 	depth   int
 	tracer  trace.Tracer // nil: no spans
 	prop    propagation.TextMapPropagator
+	reissue *reissue // nil: off
 
 	main    *view            // /mcp and stdio
 	virtual map[string]*view // virtual servers by name
@@ -112,7 +117,7 @@ func New(c Caller, o Options) *Gateway {
 	}
 	g := &Gateway{caller: c, log: o.Logger, api: o.API, metrics: o.Metrics, onRefused: o.OnSessionRefused, depth: o.MaxDepth,
 		clients: newClients(o.Sessions, o.SessionTimeout),
-		tracer:  o.Tracer, prop: o.Propagator}
+		tracer:  o.Tracer, prop: o.Propagator, reissue: newReissue(o.Reissue, o.Sessions)}
 	if g.log == nil {
 		g.log = slog.New(slog.DiscardHandler)
 	}
@@ -204,6 +209,7 @@ func (g *Gateway) BeginShutdown() {
 // releases what the sessions hold.
 func (g *Gateway) Close() error {
 	g.BeginShutdown()
+	g.reissue.close()
 	defer g.clients.wait()
 	var errs []error
 	for _, r := range g.routes {
@@ -350,6 +356,9 @@ func (g *Gateway) callTool(ctx context.Context, t tool.Tool, in callInput) *mcp.
 
 // callArgs makes one call of t with args, decoded, through the Caller.
 func (g *Gateway) callArgs(ctx context.Context, t tool.Tool, in callInput, args map[string]any) *mcp.CallToolResult {
+	if res, ok := g.reissued(ctx, t, in, args); ok {
+		return res // a re-issued request (reissue.go)
+	}
 	if tok := in.params.GetProgressToken(); tok != nil && in.progress != nil {
 		ctx = tool.WithProgress(ctx, func(p tool.Progress) {
 			in.progress(&mcp.ProgressNotificationParams{ProgressToken: tok, Progress: p.Progress, Total: p.Total, Message: p.Message})

@@ -81,6 +81,9 @@ func (g *Gateway) jsonRPCErrors(h http.Handler, route string, lean leanFunc) htt
 			}
 			r.Body = io.NopCloser(bytes.NewReader(body))
 			msg := jsonscan.Scan(body)
+			if g.reissue != nil && msg.Depth <= sdkMaxDepth {
+				r = g.reissue.take(r, route, body, msg) // reissue.go
+			}
 			if msg.Depth > sdkMaxDepth {
 				writeRPCError(w, http.StatusBadRequest, rpcID(msg.ID), codeInvalidParams, fmt.Sprintf(
 					"invalid_tool_params: the request nests deeper than %d levels, the most an MCP message may; "+

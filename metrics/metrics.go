@@ -63,6 +63,18 @@ type Sources struct {
 	// Approvers is how many people are attached to the approval queue
 	// (api.Approvals.Approvers).
 	Approvers func() int
+	// Reissues is how many re-issued tools/call requests the gateway
+	// answered from their first execution
+	// (gateway.Gateway.ReissueStats, converted).
+	Reissues func() Reissues
+}
+
+// Reissues counts re-issued requests answered from their first execution
+// (gateway.ReissueStats without the gateway).
+type Reissues struct {
+	// Answered counts them all; NotKept those whose first execution's
+	// result was too large to keep (answered with outcome_unknown).
+	Answered, NotKept uint64
 }
 
 // RouteSessions is one passthrough route's sessions (gateway.RouteSessions

@@ -32,6 +32,8 @@ type scraped struct {
 	logRecorded, logRetried, logLost, journalBytes, journalSegments, indexLag *prometheus.Desc
 
 	approvers *prometheus.Desc
+
+	reissued, reissuedNotKept *prometheus.Desc
 }
 
 func newScraped(src Sources) *scraped {
@@ -56,6 +58,8 @@ func newScraped(src Sources) *scraped {
 		journalSegments:  desc("tasklog_journal_segments", "Segment files of the task log's journal."),
 		indexLag:         desc("tasklog_index_lag_bytes", "Bytes of the journal this process has not indexed yet."),
 		approvers:        desc("approvers", "People attached to the approval queue now (web pages open with ?approver=1)."),
+		reissued:         desc("reissued_requests_total", "Re-issued tools/call requests answered from their first execution instead of running again."),
+		reissuedNotKept:  desc("reissued_requests_not_kept_total", "Re-issued requests whose first execution's result was too large to keep (answered with outcome_unknown)."),
 	}
 }
 
@@ -64,7 +68,8 @@ func (s *scraped) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{s.serverState, s.serverRestarts, s.serverBreaker, s.serverTools,
 		s.passOpen, s.passMax, s.passRefused,
 		s.evPublished, s.evSubscribers, s.evDropped, s.evQueued, s.evPersistDropped, s.evPersistFailed,
-		s.logRecorded, s.logRetried, s.logLost, s.journalBytes, s.journalSegments, s.indexLag, s.approvers} {
+		s.logRecorded, s.logRetried, s.logLost, s.journalBytes, s.journalSegments, s.indexLag, s.approvers,
+		s.reissued, s.reissuedNotKept} {
 		ch <- d
 	}
 }
@@ -122,6 +127,11 @@ func (s *scraped) Collect(ch chan<- prometheus.Metric) {
 	}
 	if s.src.Approvers != nil {
 		gauge(s.approvers, float64(s.src.Approvers()))
+	}
+	if s.src.Reissues != nil {
+		r := s.src.Reissues()
+		counter(s.reissued, float64(r.Answered))
+		counter(s.reissuedNotKept, float64(r.NotKept))
 	}
 }
 

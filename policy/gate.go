@@ -193,6 +193,11 @@ func (g *Gate) Approve(ctx context.Context, t tool.Tool, call tool.Call, d Decis
 	if g.approver == nil {
 		return g.refusal(server, name, d, "no one can be asked in this run", nil)
 	}
+	if fn := approvalWaitFrom(ctx); fn != nil {
+		// Before ctx is looked at: the watcher may end it.
+		fn(true)
+		defer fn(false)
+	}
 	if err := ctx.Err(); err != nil {
 		return waitEnded(server, name, err)
 	}

@@ -226,7 +226,7 @@ the one in use stays. See docs/operations.md.`,
 			s, hub := rt.Scheduler, rt.Events
 			opts := gateway.Options{Version: versionString(), Logger: a.logger(), MaxDepth: rt.Config.Limits.MaxDepth,
 				Sessions: sessionTasks(rt.Log, a.logger()), ToolSearch: search.apply(cmd, rt.Config.ToolSearch),
-				Tracer: rt.Telemetry.Tracer(), Propagator: rt.Telemetry.Propagator()}
+				Tracer: rt.Telemetry.Tracer(), Propagator: rt.Telemetry.Propagator(), Reissue: gateway.ReissueFromConfig(rt.Config.Reissue)}
 			opts.API = api.New(api.Options{Catalog: rt.Pipeline, Caller: s, Health: rt.Manager.Health, Pins: rt.Pins,
 				Policy: rt.Gate, Approvals: approvals, Log: rt.Log, Events: hub, Version: versionString(), MaxDepth: rt.Config.Limits.MaxDepth,
 				Fleet: fn.summary()})
@@ -347,6 +347,10 @@ func metricSources(rt *toolmux.Runtime, g *gateway.Gateway, approvals *api.Appro
 	}
 	if approvals != nil {
 		src.Approvers = approvals.Approvers
+	}
+	src.Reissues = func() metrics.Reissues {
+		st := g.ReissueStats()
+		return metrics.Reissues{Answered: st.Answered, NotKept: st.NotKept}
 	}
 	return src
 }

@@ -69,6 +69,29 @@ func (s sessionLog) SessionEnded(ctx context.Context, sess gateway.Session, end 
 	}
 }
 
+// Reissued records a re-issued request answered from its first execution
+// as a step of the call's task: the call ran once, and has one record.
+func (s sessionLog) Reissued(ctx context.Context, r gateway.Reissued) {
+	if r.Task == "" {
+		return
+	}
+	msg := "re-issued request answered from the first execution of " + r.Server + "/" + r.Tool + " (request id " + r.RequestID + ")"
+	switch {
+	case r.Running:
+		msg += "; it was still running: the re-issue waited for it"
+	case !r.Kept:
+		msg += "; its result was too large to keep: the re-issue got an outcome_unknown error"
+	}
+	ctx, cancel := context.WithTimeout(ctx, taskWriteTimeout)
+	defer cancel()
+	err := s.log.Step(ctx, r.Task, tasklog.Step{Name: "re-issued request", Message: msg, Time: r.At,
+		Metadata: map[string]any{"kind": "mcp_reissue", "route": r.Route, "server": r.Server, "tool": r.Tool,
+			"request_id": r.RequestID, "running": r.Running, "kept": r.Kept}})
+	if err != nil {
+		s.logger.Warn("task log: could not record a re-issued request", "task", r.Task, "error", err)
+	}
+}
+
 // finishOwned ends, as shutdown, the tasks this process still runs as it
 // stops, so that none is left running.
 func (a *app) finishOwned(l *tasklog.Log) {

@@ -1,0 +1,625 @@
+package gateway
+
+import (
+	"container/list"
+	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/toolmux/toolmux/config"
+	"github.com/toolmux/toolmux/internal/jsonscan"
+	"github.com/toolmux/toolmux/policy"
+	"github.com/toolmux/toolmux/tool"
+)
+
+// Re-issued requests (docs/gateway.md, "Re-issued requests"). From
+// protocol 2026-07-28 on there are no sessions and no resumable streams:
+// a client whose stream broke re-issues its request. A tools/call of a
+// tool that is neither read-only nor idempotent must not run twice for
+// it, so the gateway keeps a window of recent executions of such calls,
+// keyed by the client's request identity (reissueKey), and answers a
+// re-issue with the first execution's result, waiting for it while it
+// still runs. The first execution runs on a goroutine of its own, so that
+// it outlives the request it came in (for the grace, then it is
+// cancelled if no re-issue came). Read-only and idempotent tools simply
+// run again: running them twice is what their annotations say is
+// harmless, and keeping their (often large) results would cost memory for
+// nothing.
+
+// Defaults of Reissue.
+const (
+	DefaultReissueWindow         = 10 * time.Minute
+	DefaultReissueGrace          = 30 * time.Second
+	DefaultReissueMaxEntries     = 1000
+	DefaultReissueMaxResultBytes = 64 << 10
+)
+
+// Reissue configures the window of re-issued requests. Zero values mean
+// the defaults.
+type Reissue struct {
+	// Disabled turns it off: every request runs, and a call ends with the
+	// request it came in, as before.
+	Disabled bool
+	// Window is how long after the first execution ended its result
+	// answers a re-issue.
+	Window time.Duration
+	// Grace is how long a call keeps running after its client left (its
+	// request ended without an explicit cancellation), waiting for a
+	// re-issue to attach to it; then it is cancelled.
+	Grace time.Duration
+	// MaxEntries bounds the executions held at once (running, or ended
+	// within the window); the oldest ended one makes room for a new one.
+	MaxEntries int
+	// MaxResultBytes bounds a result kept (its text and data, and the
+	// JSON of its structured content and _meta): a larger one is not
+	// kept, and a re-issue gets an error of kind outcome_unknown instead
+	// (never a second execution).
+	MaxResultBytes int
+}
+
+// ReissueFromConfig returns the gateway's Reissue of a reissue section.
+func ReissueFromConfig(c config.Reissue) Reissue {
+	return Reissue{Disabled: c.Disabled, Window: c.Window, Grace: c.Grace, MaxEntries: c.MaxEntries, MaxResultBytes: int(c.MaxResultBytes)}
+}
+
+func (o Reissue) withDefaults() Reissue {
+	if o.Window <= 0 {
+		o.Window = DefaultReissueWindow
+	}
+	if o.Grace <= 0 {
+		o.Grace = DefaultReissueGrace
+	}
+	if o.MaxEntries <= 0 {
+		o.MaxEntries = DefaultReissueMaxEntries
+	}
+	if o.MaxResultBytes <= 0 {
+		o.MaxResultBytes = DefaultReissueMaxResultBytes
+	}
+	return o
+}
+
+// ReissueLog is an optional interface of a SessionLog: told of every
+// re-issued request answered from its first execution, which the task log
+// shows as a step of the call's task, not as a second call.
+type ReissueLog interface {
+	Reissued(ctx context.Context, r Reissued)
+}
+
+// Reissued is a re-issued request answered from the first execution.
+type Reissued struct {
+	// Task is the task of the first execution's call.
+	Task string
+	// Route is where the request came: "/mcp", "/virtual/NAME/mcp".
+	Route string
+	// Server and Tool name the tool called.
+	Server, Tool string
+	// RequestID is the JSON-RPC id of the request, as the client wrote it.
+	RequestID string
+	// Running says the first execution still ran: the re-issue waited for
+	// it.
+	Running bool
+	// Kept is false when the first execution's result was too large to
+	// keep: the re-issue was answered with an outcome_unknown error.
+	Kept bool
+	At   time.Time
+}
+
+// ReissueStats counts the re-issued requests a gateway answered.
+type ReissueStats struct {
+	// Answered is how many re-issues were answered from a first
+	// execution (waiting for it or not), NotKept included.
+	Answered uint64
+	// NotKept is how many of them got an outcome_unknown error because
+	// the first execution's result was too large to keep.
+	NotKept uint64
+}
+
+// ReissueStats returns the counts of re-issued requests answered so far.
+func (g *Gateway) ReissueStats() ReissueStats {
+	if g.reissue == nil {
+		return ReissueStats{}
+	}
+	return ReissueStats{Answered: g.reissue.answered.Load(), NotKept: g.reissue.notKept.Load()}
+}
+
+// callOrigin is what the gateway knows of the HTTP request a tools/call came
+// in (set by jsonRPCErrors, carried to the call by bind or serveLean).
+type callOrigin struct {
+	route string
+	id    json.RawMessage // the JSON-RPC id, as the client wrote it
+	auth  string          // the Authorization header; only ever hashed
+}
+
+type originKey struct{}
+
+// withOrigin returns r carrying its origin, for a tools/call with an id.
+func withOrigin(r *http.Request, route string, id json.RawMessage) *http.Request {
+	if len(id) == 0 {
+		return r
+	}
+	o := &callOrigin{route: route, id: id, auth: r.Header.Get("Authorization")}
+	return r.WithContext(context.WithValue(r.Context(), originKey{}, o))
+}
+
+func originFrom(ctx context.Context) *callOrigin {
+	o, _ := ctx.Value(originKey{}).(*callOrigin)
+	return o
+}
+
+// carryOrigin returns ctx carrying the origin post carries, if any.
+func carryOrigin(ctx, post context.Context) context.Context {
+	if o := originFrom(post); o != nil {
+		return context.WithValue(ctx, originKey{}, o)
+	}
+	return ctx
+}
+
+// reissueKey identifies a client's request: the SHA-256 of the route, the
+// client's credential (its Authorization header), the client (a
+// 2026-07-28 request's clientInfo from _meta; an older client's session),
+// the JSON-RPC id, the tool, its arguments and the answers to questions
+// the request carries. A call that reuses an id with other arguments, or
+// of another tool, is another request.
+type reissueKey [sha256.Size]byte
+
+// Keys of a 2026-07-28 request's _meta.
+const (
+	reissueMetaVersion    = "io.modelcontextprotocol/protocolVersion"
+	reissueMetaClientInfo = "io.modelcontextprotocol/clientInfo"
+)
+
+// reissueKeyOf returns the key of a call, and the key of its request
+// alone (what a cancellation names); ok is false when the call has no
+// identity to key it by (no JSON-RPC id, no client).
+func (g *Gateway) reissueKeyOf(o *callOrigin, t tool.Tool, in callInput, args map[string]any) (k, req reissueKey, ok bool) {
+	sid := ""
+	if in.session != nil {
+		sid = g.clients.task(in.session)
+	}
+	req, ok = reissueRequestKey(o.route, o.auth, in.params.Meta, sid, o.id)
+	if !ok {
+		return k, req, false
+	}
+	a, err := json.Marshal(args) // map keys sorted: one encoding per arguments
+	if err != nil {
+		return k, req, false
+	}
+	var answers []byte
+	if len(in.params.InputResponses) > 0 {
+		if answers, err = json.Marshal(in.params.InputResponses); err != nil {
+			return k, req, false
+		}
+	}
+	h := sha256.New()
+	for _, f := range [][]byte{req[:], []byte(t.Server), []byte(t.Name), a, answers} {
+		writeField(h, f)
+	}
+	h.Sum(k[:0])
+	return k, req, true
+}
+
+// reissueRequestKey returns the key of a client's request id: the route, the
+// credential, the client (from a 2026-07-28 request's _meta, else its
+// session sid) and the id.
+func reissueRequestKey(route, auth string, meta map[string]any, sid string, id json.RawMessage) (k reissueKey, ok bool) {
+	var client string
+	if _, new := meta[reissueMetaVersion]; new {
+		ci, err := json.Marshal(meta[reissueMetaClientInfo])
+		if err != nil {
+			return k, false
+		}
+		client = "client " + string(ci)
+	} else if sid != "" {
+		client = "session " + sid
+	}
+	if client == "" || len(id) == 0 {
+		return k, false
+	}
+	h := sha256.New()
+	for _, f := range [][]byte{[]byte(route), []byte(auth), []byte(client), id} {
+		writeField(h, f)
+	}
+	h.Sum(k[:0])
+	return k, true
+}
+
+// take looks at a POST's message (body, scanned as msg) before it is
+// answered: a tools/call gets its origin, the identity of its request; a
+// notifications/cancelled cancels the call it names, if the window keeps
+// it. It returns r, with its origin.
+func (w *reissue) take(r *http.Request, route string, body []byte, msg jsonscan.Message) *http.Request {
+	switch string(msg.Method) {
+	case `"tools/call"`:
+		return withOrigin(r, route, rpcID(msg.ID))
+	case `"notifications/cancelled"`:
+		w.cancelled(r, route, body)
+	}
+	return r
+}
+
+// cancelled takes a client's notifications/cancelled (body) on route: the
+// call of the request it names, if the window keeps one running, is
+// cancelled, even after the request itself ended (a client that cancels
+// closes its stream, then says so). The message goes on to whoever
+// answers it.
+func (w *reissue) cancelled(r *http.Request, route string, body []byte) {
+	var m struct {
+		Params struct {
+			RequestID json.RawMessage `json:"requestId"`
+			Meta      map[string]any  `json:"_meta"`
+		} `json:"params"`
+	}
+	if json.Unmarshal(body, &m) != nil {
+		return
+	}
+	k, ok := reissueRequestKey(route, r.Header.Get("Authorization"), m.Params.Meta, r.Header.Get(sessionHeader), m.Params.RequestID)
+	if !ok {
+		return
+	}
+	w.mu.Lock()
+	e := w.byRequest[k]
+	w.mu.Unlock()
+	if e != nil {
+		e.cancel(errCancelledByClient) // a no-op once it ended
+	}
+}
+
+// writeField writes f length-prefixed, so that fields cannot run into one
+// another.
+func writeField(h hash.Hash, f []byte) {
+	var n [8]byte
+	binary.BigEndian.PutUint64(n[:], uint64(len(f)))
+	h.Write(n[:])
+	h.Write(f)
+}
+
+// reissued answers a call through the window when it is one the window
+// keeps: ok is false when the call must simply be made (the window is
+// off, the tool is read-only or idempotent, the call is the window's own
+// execution, or it has no request identity: stdio, in memory).
+func (g *Gateway) reissued(ctx context.Context, t tool.Tool, in callInput, args map[string]any) (_ *mcp.CallToolResult, ok bool) {
+	w := g.reissue
+	if w == nil || t.IsIdempotent() || ctx.Value(outsideKey{}) != nil {
+		return nil, false
+	}
+	o := originFrom(ctx)
+	if o == nil {
+		return nil, false
+	}
+	key, req, ok := g.reissueKeyOf(o, t, in, args)
+	if !ok {
+		return nil, false
+	}
+	note := Reissued{Task: g.clients.task(in.session), Route: o.route, Server: t.Server, Tool: t.Name, RequestID: string(o.id)}
+	return w.call(ctx, key, req, note, func(ctx context.Context) *mcp.CallToolResult {
+		return g.callArgs(ctx, t, in, args)
+	}), true
+}
+
+// reissue is the window of executions.
+type reissue struct {
+	opts Reissue
+	log  ReissueLog // nil: not told
+
+	answered, notKept atomic.Uint64
+
+	// stop ends every execution (Close).
+	base context.Context
+	stop context.CancelCauseFunc
+	wg   sync.WaitGroup
+
+	mu        sync.Mutex
+	byKey     map[reissueKey]*execution
+	byRequest map[reissueKey]*execution // running ones, by reissueRequestKey
+	order     list.List                 // of *execution, oldest first
+	nextSweep time.Time
+}
+
+// execution is one call the window keeps: running, or ended within the
+// window.
+type execution struct {
+	w    *reissue
+	key  reissueKey
+	req  reissueKey // reissueRequestKey, for cancellations
+	elem *list.Element
+	note Reissued // the first request's, for the step
+	done chan struct{}
+	// cancel ends the execution, with the cause its record quotes.
+	cancel context.CancelCauseFunc
+
+	// Guarded by w.mu.
+	waiters   int  // requests waiting for it: the first, and re-issues
+	approving bool // waiting for an approver's answer
+	left      bool // every request waiting for it has ended
+	withdrawn bool // cancelled while it waited for approval: forgotten when it ends
+	grace     *time.Timer
+	ended     time.Time // zero while it runs
+	result    *mcp.CallToolResult
+	kept      bool
+}
+
+func newReissue(o Reissue, log SessionLog) *reissue {
+	if o.Disabled {
+		return nil
+	}
+	w := &reissue{opts: o.withDefaults(), byKey: map[reissueKey]*execution{}, byRequest: map[reissueKey]*execution{}}
+	w.log, _ = log.(ReissueLog)
+	w.base, w.stop = context.WithCancelCause(context.Background())
+	return w
+}
+
+// outsideKey marks the context of a call the window has taken, its own
+// execution or a call it let through: the call is made.
+type outsideKey struct{}
+
+// Causes of an execution's end that the records quote.
+var (
+	errNoReissue = errors.New("the client's request ended and no re-issue of it came within the grace (reissue.grace)")
+	errClosing   = errors.New("the gateway closed")
+)
+
+// call answers a request of key: from the execution of an earlier request
+// with that key, else by making the call (run) as a new execution.
+func (w *reissue) call(ctx context.Context, key, req reissueKey, note Reissued, run func(context.Context) *mcp.CallToolResult) *mcp.CallToolResult {
+	now := time.Now()
+	w.mu.Lock()
+	w.sweepLocked(now)
+	if e := w.byKey[key]; e != nil {
+		if e.ended.IsZero() || now.Sub(e.ended) <= w.opts.Window {
+			return w.attachLocked(ctx, e, note)
+		}
+		w.removeLocked(e)
+	}
+	if w.base.Err() != nil || w.order.Len() >= w.opts.MaxEntries && !w.evictLocked() {
+		// Closing, or every entry still runs: this call goes without the
+		// window, as it would without one.
+		w.mu.Unlock()
+		return run(context.WithValue(ctx, outsideKey{}, true))
+	}
+	e := &execution{w: w, key: key, req: req, note: note, done: make(chan struct{}), waiters: 1}
+	e.elem = w.order.PushBack(e)
+	w.byKey[key] = e
+	w.byRequest[req] = e
+	// The execution outlives the request: it ends by itself, by an
+	// explicit cancellation, the grace, or Close.
+	ectx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
+	e.cancel = cancel
+	stop := context.AfterFunc(w.base, func() { cancel(context.Cause(w.base)) })
+	ectx = context.WithValue(ectx, outsideKey{}, true)
+	ectx = policy.WithApprovalWait(ectx, e.approvalWait)
+	w.wg.Add(1)
+	w.mu.Unlock()
+	go func() {
+		defer w.wg.Done()
+		defer stop()
+		res := run(ectx)
+		cancel(nil)
+		w.finish(e, res)
+	}()
+	return w.wait(ctx, e)
+}
+
+// attachLocked answers a re-issue of e's request; w.mu is held, and
+// released.
+func (w *reissue) attachLocked(ctx context.Context, e *execution, note Reissued) *mcp.CallToolResult {
+	running := e.ended.IsZero()
+	kept := e.kept
+	res := e.result
+	if running {
+		e.waiters++
+		e.left = false
+		if e.grace != nil {
+			e.grace.Stop()
+			e.grace = nil
+		}
+	}
+	w.mu.Unlock()
+	w.answered.Add(1)
+	if !running && !kept {
+		w.notKept.Add(1)
+	}
+	if w.log != nil {
+		r := e.note
+		r.Route, r.RequestID, r.Running, r.Kept, r.At = note.Route, note.RequestID, running, running || kept, time.Now()
+		w.log.Reissued(context.WithoutCancel(ctx), r)
+	}
+	switch {
+	case running:
+		return w.wait(ctx, e)
+	case kept:
+		return res
+	}
+	return errorResult(&tool.Error{Kind: tool.KindOutcomeUnknown, Server: e.note.Server, Tool: e.note.Tool, Message: fmt.Sprintf(
+		"this request (id %s) was made before and %s/%s ran for it; its result was larger than reissue.max_result_bytes (%d bytes) and was not kept, "+
+			"and the call is not idempotent, so it was not run again: its effect has happened, its result is lost",
+		e.note.RequestID, e.note.Server, e.note.Tool, w.opts.MaxResultBytes)})
+}
+
+// wait waits for e's result, or for ctx to end (then the request leaves
+// e, which may go on for a re-issue).
+func (w *reissue) wait(ctx context.Context, e *execution) *mcp.CallToolResult {
+	select {
+	case <-e.done:
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		res := e.result
+		if e.waiters--; e.waiters == 0 && !e.kept {
+			e.result = nil
+		}
+		return res
+	case <-ctx.Done():
+		cause := context.Cause(ctx)
+		w.leave(e, cause)
+		return errorResult(&tool.Error{Kind: tool.KindCancelled, Server: e.note.Server, Tool: e.note.Tool,
+			Message: fmt.Sprintf("%v; a re-issue of the request within %v gets the call's result", cause, w.opts.Grace), Err: cause})
+	}
+}
+
+// leave notes a request of e that ended before e did: an explicit
+// cancellation (or the end of the client's session) cancels e; the last
+// request leaving a call that waits for approval withdraws it; else e
+// goes on for the grace.
+func (w *reissue) leave(e *execution, cause error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	e.waiters--
+	if !e.ended.IsZero() {
+		if e.waiters == 0 && !e.kept {
+			e.result = nil
+		}
+		return
+	}
+	switch {
+	case errors.Is(cause, errCancelledByClient) || errors.Is(cause, errSessionEnded):
+		e.cancel(cause)
+	case e.waiters > 0:
+	case e.approving:
+		// Nobody is there to answer: withdrawn, as without the window.
+		e.withdrawn = true
+		e.cancel(cause)
+	default:
+		e.left = true
+		e.grace = time.AfterFunc(w.opts.Grace, func() { e.cancel(errNoReissue) })
+	}
+}
+
+// approvalWait is told by the policy gate when e starts and stops waiting
+// for approval: one whose client has left is withdrawn at once.
+func (e *execution) approvalWait(waiting bool) {
+	w := e.w
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	e.approving = waiting
+	if waiting && e.left {
+		e.withdrawn = true
+		e.cancel(errClientGone)
+	}
+}
+
+// finish keeps e's result for the window, unless it is not a result to
+// answer a re-issue with: the call was withdrawn before it ran, or it
+// asked its client a question (the retry with the answer runs it). A
+// result too large is not kept.
+func (w *reissue) finish(e *execution, res *mcp.CallToolResult) {
+	size := resultSize(res, w.opts.MaxResultBytes)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	e.ended = time.Now()
+	if w.byRequest[e.req] == e {
+		delete(w.byRequest, e.req)
+	}
+	if e.grace != nil {
+		e.grace.Stop()
+		e.grace = nil
+	}
+	e.result = res
+	forget := e.withdrawn || res.InputRequests != nil
+	e.kept = !forget && size <= w.opts.MaxResultBytes
+	if forget {
+		w.removeLocked(e)
+	}
+	if e.waiters == 0 && !e.kept {
+		e.result = nil
+	}
+	close(e.done)
+}
+
+// resultSize returns the bytes res holds: its content's text and data,
+// and the JSON of its structured content and _meta, which are rarer (and
+// only encoded while the rest is within max). Encoding the whole result
+// would cost more than the call's other work in the gateway.
+func resultSize(res *mcp.CallToolResult, max int) int {
+	n := 0
+	for _, c := range res.Content {
+		switch c := c.(type) {
+		case *mcp.TextContent:
+			n += len(c.Text)
+		case *mcp.ImageContent:
+			n += len(c.Data)
+		case *mcp.AudioContent:
+			n += len(c.Data)
+		case *mcp.EmbeddedResource:
+			if c.Resource != nil {
+				n += len(c.Resource.Text) + len(c.Resource.Blob)
+			}
+		case *mcp.ResourceLink:
+			n += len(c.URI) + len(c.Name) + len(c.Description)
+		}
+	}
+	var meta any
+	if len(res.Meta) > 0 {
+		meta = res.Meta
+	}
+	for _, v := range []any{res.StructuredContent, meta} {
+		if n > max {
+			return n
+		}
+		if v == nil {
+			continue
+		}
+		b, err := json.Marshal(v)
+		if err != nil {
+			return max + 1
+		}
+		n += len(b)
+	}
+	return n
+}
+
+// sweepLocked forgets executions that ended more than the window ago, at
+// most once a second.
+func (w *reissue) sweepLocked(now time.Time) {
+	if now.Before(w.nextSweep) {
+		return
+	}
+	w.nextSweep = now.Add(time.Second)
+	for el := w.order.Front(); el != nil; {
+		next := el.Next()
+		if e := el.Value.(*execution); !e.ended.IsZero() && now.Sub(e.ended) > w.opts.Window {
+			w.removeLocked(e)
+		}
+		el = next
+	}
+}
+
+// evictLocked forgets the oldest execution that has ended; false if every
+// one still runs.
+func (w *reissue) evictLocked() bool {
+	for el := w.order.Front(); el != nil; el = el.Next() {
+		if e := el.Value.(*execution); !e.ended.IsZero() {
+			w.removeLocked(e)
+			return true
+		}
+	}
+	return false
+}
+
+func (w *reissue) removeLocked(e *execution) {
+	if e.elem == nil {
+		return
+	}
+	w.order.Remove(e.elem)
+	e.elem = nil
+	if w.byKey[e.key] == e {
+		delete(w.byKey, e.key)
+	}
+}
+
+// close cancels the executions still running and waits for them.
+func (w *reissue) close() {
+	if w == nil {
+		return
+	}
+	w.stop(errClosing)
+	w.wg.Wait()
+}
