@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -27,6 +28,13 @@ type request struct {
 	// tools/call path (lean.go), on that request's stream; nil means
 	// through the go-sdk's session.
 	elicit func(context.Context, *mcp.ElicitParams) (*mcp.ElicitResult, error)
+	// task, when set, is the MCP task the call runs as (tasks.go): the
+	// question is put to the client through the task (input_required,
+	// answered by tasks/update), if the client declared elicitation
+	// (taskElicits); timeout bounds the wait (0: the approver's).
+	task        *liveTask
+	taskElicits bool
+	timeout     time.Duration
 
 	mu       sync.Mutex
 	question mcp.InputRequestMap
@@ -81,6 +89,12 @@ type ElicitApprover struct {
 // Available implements policy.Availability: a client can be asked when
 // it declared elicitation.
 func (ElicitApprover) Available(ctx context.Context, _ policy.Request) error {
+	if r := requestFrom(ctx); r != nil && r.task != nil {
+		if r.taskElicits {
+			return nil
+		}
+		return policy.ErrNoApprover
+	}
 	if r := requestFrom(ctx); r != nil && r.session != nil {
 		if p := r.session.InitializeParams(); p != nil && p.Capabilities != nil && p.Capabilities.Elicitation != nil {
 			return nil
@@ -96,6 +110,9 @@ const multiRoundTrip = "2026-07-28"
 // Approve implements policy.Approver.
 func (e ElicitApprover) Approve(ctx context.Context, req policy.Request) (policy.Answer, error) {
 	r := requestFrom(ctx)
+	if r != nil && r.task != nil {
+		return e.approveInTask(ctx, r, req)
+	}
 	if r == nil || r.session == nil {
 		return 0, policy.ErrNoApprover
 	}
@@ -135,6 +152,24 @@ func (e ElicitApprover) Approve(ctx context.Context, req policy.Request) (policy
 			return 0, &policy.UnansweredError{Reason: fmt.Sprintf("the client's user did not answer within %s", timeout)}
 		}
 		return 0, fmt.Errorf("the client could not show the question: %w", err)
+	}
+	return decision(res)
+}
+
+// approveInTask asks through the call's MCP task: the question shows on
+// tasks/get (input_required) until the client answers it with
+// tasks/update, or the timeout passes.
+func (e ElicitApprover) approveInTask(ctx context.Context, r *request, req policy.Request) (policy.Answer, error) {
+	if !r.taskElicits {
+		return 0, policy.ErrNoApprover
+	}
+	timeout := cmpDur(r.timeout, cmpDur(e.Timeout, policy.DefaultApprovalTimeout))
+	res, err := r.task.ask(ctx, approvalKey(req), approvalForm(req), timeout)
+	if errors.Is(err, errUnanswered) {
+		return 0, &policy.UnansweredError{Reason: fmt.Sprintf("the client did not answer within %s", timeout)}
+	}
+	if err != nil {
+		return 0, err
 	}
 	return decision(res)
 }

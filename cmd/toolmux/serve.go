@@ -241,6 +241,11 @@ the one in use stays. See docs/operations.md.`,
 			if mx != nil {
 				opts.Metrics = mx.Handler()
 			}
+			if rt.Log != nil {
+				// MCP tasks live in the task log (docs/gateway.md "Tasks").
+				opts.Tasks = gateway.TasksFromConfig(rt.Config, rt.Log)
+				opts.Tasks.ApprovalTimeout = approvalTimeout
+			}
 			g := gateway.New(gateway.Scheduled{Catalog: rt.Pipeline, Calls: s}, opts)
 			defer g.Close()
 			if mx != nil {

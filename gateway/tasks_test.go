@@ -1,0 +1,259 @@
+package gateway_test
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/toolmux/toolmux/gateway"
+	"github.com/toolmux/toolmux/internal/taskclient"
+	"github.com/toolmux/toolmux/internal/testservers"
+	"github.com/toolmux/toolmux/manager"
+	"github.com/toolmux/toolmux/mcpsource"
+	"github.com/toolmux/toolmux/policy"
+	"github.com/toolmux/toolmux/schedule"
+	"github.com/toolmux/toolmux/tasklog"
+)
+
+// tasksGateway serves the fixture's task jobs on /mcp with MCP tasks on,
+// kept in a task log of dir; calls of fx/slow_compute with label "ask"
+// need approval, asked by elicitation.
+func tasksGateway(t *testing.T, dir string, o gateway.Tasks) (url string, log *tasklog.Log, g *gateway.Gateway) {
+	t.Helper()
+	src, err := mcpsource.New(mcpsource.Config{Name: "fx", Transport: mcpsource.Stdio, Command: testservers.Fixture(t), Args: []string{"-task-jobs"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := manager.New(manager.WithSource(src, manager.ServerOptions{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	engine, err := policy.New(policy.ModeDefault, []policy.Rule{{Name: "ask", Tools: []string{"fx/slow_compute"},
+		Args: map[string]string{"label": "^ask"}, Action: policy.Ask}, {Name: "rest", Tools: []string{"fx/*"}, Action: policy.Allow}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := schedule.New(m, schedule.WithGate(policy.NewGate(engine, policy.WithApprover(gateway.ElicitApprover{}), policy.WithConcurrentApprovals(true))))
+	log, err = tasklog.Open(context.Background(), dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o.Store = log
+	g = gateway.New(governed{m, s}, gateway.Options{Tasks: o})
+	srv := httptest.NewServer(g.Mux("", gateway.Security{Loopback: true}))
+	t.Cleanup(func() {
+		srv.CloseClientConnections()
+		srv.Close()
+		g.Close()
+		m.Close()
+		log.Close()
+	})
+	return srv.URL + "/mcp", log, g
+}
+
+func pollCtx(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// A call still running after the threshold becomes a task, durable at
+// once, polled to its result by another client; a quick call answers as
+// usual; tool errors complete with isError, protocol errors fail.
+func TestTasksLifecycle(t *testing.T) {
+	url, _, _ := tasksGateway(t, t.TempDir(), gateway.Tasks{Threshold: 300 * time.Millisecond, TTL: time.Hour})
+	ctx := pollCtx(t)
+	c := &taskclient.Client{URL: url}
+
+	quick, err := c.CallTool(ctx, "fx__greet", map[string]any{"name": "World"})
+	if err != nil || quick.ResultType != "complete" || quick.TaskID != "" {
+		t.Fatalf("quick call: %+v %v", quick, err)
+	}
+	if r, _ := quick.ToolResult(); r.Text() != "Hello, World!" {
+		t.Errorf("quick call's result %s", quick.Raw)
+	}
+
+	created, err := c.CallTool(ctx, "fx__slow_compute", map[string]any{"seconds": 1, "label": "x"})
+	if err != nil || created.ResultType != "task" || created.TaskID == "" || created.Status != "working" ||
+		created.CreatedAt == "" || created.TTLMs == nil || *created.TTLMs != 3600000 || created.PollIntervalMs <= 0 {
+		t.Fatalf("CreateTaskResult: %+v %v", created, err)
+	}
+	// Durable create: readable at once, by another client.
+	other := &taskclient.Client{URL: url}
+	got, err := other.Get(ctx, created.TaskID)
+	if err != nil || got.TaskID != created.TaskID || got.Result != nil {
+		t.Fatalf("tasks/get at once: %+v %v", got, err)
+	}
+	done, err := other.Poll(ctx, created.TaskID, nil)
+	if err != nil || done.Status != "completed" || done.ResultType != "complete" {
+		t.Fatalf("polled: %+v %v", done, err)
+	}
+	if r, err := done.ToolResult(); err != nil || r.IsError || !strings.Contains(r.Text(), "computed x") {
+		t.Errorf("result %s", done.Result)
+	}
+
+	failing, err := c.CallTool(ctx, "fx__failing_job", nil)
+	if err != nil || failing.TaskID == "" {
+		t.Fatalf("failing_job: %+v %v", failing, err)
+	}
+	if done, err := c.Poll(ctx, failing.TaskID, nil); err != nil || done.Status != "completed" {
+		t.Errorf("failing_job: %+v %v", done, err)
+	} else if r, _ := done.ToolResult(); !r.IsError {
+		t.Errorf("failing_job's result is no error: %s", done.Result)
+	}
+	broken, err := c.CallTool(ctx, "fx__protocol_error_job", nil)
+	if err != nil || broken.TaskID == "" {
+		t.Fatalf("protocol_error_job: %+v %v", broken, err)
+	}
+	if done, err := c.Poll(ctx, broken.TaskID, nil); err != nil || done.Status != "failed" || done.Error == nil || done.Result != nil {
+		t.Errorf("protocol_error_job: %+v %v", done, err)
+	}
+}
+
+// tasks/cancel cancels the call (cancelled), and acks a finished task the
+// same; unknown ids are -32602; a client that did not declare the
+// extension gets -32021 on tasks/* and plain results from tools/call; a
+// tool configured long is a task at once; the headers must match.
+func TestTasksCancelUnknownAndGating(t *testing.T) {
+	url, _, _ := tasksGateway(t, t.TempDir(), gateway.Tasks{Threshold: time.Minute, Long: []string{"fx/slow_*"}})
+	ctx := pollCtx(t)
+	c := &taskclient.Client{URL: url}
+	created, err := c.CallTool(ctx, "fx__slow_compute", map[string]any{"seconds": 60})
+	if err != nil || created.ResultType != "task" {
+		t.Fatalf("a long tool: %+v %v", created, err)
+	}
+	if err := c.Cancel(ctx, created.TaskID); err != nil {
+		t.Fatal(err)
+	}
+	done, err := c.Poll(ctx, created.TaskID, nil)
+	if err != nil || done.Status != "cancelled" || done.Result != nil {
+		t.Fatalf("after cancel: %+v %v", done, err)
+	}
+	if err := c.Cancel(ctx, created.TaskID); err != nil {
+		t.Errorf("cancelling a cancelled task: %v", err)
+	}
+
+	var rpcErr *taskclient.Error
+	if _, err := c.Get(ctx, "mcptask-nope"); !errors.As(err, &rpcErr) || rpcErr.Code != -32602 {
+		t.Errorf("unknown task: %v", err)
+	}
+	if err := c.Update(ctx, "mcptask-nope", map[string]any{}); !errors.As(err, &rpcErr) || rpcErr.Code != -32602 {
+		t.Errorf("update of an unknown task: %v", err)
+	}
+
+	plain := &taskclient.Client{URL: url, NoExtension: true}
+	for _, m := range []func() error{
+		func() error { _, err := plain.Get(ctx, created.TaskID); return err },
+		func() error { return plain.Update(ctx, created.TaskID, map[string]any{}) },
+		func() error { return plain.Cancel(ctx, created.TaskID) },
+	} {
+		if err := m(); !errors.As(err, &rpcErr) || rpcErr.Code != -32021 || rpcErr.Status != http.StatusBadRequest {
+			t.Errorf("tasks/* without the extension: %v", err)
+		}
+	}
+
+	bad := &taskclient.Client{URL: url, Header: http.Header{"Mcp-Name": {"other"}}}
+	if _, err := bad.Get(ctx, created.TaskID); !errors.As(err, &rpcErr) || rpcErr.Code != -32020 || rpcErr.Status != http.StatusBadRequest {
+		t.Errorf("a mismatched Mcp-Name: %v", err)
+	}
+	bad = &taskclient.Client{URL: url, Header: http.Header{"Mcp-Method": {"tasks/cancel"}}}
+	if _, err := bad.Get(ctx, created.TaskID); !errors.As(err, &rpcErr) || rpcErr.Code != -32020 {
+		t.Errorf("a mismatched Mcp-Method: %v", err)
+	}
+	for _, m := range []string{"tasks/result", "tasks/list"} {
+		if _, err := c.Request(ctx, m, map[string]any{"taskId": created.TaskID}, created.TaskID); !errors.As(err, &rpcErr) || rpcErr.Code != -32601 {
+			t.Errorf("%s: %v", m, err)
+		}
+	}
+}
+
+// An approval inside a task shows as input_required with the question
+// under inputRequests; tasks/update answers it and the call runs; a
+// denial completes it refused; a client that cannot be asked is refused
+// at once.
+func TestTasksApproval(t *testing.T) {
+	url, _, _ := tasksGateway(t, t.TempDir(), gateway.Tasks{Threshold: time.Minute})
+	ctx := pollCtx(t)
+	c := &taskclient.Client{URL: url, Elicitation: true}
+	for _, answer := range []string{"once", "deny"} {
+		created, err := c.CallTool(ctx, "fx__slow_compute", map[string]any{"seconds": 0, "label": "ask-" + answer})
+		if err != nil || created.ResultType != "task" {
+			t.Fatalf("a call needing approval: %+v %v", created, err)
+		}
+		asked, err := c.Poll(ctx, created.TaskID, func(t *taskclient.Task) bool { return t.Status != "working" })
+		if err != nil || asked.Status != "input_required" || len(asked.InputRequests) != 1 {
+			t.Fatalf("asking: %+v %v", asked, err)
+		}
+		var key string
+		for k, q := range asked.InputRequests {
+			if q.Method != "elicitation/create" || !strings.Contains(string(q.Params), "approve the call to fx/slow_compute") {
+				t.Errorf("question %s: %+v", k, q)
+			}
+			key = k
+		}
+		// An answer to a key never asked is acked and changes nothing.
+		if err := c.Update(ctx, created.TaskID, map[string]any{"other": map[string]any{"action": "accept"}}); err != nil {
+			t.Fatal(err)
+		}
+		if again, _ := c.Get(ctx, created.TaskID); again.Status != "input_required" {
+			t.Errorf("after an answer to no question: %+v", again)
+		}
+		if err := c.Update(ctx, created.TaskID, map[string]any{key: map[string]any{"action": "accept", "content": map[string]any{"decision": answer}}}); err != nil {
+			t.Fatal(err)
+		}
+		done, err := c.Poll(ctx, created.TaskID, nil)
+		if err != nil || done.Status != "completed" {
+			t.Fatalf("after the answer %s: %+v %v", answer, done, err)
+		}
+		r, _ := done.ToolResult()
+		if answer == "once" && (r.IsError || !strings.Contains(r.Text(), "computed ask-once")) ||
+			answer == "deny" && (!r.IsError || !strings.Contains(r.Text(), "approval_denied")) {
+			t.Errorf("answer %s: result %s", answer, done.Result)
+		}
+	}
+	mute := &taskclient.Client{URL: url}
+	res, err := mute.CallTool(ctx, "fx__slow_compute", map[string]any{"seconds": 0, "label": "ask-mute"})
+	if err != nil || res.ResultType != "complete" {
+		t.Fatalf("no elicitation: %+v %v", res, err)
+	}
+	if r, _ := res.ToolResult(); !r.IsError {
+		t.Errorf("a call no one could approve ran: %s", res.Raw)
+	}
+}
+
+// A task running when the gateway closes ends failed, saying why; read
+// back from the task log after it is reopened, by a new gateway.
+func TestTasksOutliveTheGateway(t *testing.T) {
+	dir := t.TempDir()
+	url, _, g := tasksGateway(t, dir, gateway.Tasks{Threshold: 100 * time.Millisecond})
+	ctx := pollCtx(t)
+	c := &taskclient.Client{URL: url}
+	finished, err := c.CallTool(ctx, "fx__slow_compute", map[string]any{"seconds": 0.3, "label": "before"})
+	if err != nil || finished.TaskID == "" {
+		t.Fatalf("%+v %v", finished, err)
+	}
+	if _, err := c.Poll(ctx, finished.TaskID, nil); err != nil {
+		t.Fatal(err)
+	}
+	running, err := c.CallTool(ctx, "fx__slow_compute", map[string]any{"seconds": 60, "label": "during"})
+	if err != nil || running.TaskID == "" {
+		t.Fatalf("%+v %v", running, err)
+	}
+	g.BeginShutdown()
+	g.Close()
+
+	dir2 := dir
+	url2, _, _ := tasksGateway(t, dir2, gateway.Tasks{})
+	c2 := &taskclient.Client{URL: url2}
+	if got, err := c2.Get(ctx, finished.TaskID); err != nil || got.Status != "completed" {
+		t.Errorf("the finished task after the restart: %+v %v", got, err)
+	}
+	got, err := c2.Get(ctx, running.TaskID)
+	if err != nil || got.Status != "failed" || got.Error == nil || got.Error.Message != "interrupted: the gateway stopped" {
+		t.Errorf("the task running at the restart: %+v %v", got, err)
+	}
+}
