@@ -594,6 +594,9 @@ type MCPTasks struct {
 	Thresholds []ToolThreshold
 	// Long are tool patterns whose calls are tasks at once.
 	Long []string
+	// Required are tool patterns whose calls are tasks at once, refused
+	// to clients that did not declare the extension.
+	Required []string
 	// MaxRunning bounds the tasks running at once; 0 means the default
 	// (64).
 	MaxRunning int

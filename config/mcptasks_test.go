@@ -15,6 +15,7 @@ func TestMCPTasksSection(t *testing.T) {
     "fx/slow_*": 5s
     "other/*": 100ms
   long: ["fx/build"]
+  required: ["fx/deploy"]
   max_running: 8
   poll_interval: 250ms
 `), Options{})
@@ -23,7 +24,7 @@ func TestMCPTasksSection(t *testing.T) {
 	}
 	mt := cfg.MCPTasks
 	if mt.Disabled || mt.Threshold != 2*time.Second || mt.MaxRunning != 8 || mt.PollInterval != 250*time.Millisecond ||
-		len(mt.Long) != 1 || mt.Long[0] != "fx/build" || len(mt.Thresholds) != 2 ||
+		len(mt.Long) != 1 || mt.Long[0] != "fx/build" || len(mt.Required) != 1 || len(mt.Thresholds) != 2 ||
 		mt.Thresholds[0] != (ToolThreshold{"fx/slow_*", 5 * time.Second}) || mt.Thresholds[1].Tools != "other/*" {
 		t.Errorf("%+v", mt)
 	}

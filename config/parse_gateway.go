@@ -171,7 +171,7 @@ func (p *parser) toolMap(n *yaml.Node, kp string, patterns []toolglob.Pattern, c
 }
 
 // mcpTasksKeys are the keys of mcp_tasks.
-var mcpTasksKeys = []string{"enabled", "threshold", "thresholds", "long", "max_running", "poll_interval"}
+var mcpTasksKeys = []string{"enabled", "threshold", "thresholds", "long", "required", "max_running", "poll_interval"}
 
 // maxMCPTasks bounds mcp_tasks.max_running.
 const maxMCPTasks = 100_000
@@ -201,6 +201,8 @@ func (p *parser) mcpTasks(n *yaml.Node, kp string) MCPTasks {
 			}
 		case "long":
 			mt.Long = p.patterns(e.v, fp, true)
+		case "required":
+			mt.Required = p.patterns(e.v, fp, true)
 		case "max_running":
 			mt.MaxRunning, _ = p.integer(e.v, fp, 1, maxMCPTasks)
 		case "poll_interval":

@@ -41,7 +41,7 @@ func TasksFromConfig(c *config.Config, store TaskStore) Tasks {
 	if store == nil || mt.Disabled {
 		return Tasks{}
 	}
-	o := Tasks{Store: store, Threshold: mt.Threshold, Long: mt.Long, MaxRunning: mt.MaxRunning,
+	o := Tasks{Store: store, Threshold: mt.Threshold, Long: mt.Long, Required: mt.Required, MaxRunning: mt.MaxRunning,
 		PollInterval: mt.PollInterval, TTL: c.TaskLog.Retention.MaxAge}
 	for _, th := range mt.Thresholds {
 		o.Thresholds = append(o.Thresholds, TaskThreshold{Tools: th.Tools, After: th.After})

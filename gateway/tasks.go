@@ -63,6 +63,9 @@ type Tasks struct {
 	// Long are tool patterns (server/tool globs) whose calls are tasks
 	// at once.
 	Long []string
+	// Required are tool patterns whose calls are tasks at once and
+	// refused (-32021) to a client that did not declare the extension.
+	Required []string
 	// MaxRunning bounds the tasks running at once; a call past it runs
 	// as an ordinary call. 0 means DefaultMaxTasks.
 	MaxRunning int
@@ -102,6 +105,7 @@ type taskRunner struct {
 	g          *Gateway
 	o          Tasks
 	long       []toolglob.Pattern
+	required   []toolglob.Pattern
 	thresholds []compiledThreshold
 
 	ctx    context.Context // ends with Close: every task is cancelled
@@ -135,6 +139,10 @@ func newTaskRunner(g *Gateway, o Tasks) *taskRunner {
 		g.log.Error("toolmux: tasks: a long tool pattern is invalid; no tool is long", "err", err)
 		tr.long = nil
 	}
+	if tr.required, err = toolglob.ParseAll(o.Required, true); err != nil {
+		g.log.Error("toolmux: tasks: a required tool pattern is invalid; no tool requires tasks", "err", err)
+		tr.required = nil
+	}
 	for _, th := range o.Thresholds {
 		ps, err := toolglob.ParseAll([]string{th.Tools}, true)
 		if err != nil || len(ps) != 1 {
@@ -163,7 +171,7 @@ func (tr *taskRunner) close() {
 // threshold is how long a call of t may run before it becomes a task; 0
 // for a long tool.
 func (tr *taskRunner) threshold(t tool.Tool) time.Duration {
-	if _, ok := toolglob.Any(tr.long, t.Server, t.Name); ok {
+	if _, ok := toolglob.Any(tr.long, t.Server, t.Name); ok || tr.requires(t) {
 		return 0
 	}
 	for _, th := range tr.thresholds {
@@ -172,6 +180,20 @@ func (tr *taskRunner) threshold(t tool.Tool) time.Duration {
 		}
 	}
 	return tr.o.Threshold
+}
+
+// requires reports whether calls of t must be tasks.
+func (tr *taskRunner) requires(t tool.Tool) bool {
+	_, ok := toolglob.Any(tr.required, t.Server, t.Name)
+	return ok
+}
+
+// missingExtension answers a request that needs the extension the client
+// did not declare (SEP-2575's -32021, naming what is missing).
+func missingExtension(w http.ResponseWriter, status int, id json.RawMessage, what string) {
+	data, _ := json.Marshal(map[string]any{"requiredCapabilities": map[string]any{"extensions": map[string]any{TasksExtension: map[string]any{}}}})
+	writeRPCErrorData(w, status, id, codeMissingCapability,
+		"toolmux: "+what+" needs the "+TasksExtension+" extension, which the client did not declare", data)
 }
 
 // liveTask is a task this process runs.
@@ -425,14 +447,20 @@ func (g *Gateway) serveTasks(w http.ResponseWriter, r *http.Request, route strin
 	}
 	if req.Method == "tools/call" {
 		if !declared {
+			// Only a tool that requires tasks is refused; looked up only
+			// when some tool does.
+			if len(tr.required) > 0 && v.sync(r.Context()) == nil {
+				if tg, _, err := v.resolve(req.Params.Name); err == nil && tg.meta == "" && tr.requires(tg.t) {
+					missingExtension(w, status, id, "the tool "+req.Params.Name)
+					return true
+				}
+			}
 			return false
 		}
 		return tr.call(w, r, v, rec, id, &req, modern, elicits)
 	}
 	if !declared {
-		data, _ := json.Marshal(map[string]any{"requiredCapabilities": map[string]any{"extensions": map[string]any{TasksExtension: map[string]any{}}}})
-		writeRPCErrorData(w, status, id, codeMissingCapability,
-			"toolmux: "+req.Method+" needs the "+TasksExtension+" extension, which the client did not declare", data)
+		missingExtension(w, status, id, req.Method)
 		return true
 	}
 	if req.Params.TaskID == nil || *req.Params.TaskID == "" {

@@ -119,7 +119,7 @@ func TestTasksLifecycle(t *testing.T) {
 // extension gets -32021 on tasks/* and plain results from tools/call; a
 // tool configured long is a task at once; the headers must match.
 func TestTasksCancelUnknownAndGating(t *testing.T) {
-	url, _, _ := tasksGateway(t, t.TempDir(), gateway.Tasks{Threshold: time.Minute, Long: []string{"fx/slow_*"}})
+	url, _, _ := tasksGateway(t, t.TempDir(), gateway.Tasks{Threshold: time.Minute, Long: []string{"fx/slow_*"}, Required: []string{"fx/failing_job"}})
 	ctx := pollCtx(t)
 	c := &taskclient.Client{URL: url}
 	created, err := c.CallTool(ctx, "fx__slow_compute", map[string]any{"seconds": 60})
@@ -154,6 +154,14 @@ func TestTasksCancelUnknownAndGating(t *testing.T) {
 		if err := m(); !errors.As(err, &rpcErr) || rpcErr.Code != -32021 || rpcErr.Status != http.StatusBadRequest {
 			t.Errorf("tasks/* without the extension: %v", err)
 		}
+	}
+
+	if _, err := plain.CallTool(ctx, "fx__failing_job", nil); !errors.As(err, &rpcErr) || rpcErr.Code != -32021 ||
+		!strings.Contains(string(rpcErr.Data), `"io.modelcontextprotocol/tasks"`) {
+		t.Errorf("a required-task tool without the extension: %v", err)
+	}
+	if res, err := c.CallTool(ctx, "fx__failing_job", nil); err != nil || res.ResultType != "task" {
+		t.Errorf("a required-task tool: %+v %v", res, err)
 	}
 
 	bad := &taskclient.Client{URL: url, Header: http.Header{"Mcp-Name": {"other"}}}
