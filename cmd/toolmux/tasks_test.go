@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/chromedp"
+
 	"github.com/toolmux/toolmux/internal/taskclient"
 	"github.com/toolmux/toolmux/internal/testservers"
 )
@@ -138,5 +140,29 @@ func TestConformanceTasks(t *testing.T) {
 			t.Errorf("%s: %d of %d checks fail:\n  %s", name, len(failed), sc.checks, strings.Join(failed, "\n  "))
 		}
 		t.Logf("%s: %d checks, failed: %v", name, sc.checks, sc.failures)
+	}
+}
+
+// The Tasks tab lists the gateway's MCP tasks with their status, and links
+// each to the task of its client's session (none for a sessionless
+// client).
+func TestBrowserMCPTasks(t *testing.T) {
+	t.Parallel()
+	p := startServeProc(t, workspace(t, tasksConfig(t)), "")
+	b := newUIBrowser(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	c := &taskclient.Client{URL: p.url("/mcp")}
+	created, err := c.CallTool(ctx, "fx__slow_compute", map[string]any{"seconds": 0.5, "label": "page"})
+	if err != nil || created.ResultType != "task" {
+		t.Fatalf("%+v %v", created, err)
+	}
+	if _, err := c.Poll(ctx, created.TaskID, nil); err != nil {
+		t.Fatal(err)
+	}
+	b.do(chromedp.Navigate(p.url("/#tasks")))
+	b.visible(fmt.Sprintf(`#mcp-tasks-card #mcp-tasks tr[data-task=%q][data-status="completed"] .badge.mcp-completed`, created.TaskID))
+	if txt := b.text(fmt.Sprintf(`#mcp-tasks tr[data-task=%q]`, created.TaskID)); !strings.Contains(txt, "fx__slow_compute") || !strings.Contains(txt, "no session") {
+		t.Errorf("the row reads %q", txt)
 	}
 }
