@@ -385,6 +385,12 @@ func (g *Gateway) serveTasks(w http.ResponseWriter, r *http.Request, route strin
 	if v == nil {
 		return false
 	}
+	if string(msg.Method) == `"tools/call"` && len(tr.required) == 0 && !bytes.Contains(body, []byte(TasksExtension)) &&
+		!g.sessionDeclares(r.Header.Get(sessionHeader), route) {
+		// Not a task's call: a client that does not use tasks pays a
+		// scan of its request, not a decode.
+		return false
+	}
 	var req taskRequest
 	if json.Unmarshal(body, &req) != nil || rpcID(req.ID) == nil {
 		return false
@@ -469,6 +475,20 @@ func (g *Gateway) serveTasks(w http.ResponseWriter, r *http.Request, route strin
 	}
 	tr.serveMethod(w, r, id, &req)
 	return true
+}
+
+// sessionDeclares reports whether session sid of route declared the
+// extension at initialize.
+func (g *Gateway) sessionDeclares(sid, route string) bool {
+	if sid == "" {
+		return false
+	}
+	rec := g.clients.lookup(sid, route)
+	if rec == nil {
+		return false
+	}
+	p := rec.ss.InitializeParams()
+	return p != nil && p.Capabilities != nil && p.Capabilities.Extensions[TasksExtension] != nil
 }
 
 // viewOf returns the view served at route; nil for a passthrough route.

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
 	"github.com/toolmux/toolmux/gateway"
 	"github.com/toolmux/toolmux/internal/taskclient"
 	"github.com/toolmux/toolmux/internal/testservers"
@@ -263,5 +265,48 @@ func TestTasksOutliveTheGateway(t *testing.T) {
 	got, err := c2.Get(ctx, running.TaskID)
 	if err != nil || got.Status != "failed" || got.Error == nil || got.Error.Message != "interrupted: the gateway stopped" {
 		t.Errorf("the task running at the restart: %+v %v", got, err)
+	}
+}
+
+// A 2025-11-25 session that declared the extension at initialize gets
+// tasks on its calls (a request of the session, with no 2026-07-28
+// _meta); the server announced the extension; a session that did not
+// declare it gets plain results and -32021.
+func TestTasksSessionDeclared(t *testing.T) {
+	url, _, _ := tasksGateway(t, t.TempDir(), gateway.Tasks{Threshold: 100 * time.Millisecond})
+	ctx := pollCtx(t)
+	caps := &mcp.ClientCapabilities{}
+	caps.AddExtension(taskclient.Extension, map[string]any{})
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "tasks"}, &mcp.ClientOptions{Capabilities: caps}).
+		Connect(ctx, &mcp.StreamableClientTransport{Endpoint: url}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	if ext := cs.InitializeResult().Capabilities.Extensions; ext[taskclient.Extension] == nil {
+		t.Errorf("the extension is not announced: %+v", cs.InitializeResult().Capabilities)
+	}
+	c := &taskclient.Client{URL: url, SessionID: cs.ID()}
+	created, err := c.CallTool(ctx, "fx__slow_compute", map[string]any{"seconds": 0.5, "label": "session"})
+	if err != nil || created.ResultType != "task" {
+		t.Fatalf("a session's call: %+v %v", created, err)
+	}
+	if done, err := c.Poll(ctx, created.TaskID, nil); err != nil || done.Status != "completed" {
+		t.Fatalf("%+v %v", done, err)
+	}
+
+	plain, err := mcp.NewClient(&mcp.Implementation{Name: "plain"}, nil).Connect(ctx, &mcp.StreamableClientTransport{Endpoint: url}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer plain.Close()
+	res, err := plain.CallTool(ctx, &mcp.CallToolParams{Name: "fx__slow_compute", Arguments: map[string]any{"seconds": 0.5, "label": "plain"}})
+	if err != nil || res.IsError || !strings.Contains(testservers.ResultText(res), "computed plain") {
+		t.Fatalf("a session without the extension: %+v %v", res, err)
+	}
+	pc := &taskclient.Client{URL: url, SessionID: plain.ID()}
+	var rpcErr *taskclient.Error
+	if _, err := pc.Get(ctx, created.TaskID); !errors.As(err, &rpcErr) || rpcErr.Code != -32021 || rpcErr.Status != http.StatusOK {
+		t.Errorf("tasks/get of a session without the extension: %v", err)
 	}
 }
