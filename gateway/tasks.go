@@ -214,6 +214,32 @@ type liveTask struct {
 	created  bool // the task was written: every change is written
 	finished bool // the call ended before the task was created
 	asks     map[string]*taskAsk
+	// lastProgress is when progress was last written: a call reporting
+	// progress often writes it at most once per progressEvery.
+	lastProgress time.Time
+}
+
+// progressEvery bounds how often a task's progress is written to the
+// task log; the newest report is in the next write anyway.
+const progressEvery = time.Second
+
+// progress notes the call's progress in the task.
+func (lt *liveTask) progress(ctx context.Context, p tool.Progress) {
+	b, err := json.Marshal(p)
+	if err != nil {
+		return
+	}
+	lt.wmu.Lock()
+	defer lt.wmu.Unlock()
+	lt.state.Progress = b
+	if lt.state.Status == tasklog.MCPWorking {
+		lt.state.StatusMessage = p.Message
+	}
+	if !lt.created || time.Since(lt.lastProgress) < progressEvery {
+		return
+	}
+	lt.lastProgress = time.Now()
+	_ = lt.setLocked(ctx, func(*tasklog.MCPTask) {})
 }
 
 // taskAsk is a question of the task waiting for the client's answer.
@@ -561,7 +587,8 @@ func detailedTask(st *tasklog.MCPTask, o Tasks) map[string]any {
 	case st.Status == tasklog.MCPInputRequired && len(st.InputRequests) > 0:
 		out["inputRequests"] = st.InputRequests
 	}
-	if len(st.Progress) > 0 {
+	if len(st.Progress) > 0 && !st.Status.Final() {
+		// The call's last progress report ({progress, total, message}).
 		out["_meta"] = map[string]any{"toolmux/progress": st.Progress}
 	}
 	return out
@@ -674,7 +701,8 @@ func (tr *taskRunner) run(ctx context.Context, lt *liveTask, t tool.Tool, in cal
 		tr.mu.Unlock()
 	}()
 	r := &request{session: in.session, task: lt, taskElicits: elicits, timeout: tr.o.ApprovalTimeout}
-	rec := tr.g.callRecord(withRequest(ctx, r), t, in, args)
+	pctx := tool.WithProgress(withRequest(ctx, r), func(p tool.Progress) { lt.progress(ctx, p) })
+	rec := tr.g.callRecord(pctx, t, in, args)
 	res := toMCP(rec)
 	lt.res = res
 	lt.wmu.Lock()

@@ -310,3 +310,24 @@ func TestTasksSessionDeclared(t *testing.T) {
 		t.Errorf("tasks/get of a session without the extension: %v", err)
 	}
 }
+
+// A task's progress (the call's progress reports) shows on tasks/get
+// while it works, its message as the statusMessage.
+func TestTasksProgress(t *testing.T) {
+	url, _, _ := tasksGateway(t, t.TempDir(), gateway.Tasks{Threshold: 100 * time.Millisecond})
+	ctx := pollCtx(t)
+	c := &taskclient.Client{URL: url}
+	created, err := c.CallTool(ctx, "fx__progress", map[string]any{"steps": 4, "delay_ms": 700})
+	if err != nil || created.ResultType != "task" {
+		t.Fatalf("%+v %v", created, err)
+	}
+	seen, err := c.Poll(ctx, created.TaskID, func(t *taskclient.Task) bool {
+		return t.Final() || strings.Contains(string(t.Raw), `"toolmux/progress"`)
+	})
+	if err != nil || seen.Final() || !strings.Contains(seen.StatusMessage, "step ") {
+		t.Errorf("no progress seen while working: %+v %v", seen, err)
+	}
+	if done, err := c.Poll(ctx, created.TaskID, nil); err != nil || done.Status != "completed" || strings.Contains(string(done.Raw), "toolmux/progress") {
+		t.Errorf("%+v %v", done, err)
+	}
+}
