@@ -84,6 +84,11 @@ type ElicitApprover struct {
 	// withdrawn (the client is told the request is cancelled) and the call
 	// refused.
 	Timeout time.Duration
+	// Also, when set, is asked at the same time as the client of an MCP
+	// task (tasks.go): serve's approval queue, so that the page can
+	// answer a task's question too. The first answer wins; the other
+	// question is withdrawn.
+	Also policy.Approver
 }
 
 // Available implements policy.Availability: a client can be asked when
@@ -164,14 +169,61 @@ func (e ElicitApprover) approveInTask(ctx context.Context, r *request, req polic
 		return 0, policy.ErrNoApprover
 	}
 	timeout := cmpDur(r.timeout, cmpDur(e.Timeout, policy.DefaultApprovalTimeout))
-	res, err := r.task.ask(ctx, approvalKey(req), approvalForm(req), timeout)
-	if errors.Is(err, errUnanswered) {
-		return 0, &policy.UnansweredError{Reason: fmt.Sprintf("the client did not answer within %s", timeout)}
+	type verdict struct {
+		ans    policy.Answer
+		err    error
+		client bool
 	}
-	if err != nil {
-		return 0, err
+	actx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	out := make(chan verdict, 2)
+	go func() {
+		res, err := r.task.ask(actx, approvalKey(req), approvalForm(req), timeout)
+		if errors.Is(err, errUnanswered) {
+			err = &policy.UnansweredError{Reason: fmt.Sprintf("the client did not answer within %s", timeout)}
+		}
+		v := verdict{err: err, client: true}
+		if err == nil {
+			v.ans, v.err = decision(res)
+		}
+		out <- v
+	}()
+	n := 1
+	if e.Also != nil && availableNow(actx, e.Also, req) {
+		n++
+		go func() {
+			ans, err := e.Also.Approve(actx, req)
+			out <- verdict{ans: ans, err: err}
+		}()
 	}
-	return decision(res)
+	// The first answer wins (the other question is withdrawn); a side
+	// that could not answer leaves it to the other; if neither could,
+	// the client's failure is the one reported. Both sides have ended
+	// when this returns.
+	var first *verdict
+	var clientErr error
+	for range n {
+		v := <-out
+		switch {
+		case v.err == nil && first == nil:
+			first = &v
+			cancel()
+		case v.client && first == nil:
+			clientErr = v.err
+		}
+	}
+	if first != nil {
+		return first.ans, nil
+	}
+	return 0, clientErr
+}
+
+// availableNow reports whether a can be asked now (policy.Availability).
+func availableNow(ctx context.Context, a policy.Approver, req policy.Request) bool {
+	if av, ok := a.(policy.Availability); ok {
+		return av.Available(ctx, req) == nil
+	}
+	return true
 }
 
 // approvalForm is the question put to the client's user.

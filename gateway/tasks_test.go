@@ -11,6 +11,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/toolmux/toolmux/api"
 	"github.com/toolmux/toolmux/gateway"
 	"github.com/toolmux/toolmux/internal/taskclient"
 	"github.com/toolmux/toolmux/internal/testservers"
@@ -24,7 +25,7 @@ import (
 // tasksGateway serves the fixture's task jobs on /mcp with MCP tasks on,
 // kept in a task log of dir; calls of fx/slow_compute with label "ask"
 // need approval, asked by elicitation.
-func tasksGateway(t *testing.T, dir string, o gateway.Tasks) (url string, log *tasklog.Log, g *gateway.Gateway) {
+func tasksGateway(t *testing.T, dir string, o gateway.Tasks, approver ...policy.Approver) (url string, log *tasklog.Log, g *gateway.Gateway) {
 	t.Helper()
 	src, err := mcpsource.New(mcpsource.Config{Name: "fx", Transport: mcpsource.Stdio, Command: testservers.Fixture(t), Args: []string{"-task-jobs"}})
 	if err != nil {
@@ -39,7 +40,11 @@ func tasksGateway(t *testing.T, dir string, o gateway.Tasks) (url string, log *t
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := schedule.New(m, schedule.WithGate(policy.NewGate(engine, policy.WithApprover(gateway.ElicitApprover{}), policy.WithConcurrentApprovals(true))))
+	var ap policy.Approver = gateway.ElicitApprover{}
+	if len(approver) > 0 {
+		ap = approver[0]
+	}
+	s := schedule.New(m, schedule.WithGate(policy.NewGate(engine, policy.WithApprover(ap), policy.WithConcurrentApprovals(true))))
 	log, err = tasklog.Open(context.Background(), dir)
 	if err != nil {
 		t.Fatal(err)
@@ -329,5 +334,36 @@ func TestTasksProgress(t *testing.T) {
 	}
 	if done, err := c.Poll(ctx, created.TaskID, nil); err != nil || done.Status != "completed" || strings.Contains(string(done.Raw), "toolmux/progress") {
 		t.Errorf("%+v %v", done, err)
+	}
+}
+
+// A task's question is put to the page's queue too (ElicitApprover.Also):
+// an answer there runs the call, and the task's question is withdrawn.
+func TestTasksApprovalOnThePage(t *testing.T) {
+	queue := api.NewApprovals(&api.ApprovalOptions{Timeout: time.Minute, Expect: true})
+	url, _, _ := tasksGateway(t, t.TempDir(), gateway.Tasks{Threshold: time.Minute}, gateway.ElicitApprover{Also: queue})
+	ctx := pollCtx(t)
+	c := &taskclient.Client{URL: url, Elicitation: true}
+	created, err := c.CallTool(ctx, "fx__slow_compute", map[string]any{"seconds": 0, "label": "ask-page"})
+	if err != nil || created.ResultType != "task" {
+		t.Fatalf("%+v %v", created, err)
+	}
+	if asked, err := c.Poll(ctx, created.TaskID, func(t *taskclient.Task) bool { return t.Status != "working" }); err != nil || asked.Status != "input_required" {
+		t.Fatalf("asking: %+v %v", asked, err)
+	}
+	var pending []api.Pending
+	if !testservers.Eventually(10*time.Second, func() bool { pending = queue.Pending(); return len(pending) == 1 }) {
+		t.Fatal("the question never reached the page's queue")
+	}
+	once, _ := policy.AnswerNamed("once")
+	if err := queue.Decide(pending[0].ID, once); err != nil {
+		t.Fatal(err)
+	}
+	done, err := c.Poll(ctx, created.TaskID, nil)
+	if err != nil || done.Status != "completed" {
+		t.Fatalf("%+v %v", done, err)
+	}
+	if r, _ := done.ToolResult(); r.IsError || !strings.Contains(r.Text(), "computed ask-page") {
+		t.Errorf("result %s", done.Result)
 	}
 }

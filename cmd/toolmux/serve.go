@@ -184,6 +184,8 @@ the one in use stays. See docs/operations.md.`,
 				if onHTTP {
 					approvals = api.NewApprovals(&api.ApprovalOptions{Timeout: approvalTimeout,
 						Where: pageURL(ln.Addr()), OnPending: a.sayPending, OnEnded: a.sayEnded})
+					// A question of an MCP task is put to the page too.
+					elicit.Also = approvals
 					approver = policy.FirstOf(elicit, approvals)
 				} else {
 					approver = policy.FirstOf(elicit, policy.ApproverFunc(func(context.Context, policy.Request) (policy.Answer, error) {
