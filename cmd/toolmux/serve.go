@@ -243,8 +243,10 @@ the one in use stays. See docs/operations.md.`,
 			if mx != nil {
 				opts.Metrics = mx.Handler()
 			}
-			if rt.Log != nil {
-				// MCP tasks live in the task log (docs/gateway.md "Tasks").
+			if rt.Log != nil && !stdio {
+				// MCP tasks live in the task log (docs/gateway.md "Tasks");
+				// over stdio the go-sdk refuses tasks/* before the gateway
+				// sees them, so they are neither offered nor advertised.
 				opts.Tasks = gateway.TasksFromConfig(rt.Config, rt.Log)
 				opts.Tasks.ApprovalTimeout = approvalTimeout
 			}
