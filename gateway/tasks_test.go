@@ -1,8 +1,11 @@
 package gateway_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -365,5 +368,108 @@ func TestTasksApprovalOnThePage(t *testing.T) {
 	}
 	if r, _ := done.ToolResult(); r.IsError || !strings.Contains(r.Text(), "computed ask-page") {
 		t.Errorf("result %s", done.Result)
+	}
+}
+
+// asEventStream answers the tools/calls h answers with JSON as an event
+// stream of that one message, as servers that stream every answer do.
+func asEventStream(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		if !bytes.Contains(body, []byte(`"tools/call"`)) {
+			h.ServeHTTP(w, r)
+			return
+		}
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, r)
+		for k, v := range rec.Header() {
+			w.Header()[k] = v
+		}
+		if !strings.HasPrefix(rec.Header().Get("Content-Type"), "application/json") {
+			w.WriteHeader(rec.Code)
+			w.Write(rec.Body.Bytes())
+			return
+		}
+		w.Header().Set("Content-Type", "text/event-stream")
+		w.Header().Del("Content-Length")
+		w.WriteHeader(rec.Code)
+		fmt.Fprintf(w, "event: message\ndata: %s\n\n", bytes.TrimSpace(rec.Body.Bytes()))
+	})
+}
+
+// An upstream server that offers tasks (here a toolmux gateway with tasks
+// on, its answers as JSON or as an event stream) answers a long call of
+// the source with a task, which the source follows to its result: the
+// call is an ordinary call to everything above it; a call cancelled
+// meanwhile cancels the server's task.
+func TestTasksUpstream(t *testing.T) {
+	for _, stream := range []bool{false, true} {
+		t.Run(fmt.Sprintf("event-stream=%v", stream), func(t *testing.T) {
+			upURL, upLog, g := tasksGateway(t, t.TempDir(), gateway.Tasks{Threshold: 50 * time.Millisecond, PollInterval: 50 * time.Millisecond})
+			if stream {
+				srv := httptest.NewServer(asEventStream(g.Mux("", gateway.Security{Loopback: true})))
+				t.Cleanup(srv.Close)
+				upURL = srv.URL + "/mcp"
+			}
+			src, err := mcpsource.New(mcpsource.Config{Name: "up", Transport: mcpsource.StreamableHTTP, URL: upURL})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer src.Close()
+			ctx := pollCtx(t)
+			res, err := src.Call(ctx, "fx__slow_compute", map[string]any{"seconds": 0.4, "label": "upstream"})
+			if err != nil || res.IsError || len(res.Content) == 0 || !strings.Contains(res.Content[0].Text, "computed upstream") {
+				t.Fatalf("a call the server made a task: %+v %v", res, err)
+			}
+			tasks, err := upLog.MCPTasks(ctx, tasklog.MCPTaskFilter{})
+			if err != nil || len(tasks) != 1 || tasks[0].Status != tasklog.MCPCompleted {
+				t.Fatalf("the server's tasks: %+v %v", tasks, err)
+			}
+			// A failed task is the server's error answer.
+			if _, err := src.Call(ctx, "fx__protocol_error_job", nil); err == nil || !strings.Contains(err.Error(), "the job broke") {
+				t.Errorf("a failed task: %v", err)
+			}
+
+			// A client of a gateway in front of that source gets a task of
+			// this gateway's for the call, which follows the server's.
+			m, err := manager.New(manager.WithSource(src, manager.ServerOptions{}))
+			if err != nil {
+				t.Fatal(err)
+			}
+			downLog, err := tasklog.Open(ctx, t.TempDir())
+			if err != nil {
+				t.Fatal(err)
+			}
+			down := gateway.New(m, gateway.Options{Tasks: gateway.Tasks{Store: downLog, Threshold: 50 * time.Millisecond}})
+			downSrv := httptest.NewServer(down.Mux("", gateway.Security{Loopback: true}))
+			defer func() {
+				downSrv.CloseClientConnections()
+				downSrv.Close()
+				down.Close()
+				downLog.Close()
+			}()
+			c := &taskclient.Client{URL: downSrv.URL + "/mcp"}
+			created, err := c.CallTool(ctx, "up__fx__slow_compute", map[string]any{"seconds": 0.4, "label": "twice"})
+			if err != nil || created.ResultType != "task" {
+				t.Fatalf("through two gateways: %+v %v", created, err)
+			}
+			if done, err := c.Poll(ctx, created.TaskID, nil); err != nil || done.Status != "completed" || !strings.Contains(string(done.Result), "computed twice") {
+				t.Errorf("through two gateways: %+v %v", done, err)
+			}
+
+			cctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
+			defer cancel()
+			if _, err := src.Call(cctx, "fx__slow_compute", map[string]any{"seconds": 60, "label": "cancelled"}); err == nil {
+				t.Fatal("a call past its deadline succeeded")
+			}
+			if !testservers.Eventually(10*time.Second, func() bool {
+				ts, _ := upLog.MCPTasks(ctx, tasklog.MCPTaskFilter{Status: tasklog.MCPCancelled})
+				return len(ts) == 1
+			}) {
+				ts, _ := upLog.MCPTasks(ctx, tasklog.MCPTaskFilter{})
+				t.Errorf("the server's task was not cancelled: %+v", ts)
+			}
+		})
 	}
 }
