@@ -287,24 +287,36 @@ func (s *taskSSEReader) Read(p []byte) (int, error) {
 // call's CreateTaskResult.
 func (s *taskSSEReader) event() ([]byte, error) {
 	var ev, data []byte
+	long := false // the event has a line too long to be a task's
 	for {
-		line, err := s.r.ReadSlice('\n')
-		if err == bufio.ErrBufferFull {
-			// A long line (a large result): pass it on as it comes.
-			ev = append(ev, line...)
-			continue
+		start := len(ev)
+		var err error
+		for {
+			var piece []byte
+			piece, err = s.r.ReadSlice('\n')
+			ev = append(ev, piece...)
+			if err != bufio.ErrBufferFull {
+				break
+			}
+			// A long line (a large result): kept whole in ev, which
+			// is passed on, but never taken for a task's answer.
+			if len(ev)-start > maxTaskAnswer {
+				long = true
+			}
 		}
-		ev = append(ev, line...)
-		trimmed := bytes.TrimRight(line, "\r\n")
-		if d, ok := bytes.CutPrefix(trimmed, []byte("data:")); ok && len(data) < maxTaskAnswer {
+		line := bytes.TrimRight(ev[start:], "\r\n")
+		if d, ok := bytes.CutPrefix(line, []byte("data:")); ok && !long {
 			data = append(data, bytes.TrimSpace(d)...)
 		}
 		if err != nil {
 			return ev, err
 		}
-		if len(trimmed) == 0 {
+		if len(line) == 0 {
 			break
 		}
+	}
+	if long {
+		return ev, nil
 	}
 	if len(data) == 0 || len(data) >= maxTaskAnswer {
 		return ev, nil
