@@ -473,3 +473,22 @@ func TestTasksUpstream(t *testing.T) {
 		})
 	}
 }
+
+// A task's approval question unanswered within the approval timeout is
+// withdrawn and the call refused, as any approval nobody answers.
+func TestTasksApprovalTimeout(t *testing.T) {
+	url, _, _ := tasksGateway(t, t.TempDir(), gateway.Tasks{Threshold: time.Minute, ApprovalTimeout: 300 * time.Millisecond})
+	ctx := pollCtx(t)
+	c := &taskclient.Client{URL: url, Elicitation: true}
+	created, err := c.CallTool(ctx, "fx__slow_compute", map[string]any{"seconds": 0, "label": "ask-nobody"})
+	if err != nil || created.ResultType != "task" {
+		t.Fatalf("%+v %v", created, err)
+	}
+	done, err := c.Poll(ctx, created.TaskID, nil)
+	if err != nil || done.Status != "completed" || done.InputRequests != nil {
+		t.Fatalf("%+v %v", done, err)
+	}
+	if r, _ := done.ToolResult(); !r.IsError || !strings.Contains(r.Text(), "approval_denied") || !strings.Contains(r.Text(), "did not answer within 300ms") {
+		t.Errorf("an unanswered question: %s", done.Result)
+	}
+}
