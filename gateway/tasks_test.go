@@ -3,11 +3,14 @@ package gateway_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -48,11 +51,12 @@ func tasksGateway(t *testing.T, dir string, o gateway.Tasks, approver ...policy.
 		ap = approver[0]
 	}
 	s := schedule.New(m, schedule.WithGate(policy.NewGate(engine, policy.WithApprover(ap), policy.WithConcurrentApprovals(true))))
-	log, err = tasklog.Open(context.Background(), dir)
-	if err != nil {
-		t.Fatal(err)
+	if o.Store == nil {
+		if log, err = tasklog.Open(context.Background(), dir); err != nil {
+			t.Fatal(err)
+		}
+		o.Store = log
 	}
-	o.Store = log
 	g = gateway.New(governed{m, s}, gateway.Options{Tasks: o})
 	srv := httptest.NewServer(g.Mux("", gateway.Security{Loopback: true}))
 	t.Cleanup(func() {
@@ -60,7 +64,9 @@ func tasksGateway(t *testing.T, dir string, o gateway.Tasks, approver ...policy.
 		srv.Close()
 		g.Close()
 		m.Close()
-		log.Close()
+		if log != nil {
+			log.Close()
+		}
 	})
 	return srv.URL + "/mcp", log, g
 }
@@ -490,5 +496,57 @@ func TestTasksApprovalTimeout(t *testing.T) {
 	}
 	if r, _ := done.ToolResult(); !r.IsError || !strings.Contains(r.Text(), "approval_denied") || !strings.Contains(r.Text(), "did not answer within 300ms") {
 		t.Errorf("an unanswered question: %s", done.Result)
+	}
+}
+
+// A task expires with the task log's retention: once the journal segment
+// holding its newest state is dropped, tasks/get says it is unknown
+// (-32602); ttlMs says how long that is.
+func TestTasksExpire(t *testing.T) {
+	dir := t.TempDir()
+	ctx := pollCtx(t)
+	log, err := tasklog.Open(ctx, dir, tasklog.WithSegmentBytes(8<<10), tasklog.WithRetention(tasklog.Retention{MaxAge: 24 * time.Hour}),
+		tasklog.WithRetentionInterval(time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer log.Close()
+	url, _, _ := tasksGateway(t, dir, gateway.Tasks{Store: log, Threshold: 50 * time.Millisecond, TTL: 24 * time.Hour})
+	c := &taskclient.Client{URL: url}
+	old, err := c.CallTool(ctx, "fx__slow_compute", map[string]any{"seconds": 0.3, "label": "old"})
+	if err != nil || old.ResultType != "task" || old.TTLMs == nil || *old.TTLMs != 86400000 {
+		t.Fatalf("%+v %v", old, err)
+	}
+	if _, err := c.Poll(ctx, old.TaskID, nil); err != nil {
+		t.Fatal(err)
+	}
+	// More records, then a day and a half passes for what is written.
+	for i := range 20 {
+		if err := log.PutMCPTask(ctx, tasklog.MCPTask{ID: fmt.Sprintf("pad-%d", i), Status: tasklog.MCPCompleted, Tool: "x",
+			Result: json.RawMessage(`{"content":[{"type":"text","text":"` + strings.Repeat("p", 1000) + `"}]}`)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	segs, _ := filepath.Glob(filepath.Join(dir, tasklog.JournalDir, "*.seg"))
+	for _, s := range segs {
+		mt := time.Now().Add(-36 * time.Hour)
+		os.Chtimes(s, mt, mt)
+	}
+	fresh, err := c.CallTool(ctx, "fx__slow_compute", map[string]any{"seconds": 0.3, "label": "fresh"})
+	if err != nil || fresh.ResultType != "task" {
+		t.Fatalf("%+v %v", fresh, err)
+	}
+	if _, err := c.Poll(ctx, fresh.TaskID, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := log.EnforceRetention(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var rpcErr *taskclient.Error
+	if _, err := c.Get(ctx, old.TaskID); !errors.As(err, &rpcErr) || rpcErr.Code != -32602 {
+		t.Errorf("an expired task: %v", err)
+	}
+	if got, err := c.Get(ctx, fresh.TaskID); err != nil || got.Status != "completed" {
+		t.Errorf("a recent task: %+v %v", got, err)
 	}
 }
