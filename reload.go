@@ -68,6 +68,7 @@ func (rt *Runtime) Reload(ctx context.Context, cfg *config.Config, drain time.Du
 		{"pinning", old.Pinning, cfg.Pinning},
 		{"tool_search", old.ToolSearch, cfg.ToolSearch},
 		{"virtual_servers", old.VirtualServers, cfg.VirtualServers},
+		{"mcp_tasks", old.MCPTasks, cfg.MCPTasks},
 	}
 	if !rt.noAgents {
 		fixed = append(fixed, []struct {
@@ -174,6 +175,7 @@ func (rt *Runtime) Reload(ctx context.Context, cfg *config.Config, drain time.Du
 	cfg.Limits.MaxDepth, cfg.Limits.MaxEventBytes = old.Limits.MaxDepth, old.Limits.MaxEventBytes
 	cfg.Policy.Persist, cfg.TaskLog, cfg.Passthrough = old.Policy.Persist, old.TaskLog, old.Passthrough
 	cfg.Pinning, cfg.ToolSearch, cfg.VirtualServers = old.Pinning, old.ToolSearch, old.VirtualServers
+	cfg.MCPTasks = old.MCPTasks
 	rt.current = cfg
 	return r, nil
 }

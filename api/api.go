@@ -111,6 +111,8 @@ func New(o Options) http.Handler {
 	mux.HandleFunc("POST /api/tools/{server}/{tool}/call", s.call)
 	mux.HandleFunc("GET /api/tasks", s.tasks)
 	mux.HandleFunc("GET /api/tasks/{id}", s.task)
+	mux.HandleFunc("GET /api/mcp-tasks", s.mcpTasks)
+	mux.HandleFunc("GET /api/mcp-tasks/{id}", s.mcpTask)
 	mux.HandleFunc("GET /api/approvals", s.approvals)
 	mux.HandleFunc("POST /api/approvals/{id}", s.decide)
 	mux.HandleFunc("GET /api/events", s.events)
@@ -367,6 +369,52 @@ func (s *server) task(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, d)
+}
+
+// mcpTasks lists the MCP tasks (the tasks extension's, docs/gateway.md
+// "Tasks"), newest first, without their results.
+func (s *server) mcpTasks(w http.ResponseWriter, r *http.Request) {
+	if s.o.Log == nil {
+		writeError(w, http.StatusNotFound, "not_configured", "there is no task log (no data directory)")
+		return
+	}
+	f := tasklog.MCPTaskFilter{Status: tasklog.MCPTaskStatus(r.URL.Query().Get("status")), Limit: 50}
+	if f.Status != "" && !f.Status.Valid() {
+		writeError(w, http.StatusBadRequest, "bad_request", fmt.Sprintf("status must be working, input_required, completed, failed or cancelled, not %q", f.Status))
+		return
+	}
+	if v := r.URL.Query().Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			writeError(w, http.StatusBadRequest, "bad_request", fmt.Sprintf("limit must be a positive integer, not %q", v))
+			return
+		}
+		f.Limit = n
+	}
+	ts, err := s.o.Log.MCPTasks(r.Context(), f)
+	if err != nil {
+		writeError(w, http.StatusInternalServerError, "internal", err.Error())
+		return
+	}
+	writeJSON(w, http.StatusOK, ts)
+}
+
+// mcpTask is one MCP task, whole: its result or error, its questions.
+func (s *server) mcpTask(w http.ResponseWriter, r *http.Request) {
+	if s.o.Log == nil {
+		writeError(w, http.StatusNotFound, "not_configured", "there is no task log (no data directory)")
+		return
+	}
+	t, err := s.o.Log.MCPTask(r.Context(), r.PathValue("id"))
+	if err != nil {
+		if errors.Is(err, tasklog.ErrNotFound) {
+			writeError(w, http.StatusNotFound, "not_found", fmt.Sprintf("no MCP task %q (unknown, or expired)", r.PathValue("id")))
+			return
+		}
+		writeError(w, http.StatusInternalServerError, "internal", err.Error())
+		return
+	}
+	writeJSON(w, http.StatusOK, t)
 }
 
 func (s *server) approvals(w http.ResponseWriter, r *http.Request) {

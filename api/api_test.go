@@ -63,6 +63,12 @@ func newFixtureWith(t *testing.T, ao *api.ApprovalOptions) fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// An MCP task, as the gateway keeps one, for /api/mcp-tasks.
+	if err := log.PutMCPTask(ctx, tasklog.MCPTask{ID: "mcptask-demo", Status: tasklog.MCPCompleted, Route: "/mcp",
+		Tool: "builtin__read_file", Server: "builtin", ServerTool: "read_file", Session: "demo", Call: "06h02dq0vhj957n7p1t38nxn8c",
+		Result: json.RawMessage(`{"content":[{"type":"text","text":"alpha"}]}`)}); err != nil {
+		t.Fatal(err)
+	}
 	p, err := pipeline.New(m, pipeline.WithRecorder(log))
 	if err != nil {
 		t.Fatal(err)

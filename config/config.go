@@ -109,6 +109,9 @@ type Config struct {
 	// (`virtual_servers:`), each a subset of the tools at
 	// /virtual/NAME/mcp.
 	VirtualServers []VirtualServer
+	// MCPTasks configure MCP tasks on toolmux serve's /mcp and virtual
+	// servers (`mcp_tasks:`, docs/gateway.md "Tasks").
+	MCPTasks MCPTasks
 	// Limits bound what one call may cost in memory and storage
 	// (`limits:`).
 	Limits Limits
@@ -594,4 +597,37 @@ func Find(explicit, dir string) (string, error) {
 		return "", fmt.Errorf("config file %s: is a directory", p)
 	}
 	return p, nil
+}
+
+// MCPTasks configure MCP tasks (the io.modelcontextprotocol/tasks
+// extension) of toolmux serve: for a client that declared the extension,
+// a call still running after Threshold, or of a tool Long matches, is
+// answered with a task the client polls. The zero value is the default:
+// on (when the task log is), a threshold of one second.
+type MCPTasks struct {
+	// Disabled turns tasks off (`enabled: false`).
+	Disabled bool
+	// Threshold is how long a call runs before it becomes a task; 0
+	// means the default (1s).
+	Threshold time.Duration
+	// Thresholds override Threshold per tool pattern (server/tool
+	// globs), in the order written: the first match wins.
+	Thresholds []ToolThreshold
+	// Long are tool patterns whose calls are tasks at once.
+	Long []string
+	// Required are tool patterns whose calls are tasks at once, refused
+	// to clients that did not declare the extension.
+	Required []string
+	// MaxRunning bounds the tasks running at once; 0 means the default
+	// (64).
+	MaxRunning int
+	// PollInterval is the pollIntervalMs clients are told; 0 means the
+	// default (500ms).
+	PollInterval time.Duration
+}
+
+// ToolThreshold is the task threshold of the tools a pattern matches.
+type ToolThreshold struct {
+	Tools string
+	After time.Duration
 }

@@ -32,7 +32,7 @@ import (
 // order is also the order "expected one of" lists them in.
 var topKeys = []string{"workspace", "data_dir", "builtin", "connect_timeout", "timeout",
 	"allow", "deny", "retry", "circuit_breaker", "health_check", "servers", "mcpServers", "pipeline", "policy", "task_log",
-	"pinning", "limits", "model", "agent", "agents", "passthrough", "reissue", "tool_search", "virtual_servers", "telemetry"}
+	"pinning", "limits", "model", "agent", "agents", "passthrough", "reissue", "tool_search", "virtual_servers", "telemetry", "mcp_tasks"}
 
 type parser struct {
 	file   string
@@ -334,6 +334,8 @@ func (p *parser) topLevel(e entry, cfg *Config, agents *agentDecls) {
 		cfg.ToolSearch = p.toolSearch(e.v, kp)
 	case "virtual_servers":
 		cfg.VirtualServers = p.virtualServers(e.v, kp)
+	case "mcp_tasks":
+		cfg.MCPTasks = p.mcpTasks(e.v, kp)
 	case "limits":
 		cfg.Limits = p.limits(e.v, kp)
 	case "connect_timeout":

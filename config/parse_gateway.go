@@ -169,3 +169,45 @@ func (p *parser) toolMap(n *yaml.Node, kp string, patterns []toolglob.Pattern, c
 	}
 	return out
 }
+
+// mcpTasksKeys are the keys of mcp_tasks.
+var mcpTasksKeys = []string{"enabled", "threshold", "thresholds", "long", "required", "max_running", "poll_interval"}
+
+// maxMCPTasks bounds mcp_tasks.max_running.
+const maxMCPTasks = 100_000
+
+// mcpTasks reads the mcp_tasks section. thresholds maps tool patterns to
+// durations.
+func (p *parser) mcpTasks(n *yaml.Node, kp string) MCPTasks {
+	var mt MCPTasks
+	p.fields(n, kp, mcpTasksKeys, func(e entry, fp string) {
+		switch e.key {
+		case "enabled":
+			on, ok := p.boolean(e.v, fp)
+			mt.Disabled = ok && !on
+		case "threshold":
+			p.setDuration(&mt.Threshold, e.v, fp)
+		case "thresholds":
+			es, _ := p.entries(e.v, fp)
+			for _, te := range es {
+				tp := fp + "." + te.key
+				if msg := checkPattern(te.key, true); msg != "" {
+					p.errAt(te.k, tp, "%s", msg)
+					continue
+				}
+				if d, ok := p.duration(te.v, tp); ok {
+					mt.Thresholds = append(mt.Thresholds, ToolThreshold{Tools: te.key, After: d})
+				}
+			}
+		case "long":
+			mt.Long = p.patterns(e.v, fp, true)
+		case "required":
+			mt.Required = p.patterns(e.v, fp, true)
+		case "max_running":
+			mt.MaxRunning, _ = p.integer(e.v, fp, 1, maxMCPTasks)
+		case "poll_interval":
+			p.setDuration(&mt.PollInterval, e.v, fp)
+		}
+	})
+	return mt
+}

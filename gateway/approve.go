@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -27,6 +28,13 @@ type request struct {
 	// tools/call path (lean.go), on that request's stream; nil means
 	// through the go-sdk's session.
 	elicit func(context.Context, *mcp.ElicitParams) (*mcp.ElicitResult, error)
+	// task, when set, is the MCP task the call runs as (tasks.go): the
+	// question is put to the client through the task (input_required,
+	// answered by tasks/update), if the client declared elicitation
+	// (taskElicits); timeout bounds the wait (0: the approver's).
+	task        *liveTask
+	taskElicits bool
+	timeout     time.Duration
 
 	mu       sync.Mutex
 	question mcp.InputRequestMap
@@ -76,11 +84,22 @@ type ElicitApprover struct {
 	// withdrawn (the client is told the request is cancelled) and the call
 	// refused.
 	Timeout time.Duration
+	// Also, when set, is asked at the same time as the client of an MCP
+	// task (tasks.go): serve's approval queue, so that the page can
+	// answer a task's question too. The first answer wins; the other
+	// question is withdrawn.
+	Also policy.Approver
 }
 
 // Available implements policy.Availability: a client can be asked when
 // it declared elicitation.
 func (ElicitApprover) Available(ctx context.Context, _ policy.Request) error {
+	if r := requestFrom(ctx); r != nil && r.task != nil {
+		if r.taskElicits {
+			return nil
+		}
+		return policy.ErrNoApprover
+	}
 	if r := requestFrom(ctx); r != nil && r.session != nil {
 		if p := r.session.InitializeParams(); p != nil && p.Capabilities != nil && p.Capabilities.Elicitation != nil {
 			return nil
@@ -96,6 +115,9 @@ const multiRoundTrip = "2026-07-28"
 // Approve implements policy.Approver.
 func (e ElicitApprover) Approve(ctx context.Context, req policy.Request) (policy.Answer, error) {
 	r := requestFrom(ctx)
+	if r != nil && r.task != nil {
+		return e.approveInTask(ctx, r, req)
+	}
 	if r == nil || r.session == nil {
 		return 0, policy.ErrNoApprover
 	}
@@ -137,6 +159,71 @@ func (e ElicitApprover) Approve(ctx context.Context, req policy.Request) (policy
 		return 0, fmt.Errorf("the client could not show the question: %w", err)
 	}
 	return decision(res)
+}
+
+// approveInTask asks through the call's MCP task: the question shows on
+// tasks/get (input_required) until the client answers it with
+// tasks/update, or the timeout passes.
+func (e ElicitApprover) approveInTask(ctx context.Context, r *request, req policy.Request) (policy.Answer, error) {
+	if !r.taskElicits {
+		return 0, policy.ErrNoApprover
+	}
+	timeout := cmpDur(r.timeout, cmpDur(e.Timeout, policy.DefaultApprovalTimeout))
+	type verdict struct {
+		ans    policy.Answer
+		err    error
+		client bool
+	}
+	actx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	out := make(chan verdict, 2)
+	go func() {
+		res, err := r.task.ask(actx, approvalKey(req), approvalForm(req), timeout)
+		if errors.Is(err, errUnanswered) {
+			err = &policy.UnansweredError{Reason: fmt.Sprintf("the client did not answer within %s", timeout)}
+		}
+		v := verdict{err: err, client: true}
+		if err == nil {
+			v.ans, v.err = decision(res)
+		}
+		out <- v
+	}()
+	n := 1
+	if e.Also != nil && availableNow(actx, e.Also, req) {
+		n++
+		go func() {
+			ans, err := e.Also.Approve(actx, req)
+			out <- verdict{ans: ans, err: err}
+		}()
+	}
+	// The first answer wins (the other question is withdrawn); a side
+	// that could not answer leaves it to the other; if neither could,
+	// the client's failure is the one reported. Both sides have ended
+	// when this returns.
+	var first *verdict
+	var clientErr error
+	for range n {
+		v := <-out
+		switch {
+		case v.err == nil && first == nil:
+			first = &v
+			cancel()
+		case v.client && first == nil:
+			clientErr = v.err
+		}
+	}
+	if first != nil {
+		return first.ans, nil
+	}
+	return 0, clientErr
+}
+
+// availableNow reports whether a can be asked now (policy.Availability).
+func availableNow(ctx context.Context, a policy.Approver, req policy.Request) bool {
+	if av, ok := a.(policy.Availability); ok {
+		return av.Available(ctx, req) == nil
+	}
+	return true
 }
 
 // approvalForm is the question put to the client's user.

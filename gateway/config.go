@@ -31,3 +31,20 @@ func VirtualFromConfig(c *config.Config) []Virtual {
 	}
 	return out
 }
+
+// TasksFromConfig returns the MCP tasks of a configuration, kept in store
+// (the task log); tasks are off (the zero Tasks) when store is nil or
+// mcp_tasks.enabled is false. Tasks live as long as the task log keeps
+// them (task_log.retention.max_age), which clients are told as ttlMs.
+func TasksFromConfig(c *config.Config, store TaskStore) Tasks {
+	mt := c.MCPTasks
+	if store == nil || mt.Disabled {
+		return Tasks{}
+	}
+	o := Tasks{Store: store, Threshold: mt.Threshold, Long: mt.Long, Required: mt.Required, MaxRunning: mt.MaxRunning,
+		PollInterval: mt.PollInterval, TTL: c.TaskLog.Retention.MaxAge}
+	for _, th := range mt.Thresholds {
+		o.Thresholds = append(o.Thresholds, TaskThreshold{Tools: th.Tools, After: th.After})
+	}
+	return o
+}

@@ -81,6 +81,9 @@ type Options struct {
 	// Propagator reads from the request's params._meta or HTTP headers.
 	Tracer     trace.Tracer
 	Propagator propagation.TextMapPropagator
+	// Tasks configure MCP tasks (tasks.go) on /mcp and the virtual
+	// servers; the zero value turns them off.
+	Tasks Tasks
 }
 
 // Gateway is an MCP server whose tools are the caller's catalog.
@@ -101,6 +104,7 @@ type Gateway struct {
 	routes    map[string]*route // passthrough routes by server name
 	onRefused func(RouteSessions)
 	clients   *clients
+	tasks     *taskRunner // nil: MCP tasks are off
 }
 
 // New returns a gateway in front of c. The catalog is read on the first
@@ -121,10 +125,11 @@ func New(c Caller, o Options) *Gateway {
 	if g.log == nil {
 		g.log = slog.New(slog.DiscardHandler)
 	}
+	g.tasks = newTaskRunner(g, o.Tasks)
 	g.server = mcp.NewServer(&mcp.Implementation{Name: o.Name, Version: o.Version}, &mcp.ServerOptions{
 		Logger:       g.log,
 		Instructions: "Tools of several servers, named server__tool. Calls are governed by toolmux.",
-		Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: true}},
+		Capabilities: g.capabilities(),
 		SetCacheable: setCacheable,
 	})
 	g.main = newView(g, routeMCP, g.server, nil, o.ToolSearch)
@@ -142,6 +147,16 @@ func New(c Caller, o Options) *Gateway {
 		g.routes[rt.Server.Name] = newRoute(g, rt, o.Version)
 	}
 	return g
+}
+
+// capabilities are what /mcp and the virtual servers announce: tools,
+// whose list changes, and the tasks extension when tasks are on.
+func (g *Gateway) capabilities() *mcp.ServerCapabilities {
+	c := &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: true}}
+	if g.tasks != nil {
+		c.AddExtension(TasksExtension, map[string]any{})
+	}
+	return c
 }
 
 // Server returns the MCP server, to run on any go-sdk transport.
@@ -211,6 +226,11 @@ func (g *Gateway) Close() error {
 	g.BeginShutdown()
 	g.reissue.close()
 	defer g.clients.wait()
+	if g.tasks != nil {
+		// The tasks still running end failed, saying the gateway
+		// stopped, before the task log closes.
+		g.tasks.close()
+	}
 	var errs []error
 	for _, r := range g.routes {
 		if err := r.close(); err != nil {
@@ -367,14 +387,19 @@ func (g *Gateway) callArgs(ctx context.Context, t tool.Tool, in callInput, args 
 	// One MCP session is one task: first-use instructions and duplicate
 	// detection are per client session.
 	r := &request{session: in.session, answers: in.params.InputResponses, elicit: in.elicit}
-	ctx = withRequest(ctx, r)
-	rec := g.caller.Call(ctx, tool.Call{Server: t.Server, Tool: t.Name, Arguments: args, Task: g.clients.task(in.session)})
+	rec := g.callRecord(withRequest(ctx, r), t, in, args)
 	if q := r.questions(); q != nil {
 		// The call waits for the client's answer to an approval
 		// question; the client retries it with the answer.
 		return inputRequired(q)
 	}
 	return toMCP(rec)
+}
+
+// callRecord makes one call of t with args through the Caller, and returns
+// its record; ctx carries the request the approver asks through.
+func (g *Gateway) callRecord(ctx context.Context, t tool.Tool, in callInput, args map[string]any) *tool.Record {
+	return g.caller.Call(ctx, tool.Call{Server: t.Server, Tool: t.Name, Arguments: args, Task: g.clients.task(in.session)})
 }
 
 // decodeArgs decodes a call's arguments, refusing those nested deeper

@@ -90,6 +90,11 @@ func (g *Gateway) jsonRPCErrors(h http.Handler, route string, lean leanFunc) htt
 						"tool arguments may nest at most %d (limits.max_depth)", sdkMaxDepth, g.maxDepth()))
 				return
 			}
+			// The tasks extension's requests, which the go-sdk does not
+			// know (tasks.go).
+			if g.serveTasks(w, r, route, body, msg) {
+				return
+			}
 			modern = newEra(r.Header, body)
 			var ok bool
 			if id, ok = checkMessage(w, body, msg, modern); !ok {

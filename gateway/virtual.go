@@ -45,7 +45,7 @@ func newVirtual(g *Gateway, vs Virtual, version string) *view {
 	server := mcp.NewServer(&mcp.Implementation{Name: "toolmux/" + vs.Name, Version: version}, &mcp.ServerOptions{
 		Logger:       g.log,
 		Instructions: instructions,
-		Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: true}},
+		Capabilities: g.capabilities(),
 		SetCacheable: setCacheable,
 	})
 	patterns, err := toolglob.ParseAll(vs.Tools, true)

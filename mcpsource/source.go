@@ -30,6 +30,7 @@ import (
 	"path/filepath"
 	"runtime/debug"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -173,6 +174,9 @@ type Source struct {
 	stderr *ringbuf.Buffer
 	http   *http.Client
 	own    *http.Transport // closed on Close, when we created it
+	// upstreamTasks says the server offers MCP tasks (tasks.go): the
+	// HTTP transport then follows the tasks it answers calls with.
+	upstreamTasks atomic.Bool
 
 	mu         sync.Mutex
 	cur        *conn
@@ -231,12 +235,19 @@ func New(cfg Config) (*Source, error) {
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
+	caps := &mcp.ClientCapabilities{}
 	if cfg.Transport != Stdio {
 		s.http, s.own = newHTTPClient(cfg)
 	}
+	if cfg.Transport == StreamableHTTP {
+		sp, _ := s.http.Transport.(*spillRoundTripper)
+		// Tasks are answers to POSTs, which only streamable HTTP has.
+		sp.base = &taskRoundTripper{base: sp.base, on: &s.upstreamTasks}
+		caps.AddExtension(tasksExtension, map[string]any{})
+	}
 	s.client = mcp.NewClient(&mcp.Implementation{Name: "toolmux", Version: clientVersion()}, &mcp.ClientOptions{
 		Logger:                      s.log,
-		Capabilities:                &mcp.ClientCapabilities{},
+		Capabilities:                caps,
 		ToolListChangedHandler:      func(context.Context, *mcp.ToolListChangedRequest) { s.toolsChanged() },
 		ProgressNotificationHandler: s.handleProgress,
 	})
@@ -745,6 +756,9 @@ func (s *Source) connect() (*conn, error) {
 	cs, err := s.client.Connect(life, transport, &mcp.ClientSessionOptions{ProtocolVersion: sourceProtocol})
 	if stop() && err == nil {
 		c.cs, c.wire = cs, wireOf(transport, cs)
+		if r := cs.InitializeResult(); r != nil && r.Capabilities != nil {
+			s.upstreamTasks.Store(r.Capabilities.Extensions[tasksExtension] != nil)
+		}
 		return c, nil
 	}
 	// Failed, timed out, or closed (possibly just after succeeding).

@@ -83,11 +83,28 @@ var indexSchema = []string{
 		last_id  INTEGER NOT NULL
 	)`,
 	`CREATE INDEX event_records_last ON event_records (last_id)`,
+	// An MCP task (mcptasks.go) is where its newest record is, and what
+	// a listing shows of it.
+	`CREATE TABLE mcp_tasks (
+		id          TEXT PRIMARY KEY,
+		status      TEXT NOT NULL,
+		route       TEXT NOT NULL DEFAULT '',
+		tool        TEXT NOT NULL DEFAULT '',
+		server      TEXT NOT NULL DEFAULT '',
+		server_tool TEXT NOT NULL DEFAULT '',
+		session     TEXT NOT NULL DEFAULT '',
+		call        TEXT NOT NULL DEFAULT '',
+		created_at  INTEGER NOT NULL,
+		updated_at  INTEGER NOT NULL,
+		owner       TEXT NOT NULL DEFAULT '',
+		pos         INTEGER NOT NULL
+	) WITHOUT ROWID`,
+	`CREATE INDEX mcp_tasks_created ON mcp_tasks (created_at, id)`,
 }
 
 // SchemaVersion is the version of the index's schema (versions 1 to 3
-// were tasklog.db's, before the journal).
-const SchemaVersion = 4
+// were tasklog.db's, before the journal; 5 added mcp_tasks).
+const SchemaVersion = 5
 
 // The keys of meta.
 const (
@@ -514,6 +531,8 @@ func (ix *indexer) apply(pos Pos, payload []byte) error {
 		return ix.carry(r, pos)
 	case recDrop:
 		return ix.drop(r)
+	case recMCPTask:
+		return ix.indexMCPTask(r, pos)
 	}
 	return nil
 }
@@ -608,7 +627,10 @@ func (ix *indexer) drop(r jrec) error {
 			WHERE id IN (SELECT DISTINCT task_id FROM calls WHERE pos < ?)`, bound, bound, bound); err != nil {
 			return err
 		}
-		for _, q := range []string{`DELETE FROM calls WHERE pos < ?`, `DELETE FROM event_records WHERE pos < ?`} {
+		// An MCP task whose newest record went with its segment has
+		// expired.
+		for _, q := range []string{`DELETE FROM calls WHERE pos < ?`, `DELETE FROM event_records WHERE pos < ?`,
+			`DELETE FROM mcp_tasks WHERE pos < ?`} {
 			if _, err := ix.exec(q, bound); err != nil {
 				return err
 			}

@@ -291,6 +291,11 @@ func (l *Log) recover(ctx context.Context) error {
 	} else if len(ids) > 0 {
 		l.log.Info("tasklog: tasks of processes that died marked interrupted", "tasks", ids)
 	}
+	if ids, err := l.recoverMCPTasks(ctx); err != nil {
+		l.log.Warn("tasklog: could not end the MCP tasks of dead processes", "error", err)
+	} else if len(ids) > 0 {
+		l.log.Info("tasklog: MCP tasks of processes that died ended failed", "tasks", ids)
+	}
 	return nil
 }
 

@@ -25,6 +25,7 @@ const (
 	recCarry  = "task.carry" // a running task's state, carried past a dropped segment
 	recDrop   = "retention"  // retention dropped segments, tasks and spill files
 	recImport = "import"     // a legacy tasklog.db was imported
+	// recMCPTask (mcptasks.go): an MCP task's whole state
 )
 
 // jrec is one journal record: one self-describing JSON message with a
@@ -60,6 +61,8 @@ type jrec struct {
 	EventsZ string  `json:"events_z,omitempty"`
 	Carry   *jCarry `json:"carry,omitempty"`
 	Drop    *jDrop  `json:"retention,omitempty"`
+	// MCP is an MCP task's state (an MCPTask), on mcp_task records.
+	MCP json.RawMessage `json:"mcp_task,omitempty"`
 }
 
 type jStart struct {

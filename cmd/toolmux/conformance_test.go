@@ -184,12 +184,12 @@ func (c conformance) summary() string {
 // against url and reads the checks.json it writes for each scenario. The
 // suite's exit status only says whether something failed, so it is not
 // used.
-func runConformance(t *testing.T, node, suite, url string) conformance {
+func runConformance(t *testing.T, node, suite, url string, args ...string) conformance {
 	t.Helper()
 	out := t.TempDir()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, node, suite, "server", "--url", url, "-o", out)
+	cmd := exec.CommandContext(ctx, node, append([]string{suite, "server", "--url", url, "-o", out}, args...)...)
 	cmd.Dir = out
 	cmd.Env = append(os.Environ(), "PATH="+filepath.Dir(node)+string(os.PathListSeparator)+os.Getenv("PATH"), "NO_COLOR=1")
 	var stdout bytes.Buffer
@@ -204,6 +204,10 @@ func runConformance(t *testing.T, node, suite, url string) conformance {
 	for sc.Scan() {
 		if name, ok := strings.CutPrefix(sc.Text(), "=== Running scenario: "); ok {
 			names = append(names, strings.TrimSuffix(name, " ==="))
+		}
+		// One scenario (--scenario) is announced so.
+		if m := oneScenario.FindStringSubmatch(sc.Text()); m != nil {
+			names = append(names, m[1])
 		}
 	}
 	if len(names) == 0 {
@@ -244,6 +248,9 @@ func runConformance(t *testing.T, node, suite, url string) conformance {
 	}
 	return res
 }
+
+// oneScenario is how the suite announces the one scenario --scenario runs.
+var oneScenario = regexp.MustCompile(`^Running client scenario '([^']+)' against server`)
 
 // runInspector runs the MCP Inspector's CLI mode against url.
 func runInspector(t *testing.T, inspector, url string, args ...string) string {

@@ -184,6 +184,8 @@ the one in use stays. See docs/operations.md.`,
 				if onHTTP {
 					approvals = api.NewApprovals(&api.ApprovalOptions{Timeout: approvalTimeout,
 						Where: pageURL(ln.Addr()), OnPending: a.sayPending, OnEnded: a.sayEnded})
+					// A question of an MCP task is put to the page too.
+					elicit.Also = approvals
 					approver = policy.FirstOf(elicit, approvals)
 				} else {
 					approver = policy.FirstOf(elicit, policy.ApproverFunc(func(context.Context, policy.Request) (policy.Answer, error) {
@@ -240,6 +242,13 @@ the one in use stays. See docs/operations.md.`,
 			}
 			if mx != nil {
 				opts.Metrics = mx.Handler()
+			}
+			if rt.Log != nil && !stdio {
+				// MCP tasks live in the task log (docs/gateway.md "Tasks");
+				// over stdio the go-sdk refuses tasks/* before the gateway
+				// sees them, so they are neither offered nor advertised.
+				opts.Tasks = gateway.TasksFromConfig(rt.Config, rt.Log)
+				opts.Tasks.ApprovalTimeout = approvalTimeout
 			}
 			g := gateway.New(gateway.Scheduled{Catalog: rt.Pipeline, Calls: s}, opts)
 			defer g.Close()

@@ -19,6 +19,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -46,6 +47,10 @@ type Options struct {
 	// trace context the request carried, as JSON: {"meta": _meta's
 	// traceparent, "header": the HTTP request's traceparent header}.
 	TraceContext bool
+	// TaskJobs adds the tools the conformance suite's tasks scenarios
+	// call (greet, slow_compute, failing_job, protocol_error_job): a
+	// gateway serving them as tasks is held to the suite.
+	TaskJobs bool
 }
 
 // TraceContext is the answer of the fixture's trace_context tool: the
@@ -320,6 +325,10 @@ func NewServer(o Options) *mcp.Server {
 			})
 	}
 
+	if o.TaskJobs {
+		addTaskJobs(s)
+	}
+
 	var added atomic.Int32
 	var addMu sync.Mutex
 	mcp.AddTool(s, &mcp.Tool{Name: "add_tool", Description: "Adds a tool named added_N to the server's list."},
@@ -560,4 +569,47 @@ func CatalogTool(i int) (name, description string) {
 
 func text(s string) *mcp.CallToolResult {
 	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: s}}}
+}
+
+// addTaskJobs adds the tools the conformance suite's tasks-* scenarios
+// need, with the behaviour they describe.
+func addTaskJobs(s *mcp.Server) {
+	type greetIn struct {
+		Name string `json:"name" jsonschema:"whom to greet"`
+	}
+	mcp.AddTool(s, &mcp.Tool{Name: "greet", Description: "Answers Hello, NAME!"},
+		func(_ context.Context, _ *mcp.CallToolRequest, in greetIn) (*mcp.CallToolResult, any, error) {
+			return text("Hello, " + in.Name + "!"), nil, nil
+		})
+	type computeIn struct {
+		Seconds float64 `json:"seconds" jsonschema:"seconds to work"`
+		Label   string  `json:"label,omitempty" jsonschema:"a label echoed in the answer"`
+	}
+	mcp.AddTool(s, &mcp.Tool{Name: "slow_compute", Description: "Works for the given seconds, then answers."},
+		func(ctx context.Context, _ *mcp.CallToolRequest, in computeIn) (*mcp.CallToolResult, any, error) {
+			select {
+			case <-time.After(time.Duration(in.Seconds * float64(time.Second))):
+				return text(fmt.Sprintf("computed %s after %gs", in.Label, in.Seconds)), nil, nil
+			case <-ctx.Done():
+				return nil, nil, ctx.Err()
+			}
+		})
+	mcp.AddTool(s, &mcp.Tool{Name: "failing_job", Description: "Works a second, then reports a tool error (isError)."},
+		func(ctx context.Context, _ *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
+			select {
+			case <-time.After(time.Second):
+				return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: "the job failed"}}}, nil, nil
+			case <-ctx.Done():
+				return nil, nil, ctx.Err()
+			}
+		})
+	mcp.AddTool(s, &mcp.Tool{Name: "protocol_error_job", Description: "Works a second, then answers with a JSON-RPC error."},
+		func(ctx context.Context, _ *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
+			select {
+			case <-time.After(time.Second):
+				return nil, nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "the job broke"}
+			case <-ctx.Done():
+				return nil, nil, ctx.Err()
+			}
+		})
 }

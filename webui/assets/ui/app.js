@@ -7,6 +7,7 @@ import {Live} from './live.js';
 import {Approvals} from './approvals.js';
 import {Catalog} from './catalog.js';
 import {Tasks} from './tasks.js';
+import {MCPTasks} from './mcptasks.js';
 import {Fleet} from './fleet.js';
 import {debounce, setText} from './util.js';
 
@@ -115,7 +116,7 @@ setInterval(tickStatus, 1000);
 
 // The tasks list follows the calls while it is shown.
 const onTasks = () => location.hash === '#tasks' || location.hash.startsWith('#tasks/');
-const tasksSoon = debounce(() => { if (onTasks()) tasks.refresh({detail: false}); }, 1000);
+const tasksSoon = debounce(() => { if (onTasks()) { tasks.refresh({detail: false}); mcpTasks.refresh(); } }, 1000);
 
 // The open task follows its own events while it runs (a fleet run opened
 // from the Fleet tab): read again at most every 700 ms, not once per
@@ -177,6 +178,9 @@ const tasks = new Tasks({
   },
 });
 
+const mcpTasks = new MCPTasks({card: $('mcp-tasks-card'), table: $('mcp-tasks'), error: $('mcp-tasks-error')});
+$('tasks-refresh').addEventListener('click', () => mcpTasks.refresh());
+
 // The Fleet tab, on a fleet's gateway only (GET /api/fleet answers 200).
 const fleet = new Fleet({
   tab: document.querySelector('[data-tab="fleet"]'), panel: $('tab-fleet'), counts: $('fleet-counts'), workers: $('fleet-workers'),
@@ -206,6 +210,7 @@ function showTab() {
   if (name === 'tasks') {
     if (taskID) tasks.show(taskID);
     else tasks.refresh();
+    mcpTasks.refresh();
   }
   fleet.show(name === 'fleet');
 }

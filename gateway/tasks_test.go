@@ -1,0 +1,552 @@
+package gateway_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/toolmux/toolmux/api"
+	"github.com/toolmux/toolmux/gateway"
+	"github.com/toolmux/toolmux/internal/taskclient"
+	"github.com/toolmux/toolmux/internal/testservers"
+	"github.com/toolmux/toolmux/manager"
+	"github.com/toolmux/toolmux/mcpsource"
+	"github.com/toolmux/toolmux/policy"
+	"github.com/toolmux/toolmux/schedule"
+	"github.com/toolmux/toolmux/tasklog"
+)
+
+// tasksGateway serves the fixture's task jobs on /mcp with MCP tasks on,
+// kept in a task log of dir; calls of fx/slow_compute with label "ask"
+// need approval, asked by elicitation.
+func tasksGateway(t *testing.T, dir string, o gateway.Tasks, approver ...policy.Approver) (url string, log *tasklog.Log, g *gateway.Gateway) {
+	t.Helper()
+	src, err := mcpsource.New(mcpsource.Config{Name: "fx", Transport: mcpsource.Stdio, Command: testservers.Fixture(t), Args: []string{"-task-jobs"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := manager.New(manager.WithSource(src, manager.ServerOptions{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	engine, err := policy.New(policy.ModeDefault, []policy.Rule{{Name: "ask", Tools: []string{"fx/slow_compute"},
+		Args: map[string]string{"label": "^ask"}, Action: policy.Ask}, {Name: "rest", Tools: []string{"fx/*"}, Action: policy.Allow}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ap policy.Approver = gateway.ElicitApprover{}
+	if len(approver) > 0 {
+		ap = approver[0]
+	}
+	s := schedule.New(m, schedule.WithGate(policy.NewGate(engine, policy.WithApprover(ap), policy.WithConcurrentApprovals(true))))
+	if o.Store == nil {
+		if log, err = tasklog.Open(context.Background(), dir); err != nil {
+			t.Fatal(err)
+		}
+		o.Store = log
+	}
+	g = gateway.New(governed{m, s}, gateway.Options{Tasks: o})
+	srv := httptest.NewServer(g.Mux("", gateway.Security{Loopback: true}))
+	t.Cleanup(func() {
+		srv.CloseClientConnections()
+		srv.Close()
+		g.Close()
+		m.Close()
+		if log != nil {
+			log.Close()
+		}
+	})
+	return srv.URL + "/mcp", log, g
+}
+
+func pollCtx(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// A call still running after the threshold becomes a task, durable at
+// once, polled to its result by another client; a quick call answers as
+// usual; tool errors complete with isError, protocol errors fail.
+func TestTasksLifecycle(t *testing.T) {
+	url, _, _ := tasksGateway(t, t.TempDir(), gateway.Tasks{Threshold: 300 * time.Millisecond, TTL: time.Hour})
+	ctx := pollCtx(t)
+	c := &taskclient.Client{URL: url}
+
+	quick, err := c.CallTool(ctx, "fx__greet", map[string]any{"name": "World"})
+	if err != nil || quick.ResultType != "complete" || quick.TaskID != "" {
+		t.Fatalf("quick call: %+v %v", quick, err)
+	}
+	if r, _ := quick.ToolResult(); r.Text() != "Hello, World!" {
+		t.Errorf("quick call's result %s", quick.Raw)
+	}
+
+	created, err := c.CallTool(ctx, "fx__slow_compute", map[string]any{"seconds": 1, "label": "x"})
+	if err != nil || created.ResultType != "task" || created.TaskID == "" || created.Status != "working" ||
+		created.CreatedAt == "" || created.TTLMs == nil || *created.TTLMs != 3600000 || created.PollIntervalMs <= 0 {
+		t.Fatalf("CreateTaskResult: %+v %v", created, err)
+	}
+	// Durable create: readable at once, by another client.
+	other := &taskclient.Client{URL: url}
+	got, err := other.Get(ctx, created.TaskID)
+	if err != nil || got.TaskID != created.TaskID || got.Result != nil {
+		t.Fatalf("tasks/get at once: %+v %v", got, err)
+	}
+	done, err := other.Poll(ctx, created.TaskID, nil)
+	if err != nil || done.Status != "completed" || done.ResultType != "complete" {
+		t.Fatalf("polled: %+v %v", done, err)
+	}
+	if r, err := done.ToolResult(); err != nil || r.IsError || !strings.Contains(r.Text(), "computed x") {
+		t.Errorf("result %s", done.Result)
+	}
+
+	failing, err := c.CallTool(ctx, "fx__failing_job", nil)
+	if err != nil || failing.TaskID == "" {
+		t.Fatalf("failing_job: %+v %v", failing, err)
+	}
+	if done, err := c.Poll(ctx, failing.TaskID, nil); err != nil || done.Status != "completed" {
+		t.Errorf("failing_job: %+v %v", done, err)
+	} else if r, _ := done.ToolResult(); !r.IsError {
+		t.Errorf("failing_job's result is no error: %s", done.Result)
+	}
+	broken, err := c.CallTool(ctx, "fx__protocol_error_job", nil)
+	if err != nil || broken.TaskID == "" {
+		t.Fatalf("protocol_error_job: %+v %v", broken, err)
+	}
+	if done, err := c.Poll(ctx, broken.TaskID, nil); err != nil || done.Status != "failed" || done.Error == nil || done.Result != nil {
+		t.Errorf("protocol_error_job: %+v %v", done, err)
+	}
+}
+
+// tasks/cancel cancels the call (cancelled), and acks a finished task the
+// same; unknown ids are -32602; a client that did not declare the
+// extension gets -32021 on tasks/* and plain results from tools/call; a
+// tool configured long is a task at once; the headers must match.
+func TestTasksCancelUnknownAndGating(t *testing.T) {
+	url, _, _ := tasksGateway(t, t.TempDir(), gateway.Tasks{Threshold: time.Minute, Long: []string{"fx/slow_*"}, Required: []string{"fx/failing_job"}})
+	ctx := pollCtx(t)
+	c := &taskclient.Client{URL: url}
+	created, err := c.CallTool(ctx, "fx__slow_compute", map[string]any{"seconds": 60})
+	if err != nil || created.ResultType != "task" {
+		t.Fatalf("a long tool: %+v %v", created, err)
+	}
+	if err := c.Cancel(ctx, created.TaskID); err != nil {
+		t.Fatal(err)
+	}
+	done, err := c.Poll(ctx, created.TaskID, nil)
+	if err != nil || done.Status != "cancelled" || done.Result != nil {
+		t.Fatalf("after cancel: %+v %v", done, err)
+	}
+	if err := c.Cancel(ctx, created.TaskID); err != nil {
+		t.Errorf("cancelling a cancelled task: %v", err)
+	}
+
+	var rpcErr *taskclient.Error
+	if _, err := c.Get(ctx, "mcptask-nope"); !errors.As(err, &rpcErr) || rpcErr.Code != -32602 {
+		t.Errorf("unknown task: %v", err)
+	}
+	if err := c.Update(ctx, "mcptask-nope", map[string]any{}); !errors.As(err, &rpcErr) || rpcErr.Code != -32602 {
+		t.Errorf("update of an unknown task: %v", err)
+	}
+
+	plain := &taskclient.Client{URL: url, NoExtension: true}
+	for _, m := range []func() error{
+		func() error { _, err := plain.Get(ctx, created.TaskID); return err },
+		func() error { return plain.Update(ctx, created.TaskID, map[string]any{}) },
+		func() error { return plain.Cancel(ctx, created.TaskID) },
+	} {
+		if err := m(); !errors.As(err, &rpcErr) || rpcErr.Code != -32021 || rpcErr.Status != http.StatusBadRequest {
+			t.Errorf("tasks/* without the extension: %v", err)
+		}
+	}
+
+	if _, err := plain.CallTool(ctx, "fx__failing_job", nil); !errors.As(err, &rpcErr) || rpcErr.Code != -32021 ||
+		!strings.Contains(string(rpcErr.Data), `"io.modelcontextprotocol/tasks"`) {
+		t.Errorf("a required-task tool without the extension: %v", err)
+	}
+	if res, err := c.CallTool(ctx, "fx__failing_job", nil); err != nil || res.ResultType != "task" {
+		t.Errorf("a required-task tool: %+v %v", res, err)
+	}
+
+	bad := &taskclient.Client{URL: url, Header: http.Header{"Mcp-Name": {"other"}}}
+	if _, err := bad.Get(ctx, created.TaskID); !errors.As(err, &rpcErr) || rpcErr.Code != -32020 || rpcErr.Status != http.StatusBadRequest {
+		t.Errorf("a mismatched Mcp-Name: %v", err)
+	}
+	bad = &taskclient.Client{URL: url, Header: http.Header{"Mcp-Method": {"tasks/cancel"}}}
+	if _, err := bad.Get(ctx, created.TaskID); !errors.As(err, &rpcErr) || rpcErr.Code != -32020 {
+		t.Errorf("a mismatched Mcp-Method: %v", err)
+	}
+	for _, m := range []string{"tasks/result", "tasks/list"} {
+		if _, err := c.Request(ctx, m, map[string]any{"taskId": created.TaskID}, created.TaskID); !errors.As(err, &rpcErr) || rpcErr.Code != -32601 {
+			t.Errorf("%s: %v", m, err)
+		}
+	}
+}
+
+// An approval inside a task shows as input_required with the question
+// under inputRequests; tasks/update answers it and the call runs; a
+// denial completes it refused; a client that cannot be asked is refused
+// at once.
+func TestTasksApproval(t *testing.T) {
+	url, _, _ := tasksGateway(t, t.TempDir(), gateway.Tasks{Threshold: time.Minute})
+	ctx := pollCtx(t)
+	c := &taskclient.Client{URL: url, Elicitation: true}
+	for _, answer := range []string{"once", "deny"} {
+		created, err := c.CallTool(ctx, "fx__slow_compute", map[string]any{"seconds": 0, "label": "ask-" + answer})
+		if err != nil || created.ResultType != "task" {
+			t.Fatalf("a call needing approval: %+v %v", created, err)
+		}
+		asked, err := c.Poll(ctx, created.TaskID, func(t *taskclient.Task) bool { return t.Status != "working" })
+		if err != nil || asked.Status != "input_required" || len(asked.InputRequests) != 1 {
+			t.Fatalf("asking: %+v %v", asked, err)
+		}
+		var key string
+		for k, q := range asked.InputRequests {
+			if q.Method != "elicitation/create" || !strings.Contains(string(q.Params), "approve the call to fx/slow_compute") {
+				t.Errorf("question %s: %+v", k, q)
+			}
+			key = k
+		}
+		// An answer to a key never asked is acked and changes nothing.
+		if err := c.Update(ctx, created.TaskID, map[string]any{"other": map[string]any{"action": "accept"}}); err != nil {
+			t.Fatal(err)
+		}
+		if again, _ := c.Get(ctx, created.TaskID); again.Status != "input_required" {
+			t.Errorf("after an answer to no question: %+v", again)
+		}
+		if err := c.Update(ctx, created.TaskID, map[string]any{key: map[string]any{"action": "accept", "content": map[string]any{"decision": answer}}}); err != nil {
+			t.Fatal(err)
+		}
+		done, err := c.Poll(ctx, created.TaskID, nil)
+		if err != nil || done.Status != "completed" {
+			t.Fatalf("after the answer %s: %+v %v", answer, done, err)
+		}
+		r, _ := done.ToolResult()
+		if answer == "once" && (r.IsError || !strings.Contains(r.Text(), "computed ask-once")) ||
+			answer == "deny" && (!r.IsError || !strings.Contains(r.Text(), "approval_denied")) {
+			t.Errorf("answer %s: result %s", answer, done.Result)
+		}
+	}
+	mute := &taskclient.Client{URL: url}
+	res, err := mute.CallTool(ctx, "fx__slow_compute", map[string]any{"seconds": 0, "label": "ask-mute"})
+	if err != nil || res.ResultType != "complete" {
+		t.Fatalf("no elicitation: %+v %v", res, err)
+	}
+	if r, _ := res.ToolResult(); !r.IsError {
+		t.Errorf("a call no one could approve ran: %s", res.Raw)
+	}
+}
+
+// A task running when the gateway closes ends failed, saying why; read
+// back from the task log after it is reopened, by a new gateway.
+func TestTasksOutliveTheGateway(t *testing.T) {
+	dir := t.TempDir()
+	url, _, g := tasksGateway(t, dir, gateway.Tasks{Threshold: 100 * time.Millisecond})
+	ctx := pollCtx(t)
+	c := &taskclient.Client{URL: url}
+	finished, err := c.CallTool(ctx, "fx__slow_compute", map[string]any{"seconds": 0.3, "label": "before"})
+	if err != nil || finished.TaskID == "" {
+		t.Fatalf("%+v %v", finished, err)
+	}
+	if _, err := c.Poll(ctx, finished.TaskID, nil); err != nil {
+		t.Fatal(err)
+	}
+	running, err := c.CallTool(ctx, "fx__slow_compute", map[string]any{"seconds": 60, "label": "during"})
+	if err != nil || running.TaskID == "" {
+		t.Fatalf("%+v %v", running, err)
+	}
+	g.BeginShutdown()
+	g.Close()
+
+	dir2 := dir
+	url2, _, _ := tasksGateway(t, dir2, gateway.Tasks{})
+	c2 := &taskclient.Client{URL: url2}
+	if got, err := c2.Get(ctx, finished.TaskID); err != nil || got.Status != "completed" {
+		t.Errorf("the finished task after the restart: %+v %v", got, err)
+	}
+	got, err := c2.Get(ctx, running.TaskID)
+	if err != nil || got.Status != "failed" || got.Error == nil || got.Error.Message != "interrupted: the gateway stopped" {
+		t.Errorf("the task running at the restart: %+v %v", got, err)
+	}
+}
+
+// A 2025-11-25 session that declared the extension at initialize gets
+// tasks on its calls (a request of the session, with no 2026-07-28
+// _meta); the server announced the extension; a session that did not
+// declare it gets plain results and -32021.
+func TestTasksSessionDeclared(t *testing.T) {
+	url, _, _ := tasksGateway(t, t.TempDir(), gateway.Tasks{Threshold: 100 * time.Millisecond})
+	ctx := pollCtx(t)
+	caps := &mcp.ClientCapabilities{}
+	caps.AddExtension(taskclient.Extension, map[string]any{})
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "tasks"}, &mcp.ClientOptions{Capabilities: caps}).
+		Connect(ctx, &mcp.StreamableClientTransport{Endpoint: url}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	if ext := cs.InitializeResult().Capabilities.Extensions; ext[taskclient.Extension] == nil {
+		t.Errorf("the extension is not announced: %+v", cs.InitializeResult().Capabilities)
+	}
+	c := &taskclient.Client{URL: url, SessionID: cs.ID()}
+	created, err := c.CallTool(ctx, "fx__slow_compute", map[string]any{"seconds": 0.5, "label": "session"})
+	if err != nil || created.ResultType != "task" {
+		t.Fatalf("a session's call: %+v %v", created, err)
+	}
+	if done, err := c.Poll(ctx, created.TaskID, nil); err != nil || done.Status != "completed" {
+		t.Fatalf("%+v %v", done, err)
+	}
+
+	plain, err := mcp.NewClient(&mcp.Implementation{Name: "plain"}, nil).Connect(ctx, &mcp.StreamableClientTransport{Endpoint: url}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer plain.Close()
+	res, err := plain.CallTool(ctx, &mcp.CallToolParams{Name: "fx__slow_compute", Arguments: map[string]any{"seconds": 0.5, "label": "plain"}})
+	if err != nil || res.IsError || !strings.Contains(testservers.ResultText(res), "computed plain") {
+		t.Fatalf("a session without the extension: %+v %v", res, err)
+	}
+	pc := &taskclient.Client{URL: url, SessionID: plain.ID()}
+	var rpcErr *taskclient.Error
+	if _, err := pc.Get(ctx, created.TaskID); !errors.As(err, &rpcErr) || rpcErr.Code != -32021 || rpcErr.Status != http.StatusOK {
+		t.Errorf("tasks/get of a session without the extension: %v", err)
+	}
+}
+
+// A task's progress (the call's progress reports) shows on tasks/get
+// while it works, its message as the statusMessage.
+func TestTasksProgress(t *testing.T) {
+	url, _, _ := tasksGateway(t, t.TempDir(), gateway.Tasks{Threshold: 100 * time.Millisecond})
+	ctx := pollCtx(t)
+	c := &taskclient.Client{URL: url}
+	created, err := c.CallTool(ctx, "fx__progress", map[string]any{"steps": 4, "delay_ms": 700})
+	if err != nil || created.ResultType != "task" {
+		t.Fatalf("%+v %v", created, err)
+	}
+	seen, err := c.Poll(ctx, created.TaskID, func(t *taskclient.Task) bool {
+		return t.Final() || strings.Contains(string(t.Raw), `"toolmux/progress"`)
+	})
+	if err != nil || seen.Final() || !strings.Contains(seen.StatusMessage, "step ") {
+		t.Errorf("no progress seen while working: %+v %v", seen, err)
+	}
+	if done, err := c.Poll(ctx, created.TaskID, nil); err != nil || done.Status != "completed" || strings.Contains(string(done.Raw), "toolmux/progress") {
+		t.Errorf("%+v %v", done, err)
+	}
+}
+
+// A task's question is put to the page's queue too (ElicitApprover.Also):
+// an answer there runs the call, and the task's question is withdrawn.
+func TestTasksApprovalOnThePage(t *testing.T) {
+	queue := api.NewApprovals(&api.ApprovalOptions{Timeout: time.Minute, Expect: true})
+	url, _, _ := tasksGateway(t, t.TempDir(), gateway.Tasks{Threshold: time.Minute}, gateway.ElicitApprover{Also: queue})
+	ctx := pollCtx(t)
+	c := &taskclient.Client{URL: url, Elicitation: true}
+	created, err := c.CallTool(ctx, "fx__slow_compute", map[string]any{"seconds": 0, "label": "ask-page"})
+	if err != nil || created.ResultType != "task" {
+		t.Fatalf("%+v %v", created, err)
+	}
+	if asked, err := c.Poll(ctx, created.TaskID, func(t *taskclient.Task) bool { return t.Status != "working" }); err != nil || asked.Status != "input_required" {
+		t.Fatalf("asking: %+v %v", asked, err)
+	}
+	var pending []api.Pending
+	if !testservers.Eventually(10*time.Second, func() bool { pending = queue.Pending(); return len(pending) == 1 }) {
+		t.Fatal("the question never reached the page's queue")
+	}
+	once, _ := policy.AnswerNamed("once")
+	if err := queue.Decide(pending[0].ID, once); err != nil {
+		t.Fatal(err)
+	}
+	done, err := c.Poll(ctx, created.TaskID, nil)
+	if err != nil || done.Status != "completed" {
+		t.Fatalf("%+v %v", done, err)
+	}
+	if r, _ := done.ToolResult(); r.IsError || !strings.Contains(r.Text(), "computed ask-page") {
+		t.Errorf("result %s", done.Result)
+	}
+}
+
+// asEventStream answers the tools/calls h answers with JSON as an event
+// stream of that one message, as servers that stream every answer do.
+func asEventStream(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		if !bytes.Contains(body, []byte(`"tools/call"`)) {
+			h.ServeHTTP(w, r)
+			return
+		}
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, r)
+		for k, v := range rec.Header() {
+			w.Header()[k] = v
+		}
+		if !strings.HasPrefix(rec.Header().Get("Content-Type"), "application/json") {
+			w.WriteHeader(rec.Code)
+			w.Write(rec.Body.Bytes())
+			return
+		}
+		w.Header().Set("Content-Type", "text/event-stream")
+		w.Header().Del("Content-Length")
+		w.WriteHeader(rec.Code)
+		fmt.Fprintf(w, "event: message\ndata: %s\n\n", bytes.TrimSpace(rec.Body.Bytes()))
+	})
+}
+
+// An upstream server that offers tasks (here a toolmux gateway with tasks
+// on, its answers as JSON or as an event stream) answers a long call of
+// the source with a task, which the source follows to its result: the
+// call is an ordinary call to everything above it; a call cancelled
+// meanwhile cancels the server's task.
+func TestTasksUpstream(t *testing.T) {
+	for _, stream := range []bool{false, true} {
+		t.Run(fmt.Sprintf("event-stream=%v", stream), func(t *testing.T) {
+			upURL, upLog, g := tasksGateway(t, t.TempDir(), gateway.Tasks{Threshold: 50 * time.Millisecond, PollInterval: 50 * time.Millisecond})
+			if stream {
+				srv := httptest.NewServer(asEventStream(g.Mux("", gateway.Security{Loopback: true})))
+				t.Cleanup(srv.Close)
+				upURL = srv.URL + "/mcp"
+			}
+			src, err := mcpsource.New(mcpsource.Config{Name: "up", Transport: mcpsource.StreamableHTTP, URL: upURL})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer src.Close()
+			ctx := pollCtx(t)
+			res, err := src.Call(ctx, "fx__slow_compute", map[string]any{"seconds": 0.4, "label": "upstream"})
+			if err != nil || res.IsError || len(res.Content) == 0 || !strings.Contains(res.Content[0].Text, "computed upstream") {
+				t.Fatalf("a call the server made a task: %+v %v", res, err)
+			}
+			tasks, err := upLog.MCPTasks(ctx, tasklog.MCPTaskFilter{})
+			if err != nil || len(tasks) != 1 || tasks[0].Status != tasklog.MCPCompleted {
+				t.Fatalf("the server's tasks: %+v %v", tasks, err)
+			}
+			// A failed task is the server's error answer.
+			if _, err := src.Call(ctx, "fx__protocol_error_job", nil); err == nil || !strings.Contains(err.Error(), "the job broke") {
+				t.Errorf("a failed task: %v", err)
+			}
+
+			// A client of a gateway in front of that source gets a task of
+			// this gateway's for the call, which follows the server's.
+			m, err := manager.New(manager.WithSource(src, manager.ServerOptions{}))
+			if err != nil {
+				t.Fatal(err)
+			}
+			downLog, err := tasklog.Open(ctx, t.TempDir())
+			if err != nil {
+				t.Fatal(err)
+			}
+			down := gateway.New(m, gateway.Options{Tasks: gateway.Tasks{Store: downLog, Threshold: 50 * time.Millisecond}})
+			downSrv := httptest.NewServer(down.Mux("", gateway.Security{Loopback: true}))
+			defer func() {
+				downSrv.CloseClientConnections()
+				downSrv.Close()
+				down.Close()
+				downLog.Close()
+			}()
+			c := &taskclient.Client{URL: downSrv.URL + "/mcp"}
+			created, err := c.CallTool(ctx, "up__fx__slow_compute", map[string]any{"seconds": 0.4, "label": "twice"})
+			if err != nil || created.ResultType != "task" {
+				t.Fatalf("through two gateways: %+v %v", created, err)
+			}
+			if done, err := c.Poll(ctx, created.TaskID, nil); err != nil || done.Status != "completed" || !strings.Contains(string(done.Result), "computed twice") {
+				t.Errorf("through two gateways: %+v %v", done, err)
+			}
+
+			cctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
+			defer cancel()
+			if _, err := src.Call(cctx, "fx__slow_compute", map[string]any{"seconds": 60, "label": "cancelled"}); err == nil {
+				t.Fatal("a call past its deadline succeeded")
+			}
+			if !testservers.Eventually(10*time.Second, func() bool {
+				ts, _ := upLog.MCPTasks(ctx, tasklog.MCPTaskFilter{Status: tasklog.MCPCancelled})
+				return len(ts) == 1
+			}) {
+				ts, _ := upLog.MCPTasks(ctx, tasklog.MCPTaskFilter{})
+				t.Errorf("the server's task was not cancelled: %+v", ts)
+			}
+		})
+	}
+}
+
+// A task's approval question unanswered within the approval timeout is
+// withdrawn and the call refused, as any approval nobody answers.
+func TestTasksApprovalTimeout(t *testing.T) {
+	url, _, _ := tasksGateway(t, t.TempDir(), gateway.Tasks{Threshold: time.Minute, ApprovalTimeout: 300 * time.Millisecond})
+	ctx := pollCtx(t)
+	c := &taskclient.Client{URL: url, Elicitation: true}
+	created, err := c.CallTool(ctx, "fx__slow_compute", map[string]any{"seconds": 0, "label": "ask-nobody"})
+	if err != nil || created.ResultType != "task" {
+		t.Fatalf("%+v %v", created, err)
+	}
+	done, err := c.Poll(ctx, created.TaskID, nil)
+	if err != nil || done.Status != "completed" || done.InputRequests != nil {
+		t.Fatalf("%+v %v", done, err)
+	}
+	if r, _ := done.ToolResult(); !r.IsError || !strings.Contains(r.Text(), "approval_denied") || !strings.Contains(r.Text(), "did not answer within 300ms") {
+		t.Errorf("an unanswered question: %s", done.Result)
+	}
+}
+
+// A task expires with the task log's retention: once the journal segment
+// holding its newest state is dropped, tasks/get says it is unknown
+// (-32602); ttlMs says how long that is.
+func TestTasksExpire(t *testing.T) {
+	dir := t.TempDir()
+	ctx := pollCtx(t)
+	log, err := tasklog.Open(ctx, dir, tasklog.WithSegmentBytes(8<<10), tasklog.WithRetention(tasklog.Retention{MaxAge: 24 * time.Hour}),
+		tasklog.WithRetentionInterval(time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer log.Close()
+	url, _, _ := tasksGateway(t, dir, gateway.Tasks{Store: log, Threshold: 50 * time.Millisecond, TTL: 24 * time.Hour})
+	c := &taskclient.Client{URL: url}
+	old, err := c.CallTool(ctx, "fx__slow_compute", map[string]any{"seconds": 0.3, "label": "old"})
+	if err != nil || old.ResultType != "task" || old.TTLMs == nil || *old.TTLMs != 86400000 {
+		t.Fatalf("%+v %v", old, err)
+	}
+	if _, err := c.Poll(ctx, old.TaskID, nil); err != nil {
+		t.Fatal(err)
+	}
+	// More records, then a day and a half passes for what is written.
+	for i := range 20 {
+		if err := log.PutMCPTask(ctx, tasklog.MCPTask{ID: fmt.Sprintf("pad-%d", i), Status: tasklog.MCPCompleted, Tool: "x",
+			Result: json.RawMessage(`{"content":[{"type":"text","text":"` + strings.Repeat("p", 1000) + `"}]}`)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	segs, _ := filepath.Glob(filepath.Join(dir, tasklog.JournalDir, "*.seg"))
+	for _, s := range segs {
+		mt := time.Now().Add(-36 * time.Hour)
+		os.Chtimes(s, mt, mt)
+	}
+	fresh, err := c.CallTool(ctx, "fx__slow_compute", map[string]any{"seconds": 0.3, "label": "fresh"})
+	if err != nil || fresh.ResultType != "task" {
+		t.Fatalf("%+v %v", fresh, err)
+	}
+	if _, err := c.Poll(ctx, fresh.TaskID, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := log.EnforceRetention(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var rpcErr *taskclient.Error
+	if _, err := c.Get(ctx, old.TaskID); !errors.As(err, &rpcErr) || rpcErr.Code != -32602 {
+		t.Errorf("an expired task: %v", err)
+	}
+	if got, err := c.Get(ctx, fresh.TaskID); err != nil || got.Status != "completed" {
+		t.Errorf("a recent task: %+v %v", got, err)
+	}
+}
