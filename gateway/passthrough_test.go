@@ -267,6 +267,11 @@ func (e *events) read(f func(*events) bool) bool {
 // questions.
 var approvalAnswer atomic.Value
 
+// legacySession has a client open a session (protocol 2025-11-25): the
+// go-sdk's client asks for 2026-07-28 by default, which a passthrough route
+// serves without sessions (passthrough_modern_test.go).
+var legacySession = &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"}
+
 func dial(t *testing.T, url string, ev *events) *mcp.ClientSession {
 	t.Helper()
 	return dialOver(t, &mcp.StreamableClientTransport{Endpoint: url}, ev)
@@ -308,7 +313,7 @@ func dialOver(t *testing.T, transport mcp.Transport, ev *events) *mcp.ClientSess
 	ev.client = c
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	cs, err := c.Connect(ctx, transport, nil)
+	cs, err := c.Connect(ctx, transport, legacySession)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -700,7 +705,7 @@ func TestPassthroughServerDown(t *testing.T) {
 	} {
 		pt := servePassthrough(t, c.cfg)
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-		_, err := mcp.NewClient(&mcp.Implementation{Name: "test"}, nil).Connect(ctx, &mcp.StreamableClientTransport{Endpoint: pt.url}, nil)
+		_, err := mcp.NewClient(&mcp.Implementation{Name: "test"}, nil).Connect(ctx, &mcp.StreamableClientTransport{Endpoint: pt.url}, legacySession)
 		cancel()
 		for _, w := range c.want {
 			if err == nil || !strings.Contains(err.Error(), w) {
