@@ -426,6 +426,9 @@ type link struct {
 	err   error         // why it failed; set before ready is closed
 	cs    *mcp.ClientSession
 	conn  *mcpsource.Conn
+	// upLegacy is set once the server is known to speak a protocol before
+	// 2026-07-28 on the link (legacyMeta).
+	upLegacy atomic.Bool
 
 	// closing is cancelled when the link ends: every request forwarded in
 	// either direction is bound to it, because closing a go-sdk session
@@ -559,7 +562,7 @@ func (l *link) connect(version string) error {
 		ResourceListChangedHandler: func(context.Context, *mcp.ResourceListChangedRequest) {},
 	})
 	client.AddReceivingMiddleware(l.fromServer)
-	client.AddSendingMiddleware(rewriteNotification, captureInput)
+	client.AddSendingMiddleware(rewriteNotification, captureInput, l.legacyMeta)
 
 	conn, err := mcpsource.Dial(cfg)
 	if err != nil {
@@ -584,6 +587,8 @@ func (l *link) connect(version string) error {
 		l.cs, l.conn = cs, conn
 		if l.modernUp() {
 			l.r.upModern.Store(true)
+		} else {
+			l.upLegacy.Store(true)
 		}
 		// life is cancelled with l.closing.
 		return nil

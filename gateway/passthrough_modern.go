@@ -14,6 +14,7 @@ import (
 	"io"
 	"maps"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -441,6 +442,35 @@ func addHeaderTool(s *mcp.Server, t *mcp.Tool) {
 	s.AddTool(t, func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		return nil, errors.New("toolmux: not reached: the route answers tools/call")
 	})
+}
+
+// eraMeta are the _meta keys of the sessionless protocol's requests: the
+// client's version, identity, capabilities and log level.
+var eraMeta = []string{mcp.MetaKeyProtocolVersion, mcp.MetaKeyClientInfo, mcp.MetaKeyClientCapabilities, mcp.MetaKeyLogLevel}
+
+// legacyMeta is a sending middleware of every upstream client: a request
+// of a 2026-07-28 client goes to a server on an older protocol without
+// the keys of the newer one, which such a server takes as a request of the
+// newer protocol and refuses.
+func (l *link) legacyMeta(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		if l.ss != nil || !l.upLegacy.Load() {
+			return next(ctx, method, req)
+		}
+		if p := req.GetParams(); !isNil(p) {
+			if m := p.GetMeta(); m != nil && slices.ContainsFunc(eraMeta, func(k string) bool { _, ok := m[k]; return ok }) {
+				m = maps.Clone(m)
+				for _, k := range eraMeta {
+					delete(m, k)
+				}
+				if len(m) == 0 {
+					m = nil
+				}
+				p.SetMeta(m)
+			}
+		}
+		return next(ctx, method, req)
+	}
 }
 
 type inputHolderKey struct{}
