@@ -117,6 +117,7 @@ func (r *route) close() error {
 	r.closed = true
 	r.mu.Unlock()
 	r.stop()
+	r.parks.close()
 	r.wg.Wait()
 	// Sessions that never got a link (closed before they initialized).
 	var errs []error

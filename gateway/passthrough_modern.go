@@ -923,9 +923,14 @@ func (k *parking) take(id, key string) *parked {
 	return p
 }
 
-// parkedCount is how many calls are parked.
-func (k *parking) parkedCount() int {
+// close withdraws every parked call (the route closes).
+func (k *parking) close() {
 	k.mu.Lock()
-	defer k.mu.Unlock()
-	return len(k.calls)
+	calls := k.calls
+	k.calls = map[string]*parked{}
+	k.mu.Unlock()
+	for _, p := range calls {
+		p.timer.Stop()
+		p.cancel()
+	}
 }

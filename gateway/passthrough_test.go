@@ -279,7 +279,13 @@ func dial(t *testing.T, url string, ev *events) *mcp.ClientSession {
 
 func dialOver(t *testing.T, transport mcp.Transport, ev *events) *mcp.ClientSession {
 	t.Helper()
-	c := mcp.NewClient(&mcp.Implementation{Name: "passthrough-test"}, &mcp.ClientOptions{
+	return dialWith(t, transport, ev, "passthrough-test", legacySession)
+}
+
+// dialWith is dialOver with a client name and session options of its own.
+func dialWith(t *testing.T, transport mcp.Transport, ev *events, name string, opts *mcp.ClientSessionOptions) *mcp.ClientSession {
+	t.Helper()
+	c := mcp.NewClient(&mcp.Implementation{Name: name}, &mcp.ClientOptions{
 		CreateMessageHandler: func(_ context.Context, req *mcp.CreateMessageRequest) (*mcp.CreateMessageResult, error) {
 			return &mcp.CreateMessageResult{Role: "assistant", Model: "m", Content: &mcp.TextContent{Text: "a sample"}}, nil
 		},
@@ -313,7 +319,7 @@ func dialOver(t *testing.T, transport mcp.Transport, ev *events) *mcp.ClientSess
 	ev.client = c
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	cs, err := c.Connect(ctx, transport, legacySession)
+	cs, err := c.Connect(ctx, transport, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
