@@ -4,9 +4,12 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -187,4 +190,87 @@ func modernCall(t *testing.T, url, name, state string) map[string]any {
 		t.Fatalf("no result: %s", raw)
 	}
 	return msg.Result
+}
+
+// startModernOnly serves an MCP server that speaks only 2026-07-28
+// (stateless): its tools ask by input_required (ask: elicitation, sample:
+// sampling) and add a tool (add_tool), a list change for its listeners.
+func startModernOnly(t *testing.T) string {
+	t.Helper()
+	s := mcp.NewServer(&mcp.Implementation{Name: "modern-only", Version: "1"}, &mcp.ServerOptions{SupportedProtocolVersions: []string{"2026-07-28"}})
+	type none struct{}
+	text := func(s string) *mcp.CallToolResult {
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: s}}}
+	}
+	// Read-only: the gateway asks no approval of them.
+	ro := &mcp.ToolAnnotations{ReadOnlyHint: true}
+	mcp.AddTool(s, &mcp.Tool{Name: "ask", Annotations: ro}, func(_ context.Context, req *mcp.CallToolRequest, _ none) (*mcp.CallToolResult, any, error) {
+		if a, ok := req.Params.InputResponses["name"].(*mcp.ElicitResult); ok {
+			return text(fmt.Sprintf("%s %v", a.Action, a.Content["name"])), nil, nil
+		}
+		return &mcp.CallToolResult{InputRequests: mcp.InputRequestMap{"name": &mcp.ElicitParams{Message: "your name?",
+			RequestedSchema: map[string]any{"type": "object", "properties": map[string]any{"name": map[string]any{"type": "string"}}}}}}, nil, nil
+	})
+	mcp.AddTool(s, &mcp.Tool{Name: "sample", Annotations: ro}, func(_ context.Context, req *mcp.CallToolRequest, _ none) (*mcp.CallToolResult, any, error) {
+		if a, ok := req.Params.InputResponses["q"].(*mcp.CreateMessageWithToolsResult); ok && len(a.Content) > 0 {
+			if tc, ok := a.Content[0].(*mcp.TextContent); ok {
+				return text("sampled: " + tc.Text), nil, nil
+			}
+		}
+		return &mcp.CallToolResult{InputRequests: mcp.InputRequestMap{"q": &mcp.CreateMessageParams{MaxTokens: 10,
+			Messages: []*mcp.SamplingMessage{{Role: "user", Content: &mcp.TextContent{Text: "hello?"}}}}}}, nil, nil
+	})
+	mcp.AddTool(s, &mcp.Tool{Name: "add_tool", Annotations: ro}, func(context.Context, *mcp.CallToolRequest, none) (*mcp.CallToolResult, any, error) {
+		mcp.AddTool(s, &mcp.Tool{Name: "added"}, func(context.Context, *mcp.CallToolRequest, none) (*mcp.CallToolResult, any, error) {
+			return text("added"), nil, nil
+		})
+		return text("adding"), nil, nil
+	})
+	hs := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, &mcp.StreamableHTTPOptions{Stateless: true}))
+	t.Cleanup(hs.Close)
+	return hs.URL
+}
+
+// A client with a session (2025-11-25) on a route whose server speaks
+// only 2026-07-28: the server's input_required questions are asked of the
+// client on its session and the call made again with the answers; the
+// server's list changes (on the link's subscriptions/listen) reach the
+// client's session.
+func TestPassthroughLegacyClientModernServer(t *testing.T) {
+	url := startModernOnly(t)
+	pt := servePassthrough(t, mcpsource.Config{Name: "m", Transport: mcpsource.StreamableHTTP, URL: url})
+	var toolsChanged atomic.Int32
+	ev := &events{}
+	c := mcp.NewClient(&mcp.Implementation{Name: "legacy"}, &mcp.ClientOptions{
+		ElicitationHandler: func(_ context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+			ev.add(func(e *events) { e.asked = append(e.asked, req.Params.Message) })
+			return &mcp.ElicitResult{Action: "accept", Content: map[string]any{"name": "Ada"}}, nil
+		},
+		CreateMessageHandler: func(context.Context, *mcp.CreateMessageRequest) (*mcp.CreateMessageResult, error) {
+			return &mcp.CreateMessageResult{Role: "assistant", Model: "m", Content: &mcp.TextContent{Text: "a sample"}}, nil
+		},
+		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) { toolsChanged.Add(1) },
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cs, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: pt.url}, legacySession)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cs.Close() })
+	if got := callText(t, cs, "ask"); got != "accept Ada" {
+		t.Errorf("ask: %q", got)
+	}
+	if !ev.read(func(e *events) bool { return len(e.asked) == 1 && e.asked[0] == "your name?" }) {
+		t.Errorf("asked: %q", ev.asked)
+	}
+	if got := callText(t, cs, "sample"); got != "sampled: a sample" {
+		t.Errorf("sample: %q", got)
+	}
+	if got := callText(t, cs, "add_tool"); got != "adding" {
+		t.Errorf("add_tool: %q", got)
+	}
+	if !testservers.Eventually(5*time.Second, func() bool { return toolsChanged.Load() > 0 }) {
+		t.Error("the server's tools/list_changed did not reach the client's session")
+	}
 }
