@@ -593,11 +593,15 @@ type gatewayState struct {
 	Approvals mcp.InputResponseMap `json:"a,omitempty"`
 	Upstream  string               `json:"u,omitempty"`
 	Parked    string               `json:"p,omitempty"`
+	// Issued is when (Unix seconds): approvals carried are good for the
+	// retries of one call, not for calls made again later.
+	Issued int64 `json:"t"`
 }
 
 // sealState encodes s, signed with the route's key so that a client
 // cannot forge an approval.
 func (r *route) sealState(s gatewayState) string {
+	s.Issued = time.Now().Unix()
 	b, _ := json.Marshal(s)
 	mac := hmac.New(sha256.New, r.stateKey[:])
 	mac.Write(b)
@@ -632,6 +636,10 @@ func (r *route) openState(state string) (gatewayState, error) {
 	var s gatewayState
 	if err := json.Unmarshal(b, &s); err != nil {
 		return gatewayState{}, errTamperedState
+	}
+	if age := time.Since(time.Unix(s.Issued, 0)); age > r.parks.timeout+time.Minute {
+		return gatewayState{}, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf(
+			"toolmux: the requestState is %s old; make the request again without it", age.Round(time.Second))}
 	}
 	return s, nil
 }

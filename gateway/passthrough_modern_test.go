@@ -211,6 +211,14 @@ func startModernOnly(t *testing.T) string {
 		return &mcp.CallToolResult{InputRequests: mcp.InputRequestMap{"name": &mcp.ElicitParams{Message: "your name?",
 			RequestedSchema: map[string]any{"type": "object", "properties": map[string]any{"name": map[string]any{"type": "string"}}}}}}, nil, nil
 	})
+	// Not read-only: the gateway asks an approval first.
+	mcp.AddTool(s, &mcp.Tool{Name: "ask_write"}, func(_ context.Context, req *mcp.CallToolRequest, _ none) (*mcp.CallToolResult, any, error) {
+		if a, ok := req.Params.InputResponses["name"].(*mcp.ElicitResult); ok {
+			return text(fmt.Sprintf("wrote for %v", a.Content["name"])), nil, nil
+		}
+		return &mcp.CallToolResult{InputRequests: mcp.InputRequestMap{"name": &mcp.ElicitParams{Message: "your name?",
+			RequestedSchema: map[string]any{"type": "object", "properties": map[string]any{"name": map[string]any{"type": "string"}}}}}}, nil, nil
+	})
 	mcp.AddTool(s, &mcp.Tool{Name: "sample", Annotations: ro}, func(_ context.Context, req *mcp.CallToolRequest, _ none) (*mcp.CallToolResult, any, error) {
 		if a, ok := req.Params.InputResponses["q"].(*mcp.CreateMessageWithToolsResult); ok && len(a.Content) > 0 {
 			if tc, ok := a.Content[0].(*mcp.TextContent); ok {
@@ -272,5 +280,28 @@ func TestPassthroughLegacyClientModernServer(t *testing.T) {
 	}
 	if !testservers.Eventually(5*time.Second, func() bool { return toolsChanged.Load() > 0 }) {
 		t.Error("the server's tools/list_changed did not reach the client's session")
+	}
+}
+
+// A 2026-07-28 client on a route whose server speaks 2026-07-28 too: the
+// server's questions and the client's answers cross as they are, after the
+// gateway's own approval, which is asked once: its answer rides in the
+// gateway's requestState through the server's round.
+func TestPassthroughModernApprovalThenServerQuestion(t *testing.T) {
+	url := startModernOnly(t)
+	pt := servePassthrough(t, mcpsource.Config{Name: "m", Transport: mcpsource.StreamableHTTP, URL: url})
+	ev := &events{}
+	cs := dialWith(t, &mcp.StreamableClientTransport{Endpoint: pt.url}, ev, "modern-test", modern)
+	approvalAnswer.Store("once")
+	if got := callText(t, cs, "ask_write"); got != "wrote for Ada" {
+		t.Errorf("ask_write: %q", got)
+	}
+	if !ev.read(func(e *events) bool {
+		return len(e.asked) == 2 && strings.HasPrefix(e.asked[0], "toolmux: approve") && e.asked[1] == "your name?"
+	}) {
+		t.Errorf("asked: %q", ev.asked)
+	}
+	if got := callText(t, cs, "sample"); got != "sampled: a sample" {
+		t.Errorf("sample: %q", got)
 	}
 }
