@@ -213,21 +213,17 @@ func (r *route) sharedLink(ctx context.Context, init *mcp.InitializeParams) (*li
 	}
 	l := r.shared[key]
 	if l == nil {
-		s, refusal, report := r.takeLocked()
-		if refusal != nil {
-			// A link of 2026-07-28 clients holds no session of theirs: an
-			// idle one is ended to make room.
+		if r.used >= r.max {
 			if victim := r.idleSharedLocked(); victim != nil {
-				r.refused-- // not refused after all
 				r.mu.Unlock()
-				victim.stop()
-				select {
-				case <-victim.ended:
-				case <-ctx.Done():
-					return nil, ctx.Err()
+				if err := r.evict(ctx, victim); err != nil {
+					return nil, err
 				}
 				return r.sharedLink(ctx, init)
 			}
+		}
+		s, refusal, report := r.takeLocked()
+		if refusal != nil {
 			r.mu.Unlock()
 			if report {
 				r.reportRefusal()
@@ -252,6 +248,37 @@ func (r *route) sharedLink(ctx context.Context, init *mcp.InitializeParams) (*li
 		return nil, l.err
 	}
 	return l, nil
+}
+
+// takeRoom is take, ending the idle link of 2026-07-28 clients unused the
+// longest when the route is full: such a link holds no client's session,
+// and the next request of its clients opens one again.
+func (r *route) takeRoom(ctx context.Context) (*slot, *jsonrpc.Error) {
+	for {
+		r.mu.Lock()
+		var victim *link
+		if !r.closed && r.used >= r.max {
+			victim = r.idleSharedLocked()
+		}
+		r.mu.Unlock()
+		if victim == nil {
+			return r.take()
+		}
+		if err := r.evict(ctx, victim); err != nil {
+			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: err.Error()}
+		}
+	}
+}
+
+// evict ends l and waits until its place is free.
+func (r *route) evict(ctx context.Context, l *link) error {
+	l.stop()
+	select {
+	case <-l.ended:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // anyClient keys the one link of every 2026-07-28 client when the server

@@ -118,7 +118,8 @@ func TestPassthroughParkedBounds(t *testing.T) {
 }
 
 // When the route is full of other 2026-07-28 clients' links, an idle one
-// is ended to make room instead of refusing the new client.
+// is ended to make room instead of refusing the new client, whatever its
+// protocol.
 func TestPassthroughModernLinksMakeRoom(t *testing.T) {
 	up := startUpstream(t)
 	cfg := mcpsource.Config{Name: "up", Transport: mcpsource.StreamableHTTP, URL: up.url}
@@ -131,6 +132,11 @@ func TestPassthroughModernLinksMakeRoom(t *testing.T) {
 	}
 	if rs := pt.g.PassthroughSessions(); len(rs) != 1 || rs[0].Open > 1 || rs[0].Refused != 0 {
 		t.Errorf("sessions: %+v", rs)
+	}
+	// A client with a session gets the place too.
+	cs := dialWith(t, &mcp.StreamableClientTransport{Endpoint: pt.url}, &events{}, "legacy", legacySession)
+	if got := callText(t, cs, "secret"); got != "secret" {
+		t.Errorf("legacy: %q", got)
 	}
 }
 

@@ -246,7 +246,7 @@ func (r *route) serveHTTP(w http.ResponseWriter, req *http.Request) {
 		r.handler.ServeHTTP(w, req)
 		return
 	}
-	s, refusal := r.take()
+	s, refusal := r.takeRoom(req.Context())
 	if refusal != nil {
 		refuse(w, body, refusal)
 		return
