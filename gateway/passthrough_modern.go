@@ -713,9 +713,6 @@ func (r *route) callToolModern(ctx context.Context, l *link, ss *mcp.ServerSessi
 	release := l.use()
 	go func() {
 		defer r.wg.Done()
-		defer release()
-		defer stop()
-		defer p.cancel()
 		res, err := r.governed(context.WithValue(p.ctx, parkKey{}, p), l, &params, args)
 		if err == nil && res.InputRequests != nil {
 			// Questions for the client, the gateway's or the server's:
@@ -737,6 +734,11 @@ func (r *route) callToolModern(ctx context.Context, l *link, ss *mcp.ServerSessi
 		if err == nil && res.InputRequests == nil {
 			res, err = completed(res)
 		}
+		// The link is released before the client has the answer, so that
+		// its next request finds the link idle.
+		p.cancel()
+		stop()
+		release()
 		p.done <- outcome{res, err}
 	}()
 	return r.await(ctx, ss, p)
