@@ -311,3 +311,37 @@ func TestPassthroughModernApprovalThenServerQuestion(t *testing.T) {
 		t.Errorf("sample: %q", got)
 	}
 }
+
+// 2026-07-28 clients of a stdio server (which speaks 2025-11-25): one
+// process per client identity, shared by that identity's requests, ended
+// after the route's idle timeout without a request, and by Close.
+func TestPassthroughModernStdio(t *testing.T) {
+	cfg := mcpsource.Config{Name: "fx", Transport: mcpsource.Stdio, Command: testservers.Fixture(t)}
+	pt := serveRoute(t, cfg, gateway.Route{Server: cfg, IdleTimeout: 300 * time.Millisecond})
+	pid := func(cs *mcp.ClientSession) int {
+		var n int
+		if _, err := fmt.Sscan(callText(t, cs, "pid"), &n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	a := dialWith(t, &mcp.StreamableClientTransport{Endpoint: pt.url}, &events{}, "a", modern)
+	a2 := dialWith(t, &mcp.StreamableClientTransport{Endpoint: pt.url}, &events{}, "a", modern)
+	b := dialWith(t, &mcp.StreamableClientTransport{Endpoint: pt.url}, &events{}, "b", modern)
+	pa, pa2, pb := pid(a), pid(a2), pid(b)
+	if pa != pa2 || pa == pb || pa == 0 {
+		t.Fatalf("identities a, a, b got processes %d, %d, %d", pa, pa2, pb)
+	}
+	if !testservers.Eventually(10*time.Second, func() bool { return testservers.ProcessGone(pa) && testservers.ProcessGone(pb) }) {
+		t.Fatalf("processes %d and %d outlived the idle timeout", pa, pb)
+	}
+	// The next request opens the link again.
+	pa3 := pid(a)
+	if pa3 == pa || pa3 == 0 {
+		t.Errorf("after idling out: process %d", pa3)
+	}
+	pt.g.Close()
+	if !testservers.ProcessGone(pa3) {
+		t.Errorf("process %d outlived Close", pa3)
+	}
+}
