@@ -339,6 +339,14 @@ type Passthrough struct {
 	// IdleTimeout ends a client session that has made no request for this
 	// long, and with it the server's session (and process).
 	IdleTimeout time.Duration
+	// MaxParked bounds the tool calls of 2026-07-28 clients waiting at
+	// once, upstream, for their client's answer to a question of the
+	// server's (put to the client as input_required); one more is
+	// cancelled.
+	MaxParked int
+	// ParkTimeout is how long such a call waits for the client's retry
+	// before it is withdrawn and cancelled upstream.
+	ParkTimeout time.Duration
 }
 
 // ToolSearch is tool search on an MCP endpoint of toolmux serve

@@ -463,14 +463,16 @@ func TestPassthrough(t *testing.T) {
     command: b
   c:
     url: http://localhost:1/mcp
-    passthrough: {max_sessions: 2, idle_timeout: 30s}
+    passthrough: {max_sessions: 2, idle_timeout: 30s, park_timeout: 10s}
 passthrough:
   max_sessions: 4
+  max_parked: 3
 `)
-	if cfg.Passthrough != (config.Passthrough{MaxSessions: 4}) {
+	if cfg.Passthrough != (config.Passthrough{MaxSessions: 4, MaxParked: 3}) {
 		t.Errorf("global: %+v", cfg.Passthrough)
 	}
-	want := []*config.Passthrough{{MaxSessions: 4, IdleTimeout: time.Minute}, nil, {MaxSessions: 2, IdleTimeout: 30 * time.Second}}
+	want := []*config.Passthrough{{MaxSessions: 4, IdleTimeout: time.Minute, MaxParked: 3}, nil,
+		{MaxSessions: 2, IdleTimeout: 30 * time.Second, MaxParked: 3, ParkTimeout: 10 * time.Second}}
 	for i, s := range cfg.Servers {
 		if !reflect.DeepEqual(s.Passthrough, want[i]) {
 			t.Errorf("%s: %+v, want %+v", s.Name, s.Passthrough, want[i])

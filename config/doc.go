@@ -122,6 +122,11 @@
 //	                        # stdio); more are refused. Default: 8.
 //	  idle_timeout: 5m      # End a client session (and its server session)
 //	                        # after this long without a request. Default: 5m.
+//	  max_parked: 16        # Calls of 2026-07-28 clients waiting upstream
+//	                        # for the client's answer to a server's question,
+//	                        # at once; one more is cancelled. Default: 16.
+//	  park_timeout: 2m      # Such a call waits this long for the client's
+//	                        # retry, then is cancelled. Default: 2m.
 //	servers:                # MCP servers by name, in the order given.
 //	  everything:
 //	    command: npx        # Start a stdio server with this program...

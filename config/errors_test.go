@@ -59,6 +59,11 @@ func TestErrors(t *testing.T) {
 			want:    []wantErr{{2, 17, "passthrough.max_sessions", "must be between 1 and 10000, got 0"}},
 		},
 		{
+			name:    "max_parked out of range",
+			content: "passthrough:\n  max_parked: 0\n",
+			want:    []wantErr{{2, 15, "passthrough.max_parked", "must be between 1 and 100000, got 0"}},
+		},
+		{
 			name:    "passthrough: a bare idle timeout",
 			content: "servers:\n  a:\n    command: a\n    passthrough: {idle_timeout: 300}\n",
 			want:    []wantErr{{4, 33, "servers.a.passthrough.idle_timeout", `"300" is not a duration`}},

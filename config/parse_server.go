@@ -28,7 +28,7 @@ var (
 	healthCheckKeys = []string{"enabled", "ping_after", "ping_timeout", "ping_interval", "min_backoff", "max_backoff"}
 	// passthroughKeys are the keys of a passthrough section, global or a
 	// server's.
-	passthroughKeys = []string{"max_sessions", "idle_timeout"}
+	passthroughKeys = []string{"max_sessions", "idle_timeout", "max_parked", "park_timeout"}
 
 	// mcpServers entries as Claude Desktop, Cursor and Gemini CLI write them.
 	commonKeys = []string{"command", "args", "env", "cwd", "url", "httpUrl", "type",
@@ -564,6 +564,10 @@ func (p *parser) breaker(n *yaml.Node, kp string, base Breaker) Breaker {
 // process, and a typo of an extra digit or two should be caught.
 const maxPassthroughSessions = 10_000
 
+// maxParkedCalls bounds max_parked: each parked call holds a call open
+// upstream and a goroutine.
+const maxParkedCalls = 100_000
+
 // passthrough reads a passthrough section over base: keys the section
 // omits keep base's values.
 func (p *parser) passthrough(n *yaml.Node, kp string, base Passthrough) Passthrough {
@@ -576,6 +580,12 @@ func (p *parser) passthrough(n *yaml.Node, kp string, base Passthrough) Passthro
 			}
 		case "idle_timeout":
 			p.setDuration(&pt.IdleTimeout, e.v, fp)
+		case "max_parked":
+			if v, ok := p.integer(e.v, fp, 1, maxParkedCalls); ok {
+				pt.MaxParked = v
+			}
+		case "park_timeout":
+			p.setDuration(&pt.ParkTimeout, e.v, fp)
 		}
 	})
 	return pt

@@ -14,7 +14,7 @@ func RouteFromConfig(c *config.Config, sc config.Server, src mcpsource.Config) R
 	if sc.Passthrough != nil {
 		p = *sc.Passthrough
 	}
-	return Route{Server: src, MaxSessions: p.MaxSessions, IdleTimeout: p.IdleTimeout}
+	return Route{Server: src, MaxSessions: p.MaxSessions, IdleTimeout: p.IdleTimeout, MaxParked: p.MaxParked, ParkTimeout: p.ParkTimeout}
 }
 
 // ToolSearchFromConfig returns the tool search of a tool_search section.

@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -55,6 +56,14 @@ type route struct {
 	idle    time.Duration // idle client sessions are ended after it
 	server  *mcp.Server
 	handler http.Handler
+	// modern and modernHandler serve the requests of the sessionless
+	// protocol (2026-07-28 and later, passthrough_modern.go).
+	modern        *mcp.Server
+	modernHandler http.Handler
+	parks         *parking          // calls waiting for a 2026-07-28 client's retry
+	stateKey      [32]byte          // signs the requestState the gateway issues
+	upModern      atomic.Bool       // the server has spoken 2026-07-28 on a link
+	headerTools   map[string]string // tools registered on modern, as JSON (syncHeaderTools)
 
 	// closing is cancelled by close: links end, connects in progress stop.
 	closing context.Context
@@ -63,6 +72,7 @@ type route struct {
 
 	mu       sync.Mutex
 	links    map[*mcp.ServerSession]*link
+	shared   map[string]*link // 2026-07-28 clients' links, by identity
 	closed   bool
 	used     int       // slots taken or claimed
 	refused  int64     // client sessions refused for the limit
@@ -80,7 +90,8 @@ func newRoute(g *Gateway, rt Route, version string) *route {
 	if rt.IdleTimeout <= 0 {
 		rt.IdleTimeout = DefaultIdleTimeout
 	}
-	r := &route{g: g, cfg: cfg, max: rt.MaxSessions, idle: rt.IdleTimeout, links: map[*mcp.ServerSession]*link{}}
+	r := &route{g: g, cfg: cfg, max: rt.MaxSessions, idle: rt.IdleTimeout, links: map[*mcp.ServerSession]*link{}, shared: map[string]*link{}}
+	r.parks = newParking(rt.MaxParked, rt.ParkTimeout)
 	r.closing, r.stop = context.WithCancel(context.Background())
 	// The capabilities, instructions and identity a client sees are the
 	// server's, set per session when it initializes; until then the route
@@ -95,6 +106,7 @@ func newRoute(g *Gateway, rt Route, version string) *route {
 	// out sooner than /mcp's, for each holds a server session.
 	r.handler = g.jsonRPCErrors(g.clients.serveHTTP(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return r.server }, g.streamableOptions(true))),
 		r.path(), r.leanCall)
+	r.initModern(version)
 	return r
 }
 
@@ -105,6 +117,7 @@ func (r *route) close() error {
 	r.closed = true
 	r.mu.Unlock()
 	r.stop()
+	r.parks.close()
 	r.wg.Wait()
 	// Sessions that never got a link (closed before they initialized).
 	var errs []error
@@ -172,7 +185,11 @@ func (r *route) path() string { return "/servers/" + r.cfg.Name + "/mcp" }
 
 func (r *route) forget(l *link) {
 	r.mu.Lock()
-	if r.links[l.ss] == l {
+	if l.ss == nil {
+		if r.shared[l.key] == l {
+			delete(r.shared, l.key)
+		}
+	} else if r.links[l.ss] == l {
 		delete(r.links, l.ss)
 	}
 	r.mu.Unlock()
@@ -274,19 +291,12 @@ func forwardedCapabilities(up *mcp.ServerCapabilities) *mcp.ServerCapabilities {
 // round-trip requests (every client of a stateful route), and the call is
 // made again with the answer.
 func (r *route) callTool(ctx context.Context, l *link, req *mcp.CallToolRequest) (mcp.Result, error) {
-	cat, err := r.g.caller.Tools(ctx)
-	if err != nil {
-		return nil, err
-	}
-	if _, ok := cat.Find(r.cfg.Name, req.Params.Name); !ok && serverUp(cat, r.cfg.Name) {
-		// What a server answers for a tool it does not have; a tool the
-		// manager does not allow is one. While the server is down its
-		// tools are not in the catalog: the governed call says why.
-		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("unknown tool %q", req.Params.Name)}
-	}
-	args, err := r.g.decodeArgs(req.Params.Arguments)
-	if err != nil {
-		return errorResult(&tool.Error{Kind: tool.KindInvalidParams, Server: r.cfg.Name, Tool: req.Params.Name, Message: err.Error()}), nil
+	// What a server answers for a tool it does not have; a tool the
+	// manager does not allow is one. While the server is down its tools
+	// are not in the catalog: the governed call says why.
+	args, refusal, err := r.admit(ctx, req.Params)
+	if refusal != nil || err != nil {
+		return result(refusal, err)
 	}
 	res, err := r.governed(ctx, l, req.Params, args)
 	if err != nil || res.InputRequests == nil {
@@ -332,19 +342,62 @@ func result[R mcp.Result](res R, err error) (mcp.Result, error) {
 // governed makes one attempt of a call through the Caller, its last hop
 // over the link.
 func (r *route) governed(ctx context.Context, l *link, params *mcp.CallToolParamsRaw, args map[string]any) (*mcp.CallToolResult, error) {
-	q := &request{session: l.ss, answers: params.InputResponses}
+	ss := l.ss
+	if ss == nil {
+		ss = modernSession(ctx)
+	}
+	q := &request{session: ss, answers: params.InputResponses}
 	ctx = withRequest(ctx, q)
+	var ask func(context.Context, mcp.InputRequest) (mcp.InputResponse, error)
+	if l.ss != nil {
+		ask = l.asker(ctx)
+	}
+	var asked *mcp.CallToolResult // the server's questions for a 2026-07-28 client
 	ctx = mcpsource.WithCallFunc(ctx, r.cfg.Name, func(ctx context.Context, p *mcp.CallToolParams) (*tool.Result, error) {
 		// The client's _meta (its progress token among it) goes upstream
 		// as the client sent it; the arguments are the pipeline's.
 		p.Meta = maps.Clone(params.Meta)
+		if l.ss == nil && l.modernUp() {
+			// A 2026-07-28 client's answers to the server's questions, and
+			// the server's state; the gateway's own answers stay here.
+			p.InputResponses = maps.Clone(params.InputResponses)
+			maps.DeleteFunc(p.InputResponses, func(k string, _ mcp.InputResponse) bool { return strings.HasPrefix(k, approvalPrefix) })
+			if len(p.InputResponses) == 0 {
+				p.InputResponses = nil
+			}
+			p.RequestState = params.RequestState
+		}
 		done := l.track(ctx, p)
 		defer done()
-		return l.conn.Call(ctx, l.cs, p)
+		for round := 1; ; round++ {
+			h := &inputHolder{}
+			res, err := l.conn.Call(context.WithValue(ctx, inputHolderKey{}, h), l.cs, p)
+			if err != nil || h.res == nil {
+				return res, err
+			}
+			if ask == nil {
+				// The client answers by its retry.
+				asked = h.res
+				return res, nil
+			}
+			// A server on 2026-07-28, a client with a session: the client
+			// is asked, and the call made again with its answers.
+			if round >= maxRounds {
+				return nil, fmt.Errorf("toolmux: the server asked more than %d rounds of questions", maxRounds)
+			}
+			answers, err := fulfil(ctx, ask, h.res.InputRequests)
+			if err != nil {
+				return nil, err
+			}
+			p.InputResponses, p.RequestState = answers, h.res.RequestState
+		}
 	})
 	rec := r.g.caller.Call(ctx, tool.Call{Server: r.cfg.Name, Tool: params.Name, Arguments: args, Task: r.g.clients.task(l.ss)})
 	if qs := q.questions(); qs != nil {
 		return &mcp.CallToolResult{InputRequests: qs}, nil
+	}
+	if asked != nil {
+		return &mcp.CallToolResult{InputRequests: asked.InputRequests, RequestState: asked.RequestState}, nil
 	}
 	// A JSON-RPC error the server answered goes to the client as it was
 	// (after being recorded), as it would without the gateway.
@@ -361,13 +414,22 @@ func (r *route) governed(ctx context.Context, l *link, params *mcp.CallToolParam
 // server went away starts again with a new session.
 type link struct {
 	r  *route
-	ss *mcp.ServerSession
+	ss *mcp.ServerSession // nil for the link of 2026-07-28 clients
+	// key and init, for a link of 2026-07-28 clients (no session): the
+	// clients' identity, and the version, identity and capabilities their
+	// requests declared.
+	key  string
+	init *mcp.InitializeParams
 
 	slot  *slot         // released when the link has ended
 	ready chan struct{} // closed when the connect attempt has ended
+	ended chan struct{} // closed when a shared link has ended, its place free
 	err   error         // why it failed; set before ready is closed
 	cs    *mcp.ClientSession
 	conn  *mcpsource.Conn
+	// upLegacy is set once the server is known to speak a protocol before
+	// 2026-07-28 on the link (legacyMeta).
+	upLegacy atomic.Bool
 
 	// closing is cancelled when the link ends: every request forwarded in
 	// either direction is bound to it, because closing a go-sdk session
@@ -379,6 +441,8 @@ type link struct {
 	active   []*inflight       // client requests being forwarded, latest last
 	progress map[any]*inflight // by progress token
 	idle     chan struct{}     // closed when active empties, if set
+	users    int               // requests of a shared link being served
+	used     time.Time         // when a shared link's last request ended
 }
 
 // cancelGrace is how long a closing link leaves the go-sdk to tell the
@@ -408,6 +472,9 @@ func (l *link) waitIdle(max time.Duration) bool {
 // inflight is a client request being forwarded upstream.
 type inflight struct {
 	ctx context.Context
+	// park, for a tools/call of a 2026-07-28 client, takes the server's
+	// questions during the call to that client (passthrough_modern.go).
+	park *parked
 	// report, for a tools/call, receives its progress for the scheduler's
 	// events too.
 	report tool.ProgressFunc
@@ -417,6 +484,9 @@ type inflight struct {
 // closes both sessions.
 func (l *link) run(version string) {
 	defer l.r.wg.Done()
+	if l.ended != nil {
+		defer close(l.ended)
+	}
 	err := l.connect(version)
 	if err != nil {
 		l.err = err
@@ -428,7 +498,12 @@ func (l *link) run(version string) {
 	}
 	close(l.ready)
 	ssDone, csDone := make(chan struct{}), make(chan struct{})
-	go func() { _ = l.ss.Wait(); close(ssDone) }()
+	if l.ss != nil {
+		go func() { _ = l.ss.Wait(); close(ssDone) }()
+	} else {
+		// No client session to end with: the link ends when idle.
+		go l.expire(ssDone)
+	}
 	go func() { _ = l.cs.Wait(); close(csDone) }()
 	select {
 	case <-ssDone:
@@ -446,7 +521,9 @@ func (l *link) run(version string) {
 	}
 	_ = l.cs.Close()
 	_ = l.conn.Close()
-	_ = l.ss.Close()
+	if l.ss != nil {
+		_ = l.ss.Close()
+	}
 	<-ssDone
 	<-csDone
 	l.r.forget(l)
@@ -456,12 +533,14 @@ func (l *link) run(version string) {
 }
 
 // connect opens the upstream session with the client's capabilities and
-// identity and the protocol version it negotiated (one that predates
-// 2026-07-28, whose sessions have no server-to-client requests).
+// identity and the protocol version it negotiated; a client at the newest
+// version of either era has the server asked for 2026-07-28 first, and
+// the go-sdk falls back to the initialize handshake (2025-11-25) with a
+// server that does not speak it (upstreamVersion).
 func (l *link) connect(version string) error {
 	cfg := l.r.cfg
 	caps, info := &mcp.ClientCapabilities{}, &mcp.Implementation{Name: "toolmux", Version: "dev"}
-	if p := l.ss.InitializeParams(); p != nil {
+	if p := l.params(); p != nil {
 		if p.Capabilities != nil {
 			c := *p.Capabilities
 			caps = &c
@@ -476,9 +555,15 @@ func (l *link) connect(version string) error {
 		// Questions a tool returns in its result are the client's to
 		// answer; the gateway has no answers of its own.
 		MultiRoundTrip: &mcp.MultiRoundTripOptions{Disabled: true},
+		// With handlers, a session on 2026-07-28 listens for list changes
+		// (subscriptions/listen); fromServer forwards them before these
+		// are reached.
+		ToolListChangedHandler:     func(context.Context, *mcp.ToolListChangedRequest) {},
+		PromptListChangedHandler:   func(context.Context, *mcp.PromptListChangedRequest) {},
+		ResourceListChangedHandler: func(context.Context, *mcp.ResourceListChangedRequest) {},
 	})
 	client.AddReceivingMiddleware(l.fromServer)
-	client.AddSendingMiddleware(rewriteNotification)
+	client.AddSendingMiddleware(rewriteNotification, captureInput, l.legacyMeta)
 
 	conn, err := mcpsource.Dial(cfg)
 	if err != nil {
@@ -491,9 +576,21 @@ func (l *link) connect(version string) error {
 	deadline, stopDeadline := context.WithTimeout(l.closing, cfg.ConnectTimeout)
 	defer stopDeadline()
 	stop := context.AfterFunc(deadline, cancel)
-	cs, err := client.Connect(life, conn.Transport(), &mcp.ClientSessionOptions{ProtocolVersion: legacyVersion(version)})
+	v := upstreamVersion(version)
+	if cfg.Transport == mcpsource.Stdio && v >= protocolModern {
+		// A stdio server is not probed with server/discover: one that
+		// predates it may leave a request before initialize unanswered,
+		// and the handshake would wait out ConnectTimeout.
+		v = protocolLegacyLatest
+	}
+	cs, err := client.Connect(life, conn.Transport(), &mcp.ClientSessionOptions{ProtocolVersion: v})
 	if stop() && err == nil {
 		l.cs, l.conn = cs, conn
+		if l.modernUp() {
+			l.r.upModern.Store(true)
+		} else {
+			l.upLegacy.Store(true)
+		}
 		// life is cancelled with l.closing.
 		return nil
 	}
@@ -519,14 +616,34 @@ func unavailable(server string, err error) *jsonrpc.Error {
 	return &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: fmt.Sprintf("toolmux: server %s is unavailable: %v", server, err)}
 }
 
-// legacyVersion is the version to ask the server for: the client's, unless
-// this go-sdk does not know it or it is 2026-07-28 or later.
-func legacyVersion(v string) string {
-	const fallback = "2025-11-25"
-	if v == "" || v >= "2026-07-28" || !slices.Contains(mcp.SupportedProtocolVersions(), v) {
-		return fallback
+// upstreamVersion is the version to ask the server for: the client's,
+// unless this go-sdk does not know it; a client at 2025-11-25 or later has
+// 2026-07-28 asked for, which the go-sdk's client tries with
+// server/discover and, when the server does not speak it, falls back from
+// to the initialize handshake at 2025-11-25. The gateway bridges the eras
+// when client and server end up on different sides (passthrough_modern.go).
+func upstreamVersion(v string) string {
+	if v >= protocolLegacyLatest {
+		return protocolModern
+	}
+	if v == "" || !slices.Contains(mcp.SupportedProtocolVersions(), v) {
+		return protocolLegacyLatest
 	}
 	return v
+}
+
+// params is the version, identity and capabilities of the link's clients.
+func (l *link) params() *mcp.InitializeParams {
+	if l.ss == nil {
+		return l.init
+	}
+	return l.ss.InitializeParams()
+}
+
+// modernUp reports whether the server speaks 2026-07-28 on the link.
+func (l *link) modernUp() bool {
+	r := l.cs.InitializeResult()
+	return r != nil && r.ProtocolVersion >= protocolModern
 }
 
 // bind returns ctx, also cancelled when the link ends.
@@ -544,7 +661,7 @@ func (l *link) bind(ctx context.Context) (context.Context, func()) {
 // its own, so a call's progress reaches the scheduler's events only when
 // the client asked for progress.
 func (l *link) track(ctx context.Context, p mcp.Params) func() {
-	in := &inflight{ctx: ctx, report: tool.ProgressFrom(ctx)}
+	in := &inflight{ctx: ctx, report: tool.ProgressFrom(ctx), park: parkFrom(ctx)}
 	var token any
 	if !isNil(p) {
 		token = tokenKey(p.GetMeta()["progressToken"])
@@ -630,16 +747,37 @@ func (l *link) forward(ctx context.Context, method string, req mcp.Request, next
 			_, ok := cat.Find(l.r.cfg.Name, t.Name)
 			return !ok
 		})
+		if l.ss == nil {
+			l.r.syncHeaderTools(res.Tools)
+		}
 		return res, nil
 	case *mcp.ListResourcesParams:
 		return answer(l, ctx, p, cs.ListResources)
 	case *mcp.ListResourceTemplatesParams:
 		return answer(l, ctx, p, cs.ListResourceTemplates)
 	case *mcp.ReadResourceParams:
+		if l.ss != nil && l.modernUp() {
+			return rounds(l, ctx, p, cs.ReadResource,
+				func(r *mcp.ReadResourceResult) (mcp.InputRequestMap, string) { return r.InputRequests, r.RequestState },
+				func(p *mcp.ReadResourceParams, a mcp.InputResponseMap, s string) *mcp.ReadResourceParams {
+					c := *p
+					c.InputResponses, c.RequestState = a, s
+					return &c
+				})
+		}
 		return answer(l, ctx, p, cs.ReadResource)
 	case *mcp.ListPromptsParams:
 		return answer(l, ctx, p, cs.ListPrompts)
 	case *mcp.GetPromptParams:
+		if l.ss != nil && l.modernUp() {
+			return rounds(l, ctx, p, cs.GetPrompt,
+				func(r *mcp.GetPromptResult) (mcp.InputRequestMap, string) { return r.InputRequests, r.RequestState },
+				func(p *mcp.GetPromptParams, a mcp.InputResponseMap, s string) *mcp.GetPromptParams {
+					c := *p
+					c.InputResponses, c.RequestState = a, s
+					return &c
+				})
+		}
 		return answer(l, ctx, p, cs.GetPrompt)
 	case *mcp.CompleteParams:
 		return answer(l, ctx, p, cs.Complete)
@@ -685,6 +823,34 @@ func answer[P mcp.Params, R mcp.Result](l *link, ctx context.Context, p P, call 
 	return res, nil
 }
 
+// rounds forwards a request of a client with a session to a server on
+// 2026-07-28: questions the server answers with (input_required) are asked
+// of the client, and the request made again with the answers.
+func rounds[P mcp.Params, R mcp.Result](l *link, ctx context.Context, p P, call func(context.Context, P) (R, error),
+	asked func(R) (mcp.InputRequestMap, string), retry func(P, mcp.InputResponseMap, string) P) (mcp.Result, error) {
+	done := l.track(ctx, p)
+	defer done()
+	ask := l.asker(ctx)
+	for round := 1; ; round++ {
+		res, err := call(ctx, p)
+		if err != nil {
+			return nil, upstreamError(l.r.cfg.Name, err)
+		}
+		qs, state := asked(res)
+		if qs == nil {
+			return res, nil
+		}
+		if round >= maxRounds {
+			return nil, fmt.Errorf("toolmux: the server asked more than %d rounds of questions", maxRounds)
+		}
+		answers, err := fulfil(ctx, ask, qs)
+		if err != nil {
+			return nil, err
+		}
+		p = retry(p, answers, state)
+	}
+}
+
 // emptyResult is the {} of subscribe and unsubscribe.
 type emptyResult struct{ mcp.ResultBase }
 
@@ -700,6 +866,9 @@ func (l *link) fromServer(next mcp.MethodHandler) mcp.MethodHandler {
 		defer done()
 		p := req.GetParams()
 		in := l.related(method, p)
+		if l.ss == nil {
+			return l.toModern(ctx, in, method, p, next, req)
+		}
 		down := ctx
 		if in != nil {
 			if st := leanStreamFrom(in.ctx); st != nil {

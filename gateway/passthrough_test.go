@@ -267,6 +267,11 @@ func (e *events) read(f func(*events) bool) bool {
 // questions.
 var approvalAnswer atomic.Value
 
+// legacySession has a client open a session (protocol 2025-11-25): the
+// go-sdk's client asks for 2026-07-28 by default, which a passthrough route
+// serves without sessions (passthrough_modern_test.go).
+var legacySession = &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"}
+
 func dial(t *testing.T, url string, ev *events) *mcp.ClientSession {
 	t.Helper()
 	return dialOver(t, &mcp.StreamableClientTransport{Endpoint: url}, ev)
@@ -274,7 +279,13 @@ func dial(t *testing.T, url string, ev *events) *mcp.ClientSession {
 
 func dialOver(t *testing.T, transport mcp.Transport, ev *events) *mcp.ClientSession {
 	t.Helper()
-	c := mcp.NewClient(&mcp.Implementation{Name: "passthrough-test"}, &mcp.ClientOptions{
+	return dialWith(t, transport, ev, "passthrough-test", legacySession)
+}
+
+// dialWith is dialOver with a client name and session options of its own.
+func dialWith(t *testing.T, transport mcp.Transport, ev *events, name string, opts *mcp.ClientSessionOptions) *mcp.ClientSession {
+	t.Helper()
+	c := mcp.NewClient(&mcp.Implementation{Name: name}, &mcp.ClientOptions{
 		CreateMessageHandler: func(_ context.Context, req *mcp.CreateMessageRequest) (*mcp.CreateMessageResult, error) {
 			return &mcp.CreateMessageResult{Role: "assistant", Model: "m", Content: &mcp.TextContent{Text: "a sample"}}, nil
 		},
@@ -308,7 +319,7 @@ func dialOver(t *testing.T, transport mcp.Transport, ev *events) *mcp.ClientSess
 	ev.client = c
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	cs, err := c.Connect(ctx, transport, nil)
+	cs, err := c.Connect(ctx, transport, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -700,7 +711,7 @@ func TestPassthroughServerDown(t *testing.T) {
 	} {
 		pt := servePassthrough(t, c.cfg)
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-		_, err := mcp.NewClient(&mcp.Implementation{Name: "test"}, nil).Connect(ctx, &mcp.StreamableClientTransport{Endpoint: pt.url}, nil)
+		_, err := mcp.NewClient(&mcp.Implementation{Name: "test"}, nil).Connect(ctx, &mcp.StreamableClientTransport{Endpoint: pt.url}, legacySession)
 		cancel()
 		for _, w := range c.want {
 			if err == nil || !strings.Contains(err.Error(), w) {

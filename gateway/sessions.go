@@ -35,6 +35,16 @@ type Route struct {
 	// progress (a long call) keeps the session alive. 0 means
 	// DefaultIdleTimeout.
 	IdleTimeout time.Duration
+	// MaxParked bounds the calls of 2026-07-28 clients parked at once on
+	// the route: calls whose server (on an older protocol) asked a
+	// question, put to the client as input_required, the call waiting for
+	// the client's retry with the answer. One more is refused (and
+	// cancelled upstream). 0 means DefaultMaxParked.
+	MaxParked int
+	// ParkTimeout is how long a parked call waits for the client's retry;
+	// then it is withdrawn and cancelled upstream. 0 means
+	// DefaultParkTimeout.
+	ParkTimeout time.Duration
 }
 
 // Defaults of a Route. Every session of a stdio server is a process (tens
@@ -44,6 +54,8 @@ type Route struct {
 const (
 	DefaultMaxSessions = 8
 	DefaultIdleTimeout = 5 * time.Minute
+	DefaultMaxParked   = 16
+	DefaultParkTimeout = 2 * time.Minute
 )
 
 // CodeSessionLimit is the JSON-RPC error code of a client session refused
@@ -216,6 +228,12 @@ func shortDuration(d time.Duration) string {
 // serveHTTP serves the route. An initialize request, which creates a
 // session, gets a slot first, or is refused.
 func (r *route) serveHTTP(w http.ResponseWriter, req *http.Request) {
+	if modernRequest(req) {
+		// Sessionless: no session to create, no place to take here (the
+		// identity's link takes one, passthrough_modern.go).
+		r.modernHandler.ServeHTTP(w, req)
+		return
+	}
 	if req.Method != http.MethodPost || req.Header.Get("Mcp-Session-Id") != "" {
 		r.handler.ServeHTTP(w, req)
 		return
@@ -228,7 +246,7 @@ func (r *route) serveHTTP(w http.ResponseWriter, req *http.Request) {
 		r.handler.ServeHTTP(w, req)
 		return
 	}
-	s, refusal := r.take()
+	s, refusal := r.takeRoom(req.Context())
 	if refusal != nil {
 		refuse(w, body, refusal)
 		return

@@ -105,7 +105,7 @@ func (rs *refusals) list() []refusal {
 // openSession opens a client session on url, through rs.
 func openSession(ctx context.Context, url string, rs *refusals) (*mcp.ClientSession, error) {
 	c := mcp.NewClient(&mcp.Implementation{Name: "cap-test"}, nil)
-	return c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: url, HTTPClient: &http.Client{Transport: rs}}, nil)
+	return c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: url, HTTPClient: &http.Client{Transport: rs}}, legacySession)
 }
 
 func callPID(t *testing.T, cs *mcp.ClientSession) int {

@@ -456,6 +456,11 @@ func (c *conn) bind(ctx context.Context) (context.Context, func()) {
 // either way.
 const sourceProtocol = "2025-11-25"
 
+// modernProtocol is the version a source asks for of a server over HTTP
+// whose handshake at sourceProtocol failed: one that speaks only the
+// sessionless protocol.
+const modernProtocol = "2026-07-28"
+
 // wireOf returns the connection tool calls can be made on directly: a
 // stdio session's, on a protocol before 2026-07-28 (whose requests need
 // no per-request _meta); nil for the rest, whose calls go through the
@@ -754,6 +759,18 @@ func (s *Source) connect() (*conn, error) {
 	c.proc = proc
 
 	cs, err := s.client.Connect(life, transport, &mcp.ClientSessionOptions{ProtocolVersion: sourceProtocol})
+	if err != nil && c.proc == nil && life.Err() == nil {
+		// A server over HTTP that speaks only the sessionless protocol
+		// refuses the handshake at 2025-11-25: asked for 2026-07-28, the
+		// go-sdk's client probes it with server/discover (and falls back
+		// to the handshake again with a server that does not know that).
+		// The first failure is the one reported if this fails too.
+		if t, _, terr := newTransport(s.cfg, s.http, s.stderr); terr == nil {
+			if cs2, err2 := s.client.Connect(life, t, &mcp.ClientSessionOptions{ProtocolVersion: modernProtocol}); err2 == nil {
+				transport, cs, err = t, cs2, nil
+			}
+		}
+	}
 	if stop() && err == nil {
 		c.cs, c.wire = cs, wireOf(transport, cs)
 		if r := cs.InitializeResult(); r != nil && r.Capabilities != nil {

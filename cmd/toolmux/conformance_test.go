@@ -23,25 +23,53 @@ import (
 
 // The official MCP conformance suite (@modelcontextprotocol/conformance,
 // on the Node 22 of the test peers) runs against the go-sdk's conformance
-// server twice: directly, and through toolmux serve's passthrough route.
-// Every scenario that passes directly must pass through the gateway. The
-// Inspector CLI then lists and calls a tool on the aggregated /mcp.
+// server directly and through toolmux serve's passthrough route, for each
+// era: the default suite (sessions, 2025-11-25) against the server with
+// sessions, and the 2026-07-28 requirements (sessionless) against the
+// server in stateless mode, the two in parallel. Every scenario that passes
+// directly must pass through the gateway. The Inspector CLI then lists and
+// calls a tool on the aggregated /mcp.
 func TestConformanceThroughPassthrough(t *testing.T) {
 	t.Parallel()
 	node := testservers.Node22(t)
 	suite := testservers.NodeModule(t, "@modelcontextprotocol/conformance/dist/index.js")
 	inspector := testservers.NodeBin(t, "mcp-inspector")
 
-	upstream := startConformanceServer(t)
-	direct := runConformance(t, node, suite, upstream)
+	t.Run("2026-07-28", func(t *testing.T) {
+		t.Parallel()
+		conformanceThrough(t, node, suite, startConformanceServerMode(t, true), 30, "--requirements", "2026-07-28")
+	})
+	t.Run("2025-11-25", func(t *testing.T) {
+		t.Parallel()
+		addr := conformanceThrough(t, node, suite, startConformanceServer(t), 20)
+		t.Run("inspector", func(t *testing.T) {
+			out := runInspector(t, inspector, "http://"+addr+"/mcp", "--method", "tools/list")
+			if !strings.Contains(out, `"everything__test_simple_text"`) {
+				t.Errorf("tools/list on /mcp lacks everything__test_simple_text:\n%.2000s", out)
+			}
+			out = runInspector(t, inspector, "http://"+addr+"/mcp", "--method", "tools/call", "--tool-name", "everything__test_simple_text")
+			if !strings.Contains(out, "This is a simple text response for testing.") || strings.Contains(out, `"isError": true`) {
+				t.Errorf("tools/call on /mcp:\n%s", out)
+			}
+		})
+	})
+}
+
+// conformanceThrough runs the suite (with args) against upstream directly,
+// expecting at least `least` scenarios to pass, then through the passthrough
+// route of a toolmux serve in front of it, and reports every scenario that
+// passed directly and fails through the route. It returns the gateway's
+// address.
+func conformanceThrough(t *testing.T, node, suite, upstream string, least int, args ...string) string {
+	direct := runConformance(t, node, suite, upstream, args...)
 	passing := direct.passing()
-	if len(passing) < 20 {
+	if len(passing) < least {
 		t.Fatalf("only %d scenarios pass against the conformance server itself: %s", len(passing), direct.summary())
 	}
 
 	dir := workspace(t, fmt.Sprintf("servers:\n  everything:\n    url: %s\n    trust: true\n", upstream))
 	addr := serveGateway(t, dir)
-	through := runConformance(t, node, suite, "http://"+addr+"/servers/everything/mcp")
+	through := runConformance(t, node, suite, "http://"+addr+"/servers/everything/mcp", args...)
 	t.Logf("directly: %s", direct.summary())
 	t.Logf("through the gateway: %s", through.summary())
 	var lost []string
@@ -58,25 +86,23 @@ func TestConformanceThroughPassthrough(t *testing.T) {
 		t.Errorf("%d of the %d scenarios that pass directly fail through /servers/everything/mcp:\n  %s",
 			len(lost), len(passing), strings.Join(lost, "\n  "))
 	}
-
-	t.Run("inspector", func(t *testing.T) {
-		out := runInspector(t, inspector, "http://"+addr+"/mcp", "--method", "tools/list")
-		if !strings.Contains(out, `"everything__test_simple_text"`) {
-			t.Errorf("tools/list on /mcp lacks everything__test_simple_text:\n%.2000s", out)
-		}
-		out = runInspector(t, inspector, "http://"+addr+"/mcp", "--method", "tools/call", "--tool-name", "everything__test_simple_text")
-		if !strings.Contains(out, "This is a simple text response for testing.") || strings.Contains(out, `"isError": true`) {
-			t.Errorf("tools/call on /mcp:\n%s", out)
-		}
-	})
+	return addr
 }
 
 // startConformanceServer builds the go-sdk's conformance everything-server
 // (a package of the go-sdk module toolmux requires) and runs it over
 // stateful streamable HTTP on a free port: the stateless default cannot
 // send requests to clients, which the sampling and elicitation scenarios
-// need. It returns the endpoint's URL.
+// of the 2025-11-25 era need. It returns the endpoint's URL.
 func startConformanceServer(t *testing.T) string {
+	t.Helper()
+	return startConformanceServerMode(t, false)
+}
+
+// startConformanceServerMode is startConformanceServer, stateless or not:
+// stateless, the server serves 2026-07-28 requests (and older ones without
+// requests to the client); with sessions, protocols up to 2025-11-25.
+func startConformanceServerMode(t *testing.T, stateless bool) string {
 	t.Helper()
 	bin := filepath.Join(t.TempDir(), "everything-server")
 	build := exec.Command("go", "build", "-o", bin, "github.com/modelcontextprotocol/go-sdk/conformance/everything-server")
@@ -85,7 +111,7 @@ func startConformanceServer(t *testing.T) string {
 		t.Fatalf("building the conformance server: %v\n%s", err, out)
 	}
 	addr := fmt.Sprintf("127.0.0.1:%d", testservers.FreePort(t))
-	cmd := exec.Command(bin, "-http="+addr, "-stateless=false")
+	cmd := exec.Command(bin, "-http="+addr, fmt.Sprintf("-stateless=%t", stateless))
 	var out testservers.SyncBuffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Start(); err != nil {
@@ -180,8 +206,8 @@ func (c conformance) summary() string {
 	return fmt.Sprintf("%d of %d scenarios pass (%d of %d checks)", len(c.passing()), len(c), checks-failed, checks)
 }
 
-// runConformance runs the suite's server scenarios (its active suite)
-// against url and reads the checks.json it writes for each scenario. The
+// runConformance runs the suite's server scenarios (its active suite, or
+// those args select) against url and reads the checks.json it writes for each scenario. The
 // suite's exit status only says whether something failed, so it is not
 // used.
 func runConformance(t *testing.T, node, suite, url string, args ...string) conformance {

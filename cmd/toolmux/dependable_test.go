@@ -259,6 +259,7 @@ passthrough:
 	p := startServeProc(t, dir, data)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
+	// Clients with sessions (2025-11-25): a session is a task.
 	connect := func(name, path string) *mcp.ClientSession {
 		cs, err := mcp.NewClient(&mcp.Implementation{Name: name, Version: "1"}, nil).Connect(ctx,
 			&mcp.StreamableClientTransport{Endpoint: p.url(path)}, &mcp.ClientSessionOptions{ProtocolVersion: legacyProtocol})

@@ -1,0 +1,347 @@
+package gateway_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/toolmux/toolmux/gateway"
+	"github.com/toolmux/toolmux/internal/testservers"
+	"github.com/toolmux/toolmux/mcpsource"
+)
+
+// modern is a 2026-07-28 client session: no initialize, the route chosen
+// per request.
+var modern = &mcp.ClientSessionOptions{ProtocolVersion: "2026-07-28"}
+
+// A 2026-07-28 client on a route whose server has sessions (2025-11-25):
+// the gateway's approval is asked as input_required and answered by the
+// client's retry; the server's elicitation and sampling during a call are
+// put to the client as input_required while the call waits upstream; its
+// progress reaches the client on the request's stream; a list change of
+// the server reaches the client's subscriptions/listen.
+func TestPassthroughModernClient(t *testing.T) {
+	up := startUpstream(t)
+	pt := servePassthrough(t, mcpsource.Config{Name: "up", Transport: mcpsource.StreamableHTTP, URL: up.url})
+	ev := &events{}
+	cs := dialWith(t, &mcp.StreamableClientTransport{Endpoint: pt.url}, ev, "modern-test", modern)
+	if v := cs.InitializeResult().ProtocolVersion; v != "2026-07-28" {
+		t.Fatalf("the route speaks %s", v)
+	}
+	if got := cs.InitializeResult().ServerInfo; got == nil || got.Name != "upstream" {
+		t.Errorf("server/discover answered the route's identity, not the server's: %+v", got)
+	}
+
+	approvalAnswer.Store("once")
+	if got := callText(t, cs, "write"); got != "written" {
+		t.Errorf("write: %q", got)
+	}
+	if !ev.read(func(e *events) bool { return len(e.asked) == 1 && strings.HasPrefix(e.asked[0], "toolmux: approve") }) {
+		t.Errorf("asked: %q", ev.asked)
+	}
+	if got := callText(t, cs, "ask"); got != "accept Ada" {
+		t.Errorf("ask: %q", got)
+	}
+	if got := callText(t, cs, "sample"); got != "sampled: a sample" {
+		t.Errorf("sample: %q", got)
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	// A notification sent at the instant of the server's answer may be
+	// handled after it (the go-sdk queues notifications, not answers), and
+	// a 2026-07-28 client has no standing stream for late ones: the server
+	// pauses before answering.
+	params := &mcp.CallToolParams{Name: "progress", Arguments: map[string]any{"pause_ms": 50}}
+	params.SetProgressToken("tok")
+	if _, err := cs.CallTool(ctx, params); err != nil {
+		t.Fatal(err)
+	}
+	if !testservers.Eventually(5*time.Second, func() bool { return ev.read(func(e *events) bool { return len(e.progress) == 3 }) }) {
+		t.Errorf("progress: %v", ev.progress)
+	}
+
+	if got := callText(t, cs, "add_prompt"); got != "added" {
+		t.Errorf("add_prompt: %q", got)
+	}
+	if !testservers.Eventually(5*time.Second, func() bool { return ev.read(func(e *events) bool { return e.prompts > 0 }) }) {
+		t.Error("the server's prompts/list_changed did not reach the client's listen")
+	}
+	prompts, err := cs.ListPrompts(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, p := range prompts.Prompts {
+		names = append(names, p.Name)
+	}
+	if !strings.Contains(strings.Join(names, ","), "added") {
+		t.Errorf("prompts: %v", names)
+	}
+}
+
+// A route serves at most MaxParked parked calls; one more is cancelled
+// with an error naming the key. A parked call unanswered for ParkTimeout
+// is withdrawn: its place is free again, and a late retry is told so.
+func TestPassthroughParkedBounds(t *testing.T) {
+	up := startUpstream(t)
+	cfg := mcpsource.Config{Name: "up", Transport: mcpsource.StreamableHTTP, URL: up.url}
+	pt := serveRoute(t, cfg, gateway.Route{Server: cfg, MaxParked: 1, ParkTimeout: 200 * time.Millisecond})
+
+	first := modernCall(t, pt.url, "ask", "")
+	state, _ := first["requestState"].(string)
+	if first["resultType"] != "input_required" || state == "" {
+		t.Fatalf("not parked: %v", first)
+	}
+	// Within the timeout, the one place is taken; after it, free again.
+	var second map[string]any
+	if !testservers.Eventually(10*time.Second, func() bool {
+		second = modernCall(t, pt.url, "ask", "")
+		return second["resultType"] == "input_required"
+	}) {
+		t.Fatalf("the place of a call parked past its timeout was not given back: %v", second)
+	}
+	late := modernCall(t, pt.url, "ask", state)
+	if msg, _ := late["error"].(string); !strings.Contains(msg, "no longer waiting") {
+		t.Errorf("a late retry: %v", late)
+	}
+}
+
+// When the route is full of other 2026-07-28 clients' links, an idle one
+// is ended to make room instead of refusing the new client, whatever its
+// protocol.
+func TestPassthroughModernLinksMakeRoom(t *testing.T) {
+	up := startUpstream(t)
+	cfg := mcpsource.Config{Name: "up", Transport: mcpsource.StreamableHTTP, URL: up.url}
+	pt := serveRoute(t, cfg, gateway.Route{Server: cfg, MaxSessions: 1})
+	for _, name := range []string{"first", "second", "third"} {
+		cs := dialWith(t, &mcp.StreamableClientTransport{Endpoint: pt.url}, &events{}, name, modern)
+		if got := callText(t, cs, "secret"); got != "secret" {
+			t.Errorf("%s: %q", name, got)
+		}
+	}
+	if rs := pt.g.PassthroughSessions(); len(rs) != 1 || rs[0].Open > 1 || rs[0].Refused != 0 {
+		t.Errorf("sessions: %+v", rs)
+	}
+	// A client with a session gets the place too.
+	cs := dialWith(t, &mcp.StreamableClientTransport{Endpoint: pt.url}, &events{}, "legacy", legacySession)
+	if got := callText(t, cs, "secret"); got != "secret" {
+		t.Errorf("legacy: %q", got)
+	}
+}
+
+// modernCall posts a tools/call of a 2026-07-28 client that declared
+// elicitation, as raw HTTP, with state as its requestState (and no
+// answers), and returns the result, or {"error": message}.
+func modernCall(t *testing.T, url, name, state string) map[string]any {
+	t.Helper()
+	params := map[string]any{
+		"name": name, "arguments": map[string]any{},
+		"_meta": map[string]any{
+			"io.modelcontextprotocol/protocolVersion":    "2026-07-28",
+			"io.modelcontextprotocol/clientInfo":         map[string]any{"name": "raw", "version": "1"},
+			"io.modelcontextprotocol/clientCapabilities": map[string]any{"elicitation": map[string]any{"form": map[string]any{}}},
+		},
+	}
+	if state != "" {
+		params["requestState"] = state
+	}
+	body, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("Mcp-Protocol-Version", "2026-07-28")
+	req.Header.Set("Mcp-Method", "tools/call")
+	req.Header.Set("Mcp-Name", name)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	raw := string(b)
+	for _, line := range strings.Split(raw, "\n") {
+		if d, ok := strings.CutPrefix(line, "data: "); ok && strings.Contains(d, `"id":1`) {
+			raw = d
+		}
+	}
+	var msg struct {
+		Result map[string]any `json:"result"`
+		Error  *struct {
+			Message string `json:"message"`
+		} `json:"error"`
+	}
+	if err := json.Unmarshal([]byte(raw), &msg); err != nil {
+		t.Fatalf("%s: %v", raw, err)
+	}
+	if msg.Error != nil {
+		return map[string]any{"error": msg.Error.Message}
+	}
+	if msg.Result == nil {
+		t.Fatalf("no result: %s", raw)
+	}
+	return msg.Result
+}
+
+// startModernOnly serves an MCP server that speaks only 2026-07-28
+// (stateless): its tools ask by input_required (ask: elicitation, sample:
+// sampling) and add a tool (add_tool), a list change for its listeners.
+func startModernOnly(t *testing.T) string {
+	t.Helper()
+	s := mcp.NewServer(&mcp.Implementation{Name: "modern-only", Version: "1"}, &mcp.ServerOptions{SupportedProtocolVersions: []string{"2026-07-28"}})
+	type none struct{}
+	text := func(s string) *mcp.CallToolResult {
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: s}}}
+	}
+	// Read-only: the gateway asks no approval of them.
+	ro := &mcp.ToolAnnotations{ReadOnlyHint: true}
+	mcp.AddTool(s, &mcp.Tool{Name: "ask", Annotations: ro}, func(_ context.Context, req *mcp.CallToolRequest, _ none) (*mcp.CallToolResult, any, error) {
+		if a, ok := req.Params.InputResponses["name"].(*mcp.ElicitResult); ok {
+			return text(fmt.Sprintf("%s %v", a.Action, a.Content["name"])), nil, nil
+		}
+		return &mcp.CallToolResult{InputRequests: mcp.InputRequestMap{"name": &mcp.ElicitParams{Message: "your name?",
+			RequestedSchema: map[string]any{"type": "object", "properties": map[string]any{"name": map[string]any{"type": "string"}}}}}}, nil, nil
+	})
+	// Not read-only: the gateway asks an approval first.
+	mcp.AddTool(s, &mcp.Tool{Name: "ask_write"}, func(_ context.Context, req *mcp.CallToolRequest, _ none) (*mcp.CallToolResult, any, error) {
+		if a, ok := req.Params.InputResponses["name"].(*mcp.ElicitResult); ok {
+			return text(fmt.Sprintf("wrote for %v", a.Content["name"])), nil, nil
+		}
+		return &mcp.CallToolResult{InputRequests: mcp.InputRequestMap{"name": &mcp.ElicitParams{Message: "your name?",
+			RequestedSchema: map[string]any{"type": "object", "properties": map[string]any{"name": map[string]any{"type": "string"}}}}}}, nil, nil
+	})
+	mcp.AddTool(s, &mcp.Tool{Name: "sample", Annotations: ro}, func(_ context.Context, req *mcp.CallToolRequest, _ none) (*mcp.CallToolResult, any, error) {
+		if a, ok := req.Params.InputResponses["q"].(*mcp.CreateMessageWithToolsResult); ok && len(a.Content) > 0 {
+			if tc, ok := a.Content[0].(*mcp.TextContent); ok {
+				return text("sampled: " + tc.Text), nil, nil
+			}
+		}
+		return &mcp.CallToolResult{InputRequests: mcp.InputRequestMap{"q": &mcp.CreateMessageParams{MaxTokens: 10,
+			Messages: []*mcp.SamplingMessage{{Role: "user", Content: &mcp.TextContent{Text: "hello?"}}}}}}, nil, nil
+	})
+	mcp.AddTool(s, &mcp.Tool{Name: "add_tool", Annotations: ro}, func(context.Context, *mcp.CallToolRequest, none) (*mcp.CallToolResult, any, error) {
+		mcp.AddTool(s, &mcp.Tool{Name: "added"}, func(context.Context, *mcp.CallToolRequest, none) (*mcp.CallToolResult, any, error) {
+			return text("added"), nil, nil
+		})
+		return text("adding"), nil, nil
+	})
+	hs := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, &mcp.StreamableHTTPOptions{Stateless: true}))
+	t.Cleanup(hs.Close)
+	return hs.URL
+}
+
+// A client with a session (2025-11-25) on a route whose server speaks
+// only 2026-07-28: the server's input_required questions are asked of the
+// client on its session and the call made again with the answers; the
+// server's list changes (on the link's subscriptions/listen) reach the
+// client's session.
+func TestPassthroughLegacyClientModernServer(t *testing.T) {
+	url := startModernOnly(t)
+	pt := servePassthrough(t, mcpsource.Config{Name: "m", Transport: mcpsource.StreamableHTTP, URL: url})
+	var toolsChanged atomic.Int32
+	ev := &events{}
+	c := mcp.NewClient(&mcp.Implementation{Name: "legacy"}, &mcp.ClientOptions{
+		ElicitationHandler: func(_ context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+			ev.add(func(e *events) { e.asked = append(e.asked, req.Params.Message) })
+			return &mcp.ElicitResult{Action: "accept", Content: map[string]any{"name": "Ada"}}, nil
+		},
+		CreateMessageHandler: func(context.Context, *mcp.CreateMessageRequest) (*mcp.CreateMessageResult, error) {
+			return &mcp.CreateMessageResult{Role: "assistant", Model: "m", Content: &mcp.TextContent{Text: "a sample"}}, nil
+		},
+		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) { toolsChanged.Add(1) },
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cs, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: pt.url}, legacySession)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cs.Close() })
+	if got := callText(t, cs, "ask"); got != "accept Ada" {
+		t.Errorf("ask: %q", got)
+	}
+	if !ev.read(func(e *events) bool { return len(e.asked) == 1 && e.asked[0] == "your name?" }) {
+		t.Errorf("asked: %q", ev.asked)
+	}
+	if got := callText(t, cs, "sample"); got != "sampled: a sample" {
+		t.Errorf("sample: %q", got)
+	}
+	if got := callText(t, cs, "add_tool"); got != "adding" {
+		t.Errorf("add_tool: %q", got)
+	}
+	if !testservers.Eventually(5*time.Second, func() bool { return toolsChanged.Load() > 0 }) {
+		t.Error("the server's tools/list_changed did not reach the client's session")
+	}
+}
+
+// A 2026-07-28 client on a route whose server speaks 2026-07-28 too: the
+// server's questions and the client's answers cross as they are, after the
+// gateway's own approval, which is asked once: its answer rides in the
+// gateway's requestState through the server's round.
+func TestPassthroughModernApprovalThenServerQuestion(t *testing.T) {
+	url := startModernOnly(t)
+	pt := servePassthrough(t, mcpsource.Config{Name: "m", Transport: mcpsource.StreamableHTTP, URL: url})
+	ev := &events{}
+	cs := dialWith(t, &mcp.StreamableClientTransport{Endpoint: pt.url}, ev, "modern-test", modern)
+	approvalAnswer.Store("once")
+	if got := callText(t, cs, "ask_write"); got != "wrote for Ada" {
+		t.Errorf("ask_write: %q", got)
+	}
+	if !ev.read(func(e *events) bool {
+		return len(e.asked) == 2 && strings.HasPrefix(e.asked[0], "toolmux: approve") && e.asked[1] == "your name?"
+	}) {
+		t.Errorf("asked: %q", ev.asked)
+	}
+	if got := callText(t, cs, "sample"); got != "sampled: a sample" {
+		t.Errorf("sample: %q", got)
+	}
+}
+
+// 2026-07-28 clients of a stdio server (which speaks 2025-11-25): one
+// process per client identity, shared by that identity's requests, ended
+// after the route's idle timeout without a request, and by Close.
+func TestPassthroughModernStdio(t *testing.T) {
+	cfg := mcpsource.Config{Name: "fx", Transport: mcpsource.Stdio, Command: testservers.Fixture(t)}
+	pt := serveRoute(t, cfg, gateway.Route{Server: cfg, IdleTimeout: 300 * time.Millisecond})
+	pid := func(cs *mcp.ClientSession) int {
+		var n int
+		if _, err := fmt.Sscan(callText(t, cs, "pid"), &n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	a := dialWith(t, &mcp.StreamableClientTransport{Endpoint: pt.url}, &events{}, "a", modern)
+	a2 := dialWith(t, &mcp.StreamableClientTransport{Endpoint: pt.url}, &events{}, "a", modern)
+	b := dialWith(t, &mcp.StreamableClientTransport{Endpoint: pt.url}, &events{}, "b", modern)
+	pa, pa2, pb := pid(a), pid(a2), pid(b)
+	if pa != pa2 || pa == pb || pa == 0 {
+		t.Fatalf("identities a, a, b got processes %d, %d, %d", pa, pa2, pb)
+	}
+	if !testservers.Eventually(10*time.Second, func() bool { return testservers.ProcessGone(pa) && testservers.ProcessGone(pb) }) {
+		t.Fatalf("processes %d and %d outlived the idle timeout", pa, pb)
+	}
+	// The next request opens the link again.
+	pa3 := pid(a)
+	if pa3 == pa || pa3 == 0 {
+		t.Errorf("after idling out: process %d", pa3)
+	}
+	pt.g.Close()
+	if !testservers.ProcessGone(pa3) {
+		t.Errorf("process %d outlived Close", pa3)
+	}
+}
