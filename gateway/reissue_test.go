@@ -424,7 +424,7 @@ func TestReissueBounds(t *testing.T) {
 func TestSessionClientResendIsAnsweredFromTheFirstExecution(t *testing.T) {
 	rig := newReissueRig(t, Reissue{})
 	cs, err := mcp.NewClient(&mcp.Implementation{Name: "old", Version: "1"}, nil).Connect(context.Background(),
-		&mcp.StreamableClientTransport{Endpoint: rig.url + "/mcp"}, nil)
+		&mcp.StreamableClientTransport{Endpoint: rig.url + "/mcp"}, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -474,7 +474,7 @@ func TestSessionClientResendIsAnsweredFromTheFirstExecution(t *testing.T) {
 func TestCancelledRequestIsNotKept(t *testing.T) {
 	rig := newReissueRig(t, Reissue{Grace: time.Hour})
 	cs, err := mcp.NewClient(&mcp.Implementation{Name: "old", Version: "1"}, nil).Connect(context.Background(),
-		&mcp.StreamableClientTransport{Endpoint: rig.url + "/mcp"}, nil)
+		&mcp.StreamableClientTransport{Endpoint: rig.url + "/mcp"}, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
 	if err != nil {
 		t.Fatal(err)
 	}

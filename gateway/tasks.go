@@ -343,8 +343,10 @@ func (lt *liveTask) forget(ctx context.Context, key string) {
 }
 
 // answer hands the client's answers to the questions they name; answers
-// to no pending question are ignored (answered already, or withdrawn).
-func (lt *liveTask) answer(ctx context.Context, answers mcp.InputResponseMap) error {
+// to no pending question are ignored (answered already, withdrawn, or
+// never asked), whatever their shape, as SEP-2663 asks: only an answer to
+// a pending question is decoded, as the elicitation result it must be.
+func (lt *liveTask) answer(ctx context.Context, answers map[string]json.RawMessage) error {
 	lt.wmu.Lock()
 	defer lt.wmu.Unlock()
 	n := 0
@@ -353,9 +355,9 @@ func (lt *liveTask) answer(ctx context.Context, answers mcp.InputResponseMap) er
 		if !ok {
 			continue
 		}
-		res, ok := v.(*mcp.ElicitResult)
-		if !ok {
-			return fmt.Errorf("the answer to %q is a %T, not an elicitation result", k, v)
+		res := new(mcp.ElicitResult)
+		if err := json.Unmarshal(v, res); err != nil || res.Action == "" {
+			return fmt.Errorf("the answer to %q is not an elicitation result (with an action)", k)
 		}
 		delete(lt.asks, k)
 		a.answer <- res
@@ -549,7 +551,7 @@ func (tr *taskRunner) serveMethod(w http.ResponseWriter, r *http.Request, id jso
 	case "tasks/get":
 		writeResult(w, id, detailedTask(st, tr.o))
 	case "tasks/update":
-		var answers mcp.InputResponseMap
+		var answers map[string]json.RawMessage
 		if len(req.Params.InputResponses) > 0 && string(req.Params.InputResponses) != "null" {
 			if err := json.Unmarshal(req.Params.InputResponses, &answers); err != nil {
 				writeRPCError(w, http.StatusOK, id, codeInvalidParams, "toolmux: params.inputResponses: "+err.Error())

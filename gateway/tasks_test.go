@@ -292,7 +292,7 @@ func TestTasksSessionDeclared(t *testing.T) {
 	caps := &mcp.ClientCapabilities{}
 	caps.AddExtension(taskclient.Extension, map[string]any{})
 	cs, err := mcp.NewClient(&mcp.Implementation{Name: "tasks"}, &mcp.ClientOptions{Capabilities: caps}).
-		Connect(ctx, &mcp.StreamableClientTransport{Endpoint: url}, nil)
+		Connect(ctx, &mcp.StreamableClientTransport{Endpoint: url}, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -309,7 +309,8 @@ func TestTasksSessionDeclared(t *testing.T) {
 		t.Fatalf("%+v %v", done, err)
 	}
 
-	plain, err := mcp.NewClient(&mcp.Implementation{Name: "plain"}, nil).Connect(ctx, &mcp.StreamableClientTransport{Endpoint: url}, nil)
+	plain, err := mcp.NewClient(&mcp.Implementation{Name: "plain"}, nil).Connect(ctx, &mcp.StreamableClientTransport{Endpoint: url},
+		&mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -265,7 +265,7 @@ func TestServeReissued2026Request(t *testing.T) {
 	}
 	probe.Body.Close()
 	if probe.StatusCode != http.StatusOK {
-		t.Skipf("/mcp does not serve 2026-07-28 requests yet (%s)", probe.Status)
+		t.Fatalf("/mcp refused a 2026-07-28 request: %s", probe.Status)
 	}
 	path := filepath.Join(t.TempDir(), "out.txt")
 	args := map[string]any{"path": path, "line": "once", "ms": 1500}

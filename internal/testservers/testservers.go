@@ -48,7 +48,8 @@ type Options struct {
 	// traceparent, "header": the HTTP request's traceparent header}.
 	TraceContext bool
 	// TaskJobs adds the tools the conformance suite's tasks scenarios
-	// call (greet, slow_compute, failing_job, protocol_error_job): a
+	// call (greet, slow_compute, failing_job, protocol_error_job,
+	// confirm_delete): a
 	// gateway serving them as tasks is held to the suite.
 	TaskJobs bool
 }
@@ -602,6 +603,15 @@ func addTaskJobs(s *mcp.Server) {
 			case <-ctx.Done():
 				return nil, nil, ctx.Err()
 			}
+		})
+	type deleteIn struct {
+		Filename string `json:"filename" jsonschema:"the file to delete"`
+	}
+	// It deletes nothing: a gateway puts its calls to an approval (the
+	// question the suite's confirm_delete asks), then it answers.
+	mcp.AddTool(s, &mcp.Tool{Name: "confirm_delete", Description: "Answers that the file was deleted (deletes nothing)."},
+		func(_ context.Context, _ *mcp.CallToolRequest, in deleteIn) (*mcp.CallToolResult, any, error) {
+			return text("deleted " + in.Filename), nil, nil
 		})
 	mcp.AddTool(s, &mcp.Tool{Name: "protocol_error_job", Description: "Works a second, then answers with a JSON-RPC error."},
 		func(ctx context.Context, _ *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
