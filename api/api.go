@@ -328,8 +328,7 @@ func (s *server) call(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *server) tasks(w http.ResponseWriter, r *http.Request) {
-	if s.o.Log == nil {
-		writeError(w, http.StatusNotFound, "not_configured", "there is no task log (no data directory)")
+	if !s.haveLog(w) {
 		return
 	}
 	f := tasklog.Filter{Status: tasklog.Status(r.URL.Query().Get("status")), Limit: 50}
@@ -355,8 +354,7 @@ func (s *server) tasks(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *server) task(w http.ResponseWriter, r *http.Request) {
-	if s.o.Log == nil {
-		writeError(w, http.StatusNotFound, "not_configured", "there is no task log (no data directory)")
+	if !s.haveLog(w) {
 		return
 	}
 	d, err := s.o.Log.Detail(r.Context(), r.PathValue("id"))
@@ -374,8 +372,7 @@ func (s *server) task(w http.ResponseWriter, r *http.Request) {
 // mcpTasks lists the MCP tasks (the tasks extension's, docs/gateway.md
 // "Tasks"), newest first, without their results.
 func (s *server) mcpTasks(w http.ResponseWriter, r *http.Request) {
-	if s.o.Log == nil {
-		writeError(w, http.StatusNotFound, "not_configured", "there is no task log (no data directory)")
+	if !s.haveLog(w) {
 		return
 	}
 	f := tasklog.MCPTaskFilter{Status: tasklog.MCPTaskStatus(r.URL.Query().Get("status")), Limit: 50}
@@ -401,8 +398,7 @@ func (s *server) mcpTasks(w http.ResponseWriter, r *http.Request) {
 
 // mcpTask is one MCP task, whole: its result or error, its questions.
 func (s *server) mcpTask(w http.ResponseWriter, r *http.Request) {
-	if s.o.Log == nil {
-		writeError(w, http.StatusNotFound, "not_configured", "there is no task log (no data directory)")
+	if !s.haveLog(w) {
 		return
 	}
 	t, err := s.o.Log.MCPTask(r.Context(), r.PathValue("id"))
@@ -559,4 +555,14 @@ func isNilPolicy(p interface{ Requires(tool.Tool) policy.Action }) bool {
 		return v == nil
 	}
 	return false
+}
+
+// haveLog reports whether there is a task log to answer from, having
+// answered 404 when there is none.
+func (s *server) haveLog(w http.ResponseWriter) bool {
+	if s.o.Log == nil {
+		writeError(w, http.StatusNotFound, "not_configured", "there is no task log (no data directory)")
+		return false
+	}
+	return true
 }

@@ -169,15 +169,7 @@ func (r *route) link(ctx context.Context, ss *mcp.ServerSession, version string)
 		go l.run(version)
 	}
 	r.mu.Unlock()
-	select {
-	case <-l.ready:
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	}
-	if l.err != nil {
-		return nil, l.err
-	}
-	return l, nil
+	return l.await(ctx)
 }
 
 // path is where the route is served.
@@ -1054,4 +1046,18 @@ func (r *route) leanCall(w http.ResponseWriter, req *http.Request, sid string, b
 		defer done()
 		return r.callTool(withLeanStream(ctx, st), l, &mcp.CallToolRequest{Session: ss, Params: params})
 	})
+}
+
+// await waits until the link is up (or failed to come up), at most as
+// long as ctx.
+func (l *link) await(ctx context.Context) (*link, error) {
+	select {
+	case <-l.ready:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	if l.err != nil {
+		return nil, l.err
+	}
+	return l, nil
 }

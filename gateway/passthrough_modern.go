@@ -239,15 +239,7 @@ func (r *route) sharedLink(ctx context.Context, init *mcp.InitializeParams) (*li
 		go l.run(protocolModern)
 	}
 	r.mu.Unlock()
-	select {
-	case <-l.ready:
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	}
-	if l.err != nil {
-		return nil, l.err
-	}
-	return l, nil
+	return l.await(ctx)
 }
 
 // takeRoom is take, ending the idle link of 2026-07-28 clients unused the
