@@ -70,16 +70,10 @@ func (g *Gateway) jsonRPCErrors(h http.Handler, route string, lean leanFunc) htt
 		var id json.RawMessage
 		var modern bool // a request of the sessionless protocol (era.go)
 		if r.Method == http.MethodPost && r.Body != nil {
-			body, err := io.ReadAll(r.Body)
-			if err != nil {
-				if _, tooBig := errors.AsType[*http.MaxBytesError](err); tooBig {
-					writeRPCError(w, http.StatusRequestEntityTooLarge, nil, codeInvalidRequest, "toolmux: the request body is too large (see --max-request-bytes)")
-					return
-				}
-				writeRPCError(w, http.StatusBadRequest, nil, codeParseError, "toolmux: could not read the request: "+err.Error())
+			body, ok := readBody(w, r)
+			if !ok {
 				return
 			}
-			r.Body = io.NopCloser(bytes.NewReader(body))
 			msg := jsonscan.Scan(body)
 			if g.reissue != nil && msg.Depth <= sdkMaxDepth {
 				r = g.reissue.take(r, route, body, msg) // reissue.go
@@ -96,7 +90,6 @@ func (g *Gateway) jsonRPCErrors(h http.Handler, route string, lean leanFunc) htt
 				return
 			}
 			modern = newEra(r.Header, body)
-			var ok bool
 			if id, ok = checkMessage(w, body, msg, modern); !ok {
 				return
 			}
@@ -275,4 +268,21 @@ func (g *Gateway) maxDepth() int {
 		return g.depth
 	}
 	return tool.DefaultMaxDepth
+}
+
+// readBody reads a POST's whole body (bounded by Protect's limit) and
+// puts it back for the handler after; ok is false when it could not, the
+// client having been answered.
+func readBody(w http.ResponseWriter, r *http.Request) (body []byte, ok bool) {
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		if _, tooBig := errors.AsType[*http.MaxBytesError](err); tooBig {
+			writeRPCError(w, http.StatusRequestEntityTooLarge, nil, codeInvalidRequest, "toolmux: the request body is too large (see --max-request-bytes)")
+			return nil, false
+		}
+		writeRPCError(w, http.StatusBadRequest, nil, codeParseError, "toolmux: could not read the request: "+err.Error())
+		return nil, false
+	}
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	return body, true
 }

@@ -11,7 +11,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"maps"
 	"net/http"
 	"slices"
@@ -90,16 +89,10 @@ func (r *route) initModern(version string) {
 func (g *Gateway) modernErrors(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method == http.MethodPost && r.Body != nil {
-			body, err := io.ReadAll(r.Body)
-			if err != nil {
-				if _, tooBig := errors.AsType[*http.MaxBytesError](err); tooBig {
-					writeRPCError(w, http.StatusRequestEntityTooLarge, nil, codeInvalidRequest, "toolmux: the request body is too large (see --max-request-bytes)")
-					return
-				}
-				writeRPCError(w, http.StatusBadRequest, nil, codeParseError, "toolmux: could not read the request: "+err.Error())
+			body, ok := readBody(w, r)
+			if !ok {
 				return
 			}
-			r.Body = io.NopCloser(bytes.NewReader(body))
 			if msg := jsonscan.Scan(body); msg.Depth > sdkMaxDepth {
 				writeRPCError(w, http.StatusBadRequest, rpcID(msg.ID), codeInvalidParams, fmt.Sprintf(
 					"invalid_tool_params: the request nests deeper than %d levels, the most an MCP message may; "+
