@@ -370,7 +370,7 @@ func inputRequired(q mcp.InputRequestMap) *mcp.CallToolResult {
 // initialize, the client's version, identity and capabilities in every
 // request's _meta, multi round-trip requests (input_required) instead of
 // the server's requests to the client.
-const protocolModern = "2026-07-28"
+const protocolModern = multiRoundTrip
 
 // protocolLegacyLatest is the newest protocol version with sessions (the
 // initialize handshake).

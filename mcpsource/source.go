@@ -470,7 +470,7 @@ func wireOf(t mcp.Transport, cs *mcp.ClientSession) *stdioConn {
 	if !ok {
 		return nil
 	}
-	if r := cs.InitializeResult(); r == nil || r.ProtocolVersion >= "2026-07-28" {
+	if r := cs.InitializeResult(); r == nil || r.ProtocolVersion >= modernProtocol {
 		return nil
 	}
 	return st.connection()
