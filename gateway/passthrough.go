@@ -286,35 +286,65 @@ func (r *route) callTool(ctx context.Context, l *link, req *mcp.CallToolRequest)
 	// What a server answers for a tool it does not have; a tool the
 	// manager does not allow is one. While the server is down its tools
 	// are not in the catalog: the governed call says why.
-	args, refusal, err := r.admit(ctx, req.Params)
+	t, args, refusal, err := r.admit(ctx, req.Params)
 	if refusal != nil || err != nil {
 		return result(refusal, err)
 	}
-	res, err := r.governed(ctx, l, req.Params, args)
+	return r.windowed(ctx, t, l.ss, req.Params, args, func(ctx context.Context) (*mcp.CallToolResult, error) {
+		return r.callSession(ctx, l, req.Params, args)
+	})
+}
+
+// callSession makes a session's call, asking the client the approvals
+// the policy asks for.
+func (r *route) callSession(ctx context.Context, l *link, params *mcp.CallToolParamsRaw, args map[string]any) (*mcp.CallToolResult, error) {
+	res, err := r.governed(ctx, l, params, args)
 	if err != nil || res.InputRequests == nil {
-		return result(res, err)
+		return res, err
 	}
 	elicit := l.ss.Elicit
 	if st := leanStreamFrom(ctx); st != nil {
 		elicit = st.elicit
 	}
+	// Nobody may be there to answer a call the window of re-issued
+	// requests keeps: it is withdrawn if its client has left.
+	approved := reissueApproving(ctx)
 	answers := make(mcp.InputResponseMap, len(res.InputRequests))
 	for key, q := range res.InputRequests {
 		ep, ok := q.(*mcp.ElicitParams)
 		if !ok {
+			approved()
 			return nil, fmt.Errorf("toolmux: cannot ask the client a %T", q)
 		}
 		if answers[key], err = elicit(ctx, ep); err != nil {
+			approved()
 			return nil, err
 		}
 	}
-	retry := *req.Params
+	approved()
+	retry := *params
 	retry.InputResponses = answers
 	res, err = r.governed(ctx, l, &retry, args)
 	if err == nil && res.InputRequests != nil {
 		return nil, errors.New("toolmux: the approval was asked again after the client answered it")
 	}
-	return result(res, err)
+	return res, err
+}
+
+// windowed makes a tools/call of the route (run) through the gateway's
+// window of re-issued requests (reissue.go) when it is one the window
+// keeps: a tool the catalog knows (t, with its annotations), neither
+// read-only nor idempotent, of a request with an identity (the client's
+// session ss, or a 2026-07-28 request's clientInfo). Otherwise run is
+// simply called.
+func (r *route) windowed(ctx context.Context, t *tool.Tool, ss *mcp.ServerSession, params *mcp.CallToolParamsRaw, args map[string]any,
+	run func(context.Context) (*mcp.CallToolResult, error)) (mcp.Result, error) {
+	if t != nil {
+		if res, err, ok := r.g.windowed(ctx, *t, callInput{session: ss, params: params}, args, run); ok {
+			return result(res, err)
+		}
+	}
+	return result(run(ctx))
 }
 
 // serverUp reports whether the catalog's health of server says it is ready.

@@ -77,7 +77,7 @@ func (r *route) initModern(version string) {
 	r.modern.AddSendingMiddleware(rewriteNotification)
 	o := r.g.streamableOptions(true)
 	o.Stateless = true
-	r.modernHandler = r.g.modernErrors(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return r.modern }, o))
+	r.modernHandler = r.g.modernErrors(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return r.modern }, o), r.path())
 }
 
 // modernErrors checks what the go-sdk would not before it serves a
@@ -85,19 +85,27 @@ func (r *route) initModern(version string) {
 // bounds by failing) and a body over the gateway's limit. The go-sdk's
 // stateless handler answers the rest in JSON-RPC itself, with the HTTP
 // statuses the protocol asks for (404 for an unknown method), which the
-// stateful routes' wrapper (jsonRPCErrors) would change.
-func (g *Gateway) modernErrors(h http.Handler) http.Handler {
+// stateful routes' wrapper (jsonRPCErrors) would change. As that
+// wrapper, it gives a tools/call of route its origin, the identity the
+// window of re-issued requests keys it by, and passes a
+// notifications/cancelled to the window (reissue.go); the go-sdk's
+// stateless handler hands the request's context values on to the call.
+func (g *Gateway) modernErrors(h http.Handler, route string) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method == http.MethodPost && r.Body != nil {
 			body, ok := readBody(w, r)
 			if !ok {
 				return
 			}
-			if msg := jsonscan.Scan(body); msg.Depth > sdkMaxDepth {
+			msg := jsonscan.Scan(body)
+			if msg.Depth > sdkMaxDepth {
 				writeRPCError(w, http.StatusBadRequest, rpcID(msg.ID), codeInvalidParams, fmt.Sprintf(
 					"invalid_tool_params: the request nests deeper than %d levels, the most an MCP message may; "+
 						"tool arguments may nest at most %d (limits.max_depth)", sdkMaxDepth, g.maxDepth()))
 				return
+			}
+			if g.reissue != nil {
+				r = g.reissue.take(r, route, body, msg) // reissue.go
 			}
 		}
 		h.ServeHTTP(w, r)
@@ -669,18 +677,31 @@ func (r *route) callToolModern(ctx context.Context, l *link, ss *mcp.ServerSessi
 	if st.Parked != "" {
 		return r.resume(ctx, l, ss, st.Parked, req.Params.InputResponses)
 	}
-	args, refusal, err := r.admit(ctx, req.Params)
+	t, args, refusal, err := r.admit(ctx, req.Params)
 	if refusal != nil || err != nil {
 		return result(refusal, err)
 	}
+	// A request answering a parked call (above) is a retry of a call that
+	// has not ended; any other is a call of its own, which the window of
+	// re-issued requests may have seen already (its key holds the
+	// inputResponses, so a retry answering the gateway's or a 2026-07-28
+	// server's questions is another request than the one asked).
+	return r.windowed(ctx, t, nil, req.Params, args, func(ctx context.Context) (*mcp.CallToolResult, error) {
+		return r.startModern(ctx, l, ss, req.Params, st, args)
+	})
+}
+
+// startModern starts a 2026-07-28 client's call (in) and waits for it;
+// st is the state its requestState carried.
+func (r *route) startModern(ctx context.Context, l *link, ss *mcp.ServerSession, in *mcp.CallToolParamsRaw, st gatewayState, args map[string]any) (*mcp.CallToolResult, error) {
 	// The answers of the approvals asked in earlier rounds, then this
 	// round's; the server gets its own and its state.
-	params := *req.Params
+	params := *in
 	answers := maps.Clone(st.Approvals)
 	if answers == nil {
 		answers = mcp.InputResponseMap{}
 	}
-	maps.Copy(answers, req.Params.InputResponses)
+	maps.Copy(answers, in.InputResponses)
 	params.InputResponses, params.RequestState = answers, st.Upstream
 
 	p := &parked{key: l.key, asks: make(chan *question), done: make(chan outcome, 1)}
@@ -726,25 +747,49 @@ func (r *route) callToolModern(ctx context.Context, l *link, ss *mcp.ServerSessi
 		release()
 		p.done <- outcome{res, err}
 	}()
-	return r.await(ctx, ss, p)
+	res, err := r.await(ctx, ss, p)
+	if err != nil {
+		return nil, err
+	}
+	cr, _ := res.(*mcp.CallToolResult)
+	if p.id != "" && reissueLeft(ctx) {
+		// The call, kept by the window of re-issued requests after its
+		// client left, was parked for a question of the server's: nobody
+		// is there to answer, so it is withdrawn (cancelled upstream)
+		// rather than left parked, and a re-issue gets that, not a second
+		// execution. (p.id is set by park, on this goroutine.)
+		if r.parks.take(p.id, p.key) != nil {
+			p.cancel()
+		}
+		return errorResult(&tool.Error{Kind: tool.KindCancelled, Server: r.cfg.Name, Tool: in.Name, Message: fmt.Sprintf(
+			"the server asked the client a question after the client's request had ended; nobody was there to answer it, so the call was cancelled upstream: %v",
+			errClientGone)}), nil
+	}
+	return cr, nil
 }
 
 // admit checks a tools/call before it is governed, as callTool does: a
 // tool the server does not have (or the manager does not allow) is the
-// server's error, arguments that are not an object a refusal.
-func (r *route) admit(ctx context.Context, params *mcp.CallToolParamsRaw) (map[string]any, *mcp.CallToolResult, error) {
+// server's error, arguments that are not an object a refusal. It returns
+// the tool as the catalog has it (nil while the server is down) and the
+// arguments.
+func (r *route) admit(ctx context.Context, params *mcp.CallToolParamsRaw) (*tool.Tool, map[string]any, *mcp.CallToolResult, error) {
 	cat, err := r.g.caller.Tools(ctx)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
-	if _, ok := cat.Find(r.cfg.Name, params.Name); !ok && serverUp(cat, r.cfg.Name) {
-		return nil, nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("unknown tool %q", params.Name)}
+	t, ok := cat.Find(r.cfg.Name, params.Name)
+	if !ok && serverUp(cat, r.cfg.Name) {
+		return nil, nil, nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("unknown tool %q", params.Name)}
 	}
 	args, err := r.g.decodeArgs(params.Arguments)
 	if err != nil {
-		return nil, errorResult(&tool.Error{Kind: tool.KindInvalidParams, Server: r.cfg.Name, Tool: params.Name, Message: err.Error()}), nil
+		return nil, nil, errorResult(&tool.Error{Kind: tool.KindInvalidParams, Server: r.cfg.Name, Tool: params.Name, Message: err.Error()}), nil
 	}
-	return args, nil, nil
+	if !ok {
+		return nil, args, nil, nil
+	}
+	return &t, args, nil, nil
 }
 
 type parkKey struct{}

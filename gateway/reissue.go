@@ -99,7 +99,8 @@ type ReissueLog interface {
 type Reissued struct {
 	// Task is the task of the first execution's call.
 	Task string
-	// Route is where the request came: "/mcp", "/virtual/NAME/mcp".
+	// Route is where the request came: "/mcp", "/virtual/NAME/mcp",
+	// "/servers/NAME/mcp".
 	Route string
 	// Server and Tool name the tool called.
 	Server, Tool string
@@ -288,22 +289,62 @@ func writeField(h hash.Hash, f []byte) {
 // off, the tool is read-only or idempotent, the call is the window's own
 // execution, or it has no request identity: stdio, in memory).
 func (g *Gateway) reissued(ctx context.Context, t tool.Tool, in callInput, args map[string]any) (_ *mcp.CallToolResult, ok bool) {
+	res, _, ok := g.windowed(ctx, t, in, args, func(ctx context.Context) (*mcp.CallToolResult, error) {
+		return g.callArgs(ctx, t, in, args), nil
+	})
+	return res, ok
+}
+
+// windowed makes a call of t through the window, run making it, when it
+// is one the window keeps; ok is false when run must simply be called
+// (as for reissued). run's error (a JSON-RPC error a passthrough route
+// answers as it is) is kept with its result.
+func (g *Gateway) windowed(ctx context.Context, t tool.Tool, in callInput, args map[string]any,
+	run func(context.Context) (*mcp.CallToolResult, error)) (_ *mcp.CallToolResult, _ error, ok bool) {
 	w := g.reissue
 	if w == nil || t.IsIdempotent() || ctx.Value(outsideKey{}) != nil {
-		return nil, false
+		return nil, nil, false
 	}
 	o := originFrom(ctx)
 	if o == nil {
-		return nil, false
+		return nil, nil, false
 	}
 	key, req, ok := g.reissueKeyOf(o, t, in, args)
 	if !ok {
-		return nil, false
+		return nil, nil, false
 	}
 	note := Reissued{Task: g.clients.task(in.session), Route: o.route, Server: t.Server, Tool: t.Name, RequestID: string(o.id)}
-	return w.call(ctx, key, req, note, func(ctx context.Context) *mcp.CallToolResult {
-		return g.callArgs(ctx, t, in, args)
-	}), true
+	res, err := w.call(ctx, key, req, note, run)
+	return res, err, true
+}
+
+type executionKey struct{}
+
+// reissueApproving tells the window that the call of ctx, if it is one of
+// its executions, waits for its client's answer to an approval asked
+// outside the policy gate (a passthrough session's elicitation): as for
+// one the gate asks, a call whose client has left is withdrawn. The
+// returned func says the wait ended.
+func reissueApproving(ctx context.Context) func() {
+	e, _ := ctx.Value(executionKey{}).(*execution)
+	if e == nil {
+		return func() {}
+	}
+	e.approvalWait(true)
+	return func() { e.approvalWait(false) }
+}
+
+// reissueLeft reports whether the call of ctx is an execution of the
+// window whose every request has ended (it goes on for the grace): what
+// it would ask its client now nobody would read.
+func reissueLeft(ctx context.Context) bool {
+	e, _ := ctx.Value(executionKey{}).(*execution)
+	if e == nil {
+		return false
+	}
+	e.w.mu.Lock()
+	defer e.w.mu.Unlock()
+	return e.left
 }
 
 // reissue is the window of executions.
@@ -345,6 +386,7 @@ type execution struct {
 	grace     *time.Timer
 	ended     time.Time // zero while it runs
 	result    *mcp.CallToolResult
+	err       error // run's error, kept with result
 	kept      bool
 }
 
@@ -370,7 +412,7 @@ var (
 
 // call answers a request of key: from the execution of an earlier request
 // with that key, else by making the call (run) as a new execution.
-func (w *reissue) call(ctx context.Context, key, req reissueKey, note Reissued, run func(context.Context) *mcp.CallToolResult) *mcp.CallToolResult {
+func (w *reissue) call(ctx context.Context, key, req reissueKey, note Reissued, run func(context.Context) (*mcp.CallToolResult, error)) (*mcp.CallToolResult, error) {
 	now := time.Now()
 	w.mu.Lock()
 	w.sweepLocked(now)
@@ -396,25 +438,26 @@ func (w *reissue) call(ctx context.Context, key, req reissueKey, note Reissued, 
 	e.cancel = cancel
 	stop := context.AfterFunc(w.base, func() { cancel(context.Cause(w.base)) })
 	ectx = context.WithValue(ectx, outsideKey{}, true)
+	ectx = context.WithValue(ectx, executionKey{}, e)
 	ectx = policy.WithApprovalWait(ectx, e.approvalWait)
 	w.wg.Add(1)
 	w.mu.Unlock()
 	go func() {
 		defer w.wg.Done()
 		defer stop()
-		res := run(ectx)
+		res, err := run(ectx)
 		cancel(nil)
-		w.finish(e, res)
+		w.finish(e, res, err)
 	}()
 	return w.wait(ctx, e)
 }
 
 // attachLocked answers a re-issue of e's request; w.mu is held, and
 // released.
-func (w *reissue) attachLocked(ctx context.Context, e *execution, note Reissued) *mcp.CallToolResult {
+func (w *reissue) attachLocked(ctx context.Context, e *execution, note Reissued) (*mcp.CallToolResult, error) {
 	running := e.ended.IsZero()
 	kept := e.kept
-	res := e.result
+	res, err := e.result, e.err
 	if running {
 		e.waiters++
 		e.left = false
@@ -437,31 +480,31 @@ func (w *reissue) attachLocked(ctx context.Context, e *execution, note Reissued)
 	case running:
 		return w.wait(ctx, e)
 	case kept:
-		return res
+		return res, err
 	}
 	return errorResult(&tool.Error{Kind: tool.KindOutcomeUnknown, Server: e.note.Server, Tool: e.note.Tool, Message: fmt.Sprintf(
 		"this request (id %s) was made before and %s/%s ran for it; its result was larger than reissue.max_result_bytes (%d bytes) and was not kept, "+
 			"and the call is not idempotent, so it was not run again: its effect has happened, its result is lost",
-		e.note.RequestID, e.note.Server, e.note.Tool, w.opts.MaxResultBytes)})
+		e.note.RequestID, e.note.Server, e.note.Tool, w.opts.MaxResultBytes)}), nil
 }
 
 // wait waits for e's result, or for ctx to end (then the request leaves
 // e, which may go on for a re-issue).
-func (w *reissue) wait(ctx context.Context, e *execution) *mcp.CallToolResult {
+func (w *reissue) wait(ctx context.Context, e *execution) (*mcp.CallToolResult, error) {
 	select {
 	case <-e.done:
 		w.mu.Lock()
 		defer w.mu.Unlock()
-		res := e.result
+		res, err := e.result, e.err
 		if e.waiters--; e.waiters == 0 && !e.kept {
-			e.result = nil
+			e.result, e.err = nil, nil
 		}
-		return res
+		return res, err
 	case <-ctx.Done():
 		cause := context.Cause(ctx)
 		w.leave(e, cause)
 		return errorResult(&tool.Error{Kind: tool.KindCancelled, Server: e.note.Server, Tool: e.note.Tool,
-			Message: fmt.Sprintf("%v; a re-issue of the request within %v gets the call's result", cause, w.opts.Grace), Err: cause})
+			Message: fmt.Sprintf("%v; a re-issue of the request within %v gets the call's result", cause, w.opts.Grace), Err: cause}), nil
 	}
 }
 
@@ -475,7 +518,7 @@ func (w *reissue) leave(e *execution, cause error) {
 	e.waiters--
 	if !e.ended.IsZero() {
 		if e.waiters == 0 && !e.kept {
-			e.result = nil
+			e.result, e.err = nil, nil
 		}
 		return
 	}
@@ -509,9 +552,12 @@ func (e *execution) approvalWait(waiting bool) {
 // finish keeps e's result for the window, unless it is not a result to
 // answer a re-issue with: the call was withdrawn before it ran, or it
 // asked its client a question (the retry with the answer runs it). A
-// result too large is not kept.
-func (w *reissue) finish(e *execution, res *mcp.CallToolResult) {
-	size := resultSize(res, w.opts.MaxResultBytes)
+// result too large is not kept; an error (err, res nil) is.
+func (w *reissue) finish(e *execution, res *mcp.CallToolResult, err error) {
+	size := 0
+	if res != nil {
+		size = resultSize(res, w.opts.MaxResultBytes)
+	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	e.ended = time.Now()
@@ -522,14 +568,14 @@ func (w *reissue) finish(e *execution, res *mcp.CallToolResult) {
 		e.grace.Stop()
 		e.grace = nil
 	}
-	e.result = res
-	forget := e.withdrawn || res.InputRequests != nil
+	e.result, e.err = res, err
+	forget := e.withdrawn || res != nil && res.InputRequests != nil
 	e.kept = !forget && size <= w.opts.MaxResultBytes
 	if forget {
 		w.removeLocked(e)
 	}
 	if e.waiters == 0 && !e.kept {
-		e.result = nil
+		e.result, e.err = nil, nil
 	}
 	close(e.done)
 }

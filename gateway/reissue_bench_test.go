@@ -19,7 +19,7 @@ func BenchmarkReissueWindow(b *testing.B) {
 		w := newReissue(Reissue{}, nil)
 		defer w.close()
 		res := &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "appended a line to the file"}}}
-		run := func(context.Context) *mcp.CallToolResult { return res }
+		run := func(context.Context) (*mcp.CallToolResult, error) { return res, nil }
 		ctx := context.Background()
 		b.ReportAllocs()
 		var k reissueKey

@@ -596,16 +596,16 @@ func TestCallReachingApprovalAfterItsClientLeftIsWithdrawn(t *testing.T) {
 	shell := tool.Tool{Server: "builtin", Name: "shell"}
 	admit := make(chan struct{})
 	gateErr := make(chan error, 1)
-	run := func(ctx context.Context) *mcp.CallToolResult {
+	run := func(ctx context.Context) (*mcp.CallToolResult, error) {
 		<-admit // still validating when the client leaves
 		err := gate.Check(ctx, shell, tool.Call{Server: "builtin", Tool: "shell", Arguments: map[string]any{"command": "ls"}})
 		gateErr <- err
-		return &mcp.CallToolResult{IsError: err != nil}
+		return &mcp.CallToolResult{IsError: err != nil}, nil
 	}
 	var key reissueKey
 	ctx, cancel := context.WithCancelCause(context.Background())
 	answered := make(chan *mcp.CallToolResult, 1)
-	go func() { answered <- w.call(ctx, key, key, Reissued{}, run) }()
+	go func() { res, _ := w.call(ctx, key, key, Reissued{}, run); answered <- res }()
 	cancel(errClientGone)
 	<-answered
 	close(admit)

@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
 	"github.com/toolmux/toolmux/internal/testservers"
 )
 
@@ -283,5 +285,81 @@ func TestServeReissued2026Request(t *testing.T) {
 		"io.modelcontextprotocol/clientInfo":         map[string]any{"name": "another", "version": "1.0"}}
 	if text, _, _ := other.send(t, "7", "fx__append", args); text != "appended once" || len(fileLines(t, path)) != 2 {
 		t.Fatalf("another client's call with the same id: %q, file %q", text, fileLines(t, path))
+	}
+}
+
+// The passthrough route /servers/fx/mcp keeps the same window, for a
+// 2026-07-28 client (no session): its stream breaks while the fixture's
+// non-idempotent append runs upstream, it re-issues the request, and the
+// re-issue gets the first execution's result; the file holds one line.
+// A non-idempotent call re-issued after it ended gets the same answer
+// (span_write, whose answer is the time it ran); a read-only one (span)
+// re-issued runs again and answers another time.
+func TestServeReissuedPassthrough2026(t *testing.T) {
+	t.Parallel()
+	p := startServeProc(t, workspace(t, fixtureConfig(t)), t.TempDir(), "--metrics")
+	c := rawClient{url: p.url("/servers/fx/mcp"), header: map[string]string{"Mcp-Protocol-Version": "2026-07-28"},
+		meta: map[string]any{
+			"io.modelcontextprotocol/protocolVersion":    "2026-07-28",
+			"io.modelcontextprotocol/clientCapabilities": map[string]any{},
+			"io.modelcontextprotocol/clientInfo":         map[string]any{"name": "agent", "version": "1.0"},
+		}}
+	if text, isErr, _ := c.send(t, "1", "echo", map[string]any{"message": "probe"}); isErr || text != "Echo: probe" {
+		t.Fatalf("the route answered the probe with %q (isError %v)", text, isErr)
+	}
+	path := filepath.Join(t.TempDir(), "out.txt")
+	args := map[string]any{"path": path, "line": "once", "ms": 1500}
+	c.cut(t, "7", "append", args, func() bool { return len(fileLines(t, path)) > 0 })
+	text, isErr, _ := c.send(t, "7", "append", args)
+	if isErr || text != "appended once" {
+		t.Fatalf("the re-issue got %q (isError %v), want the first execution's result", text, isErr)
+	}
+	if l := fileLines(t, path); len(l) != 1 {
+		t.Fatalf("the file holds %q: the call ran %d times", l, len(l))
+	}
+	// The same id with other arguments is another call, which runs.
+	if text, _, _ := c.send(t, "7", "append", map[string]any{"path": path, "line": "other"}); text != "appended other" || len(fileLines(t, path)) != 2 {
+		t.Fatalf("another call with the same id: %q, file %q", text, fileLines(t, path))
+	}
+
+	first, _, _ := c.send(t, "8", "span_write", map[string]any{"ms": 1})
+	if again, _, _ := c.send(t, "8", "span_write", map[string]any{"ms": 1}); again != first || first == "" {
+		t.Fatalf("span_write re-issued answered %q, then %q: want the first execution's answer", first, again)
+	}
+	first, _, _ = c.send(t, "9", "span", map[string]any{"ms": 1})
+	if again, _, _ := c.send(t, "9", "span", map[string]any{"ms": 1}); again == first || again == "" {
+		t.Fatalf("span (read-only) re-issued answered %q twice: want it run again", first)
+	}
+	wantSample(t, scrape(t, p, ""), "toolmux_reissued_requests_total", nil, 2)
+}
+
+// A client of a session on the passthrough route whose stream breaks
+// while append runs sends the request again in its session, same id: it
+// gets the first execution's result, and the append happened once.
+func TestServeReissuedPassthroughSession(t *testing.T) {
+	t.Parallel()
+	p := startServeProc(t, workspace(t, fixtureConfig(t)), t.TempDir())
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "test"}, nil).Connect(ctx,
+		&mcp.StreamableClientTransport{Endpoint: p.url("/servers/fx/mcp")}, &mcp.ClientSessionOptions{ProtocolVersion: legacyProtocol})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	c := rawClient{url: p.url("/servers/fx/mcp"), header: map[string]string{"Mcp-Session-Id": cs.ID(), "Mcp-Protocol-Version": cs.InitializeResult().ProtocolVersion}}
+	path := filepath.Join(t.TempDir(), "out.txt")
+	args := map[string]any{"path": path, "line": "once", "ms": 1500}
+	c.cut(t, `"r-1"`, "append", args, func() bool { return len(fileLines(t, path)) > 0 })
+	text, isErr, _ := c.send(t, `"r-1"`, "append", args)
+	if isErr || text != "appended once" {
+		t.Fatalf("the re-sent request got %q (isError %v), want the first execution's result", text, isErr)
+	}
+	if l := fileLines(t, path); len(l) != 1 {
+		t.Fatalf("the file holds %q: the call ran %d times", l, len(l))
+	}
+	first, _, _ := c.send(t, `"r-2"`, "span", map[string]any{"ms": 1})
+	if again, _, _ := c.send(t, `"r-2"`, "span", map[string]any{"ms": 1}); again == first || again == "" {
+		t.Fatalf("span (read-only) re-sent answered %q twice: want it run again", first)
 	}
 }
