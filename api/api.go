@@ -358,15 +358,7 @@ func (s *server) task(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	d, err := s.o.Log.Detail(r.Context(), r.PathValue("id"))
-	if err != nil {
-		if errors.Is(err, tasklog.ErrNotFound) {
-			writeError(w, http.StatusNotFound, "not_found", err.Error())
-			return
-		}
-		writeError(w, http.StatusInternalServerError, "internal", err.Error())
-		return
-	}
-	writeJSON(w, http.StatusOK, d)
+	writeFound(w, d, err, "")
 }
 
 // mcpTasks lists the MCP tasks (the tasks extension's, docs/gateway.md
@@ -402,15 +394,7 @@ func (s *server) mcpTask(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	t, err := s.o.Log.MCPTask(r.Context(), r.PathValue("id"))
-	if err != nil {
-		if errors.Is(err, tasklog.ErrNotFound) {
-			writeError(w, http.StatusNotFound, "not_found", fmt.Sprintf("no MCP task %q (unknown, or expired)", r.PathValue("id")))
-			return
-		}
-		writeError(w, http.StatusInternalServerError, "internal", err.Error())
-		return
-	}
-	writeJSON(w, http.StatusOK, t)
+	writeFound(w, t, err, fmt.Sprintf("no MCP task %q (unknown, or expired)", r.PathValue("id")))
 }
 
 func (s *server) approvals(w http.ResponseWriter, r *http.Request) {
@@ -565,4 +549,20 @@ func (s *server) haveLog(w http.ResponseWriter) bool {
 		return false
 	}
 	return true
+}
+
+// writeFound answers a lookup: v, or 404 when it is not there (notFound
+// saying so; "" for the error's own words), or 500.
+func writeFound(w http.ResponseWriter, v any, err error, notFound string) {
+	switch {
+	case errors.Is(err, tasklog.ErrNotFound):
+		if notFound == "" {
+			notFound = err.Error()
+		}
+		writeError(w, http.StatusNotFound, "not_found", notFound)
+	case err != nil:
+		writeError(w, http.StatusInternalServerError, "internal", err.Error())
+	default:
+		writeJSON(w, http.StatusOK, v)
+	}
 }

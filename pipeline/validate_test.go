@@ -453,8 +453,13 @@ func TestValidateConcurrentCalls(t *testing.T) {
 	if refused.Load() != 320 || spy.calls.Load() != 320 {
 		t.Errorf("refused %d, passed %d; want 320 each", refused.Load(), spy.calls.Load())
 	}
-	if n := v.compiles.Load(); n < 2 || n > 3 {
-		t.Errorf("compiles = %d, want 2 (a refresh racing with calls may compile once more)", n)
+	// Two schemas, each compiled once for the cache; a call that read the
+	// old schema just before the refresh and reaches the validator after
+	// it compiles that one for itself alone (without evicting the
+	// current one): at most once per caller racing the refresh, which a
+	// loaded machine makes happen. Never once per call (640 calls).
+	if n := v.compiles.Load(); n < 2 || n > 2+32 {
+		t.Errorf("compiles = %d, want 2, plus at most one per caller racing the refresh (32)", n)
 	}
 }
 
