@@ -551,3 +551,35 @@ func TestTasksExpire(t *testing.T) {
 		t.Errorf("a recent task: %+v %v", got, err)
 	}
 }
+
+// Past MaxRunning, a call of a declaring client runs as an ordinary call
+// (its result, no task) while the tasks already running go on; once one
+// has ended, the next long call is a task again.
+func TestTasksMaxRunning(t *testing.T) {
+	url, _, _ := tasksGateway(t, t.TempDir(), gateway.Tasks{Threshold: 100 * time.Millisecond, MaxRunning: 1})
+	ctx := pollCtx(t)
+	c := &taskclient.Client{URL: url}
+	first, err := c.CallTool(ctx, "fx__slow_compute", map[string]any{"seconds": 2, "label": "first"})
+	if err != nil || first.ResultType != "task" {
+		t.Fatalf("the first long call: %+v %v", first, err)
+	}
+	second, err := c.CallTool(ctx, "fx__slow_compute", map[string]any{"seconds": 0.5, "label": "second"})
+	if err != nil || second.ResultType != "complete" || second.TaskID != "" {
+		t.Fatalf("a long call past max_running: %+v %v, want an ordinary result", second, err)
+	}
+	if r, _ := second.ToolResult(); !strings.Contains(r.Text(), "computed second") {
+		t.Errorf("its result: %s", second.Raw)
+	}
+	if done, err := c.Poll(ctx, first.TaskID, nil); err != nil || done.Status != "completed" {
+		t.Fatalf("the running task: %+v %v", done, err)
+	}
+	third, err := c.CallTool(ctx, "fx__slow_compute", map[string]any{"seconds": 0.5, "label": "third"})
+	if err != nil || third.ResultType != "task" {
+		t.Errorf("a long call once the task ended: %+v %v, want a task", third, err)
+	}
+	if third.TaskID != "" {
+		if _, err := c.Poll(ctx, third.TaskID, nil); err != nil {
+			t.Error(err)
+		}
+	}
+}
