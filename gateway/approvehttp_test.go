@@ -179,6 +179,37 @@ func (a *approvalsGateway) waitPending(t *testing.T, n int) []api.Pending {
 	return p
 }
 
+// postThenLeave posts body, a call that waits for approval, in session
+// cs (with header pairs added), closes the connection once the call
+// waits, and checks that the call was withdrawn: gone from the queue,
+// and an answer afterwards is refused.
+func (a *approvalsGateway) postThenLeave(t *testing.T, cs *mcp.ClientSession, body string, header ...string) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, a.url+"/mcp", strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("Mcp-Session-Id", cs.ID())
+	req.Header.Set("Mcp-Protocol-Version", cs.InitializeResult().ProtocolVersion)
+	for i := 0; i+1 < len(header); i += 2 {
+		req.Header.Set(header[i], header[i+1])
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if resp, err := http.DefaultClient.Do(req); err == nil {
+			resp.Body.Close()
+		}
+	}()
+	p := a.waitPending(t, 1)[0]
+	cancel()
+	<-done
+	a.waitPending(t, 0)
+	if err := a.queue.Decide(p.ID, policy.ProceedOnce); err == nil {
+		t.Fatal("a withdrawn call took an answer")
+	}
+}
+
 func (a *approvalsGateway) written(name string) bool {
 	_, err := os.Stat(filepath.Join(a.dir, name))
 	return err == nil
@@ -262,29 +293,9 @@ func TestWaitingCallIsWithdrawnWhenTheConnectionEnds(t *testing.T) {
 	a := newApprovalsGateway(t, time.Minute, 0)
 	a.attach(t)
 	cs := a.connectHTTP(t, "plain", nil)
-	ctx, cancel := context.WithCancel(context.Background())
-	body := `{"jsonrpc":"2.0","id":77,"method":"tools/call","params":{"name":"builtin__write_file","arguments":{"path":"a.txt","content":"x"}}}`
-	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, a.url+"/mcp", strings.NewReader(body))
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json, text/event-stream")
-	req.Header.Set("Mcp-Session-Id", cs.ID())
-	req.Header.Set("Mcp-Protocol-Version", cs.InitializeResult().ProtocolVersion)
 	// A header of the gateway's own, sent by the client, is not believed.
-	req.Header.Set("Toolmux-Request", "forged")
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		if resp, err := http.DefaultClient.Do(req); err == nil {
-			resp.Body.Close()
-		}
-	}()
-	p := a.waitPending(t, 1)[0]
-	cancel()
-	<-done
-	a.waitPending(t, 0)
-	if err := a.queue.Decide(p.ID, policy.ProceedOnce); err == nil {
-		t.Fatal("a withdrawn call took an answer")
-	}
+	a.postThenLeave(t, cs, `{"jsonrpc":"2.0","id":77,"method":"tools/call","params":{"name":"builtin__write_file","arguments":{"path":"a.txt","content":"x"}}}`,
+		"Toolmux-Request", "forged")
 	if a.written("a.txt") {
 		t.Fatal("a withdrawn call ran")
 	}
