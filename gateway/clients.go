@@ -70,6 +70,10 @@ type SessionEnd struct {
 type clients struct {
 	log  SessionLog
 	idle time.Duration // the HTTP session idle timeout, for messages
+	// ended is told of each session that ended, after its calls in
+	// flight were cancelled (the window of re-issued requests ends those
+	// it keeps in their grace).
+	ended func(sid string)
 
 	stopping atomic.Bool   // BeginShutdown was called
 	nextPost atomic.Uint64 // names the POSTs in flight (the client cannot set the header: it is overwritten)
@@ -200,6 +204,9 @@ func (s *clients) watch(ss *mcp.ServerSession, rec *tracked) {
 	// runs.
 	for _, cancel := range calls {
 		cancel(errSessionEnded)
+	}
+	if s.ended != nil {
+		s.ended(rec.Task)
 	}
 	switch {
 	case deleted:

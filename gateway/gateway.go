@@ -125,6 +125,9 @@ func New(c Caller, o Options) *Gateway {
 	if g.log == nil {
 		g.log = slog.New(slog.DiscardHandler)
 	}
+	if g.reissue != nil {
+		g.clients.ended = g.reissue.sessionEnded
+	}
 	g.tasks = newTaskRunner(g, o.Tasks)
 	g.server = mcp.NewServer(&mcp.Implementation{Name: o.Name, Version: o.Version}, &mcp.ServerOptions{
 		Logger:       g.log,

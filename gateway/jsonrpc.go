@@ -107,6 +107,9 @@ func (g *Gateway) jsonRPCErrors(h http.Handler, route string, lean leanFunc) htt
 		cw := &rpcErrorWriter{ResponseWriter: w, id: id}
 		pick(h, modern).ServeHTTP(cw, r)
 		cw.finish()
+		if g.reissue != nil {
+			g.reissue.served(r, cw.failed)
+		}
 	})
 }
 
@@ -205,6 +208,7 @@ type rpcErrorWriter struct {
 	status  int
 	holding bool
 	text    bytes.Buffer
+	failed  bool // a write failed: the answer may not have reached the client
 }
 
 func (c *rpcErrorWriter) WriteHeader(status int) {
@@ -229,7 +233,9 @@ func (c *rpcErrorWriter) Write(b []byte) (int, error) {
 		}
 		return len(b), nil
 	}
-	return c.ResponseWriter.Write(b)
+	n, err := c.ResponseWriter.Write(b)
+	c.failed = c.failed || err != nil
+	return n, err
 }
 
 // Flush lets streamed answers (SSE) through as they are written.

@@ -106,11 +106,36 @@ func (g *Gateway) modernErrors(h http.Handler, route string) http.Handler {
 			}
 			if g.reissue != nil {
 				r = g.reissue.take(r, route, body, msg) // reissue.go
+				ww := &writeWatch{ResponseWriter: w}
+				h.ServeHTTP(ww, r)
+				g.reissue.served(r, ww.failed)
+				return
 			}
 		}
 		h.ServeHTTP(w, r)
 	})
 }
+
+// writeWatch notes whether a write of an answer failed.
+type writeWatch struct {
+	http.ResponseWriter
+	failed bool
+}
+
+func (w *writeWatch) Write(b []byte) (int, error) {
+	n, err := w.ResponseWriter.Write(b)
+	w.failed = w.failed || err != nil
+	return n, err
+}
+
+func (w *writeWatch) Flush() {
+	if f, ok := w.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+// Unwrap gives http.ResponseController the real writer.
+func (w *writeWatch) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 type modernSessionKey struct{}
 

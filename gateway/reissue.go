@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"bytes"
 	"container/list"
 	"context"
 	"crypto/sha256"
@@ -9,11 +10,14 @@ import (
 	"errors"
 	"fmt"
 	"hash"
+	"maps"
 	"net/http"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/toolmux/toolmux/config"
@@ -137,19 +141,68 @@ func (g *Gateway) ReissueStats() ReissueStats {
 // in (set by jsonRPCErrors, carried to the call by bind or serveLean).
 type callOrigin struct {
 	route string
-	id    json.RawMessage // the JSON-RPC id, as the client wrote it
-	auth  string          // the Authorization header; only ever hashed
+	id    json.RawMessage // the JSON-RPC id, as the client wrote it (a copy: the body is not kept)
+	auth  authHash        // of the Authorization header
+	// answered is the execution whose result this request was given:
+	// once the answer went out whole (served), the execution no longer
+	// answers re-issues.
+	answered atomic.Pointer[execution]
 }
+
+// authHash is the SHA-256 of a request's Authorization header: the
+// credential a key holds, never the credential itself.
+type authHash [sha256.Size]byte
+
+func hashAuth(r *http.Request) authHash {
+	return sha256.Sum256([]byte(r.Header.Get("Authorization")))
+}
+
+// maxWindowedID bounds the JSON-RPC id of a call the window keeps: a
+// request with a longer id (clients send numbers and short strings) is
+// not kept, so that an id cannot make an entry large.
+const maxWindowedID = 256
 
 type originKey struct{}
 
 // withOrigin returns r carrying its origin, for a tools/call with an id.
 func withOrigin(r *http.Request, route string, id json.RawMessage) *http.Request {
-	if len(id) == 0 {
+	if len(id) == 0 || len(id) > maxWindowedID {
 		return r
 	}
-	o := &callOrigin{route: route, id: id, auth: r.Header.Get("Authorization")}
+	o := &callOrigin{route: route, id: bytes.Clone(id), auth: hashAuth(r)}
 	return r.WithContext(context.WithValue(r.Context(), originKey{}, o))
+}
+
+// served is told that the request r (as take returned it) was answered,
+// and whether writing the answer failed. When the result was handed to
+// a request whose client was still there (answered) and its answer was
+// written without an error, the execution is forgotten, so that the
+// same request made again later (a client that restarted and numbers its
+// requests from 1 again) runs, rather than getting the answer its first
+// making already got: only a result that did not reach its client is
+// kept for a re-issue. (Whether the client is there is judged when the
+// result is handed over, not after the answer: a client that read its
+// answer and closed the connection at once ends the request's context
+// as the handler returns.)
+func (w *reissue) served(r *http.Request, failed bool) {
+	o := originFrom(r.Context())
+	if o == nil || failed {
+		return
+	}
+	e := o.answered.Load()
+	if e == nil {
+		return
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if e.ended.IsZero() {
+		return
+	}
+	w.removeLocked(e)
+	e.kept = false
+	if e.waiters == 0 {
+		e.result, e.err = nil, nil
+	}
 }
 
 func originFrom(ctx context.Context) *callOrigin {
@@ -212,7 +265,7 @@ func (g *Gateway) reissueKeyOf(o *callOrigin, t tool.Tool, in callInput, args ma
 // reissueRequestKey returns the key of a client's request id: the route, the
 // credential, the client (from a 2026-07-28 request's _meta, else its
 // session sid) and the id.
-func reissueRequestKey(route, auth string, meta map[string]any, sid string, id json.RawMessage) (k reissueKey, ok bool) {
+func reissueRequestKey(route string, auth authHash, meta map[string]any, sid string, id json.RawMessage) (k reissueKey, ok bool) {
 	var client string
 	if _, new := meta[reissueMetaVersion]; new {
 		ci, err := json.Marshal(meta[reissueMetaClientInfo])
@@ -227,11 +280,24 @@ func reissueRequestKey(route, auth string, meta map[string]any, sid string, id j
 		return k, false
 	}
 	h := sha256.New()
-	for _, f := range [][]byte{[]byte(route), []byte(auth), []byte(client), id} {
+	for _, f := range [][]byte{[]byte(route), auth[:], []byte(client), id} {
 		writeField(h, f)
 	}
 	h.Sum(k[:0])
 	return k, true
+}
+
+// looseKey identifies a request of a 2026-07-28 client without the
+// client: its route, credential and id. A cancellation names its request
+// by these alone when it carries no _meta (the go-sdk's client sends
+// none), and there is no session to tell the client by.
+func looseKey(route string, auth authHash, id json.RawMessage) (k reissueKey) {
+	h := sha256.New()
+	for _, f := range [][]byte{[]byte(route), auth[:], id} {
+		writeField(h, f)
+	}
+	h.Sum(k[:0])
+	return k
 }
 
 // take looks at a POST's message (body, scanned as msg) before it is
@@ -263,15 +329,24 @@ func (w *reissue) cancelled(r *http.Request, route string, body []byte) {
 	if json.Unmarshal(body, &m) != nil {
 		return
 	}
-	k, ok := reissueRequestKey(route, r.Header.Get("Authorization"), m.Params.Meta, r.Header.Get(sessionHeader), m.Params.RequestID)
-	if !ok {
-		return
-	}
+	auth := hashAuth(r)
+	sid := r.Header.Get(sessionHeader)
+	k, ok := reissueRequestKey(route, auth, m.Params.Meta, sid, m.Params.RequestID)
 	w.mu.Lock()
-	e := w.byRequest[k]
-	w.mu.Unlock()
+	defer w.mu.Unlock()
+	var e *execution
+	switch {
+	case ok:
+		e = w.byRequest[k]
+	case sid == "" && len(m.Params.RequestID) > 0 && r.Header.Get("Mcp-Protocol-Version") >= multiRoundTrip:
+		// A 2026-07-28 client's cancellation without _meta: the one
+		// running call of that id and credential, if only one has it.
+		if es := w.byLoose[looseKey(route, auth, m.Params.RequestID)]; len(es) == 1 {
+			e = es[0]
+		}
+	}
 	if e != nil {
-		e.cancel(errCancelledByClient) // a no-op once it ended
+		e.stopLocked(errCancelledByClient)
 	}
 }
 
@@ -314,7 +389,12 @@ func (g *Gateway) windowed(ctx context.Context, t tool.Tool, in callInput, args 
 		return nil, nil, false
 	}
 	note := Reissued{Task: g.clients.task(in.session), Route: o.route, Server: t.Server, Tool: t.Name, RequestID: string(o.id)}
-	res, err := w.call(ctx, key, req, note, run)
+	var loose *reissueKey
+	if _, modern := in.params.Meta[reissueMetaVersion]; modern {
+		k := looseKey(o.route, o.auth, o.id)
+		loose = &k
+	}
+	res, err := w.call(ctx, key, req, loose, note, run)
 	return res, err, true
 }
 
@@ -361,21 +441,29 @@ type reissue struct {
 
 	mu        sync.Mutex
 	byKey     map[reissueKey]*execution
-	byRequest map[reissueKey]*execution // running ones, by reissueRequestKey
-	order     list.List                 // of *execution, oldest first
+	byRequest map[reissueKey]*execution   // running ones, by reissueRequestKey
+	byLoose   map[reissueKey][]*execution // running ones of 2026-07-28 clients, by looseKey
+	order     list.List                   // of *execution, oldest first
 	nextSweep time.Time
 }
 
 // execution is one call the window keeps: running, or ended within the
 // window.
 type execution struct {
-	w    *reissue
-	key  reissueKey
-	req  reissueKey // reissueRequestKey, for cancellations
-	elem *list.Element
-	note Reissued // the first request's, for the step
-	done chan struct{}
-	// cancel ends the execution, with the cause its record quotes.
+	w   *reissue
+	key reissueKey
+	req reissueKey // reissueRequestKey, for cancellations
+	// loose is the looseKey of a 2026-07-28 client's call, for
+	// cancellations without _meta; nil for a session's.
+	loose *reissueKey
+	// session is the session of a session's call, whose end ends it.
+	session string
+	elem    *list.Element
+	note    Reissued // the first request's, for the step
+	done    chan struct{}
+	// cancel ends the execution, with the cause its record quotes;
+	// guarded by w.mu, nil once the execution ended (so that an entry
+	// holds nothing of the request's context for the window).
 	cancel context.CancelCauseFunc
 
 	// Guarded by w.mu.
@@ -394,7 +482,8 @@ func newReissue(o Reissue, log SessionLog) *reissue {
 	if o.Disabled {
 		return nil
 	}
-	w := &reissue{opts: o.withDefaults(), byKey: map[reissueKey]*execution{}, byRequest: map[reissueKey]*execution{}}
+	w := &reissue{opts: o.withDefaults(), byKey: map[reissueKey]*execution{}, byRequest: map[reissueKey]*execution{},
+		byLoose: map[reissueKey][]*execution{}}
 	w.log, _ = log.(ReissueLog)
 	w.base, w.stop = context.WithCancelCause(context.Background())
 	return w
@@ -412,7 +501,7 @@ var (
 
 // call answers a request of key: from the execution of an earlier request
 // with that key, else by making the call (run) as a new execution.
-func (w *reissue) call(ctx context.Context, key, req reissueKey, note Reissued, run func(context.Context) (*mcp.CallToolResult, error)) (*mcp.CallToolResult, error) {
+func (w *reissue) call(ctx context.Context, key, req reissueKey, loose *reissueKey, note Reissued, run func(context.Context) (*mcp.CallToolResult, error)) (*mcp.CallToolResult, error) {
 	now := time.Now()
 	w.mu.Lock()
 	w.sweepLocked(now)
@@ -428,10 +517,15 @@ func (w *reissue) call(ctx context.Context, key, req reissueKey, note Reissued, 
 		w.mu.Unlock()
 		return run(context.WithValue(ctx, outsideKey{}, true))
 	}
-	e := &execution{w: w, key: key, req: req, note: note, done: make(chan struct{}), waiters: 1}
+	e := &execution{w: w, key: key, req: req, loose: loose, note: note, done: make(chan struct{}), waiters: 1}
 	e.elem = w.order.PushBack(e)
 	w.byKey[key] = e
 	w.byRequest[req] = e
+	if loose != nil {
+		w.byLoose[*loose] = append(w.byLoose[*loose], e)
+	} else {
+		e.session = note.Task // a session's call: its task is the session's id
+	}
 	// The execution outlives the request: it ends by itself, by an
 	// explicit cancellation, the grace, or Close.
 	ectx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
@@ -480,7 +574,8 @@ func (w *reissue) attachLocked(ctx context.Context, e *execution, note Reissued)
 	case running:
 		return w.wait(ctx, e)
 	case kept:
-		return res, err
+		handedOver(ctx, e)
+		return copyResult(res), err
 	}
 	return errorResult(&tool.Error{Kind: tool.KindOutcomeUnknown, Server: e.note.Server, Tool: e.note.Tool, Message: fmt.Sprintf(
 		"this request (id %s) was made before and %s/%s ran for it; its result was larger than reissue.max_result_bytes (%d bytes) and was not kept, "+
@@ -499,12 +594,21 @@ func (w *reissue) wait(ctx context.Context, e *execution) (*mcp.CallToolResult, 
 		if e.waiters--; e.waiters == 0 && !e.kept {
 			e.result, e.err = nil, nil
 		}
-		return res, err
+		handedOver(ctx, e)
+		return copyResult(res), err
 	case <-ctx.Done():
 		cause := context.Cause(ctx)
 		w.leave(e, cause)
 		return errorResult(&tool.Error{Kind: tool.KindCancelled, Server: e.note.Server, Tool: e.note.Tool,
 			Message: fmt.Sprintf("%v; a re-issue of the request within %v gets the call's result", cause, w.opts.Grace), Err: cause}), nil
+	}
+}
+
+// handedOver notes that e's result is handed to the request of ctx, for
+// served, when its client is still there.
+func handedOver(ctx context.Context, e *execution) {
+	if o := originFrom(ctx); o != nil && ctx.Err() == nil {
+		o.answered.Store(e)
 	}
 }
 
@@ -524,16 +628,39 @@ func (w *reissue) leave(e *execution, cause error) {
 	}
 	switch {
 	case errors.Is(cause, errCancelledByClient) || errors.Is(cause, errSessionEnded):
-		e.cancel(cause)
+		e.stopLocked(cause)
 	case e.waiters > 0:
 	case e.approving:
 		// Nobody is there to answer: withdrawn, as without the window.
 		e.withdrawn = true
-		e.cancel(cause)
+		e.stopLocked(cause)
 	default:
 		e.left = true
-		e.grace = time.AfterFunc(w.opts.Grace, func() { e.cancel(errNoReissue) })
+		e.grace = time.AfterFunc(w.opts.Grace, func() {
+			w.mu.Lock()
+			defer w.mu.Unlock()
+			e.stopLocked(errNoReissue)
+		})
 	}
+}
+
+// stopLocked cancels e, if it still runs; w.mu is held.
+func (e *execution) stopLocked(cause error) {
+	if e.cancel != nil {
+		e.cancel(cause)
+	}
+}
+
+// copyResult returns a copy of res that its receiver may change: the
+// go-sdk sets a 2026-07-28 answer's resultType and _meta on the result
+// it is given, and one execution's result answers several requests.
+func copyResult(res *mcp.CallToolResult) *mcp.CallToolResult {
+	if res == nil {
+		return nil
+	}
+	c := *res
+	c.Meta = maps.Clone(res.Meta)
+	return &c
 }
 
 // approvalWait is told by the policy gate when e starts and stops waiting
@@ -545,7 +672,7 @@ func (e *execution) approvalWait(waiting bool) {
 	e.approving = waiting
 	if waiting && e.left {
 		e.withdrawn = true
-		e.cancel(errClientGone)
+		e.stopLocked(errClientGone)
 	}
 }
 
@@ -558,11 +685,23 @@ func (w *reissue) finish(e *execution, res *mcp.CallToolResult, err error) {
 	if res != nil {
 		size = resultSize(res, w.opts.MaxResultBytes)
 	}
+	if err != nil {
+		size += errorSize(err)
+	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	e.ended = time.Now()
+	e.cancel = nil
 	if w.byRequest[e.req] == e {
 		delete(w.byRequest, e.req)
+	}
+	if e.loose != nil {
+		es := slices.DeleteFunc(w.byLoose[*e.loose], func(x *execution) bool { return x == e })
+		if len(es) == 0 {
+			delete(w.byLoose, *e.loose)
+		} else {
+			w.byLoose[*e.loose] = es
+		}
 	}
 	if e.grace != nil {
 		e.grace.Stop()
@@ -622,6 +761,18 @@ func resultSize(res *mcp.CallToolResult, max int) int {
 	return n
 }
 
+// errorSize returns the bytes a kept error holds: its message, and the
+// data of a JSON-RPC error (a passthrough route's upstream error, which
+// may echo the call's arguments).
+func errorSize(err error) int {
+	n := len(err.Error())
+	var je *jsonrpc.Error
+	if errors.As(err, &je) {
+		n += len(je.Data)
+	}
+	return n
+}
+
 // sweepLocked forgets executions that ended more than the window ago, at
 // most once a second.
 func (w *reissue) sweepLocked(now time.Time) {
@@ -661,11 +812,30 @@ func (w *reissue) removeLocked(e *execution) {
 	}
 }
 
-// close cancels the executions still running and waits for them.
+// close cancels the executions still running and waits for them. The
+// stop is made under w.mu, where call checks it before it adds an
+// execution: none is added once the wait has begun.
 func (w *reissue) close() {
 	if w == nil {
 		return
 	}
+	w.mu.Lock()
 	w.stop(errClosing)
+	w.mu.Unlock()
 	w.wg.Wait()
+}
+
+// sessionEnded cancels the executions of a session that ended which run
+// on in their grace: no re-issue can come without the session.
+func (w *reissue) sessionEnded(sid string) {
+	if w == nil || sid == "" {
+		return
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for el := w.order.Front(); el != nil; el = el.Next() {
+		if e := el.Value.(*execution); e.session == sid && e.ended.IsZero() {
+			e.stopLocked(errSessionEnded)
+		}
+	}
 }

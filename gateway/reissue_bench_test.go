@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"crypto/sha256"
 	"encoding/binary"
 	"net/http"
 	"testing"
@@ -25,13 +26,13 @@ func BenchmarkReissueWindow(b *testing.B) {
 		var k reissueKey
 		for i := 0; b.Loop(); i++ {
 			binary.BigEndian.PutUint64(k[:], uint64(i))
-			w.call(ctx, k, k, Reissued{}, run)
+			w.call(ctx, k, k, nil, Reissued{}, run)
 		}
 	})
 	b.Run("key", func(b *testing.B) {
 		g := New(nil, Options{})
 		defer g.Close()
-		o := &callOrigin{route: routeMCP, id: []byte(`"req-12345"`), auth: "Bearer 0123456789abcdef"}
+		o := &callOrigin{route: routeMCP, id: []byte(`"req-12345"`), auth: sha256.Sum256([]byte("Bearer 0123456789abcdef"))}
 		in := callInput{params: &mcp.CallToolParamsRaw{Meta: mcp.Meta{reissueMetaVersion: "2026-07-28",
 			reissueMetaClientInfo: map[string]any{"name": "agent", "version": "1.0"}}}}
 		args := map[string]any{"path": "/tmp/notes.txt", "content": "a line of text to append", "mode": "append"}

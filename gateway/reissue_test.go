@@ -300,14 +300,59 @@ func TestReissueAttachesToTheRunningCall(t *testing.T) {
 		t.Errorf("stats %+v", s)
 	}
 
-	// Re-issued again after it ended, within the window: the same result,
-	// still without running.
+	// Made again once that answer went out whole: a new request (a
+	// client that restarted numbers its requests from 1 again), which
+	// runs.
 	got = do(t, c.request(context.Background(), "7", "fx__append", args))
-	if text, _ := resultText(t, got); text != "appended first" || len(lines(t, path)) != 1 {
-		t.Fatalf("the second re-issue got %q; file %q", text, lines(t, path))
+	if text, _ := resultText(t, got); text != "appended first" || len(lines(t, path)) != 2 {
+		t.Fatalf("the request made again got %q; file %q", text, lines(t, path))
 	}
-	if steps := rig.steps.all(); len(steps) != 2 || steps[1].Running {
+	if steps := rig.steps.all(); len(steps) != 1 {
 		t.Errorf("re-issues told: %+v", steps)
+	}
+}
+
+// A re-issue that comes after the call ended, within the window, gets
+// the kept result without running; once that answer went out, the same
+// request made again runs. The same, in a row, for a client that
+// restarted: each answer delivered, each request runs.
+func TestReissueAfterTheCallEnded(t *testing.T) {
+	rig := newReissueRig(t, Reissue{})
+	c := client26{url: rig.url + "/stateless/mcp", name: "agent"}
+	path := filepath.Join(rig.dir, "out.txt")
+	args := appendArgs(path, "a", 300)
+	rig.cutEnded(t, c, "3", args, path)
+
+	got := do(t, c.request(context.Background(), "3", "fx__append", args))
+	if text, isErr := resultText(t, got); isErr || text != "appended a" || len(lines(t, path)) != 1 {
+		t.Fatalf("the re-issue got %q; file %q", text, lines(t, path))
+	}
+	if steps := rig.steps.all(); len(steps) != 1 || steps[0].Running || !steps[0].Kept {
+		t.Errorf("re-issues told: %+v", steps)
+	}
+	for range 2 {
+		do(t, c.request(context.Background(), "3", "fx__append", args))
+	}
+	if l := lines(t, path); len(l) != 3 {
+		t.Fatalf("the file holds %q: a request made again after its answer was delivered must run", l)
+	}
+}
+
+// cutEnded makes a call of c (id, args) whose stream breaks once it has
+// appended to path (args' ms keep it running after that), and waits
+// until the window holds it as ended.
+func (rig *reissueRig) cutEnded(t *testing.T, c client26, id string, args map[string]any, path string) {
+	t.Helper()
+	before := len(lines(t, path))
+	ctx, cancel := context.WithCancel(context.Background())
+	cut(t, c.request(ctx, id, "fx__append", args), cancel, func() bool { return len(lines(t, path)) > before })
+	w := rig.g.reissue
+	if !testservers.Eventually(20*time.Second, func() bool {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		return len(w.byRequest) == 0
+	}) {
+		t.Fatal("the call never ended")
 	}
 }
 
@@ -352,9 +397,8 @@ func TestReissueAfterTheWindowRunsAgain(t *testing.T) {
 	rig := newReissueRig(t, Reissue{Window: time.Nanosecond})
 	c := client26{url: rig.url + "/stateless/mcp", name: "agent"}
 	path := filepath.Join(rig.dir, "out.txt")
-	for range 2 {
-		do(t, c.request(context.Background(), "1", "fx__append", appendArgs(path, "a", 0)))
-	}
+	rig.cutEnded(t, c, "1", appendArgs(path, "a", 300), path)
+	do(t, c.request(context.Background(), "1", "fx__append", appendArgs(path, "a", 300)))
 	if l := lines(t, path); len(l) != 2 {
 		t.Fatalf("the file holds %q, want the call run twice", l)
 	}
@@ -393,8 +437,8 @@ func TestReissueBounds(t *testing.T) {
 		rig := newReissueRig(t, Reissue{MaxResultBytes: 5})
 		c := client26{url: rig.url + "/stateless/mcp", name: "agent"}
 		path := filepath.Join(rig.dir, "out.txt")
-		do(t, c.request(context.Background(), "1", "fx__append", appendArgs(path, "a", 0)))
-		got := do(t, c.request(context.Background(), "1", "fx__append", appendArgs(path, "a", 0)))
+		rig.cutEnded(t, c, "1", appendArgs(path, "a", 300), path)
+		got := do(t, c.request(context.Background(), "1", "fx__append", appendArgs(path, "a", 300)))
 		if text, isErr := resultText(t, got); !isErr || errorKind(got) != string(tool.KindOutcomeUnknown) || !strings.Contains(text, "max_result_bytes") {
 			t.Fatalf("the re-issue got %q (kind %q)", text, errorKind(got))
 		}
@@ -409,9 +453,10 @@ func TestReissueBounds(t *testing.T) {
 		rig := newReissueRig(t, Reissue{MaxEntries: 1})
 		c := client26{url: rig.url + "/stateless/mcp", name: "agent"}
 		path := filepath.Join(rig.dir, "out.txt")
-		for _, id := range []string{"1", "2", "1"} {
-			do(t, c.request(context.Background(), id, "fx__append", appendArgs(path, "l"+id, 0)))
+		for _, id := range []string{"1", "2"} {
+			rig.cutEnded(t, c, id, appendArgs(path, "l"+id, 300), path)
 		}
+		do(t, c.request(context.Background(), "1", "fx__append", appendArgs(path, "l1", 300)))
 		if l := lines(t, path); strings.Join(l, " ") != "l1 l2 l1" {
 			t.Fatalf("the file holds %q, want the first call forgotten", l)
 		}
@@ -471,14 +516,30 @@ func TestSessionClientResendIsAnsweredFromTheFirstExecution(t *testing.T) {
 
 // A client that cancels its request (notifications/cancelled) cancels
 // the call at once: only a request that ended without a word keeps it.
+// The go-sdk's client of 2026-07-28 sends its cancellation without
+// _meta, and without a session to tell it by.
 func TestCancelledRequestIsNotKept(t *testing.T) {
-	rig := newReissueRig(t, Reissue{Grace: time.Hour})
-	cs, err := mcp.NewClient(&mcp.Implementation{Name: "old", Version: "1"}, nil).Connect(context.Background(),
-		&mcp.StreamableClientTransport{Endpoint: rig.url + "/mcp"}, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
-	if err != nil {
-		t.Fatal(err)
+	for _, era := range []struct{ version, path string }{{"2025-11-25", "/mcp"}, {"2026-07-28", "/stateless/mcp"}} {
+		t.Run(era.version, func(t *testing.T) {
+			rig := newReissueRig(t, Reissue{Grace: time.Hour})
+			cs, err := mcp.NewClient(&mcp.Implementation{Name: "old", Version: "1"}, nil).Connect(context.Background(),
+				&mcp.StreamableClientTransport{Endpoint: rig.url + era.path}, &mcp.ClientSessionOptions{ProtocolVersion: era.version})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer cs.Close()
+			if got := cs.InitializeResult().ProtocolVersion; got != era.version {
+				t.Fatalf("protocol %s", got)
+			}
+			cancelledCall(t, rig, cs)
+		})
 	}
-	defer cs.Close()
+}
+
+// cancelledCall makes a long call of cs, cancels it once it has started
+// and checks that it ended at once, cancelled.
+func cancelledCall(t *testing.T, rig *reissueRig, cs *mcp.ClientSession) {
+	t.Helper()
 	path := filepath.Join(rig.dir, "out.txt")
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -498,6 +559,84 @@ func TestCancelledRequestIsNotKept(t *testing.T) {
 	}
 	if e := recs[0].Error; e == nil || e.Kind != tool.KindCancelled {
 		t.Fatalf("the call ended with %+v", recs[0].Error)
+	}
+}
+
+// A session's call kept running for its grace after its stream broke is
+// cancelled when the session ends: no re-issue can come without it.
+func TestSessionEndEndsTheCallInItsGrace(t *testing.T) {
+	rig := newReissueRig(t, Reissue{Grace: time.Hour})
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "old", Version: "1"}, nil).Connect(context.Background(),
+		&mcp.StreamableClientTransport{Endpoint: rig.url + "/mcp"}, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(rig.dir, "out.txt")
+	body := fmt.Sprintf(`{"jsonrpc":"2.0","id":"g-1","method":"tools/call","params":{"name":"fx__append","arguments":{"path":%q,"line":"x","ms":60000}}}`, path)
+	ctx, cancel := context.WithCancel(context.Background())
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, rig.url+"/mcp", strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("Mcp-Session-Id", cs.ID())
+	req.Header.Set("Mcp-Protocol-Version", cs.InitializeResult().ProtocolVersion)
+	cut(t, req, cancel, func() bool { return len(lines(t, path)) > 0 })
+	// In its grace once the gateway saw the request end.
+	w := rig.g.reissue
+	if !testservers.Eventually(20*time.Second, func() bool {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		for el := w.order.Front(); el != nil; el = el.Next() {
+			if el.Value.(*execution).left {
+				return true
+			}
+		}
+		return false
+	}) {
+		t.Fatal("the call never went into its grace")
+	}
+	cs.Close() // DELETE: the session ends
+	var recs []*tool.Record
+	if !testservers.Eventually(20*time.Second, func() bool { recs = rig.calls.recorded("append"); return len(recs) == 1 }) {
+		t.Fatal("the call went on after its session ended")
+	}
+	if e := recs[0].Error; e == nil || e.Kind != tool.KindCancelled || !strings.Contains(e.Message, "session ended") {
+		t.Fatalf("the call ended with %+v", recs[0].Error)
+	}
+}
+
+// Several re-issues of a running call at once each get the result, each
+// their own copy: the go-sdk sets a 2026-07-28 answer's resultType and
+// _meta on the result it is given (the race detector judges).
+func TestConcurrentReissuesShareNoResult(t *testing.T) {
+	rig := newReissueRig(t, Reissue{})
+	c := client26{url: rig.url + "/stateless/mcp", name: "agent"}
+	path := filepath.Join(rig.dir, "out.txt")
+	args := appendArgs(path, "once", 1000)
+	first := make(chan map[string]any, 1)
+	go func() { first <- do(t, c.request(context.Background(), "7", "fx__append", args)) }()
+	if !testservers.Eventually(20*time.Second, func() bool { return len(lines(t, path)) > 0 }) {
+		t.Fatal("the call never started")
+	}
+	var wg sync.WaitGroup
+	answers := make(chan map[string]any, 8)
+	for range 8 {
+		wg.Go(func() { answers <- do(t, c.request(context.Background(), "7", "fx__append", args)) })
+	}
+	wg.Wait()
+	close(answers)
+	answers2 := append([]map[string]any{<-first}, func() (a []map[string]any) {
+		for m := range answers {
+			a = append(a, m)
+		}
+		return a
+	}()...)
+	for _, m := range answers2 {
+		if text, isErr := resultText(t, m); isErr || text != "appended once" {
+			t.Errorf("an answer: %q (isError %v)", text, isErr)
+		}
+	}
+	if l := lines(t, path); len(l) != 1 {
+		t.Fatalf("the file holds %q", l)
 	}
 }
 
@@ -605,7 +744,7 @@ func TestCallReachingApprovalAfterItsClientLeftIsWithdrawn(t *testing.T) {
 	var key reissueKey
 	ctx, cancel := context.WithCancelCause(context.Background())
 	answered := make(chan *mcp.CallToolResult, 1)
-	go func() { res, _ := w.call(ctx, key, key, Reissued{}, run); answered <- res }()
+	go func() { res, _ := w.call(ctx, key, key, nil, Reissued{}, run); answered <- res }()
 	cancel(errClientGone)
 	<-answered
 	close(admit)
