@@ -84,6 +84,12 @@ func (g *Gateway) jsonRPCErrors(h http.Handler, route string, lean leanFunc) htt
 						"tool arguments may nest at most %d (limits.max_depth)", sdkMaxDepth, g.maxDepth()))
 				return
 			}
+			sid := r.Header.Get(sessionHeader)
+			if sid != "" {
+				// While a POST of a session is served, the session does
+				// not idle out: tasks' requests of a session included.
+				defer g.clients.busy(sid)()
+			}
 			// The tasks extension's requests, which the go-sdk does not
 			// know (tasks.go).
 			if g.serveTasks(w, r, route, body, msg) {
@@ -97,8 +103,7 @@ func (g *Gateway) jsonRPCErrors(h http.Handler, route string, lean leanFunc) htt
 				writeRPCError(w, http.StatusNotFound, id, codeMethodNotFound, "method not found: "+quoteHeader(m)+" (this route serves tools only)")
 				return
 			}
-			if sid := r.Header.Get(sessionHeader); sid != "" && !modern {
-				defer g.clients.busy(sid)()
+			if sid != "" && !modern {
 				if g.clients.intercept(w, sid, route, body, msg) || lean(w, r, sid, body, msg) {
 					return
 				}

@@ -630,27 +630,24 @@ func (tr *taskRunner) call(w http.ResponseWriter, r *http.Request, v *view, rec 
 	if err != nil {
 		return false // the usual answer: invalid_tool_params
 	}
-	in := callInput{params: &mcp.CallToolParamsRaw{Name: req.Params.Name, Arguments: req.Params.Arguments}}
+	tr.mu.Lock()
+	if len(tr.running) >= tr.o.MaxRunning {
+		// Past the bound: the call goes the usual way, an ordinary call
+		// bound to its request (its approval asked as any other's).
+		tr.mu.Unlock()
+		return false
+	}
+	in := callInput{params: &mcp.CallToolParamsRaw{Name: req.Params.Name, Arguments: req.Params.Arguments, Meta: decodeMeta(req.Params.Meta)}}
 	session := ""
 	if rec != nil {
 		in.session = rec.ss
 		session = rec.Task
 	}
-	tr.mu.Lock()
-	full := len(tr.running) >= tr.o.MaxRunning
 	lt := &liveTask{tr: tr, done: make(chan struct{}), promote: make(chan struct{}, 1),
 		state: tasklog.MCPTask{ID: newTaskID(), Status: tasklog.MCPWorking, Route: v.route, Tool: req.Params.Name,
 			Server: tg.t.Server, ServerTool: tg.t.Name, Session: session}}
-	if !full {
-		tr.running[lt.state.ID] = lt
-	}
+	tr.running[lt.state.ID] = lt
 	tr.mu.Unlock()
-	if full {
-		// Past the bound: an ordinary call, bound to its request.
-		res := tr.g.callArgs(ctx, tg.t, in, args)
-		writeResult(w, id, completeResult(res))
-		return true
-	}
 	cctx, cancel := context.WithCancelCause(tr.ctx)
 	lt.cancel = cancel
 	// Until it becomes a task, the call ends with its request.
@@ -694,6 +691,23 @@ func (tr *taskRunner) call(w http.ResponseWriter, r *http.Request, v *view, rec 
 	return true
 }
 
+// decodeMeta returns a request's _meta as the call's params carry it
+// (its trace context, the client's identity); a key whose value does not
+// decode is left out.
+func decodeMeta(raw map[string]json.RawMessage) mcp.Meta {
+	if len(raw) == 0 {
+		return nil
+	}
+	m := make(mcp.Meta, len(raw))
+	for k, v := range raw {
+		var x any
+		if json.Unmarshal(v, &x) == nil {
+			m[k] = x
+		}
+	}
+	return m
+}
+
 // run makes the call of a (possible) task and writes how it ended.
 func (tr *taskRunner) run(ctx context.Context, lt *liveTask, t tool.Tool, in callInput, args map[string]any, elicits bool) {
 	defer func() {
@@ -713,12 +727,14 @@ func (tr *taskRunner) run(ctx context.Context, lt *liveTask, t tool.Tool, in cal
 		lt.finished = true
 		return
 	}
-	_ = lt.setLocked(context.Background(), func(st *tasklog.MCPTask) {
+	err := lt.setLocked(context.Background(), func(st *tasklog.MCPTask) {
 		st.Call, st.InputRequests = rec.ID, nil
 		st.Status, st.StatusMessage = tasklog.MCPCompleted, ""
 		cause := context.Cause(ctx)
 		switch {
-		case errors.Is(cause, errTaskCancelled):
+		case errors.Is(cause, errTaskCancelled) && rec.Error != nil:
+			// (A cancel that came after the tool answered changes
+			// nothing: the call completed, its effect happened.)
 			st.Status, st.StatusMessage = tasklog.MCPCancelled, errTaskCancelled.Error()
 		case rec.Error != nil && (errors.Is(cause, errGatewayStopped) || tr.g.clients.stopping.Load()):
 			st.Status, st.StatusMessage = tasklog.MCPFailed, errGatewayStopped.Error()
@@ -732,6 +748,12 @@ func (tr *taskRunner) run(ctx context.Context, lt *liveTask, t tool.Tool, in cal
 			st.Result, _ = json.Marshal(res)
 		}
 	})
+	if err != nil {
+		// The task reads its last state written until the next process
+		// to open the task log ends it failed, as a task of a gateway
+		// that was killed.
+		tr.g.log.Error("toolmux: tasks: the end of a task could not be written to the task log", "task", lt.state.ID, "err", err)
+	}
 }
 
 // failedKind reports whether a call that failed so did not run to an

@@ -33,6 +33,13 @@ import (
 // need approval, asked by elicitation.
 func tasksGateway(t *testing.T, dir string, o gateway.Tasks, approver ...policy.Approver) (url string, log *tasklog.Log, g *gateway.Gateway) {
 	t.Helper()
+	return tasksGatewayWith(t, dir, gateway.Options{Tasks: o}, approver...)
+}
+
+// tasksGatewayWith is tasksGateway with the gateway's other options.
+func tasksGatewayWith(t *testing.T, dir string, opts gateway.Options, approver ...policy.Approver) (url string, log *tasklog.Log, g *gateway.Gateway) {
+	t.Helper()
+	o := opts.Tasks
 	src, err := mcpsource.New(mcpsource.Config{Name: "fx", Transport: mcpsource.Stdio, Command: testservers.Fixture(t), Args: []string{"-task-jobs"}})
 	if err != nil {
 		t.Fatal(err)
@@ -57,7 +64,8 @@ func tasksGateway(t *testing.T, dir string, o gateway.Tasks, approver ...policy.
 		}
 		o.Store = log
 	}
-	g = gateway.New(governed{m, s}, gateway.Options{Tasks: o})
+	opts.Tasks = o
+	g = gateway.New(governed{m, s}, opts)
 	srv := httptest.NewServer(g.Mux("", gateway.Security{Loopback: true}))
 	t.Cleanup(func() {
 		srv.CloseClientConnections()
@@ -326,6 +334,29 @@ func TestTasksSessionDeclared(t *testing.T) {
 	}
 }
 
+// A session whose calls go the tasks' way (it declared the extension)
+// does not idle out while they run, as any session's calls keep it.
+func TestTasksSessionStaysBusy(t *testing.T) {
+	url, _, _ := tasksGatewayWith(t, t.TempDir(), gateway.Options{Tasks: gateway.Tasks{Threshold: time.Minute}, SessionTimeout: time.Second})
+	ctx := pollCtx(t)
+	caps := &mcp.ClientCapabilities{}
+	caps.AddExtension(taskclient.Extension, map[string]any{})
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "tasks"}, &mcp.ClientOptions{Capabilities: caps}).
+		Connect(ctx, &mcp.StreamableClientTransport{Endpoint: url}, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	c := &taskclient.Client{URL: url, SessionID: cs.ID()}
+	// Longer in all than the idle timeout, with no pause between calls.
+	for i := range 4 {
+		got, err := c.CallTool(ctx, "fx__slow_compute", map[string]any{"seconds": 0.6, "label": fmt.Sprint(i)})
+		if err != nil || got.ResultType != "complete" {
+			t.Fatalf("call %d of a busy session: %+v %v", i, got, err)
+		}
+	}
+}
+
 // A task's progress (the call's progress reports) shows on tasks/get
 // while it works, its message as the statusMessage.
 func TestTasksProgress(t *testing.T) {
@@ -569,6 +600,13 @@ func TestTasksMaxRunning(t *testing.T) {
 	}
 	if r, _ := second.ToolResult(); !strings.Contains(r.Text(), "computed second") {
 		t.Errorf("its result: %s", second.Raw)
+	}
+	// One past the bound that needs approval is asked as any other
+	// 2026-07-28 call: input_required, not a refusal.
+	asking := &taskclient.Client{URL: url, Elicitation: true}
+	raw, err := asking.Request(ctx, "tools/call", map[string]any{"name": "fx__slow_compute", "arguments": map[string]any{"seconds": 0, "label": "ask-past"}}, "fx__slow_compute")
+	if err != nil || !strings.Contains(string(raw), `"resultType":"input_required"`) || !strings.Contains(string(raw), "approve the call to fx/slow_compute") {
+		t.Errorf("a call past max_running that needs approval: %s %v", raw, err)
 	}
 	if done, err := c.Poll(ctx, first.TaskID, nil); err != nil || done.Status != "completed" {
 		t.Fatalf("the running task: %+v %v", done, err)
