@@ -129,6 +129,9 @@ func New(c Caller, o Options) *Gateway {
 		g.clients.ended = g.reissue.sessionEnded
 	}
 	g.tasks = newTaskRunner(g, o.Tasks)
+	if g.reissue != nil {
+		g.reissue.tasks = g.tasks
+	}
 	g.server = mcp.NewServer(&mcp.Implementation{Name: o.Name, Version: o.Version}, &mcp.ServerOptions{
 		Logger:       g.log,
 		Instructions: "Tools of several servers, named server__tool. Calls are governed by toolmux.",

@@ -347,6 +347,11 @@ func (w *reissue) cancelled(r *http.Request, route string, body []byte) {
 	}
 	if e != nil {
 		e.stopLocked(errCancelledByClient)
+		return
+	}
+	if ok && w.tasks != nil {
+		// A call of a client that uses MCP tasks (tasks_reissue.go).
+		w.tasks.cancelRequest(k)
 	}
 }
 
@@ -429,8 +434,9 @@ func reissueLeft(ctx context.Context) bool {
 
 // reissue is the window of executions.
 type reissue struct {
-	opts Reissue
-	log  ReissueLog // nil: not told
+	opts  Reissue
+	log   ReissueLog  // nil: not told
+	tasks *taskRunner // nil: MCP tasks are off
 
 	answered, notKept atomic.Uint64
 

@@ -113,6 +113,9 @@ type taskRunner struct {
 
 	mu      sync.Mutex
 	running map[string]*liveTask
+	// keyed are the calls a re-issue of their request is answered with
+	// (tasks_reissue.go), by the window's key.
+	keyed map[reissueKey]*keyedTask
 }
 
 type compiledThreshold struct {
@@ -132,7 +135,7 @@ func newTaskRunner(g *Gateway, o Tasks) *taskRunner {
 	if o.MaxRunning <= 0 {
 		o.MaxRunning = DefaultMaxTasks
 	}
-	tr := &taskRunner{g: g, o: o, running: map[string]*liveTask{}}
+	tr := &taskRunner{g: g, o: o, running: map[string]*liveTask{}, keyed: map[reissueKey]*keyedTask{}}
 	var err error
 	if tr.long, err = toolglob.ParseAll(o.Long, true); err != nil {
 		g.log.Error("toolmux: tasks: a long tool pattern is invalid; no tool is long", "err", err)
@@ -270,6 +273,9 @@ func (lt *liveTask) create(ctx context.Context) (bool, error) {
 	defer lt.wmu.Unlock()
 	if lt.finished {
 		return false, nil
+	}
+	if lt.created { // made a task already (for a re-issue, tasks_reissue.go)
+		return true, nil
 	}
 	lt.created = true
 	now := time.Now().UTC()
@@ -630,18 +636,24 @@ func (tr *taskRunner) call(w http.ResponseWriter, r *http.Request, v *view, rec 
 	if err != nil {
 		return false // the usual answer: invalid_tool_params
 	}
+	in := callInput{params: &mcp.CallToolParamsRaw{Name: req.Params.Name, Arguments: req.Params.Arguments, Meta: decodeMeta(req.Params.Meta)}}
+	session := ""
+	if rec != nil {
+		in.session = rec.ss
+		session = rec.Task
+	}
+	// A call that changes something is keyed as the window of re-issued
+	// requests keys it (tasks_reissue.go).
+	key, reqKey, keyed := tr.g.taskKey(ctx, tg.t, in, args)
+	if keyed && tr.reanswer(w, r, id, key, Reissued{Route: v.route, Server: tg.t.Server, Tool: tg.t.Name, RequestID: string(id)}) {
+		return true
+	}
 	tr.mu.Lock()
 	if len(tr.running) >= tr.o.MaxRunning {
 		// Past the bound: the call goes the usual way, an ordinary call
 		// bound to its request (its approval asked as any other's).
 		tr.mu.Unlock()
 		return false
-	}
-	in := callInput{params: &mcp.CallToolParamsRaw{Name: req.Params.Name, Arguments: req.Params.Arguments, Meta: decodeMeta(req.Params.Meta)}}
-	session := ""
-	if rec != nil {
-		in.session = rec.ss
-		session = rec.Task
 	}
 	lt := &liveTask{tr: tr, done: make(chan struct{}), promote: make(chan struct{}, 1),
 		state: tasklog.MCPTask{ID: newTaskID(), Status: tasklog.MCPWorking, Route: v.route, Tool: req.Params.Name,
@@ -650,8 +662,20 @@ func (tr *taskRunner) call(w http.ResponseWriter, r *http.Request, v *view, rec 
 	tr.mu.Unlock()
 	cctx, cancel := context.WithCancelCause(tr.ctx)
 	lt.cancel = cancel
-	// Until it becomes a task, the call ends with its request.
-	stop := context.AfterFunc(ctx, func() { cancel(errClientGone) })
+	keyed = keyed && tr.keep(key, reqKey, lt)
+	// Until it becomes a task, the call ends with its request; a keyed
+	// call becomes a task then instead (below).
+	stop := func() bool { return false }
+	if !keyed {
+		stop = context.AfterFunc(ctx, func() { cancel(errClientGone) })
+	}
+	// answered tells the keyed call's key whether its answer was
+	// written to a client still there.
+	answered := func() {
+		if keyed {
+			tr.answered(key, ctx.Err() == nil)
+		}
+	}
 	tr.wg.Add(1)
 	go func() {
 		defer tr.wg.Done()
@@ -663,22 +687,34 @@ func (tr *taskRunner) call(w http.ResponseWriter, r *http.Request, v *view, rec 
 	select {
 	case <-lt.done:
 		stop()
+		answered()
 		writeResult(w, id, completeResult(lt.res))
 		return true
 	case <-wait.C:
 	case <-lt.promote:
 	case <-ctx.Done():
-		return true // the client is gone; the call is cancelled
+		if !keyed {
+			return true // the client is gone; the call is cancelled
+		}
+		// The client's stream broke: the call goes on as a task, which
+		// a re-issue of its request is answered with.
+		if _, err := lt.create(ctx); err != nil {
+			cancel(err)
+		}
+		answered()
+		return true
 	}
 	ok, err := lt.create(ctx)
 	if err != nil {
 		cancel(err)
+		tr.answered(key, true) // nothing to answer a re-issue with
 		writeRPCError(w, http.StatusOK, id, codeInternalError, "toolmux: could not create the task: "+err.Error())
 		return true
 	}
 	if !ok { // it ended meanwhile
 		stop()
 		<-lt.done
+		answered()
 		writeResult(w, id, completeResult(lt.res))
 		return true
 	}
@@ -687,6 +723,7 @@ func (tr *taskRunner) call(w http.ResponseWriter, r *http.Request, v *view, rec 
 	out := taskFields(&lt.state, tr.o)
 	lt.wmu.Unlock()
 	out["resultType"] = "task"
+	answered()
 	writeResult(w, id, out)
 	return true
 }

@@ -621,3 +621,89 @@ func TestTasksMaxRunning(t *testing.T) {
 		}
 	}
 }
+
+// A client that uses tasks whose stream breaks before its call of a tool
+// that changes something became a task re-issues the request: the call
+// went on as a task, and the re-issue is answered with it (the same
+// task), so the append happened once. Once that answer reached the
+// client, the same request made again (a client that restarted) runs.
+// An explicit cancellation of such a request cancels its task.
+func TestTasksReissuedRequest(t *testing.T) {
+	url, _, _ := tasksGateway(t, t.TempDir(), gateway.Tasks{Threshold: time.Minute})
+	ctx := pollCtx(t)
+	dir := t.TempDir()
+	path := filepath.Join(dir, "out.txt")
+	lines := func() []string {
+		b, _ := os.ReadFile(path)
+		return strings.Fields(string(b))
+	}
+	// Each client numbers its requests from 1, as a restarted one does.
+	client := func() *taskclient.Client {
+		return &taskclient.Client{URL: url, HTTP: &http.Client{Transport: &http.Transport{}}}
+	}
+	cutCall := func(args map[string]any) {
+		t.Helper()
+		cctx, cancel := context.WithCancel(ctx)
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			client().CallTool(cctx, "fx__append", args)
+		}()
+		before := len(lines())
+		if !testservers.Eventually(20*time.Second, func() bool { return len(lines()) > before }) {
+			t.Fatal("the call never started")
+		}
+		cancel()
+		<-done
+	}
+
+	args := map[string]any{"path": path, "line": "once", "ms": 1500}
+	cutCall(args)
+	var got *taskclient.Task
+	if !testservers.Eventually(20*time.Second, func() bool {
+		var err error
+		got, err = client().CallTool(ctx, "fx__append", args)
+		return err == nil && got.ResultType == "task"
+	}) {
+		t.Fatalf("the re-issue got %+v, want the task the call became", got)
+	}
+	done, err := client().Poll(ctx, got.TaskID, nil)
+	if r, _ := done.ToolResult(); err != nil || done.Status != "completed" || r.Text() != "appended once" {
+		t.Fatalf("the task: %+v %v", done, err)
+	}
+	if l := lines(); len(l) != 1 {
+		t.Fatalf("the file holds %q: the call ran %d times", l, len(l))
+	}
+	again, err := client().CallTool(ctx, "fx__append", map[string]any{"path": path, "line": "once", "ms": 1500})
+	if err != nil || len(lines()) != 2 || again.TaskID == got.TaskID {
+		t.Fatalf("the same request made after its answer was delivered: %+v %v, file %q", again, err, lines())
+	}
+
+	// Cancelled by the client after its stream broke.
+	args = map[string]any{"path": path, "line": "cancelled", "ms": 60000}
+	cutCall(args)
+	note := `{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":1,"_meta":{` +
+		`"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{},` +
+		`"io.modelcontextprotocol/clientInfo":{"name":"toolmux-taskclient","version":"1"}}}}`
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, url, strings.NewReader(note))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("Mcp-Protocol-Version", "2026-07-28")
+	req.Header.Set("Mcp-Method", "notifications/cancelled")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	var task *taskclient.Task
+	if !testservers.Eventually(20*time.Second, func() bool {
+		got, err := client().CallTool(ctx, "fx__append", args)
+		if err != nil || got.ResultType != "task" {
+			return false
+		}
+		task, err = client().Get(ctx, got.TaskID)
+		return err == nil && task.Status == "cancelled"
+	}) {
+		t.Fatalf("the cancelled request's task: %+v", task)
+	}
+}
