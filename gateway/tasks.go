@@ -166,7 +166,9 @@ func cmpDur(d, def time.Duration) time.Duration {
 
 // close cancels the running tasks and waits for each to write its end.
 func (tr *taskRunner) close() {
+	tr.mu.Lock()
 	tr.cancel(errGatewayStopped)
+	tr.mu.Unlock()
 	tr.wg.Wait()
 }
 
@@ -649,9 +651,10 @@ func (tr *taskRunner) call(w http.ResponseWriter, r *http.Request, v *view, rec 
 		return true
 	}
 	tr.mu.Lock()
-	if len(tr.running) >= tr.o.MaxRunning {
-		// Past the bound: the call goes the usual way, an ordinary call
-		// bound to its request (its approval asked as any other's).
+	if len(tr.running) >= tr.o.MaxRunning || tr.ctx.Err() != nil {
+		// Past the bound (or closing): the call goes the usual way, an
+		// ordinary call bound to its request (its approval asked as any
+		// other's).
 		tr.mu.Unlock()
 		return false
 	}
@@ -659,6 +662,9 @@ func (tr *taskRunner) call(w http.ResponseWriter, r *http.Request, v *view, rec 
 		state: tasklog.MCPTask{ID: newTaskID(), Status: tasklog.MCPWorking, Route: v.route, Tool: req.Params.Name,
 			Server: tg.t.Server, ServerTool: tg.t.Name, Session: session}}
 	tr.running[lt.state.ID] = lt
+	// Added under tr.mu, where close stops the runner: no call starts
+	// once close waits.
+	tr.wg.Add(1)
 	tr.mu.Unlock()
 	cctx, cancel := context.WithCancelCause(tr.ctx)
 	lt.cancel = cancel
@@ -676,7 +682,6 @@ func (tr *taskRunner) call(w http.ResponseWriter, r *http.Request, v *view, rec 
 			tr.answered(key, ctx.Err() == nil)
 		}
 	}
-	tr.wg.Add(1)
 	go func() {
 		defer tr.wg.Done()
 		defer cancel(nil)

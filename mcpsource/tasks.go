@@ -42,6 +42,10 @@ const (
 	maxTaskPoll = 10 * time.Second
 	// maxTaskGet bounds a tasks/get answer (it inlines the result).
 	maxTaskGet = 256 << 20
+	// maxTaskGetFailures is how many tasks/get in a row may fail (a
+	// connection reset, a server restarting behind a balancer) before the
+	// call fails, and the server's task is cancelled.
+	maxTaskGetFailures = 3
 )
 
 // taskRoundTripper follows the tasks a server answers tools/call with,
@@ -142,6 +146,7 @@ var errTaskInput = errors.New("the server's task asks for input (input_required)
 // answer to id it stands for. The call's cancellation cancels the task.
 func (t *taskRoundTripper) poll(req *http.Request, id json.RawMessage, taskID string, wait time.Duration) ([]byte, error) {
 	ctx := req.Context()
+	failures := 0
 	for {
 		select {
 		case <-ctx.Done():
@@ -150,17 +155,25 @@ func (t *taskRoundTripper) poll(req *http.Request, id json.RawMessage, taskID st
 		case <-time.After(wait):
 		}
 		raw, err := t.request(ctx, req, "tasks/get", taskID)
+		var dt detailedTask
+		if err == nil {
+			if uerr := json.Unmarshal(raw, &dt); uerr != nil {
+				err = fmt.Errorf("tasks/get: %w", uerr)
+			}
+		}
 		if err != nil {
 			if ctx.Err() != nil {
 				t.cancelTask(req, taskID)
 				return nil, context.Cause(ctx)
 			}
-			return nil, fmt.Errorf("following the server's task %s: %w", taskID, err)
+			if failures++; failures < maxTaskGetFailures {
+				continue
+			}
+			// Given up: the server's task must not run on for nobody.
+			t.cancelTask(req, taskID)
+			return nil, fmt.Errorf("following the server's task %s (%d tasks/get in a row failed): %w", taskID, failures, err)
 		}
-		var dt detailedTask
-		if err := json.Unmarshal(raw, &dt); err != nil {
-			return nil, fmt.Errorf("following the server's task %s: tasks/get: %w", taskID, err)
-		}
+		failures = 0
 		switch dt.Status {
 		case "completed":
 			return answer(id, "result", dt.Result), nil

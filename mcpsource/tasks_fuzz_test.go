@@ -74,3 +74,50 @@ func TestTaskSSERewrite(t *testing.T) {
 		t.Errorf("another call's task: %q", out)
 	}
 }
+
+// flakyTasks is a server's side of tasks/get that fails the first fails
+// times (HTTP 503, no JSON-RPC answer), then completes; it counts the
+// tasks/cancel it is sent.
+type flakyTasks struct {
+	fails           int32
+	gets, cancelled atomic.Int32
+}
+
+func (f *flakyTasks) RoundTrip(req *http.Request) (*http.Response, error) {
+	b, _ := io.ReadAll(req.Body)
+	resp := func(status int, body string) *http.Response {
+		return &http.Response{StatusCode: status, Header: http.Header{"Content-Type": {"application/json"}},
+			Body: io.NopCloser(strings.NewReader(body)), Request: req}
+	}
+	switch {
+	case bytes.Contains(b, []byte(`"tasks/cancel"`)):
+		f.cancelled.Add(1)
+		return resp(http.StatusOK, `{"jsonrpc":"2.0","id":"x","result":{"resultType":"complete"}}`), nil
+	case f.gets.Add(1) <= f.fails:
+		return resp(http.StatusServiceUnavailable, "unavailable"), nil
+	}
+	return answerTasks{}.RoundTrip(req)
+}
+
+// A tasks/get that fails now and then is tried again; one that keeps
+// failing fails the call, and the server's task is cancelled rather than
+// left running for nobody.
+func TestTaskPollFailures(t *testing.T) {
+	created := []byte(`{"jsonrpc":"2.0","id":1,"result":{"resultType":"task","taskId":"t","status":"working","pollIntervalMs":1}}`)
+	for _, c := range []struct {
+		fails   int32
+		ok      bool
+		cancels int32
+	}{{0, true, 0}, {maxTaskGetFailures - 1, true, 0}, {100, false, 1}} {
+		server := &flakyTasks{fails: c.fails}
+		tr := &taskRoundTripper{base: server, on: new(atomic.Bool)}
+		req, _ := http.NewRequest(http.MethodPost, "http://server/mcp", nil)
+		out, ok, err := tr.follow(req, []byte("1"), created)
+		if !ok || (err == nil) != c.ok || c.ok && !bytes.Contains(out, []byte(`"text":"done"`)) {
+			t.Errorf("%d failures: %q %v %v", c.fails, out, ok, err)
+		}
+		if n := server.cancelled.Load(); n != c.cancels {
+			t.Errorf("%d failures: %d cancellations, want %d", c.fails, n, c.cancels)
+		}
+	}
+}
