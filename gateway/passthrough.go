@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"reflect"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -461,7 +462,8 @@ type link struct {
 
 	mu       sync.Mutex
 	active   []*inflight       // client requests being forwarded, latest last
-	progress map[any]*inflight // by progress token
+	progress map[any]*inflight // by progress token (as sent upstream)
+	tokens   uint64            // progress tokens a shared link has issued
 	idle     chan struct{}     // closed when active empties, if set
 	users    int               // requests of a shared link being served
 	used     time.Time         // when a shared link's last request ended
@@ -500,6 +502,9 @@ type inflight struct {
 	// report, for a tools/call, receives its progress for the scheduler's
 	// events too.
 	report tool.ProgressFunc
+	// token, on a shared link, is the progress token the client chose,
+	// which went upstream as one of the link's own (track).
+	token any
 }
 
 // run opens the upstream session, then waits for the link to end and
@@ -682,19 +687,38 @@ func (l *link) bind(ctx context.Context) (context.Context, func()) {
 // upstream as the client made them: the gateway adds no progress token of
 // its own, so a call's progress reaches the scheduler's events only when
 // the client asked for progress.
+//
+// On a shared link the clients choose their tokens apart from each other,
+// so two requests in flight may carry the same one: each goes upstream
+// with a token of the link's own instead (p's _meta is changed until the
+// returned function is called), mapped back when its progress is relayed
+// (toModern).
 func (l *link) track(ctx context.Context, p mcp.Params) func() {
 	in := &inflight{ctx: ctx, report: tool.ProgressFrom(ctx), park: parkFrom(ctx)}
 	var token any
+	var meta mcp.Meta // p's own, put back at the end
 	if !isNil(p) {
-		token = tokenKey(p.GetMeta()["progressToken"])
+		meta = p.GetMeta()
+		token = tokenKey(meta["progressToken"])
 	}
 	l.mu.Lock()
+	if token != nil && l.ss == nil {
+		l.tokens++
+		in.token = meta["progressToken"]
+		token = sharedTokenPrefix + strconv.FormatUint(l.tokens, 10)
+		m := maps.Clone(meta)
+		m["progressToken"] = token
+		p.SetMeta(m)
+	}
 	l.active = append(l.active, in)
 	if token != nil {
 		l.progress[token] = in
 	}
 	l.mu.Unlock()
 	return func() {
+		if in.token != nil {
+			p.SetMeta(meta)
+		}
 		l.mu.Lock()
 		defer l.mu.Unlock()
 		l.active = slices.DeleteFunc(l.active, func(x *inflight) bool { return x == in })
@@ -707,6 +731,10 @@ func (l *link) track(ctx context.Context, p mcp.Params) func() {
 		}
 	}
 }
+
+// sharedTokenPrefix begins the progress tokens a shared link sends
+// upstream in place of its clients' (track).
+const sharedTokenPrefix = "toolmux-progress-"
 
 // tokenKey returns a progress token usable as a map key (a string or a
 // number, as the protocol has it), or nil.
@@ -728,6 +756,14 @@ func isNil(p any) bool {
 // related returns the client request a message of the server relates to:
 // a progress report, by its token; a request or a log message, the latest
 // request being forwarded; nil for the rest.
+//
+// The go-sdk's client does not say which of its requests a message of the
+// server came with (over stdio nothing does), so the latest request is a
+// guess. On a session's link every request is that client's, and the
+// guess is the one an MCP client would make. On a shared link the
+// requests may be several clients': a guess could put one client's
+// question, or its log messages, to another, so a request or log message
+// relates to a request only while that request is the link's only one.
 func (l *link) related(method string, p mcp.Params) *inflight {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -740,10 +776,18 @@ func (l *link) related(method string, p mcp.Params) *inflight {
 	if strings.HasPrefix(method, "notifications/") && method != "notifications/message" {
 		return nil
 	}
-	if n := len(l.active); n > 0 {
-		return l.active[n-1]
+	n := len(l.active)
+	if n == 0 || l.ss == nil && n > 1 {
+		return nil
 	}
-	return nil
+	return l.active[n-1]
+}
+
+// inFlight is how many client requests are being forwarded on the link.
+func (l *link) inFlight() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.active)
 }
 
 // forward sends a client's request or notification on to the server and

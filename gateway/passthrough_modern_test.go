@@ -345,3 +345,131 @@ func TestPassthroughModernStdio(t *testing.T) {
 		t.Errorf("process %d outlived Close", pa3)
 	}
 }
+
+// On a link shared by 2026-07-28 clients, a server on an older protocol
+// does not say which call its request comes from: with two calls in
+// flight, its question is refused rather than put to whichever call came
+// last (here another client's), and the other call goes on untouched.
+func TestPassthroughSharedLinkServerRequest(t *testing.T) {
+	up := startUpstream(t)
+	pt := servePassthrough(t, mcpsource.Config{Name: "up", Transport: mcpsource.StreamableHTTP, URL: up.url})
+	// One identity, so one link, for both clients.
+	evA, evB := &events{}, &events{}
+	a := dialWith(t, &mcp.StreamableClientTransport{Endpoint: pt.url}, evA, "same", modern)
+	b := dialWith(t, &mcp.StreamableClientTransport{Endpoint: pt.url}, evB, "same", modern)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	type answer struct {
+		text string
+		err  error
+	}
+	call := func(cs *mcp.ClientSession, name string) <-chan answer {
+		ch := make(chan answer, 1)
+		go func() {
+			res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: name})
+			if err != nil {
+				ch <- answer{err: err}
+				return
+			}
+			ch <- answer{text: testservers.ResultText(res)}
+		}()
+		return ch
+	}
+	entered := func(want string) {
+		t.Helper()
+		select {
+		case got := <-up.entered:
+			if got != want {
+				t.Fatalf("%s reached the server, want %s", got, want)
+			}
+		case <-ctx.Done():
+			t.Fatalf("%s did not reach the server", want)
+		}
+	}
+	gotA := call(a, "ask_gated")
+	entered("ask_gated")
+	gotB := call(b, "hold")
+	entered("hold")
+	close(up.gate) // ask_gated elicits now
+
+	var resA answer
+	select {
+	case resA = <-gotA:
+	case <-ctx.Done():
+		t.Fatal("ask_gated did not end")
+	}
+	if resA.err != nil || !strings.HasPrefix(resA.text, "not asked: ") || !strings.Contains(resA.text, "2 requests") {
+		t.Errorf("ask_gated: %+v, want its question refused", resA)
+	}
+	close(up.release)
+	select {
+	case resB := <-gotB:
+		if resB.err != nil || resB.text != "held" {
+			t.Errorf("hold: %+v", resB)
+		}
+	case <-ctx.Done():
+		t.Fatal("hold did not end")
+	}
+	for name, ev := range map[string]*events{"a": evA, "b": evB} {
+		if !ev.read(func(e *events) bool { return len(e.asked) == 0 }) {
+			t.Errorf("client %s was asked %q", name, ev.asked)
+		}
+	}
+	// Alone on the link, a call's question reaches its client.
+	if got := callText(t, a, "ask"); got != "accept Ada" {
+		t.Errorf("ask alone: %q", got)
+	}
+}
+
+// Two clients on a shared link may use the same progress token: each
+// call's progress reaches its own client only.
+func TestPassthroughSharedLinkProgressTokens(t *testing.T) {
+	up := startUpstream(t)
+	pt := servePassthrough(t, mcpsource.Config{Name: "up", Transport: mcpsource.StreamableHTTP, URL: up.url})
+	evA, evB := &events{}, &events{}
+	a := dialWith(t, &mcp.StreamableClientTransport{Endpoint: pt.url}, evA, "same", modern)
+	b := dialWith(t, &mcp.StreamableClientTransport{Endpoint: pt.url}, evB, "same", modern)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	errs := make(chan error, 2)
+	call := func(cs *mcp.ClientSession, name string, args map[string]any) {
+		p := &mcp.CallToolParams{Name: name, Arguments: args}
+		p.SetProgressToken("tok")
+		go func() {
+			_, err := cs.CallTool(ctx, p)
+			errs <- err
+		}()
+	}
+	entered := func(want string) {
+		t.Helper()
+		select {
+		case got := <-up.entered:
+			if got != want {
+				t.Fatalf("%s reached the server, want %s", got, want)
+			}
+		case <-ctx.Done():
+			t.Fatalf("%s did not reach the server", want)
+		}
+	}
+	// The pause keeps a's progress from racing its answer (see
+	// TestPassthroughModernClient).
+	call(a, "progress_gated", map[string]any{"pause_ms": 50})
+	entered("progress_gated")
+	call(b, "hold", nil)
+	entered("hold")
+	close(up.gate)
+	if !testservers.Eventually(10*time.Second, func() bool { return evA.read(func(e *events) bool { return len(e.progress) == 3 }) }) {
+		t.Errorf("a's progress: %v", evA.progress)
+	}
+	close(up.release)
+	for range 2 {
+		if err := <-errs; err != nil {
+			t.Error(err)
+		}
+	}
+	if !evB.read(func(e *events) bool { return len(e.progress) == 0 }) {
+		t.Errorf("b got a's progress: %v", evB.progress)
+	}
+}
