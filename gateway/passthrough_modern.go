@@ -127,9 +127,17 @@ func modernSession(ctx context.Context) *mcp.ServerSession {
 func (r *route) receiveModern(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
 		ss, _ := req.GetSession().(*mcp.ServerSession)
-		if method == "notifications/cancelled" || method == "subscriptions/listen" || ss == nil {
+		if method == "subscriptions/listen" && ss != nil {
 			// A listen is the go-sdk's: the route's list changes are
-			// sent on it (listChanged).
+			// sent on it (listChanged). It never ends by itself, so it
+			// is followed, as on /mcp, for a shutdown to end it.
+			if !r.g.clients.listening(ss) {
+				return nil, errStopping
+			}
+			defer r.g.clients.listened(ss)
+			return next(ctx, method, req)
+		}
+		if method == "notifications/cancelled" || ss == nil {
 			return next(ctx, method, req)
 		}
 		init := ss.InitializeParams()

@@ -1,6 +1,7 @@
 package gateway_test
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -471,5 +472,64 @@ func TestPassthroughSharedLinkProgressTokens(t *testing.T) {
 	}
 	if !evB.read(func(e *events) bool { return len(e.progress) == 0 }) {
 		t.Errorf("b got a's progress: %v", evB.progress)
+	}
+}
+
+// A 2026-07-28 client's subscriptions/listen on a passthrough route is
+// ended by BeginShutdown (it would never end by itself, and a shutdown
+// waits for the POSTs in flight), and one opened after it is refused.
+func TestPassthroughListenEndsAtShutdown(t *testing.T) {
+	up := startUpstream(t)
+	pt := servePassthrough(t, mcpsource.Config{Name: "up", Transport: mcpsource.StreamableHTTP, URL: up.url})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	listen := func() *http.Response {
+		t.Helper()
+		body, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 1, "method": "subscriptions/listen", "params": map[string]any{
+			"_meta": map[string]any{
+				"io.modelcontextprotocol/protocolVersion":    "2026-07-28",
+				"io.modelcontextprotocol/clientInfo":         map[string]any{"name": "raw", "version": "1"},
+				"io.modelcontextprotocol/clientCapabilities": map[string]any{},
+			},
+			"notifications": map[string]any{"toolsListChanged": true},
+		}})
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, pt.url, bytes.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set("Mcp-Protocol-Version", "2026-07-28")
+		req.Header.Set("Mcp-Method", "subscriptions/listen")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { resp.Body.Close() })
+		return resp
+	}
+	resp := listen()
+	// The acknowledgement: the stream is open.
+	lines := bufio.NewScanner(resp.Body)
+	for lines.Scan() && !strings.Contains(lines.Text(), "notifications/subscriptions/acknowledged") {
+	}
+	if lines.Err() != nil || ctx.Err() != nil {
+		t.Fatalf("no acknowledgement: %v %v", lines.Err(), ctx.Err())
+	}
+	ended := make(chan struct{})
+	go func() {
+		for lines.Scan() {
+		}
+		close(ended)
+	}()
+	pt.g.BeginShutdown()
+	select {
+	case <-ended:
+	case <-ctx.Done():
+		t.Fatal("the listen stream outlived BeginShutdown")
+	}
+	b, err := io.ReadAll(listen().Body)
+	if err != nil || !strings.Contains(string(b), "shutting down") {
+		t.Errorf("a listen opened while stopping: %q %v", b, err)
 	}
 }
