@@ -37,8 +37,9 @@ import (
 // the client they belong to, and subscriptions and log levels stay per
 // client. For a stdio server that means one process per client session.
 // The client's capabilities are declared upstream as the client declared
-// them, and the server's are answered to the client, so each side sees
-// what the other can do.
+// them (less the tasks extension: the route follows no task), and the
+// server's are answered to the client, so each side sees what the other
+// can do.
 //
 // The route serves at most MaxSessions client sessions (slot), and ends
 // those idle for IdleTimeout: the go-sdk's session timeout, which closes
@@ -378,8 +379,10 @@ func (r *route) governed(ctx context.Context, l *link, params *mcp.CallToolParam
 	var asked *mcp.CallToolResult // the server's questions for a 2026-07-28 client
 	ctx = mcpsource.WithCallFunc(ctx, r.cfg.Name, func(ctx context.Context, p *mcp.CallToolParams) (*tool.Result, error) {
 		// The client's _meta (its progress token among it) goes upstream
-		// as the client sent it; the arguments are the pipeline's.
-		p.Meta = maps.Clone(params.Meta)
+		// as the client sent it, but for the tasks it may declare
+		// (tasklessMeta: a stdio server's calls bypass the go-sdk's
+		// middleware); the arguments are the pipeline's.
+		p.Meta = maps.Clone(metaWithoutTasks(params.Meta))
 		if l.ss == nil && l.modernUp() {
 			// A 2026-07-28 client's answers to the server's questions, and
 			// the server's state; the gateway's own answers stay here.
@@ -570,6 +573,7 @@ func (l *link) connect(version string) error {
 	if p := l.params(); p != nil {
 		if p.Capabilities != nil {
 			c := *p.Capabilities
+			c.Extensions = withoutTasks(c.Extensions)
 			caps = &c
 		}
 		if p.ClientInfo != nil {
@@ -590,7 +594,7 @@ func (l *link) connect(version string) error {
 		ResourceListChangedHandler: func(context.Context, *mcp.ResourceListChangedRequest) {},
 	})
 	client.AddReceivingMiddleware(l.fromServer)
-	client.AddSendingMiddleware(rewriteNotification, captureInput, l.legacyMeta)
+	client.AddSendingMiddleware(rewriteNotification, captureInput, l.legacyMeta, tasklessMeta)
 
 	conn, err := mcpsource.Dial(cfg)
 	if err != nil {
@@ -637,6 +641,66 @@ func (l *link) connect(version string) error {
 		err = fmt.Errorf("%w (%s)", err, d)
 	}
 	return unavailable(cfg.Name, err)
+}
+
+// withoutTasks returns the extensions a link declares upstream for its
+// clients: theirs, less the tasks extension. The link follows no task (it
+// dials without mcpsource's task-following, and the route offers no
+// tasks), so a server told of it could answer a tools/call with a
+// CreateTaskResult that nobody would poll. The clients' map is not
+// changed.
+func withoutTasks(ext map[string]any) map[string]any {
+	if _, ok := ext[TasksExtension]; !ok {
+		return ext
+	}
+	ext = maps.Clone(ext)
+	delete(ext, TasksExtension)
+	if len(ext) == 0 {
+		return nil
+	}
+	return ext
+}
+
+// metaWithoutTasks returns m, or when the client capabilities a
+// 2026-07-28 client's request carries in it (which a server on 2026-07-28
+// reads per request) declare tasks, a copy without them (withoutTasks).
+// Capabilities in another form than decoded JSON are the go-sdk's own,
+// made from the link's, which declare no tasks.
+func metaWithoutTasks(m mcp.Meta) mcp.Meta {
+	caps, ok := m[mcp.MetaKeyClientCapabilities].(map[string]any)
+	if !ok {
+		return m
+	}
+	ext, ok := caps["extensions"].(map[string]any)
+	if !ok {
+		return m
+	}
+	if _, ok := ext[TasksExtension]; !ok {
+		return m
+	}
+	caps = maps.Clone(caps)
+	if ext = withoutTasks(ext); ext == nil {
+		delete(caps, "extensions")
+	} else {
+		caps["extensions"] = ext
+	}
+	m = maps.Clone(m)
+	m[mcp.MetaKeyClientCapabilities] = caps
+	return m
+}
+
+// tasklessMeta is a sending middleware of every upstream client: what a
+// client's request declares of tasks in its _meta does not go upstream
+// (metaWithoutTasks).
+func tasklessMeta(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		if p := req.GetParams(); !isNil(p) {
+			if m := p.GetMeta(); m != nil {
+				p.SetMeta(metaWithoutTasks(m))
+			}
+		}
+		return next(ctx, method, req)
+	}
 }
 
 func unavailable(server string, err error) *jsonrpc.Error {

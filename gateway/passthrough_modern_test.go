@@ -235,6 +235,11 @@ func startModernOnly(t *testing.T) string {
 		return &mcp.CallToolResult{InputRequests: mcp.InputRequestMap{"q": &mcp.CreateMessageParams{MaxTokens: 10,
 			Messages: []*mcp.SamplingMessage{{Role: "user", Content: &mcp.TextContent{Text: "hello?"}}}}}}, nil, nil
 	})
+	// caps answers the capabilities the request declared for its client.
+	mcp.AddTool(s, &mcp.Tool{Name: "caps", Annotations: ro}, func(_ context.Context, req *mcp.CallToolRequest, _ none) (*mcp.CallToolResult, any, error) {
+		b, err := json.Marshal(req.Params.GetMeta()[mcp.MetaKeyClientCapabilities])
+		return text(string(b)), nil, err
+	})
 	mcp.AddTool(s, &mcp.Tool{Name: "add_tool", Annotations: ro}, func(context.Context, *mcp.CallToolRequest, none) (*mcp.CallToolResult, any, error) {
 		mcp.AddTool(s, &mcp.Tool{Name: "added"}, func(context.Context, *mcp.CallToolRequest, none) (*mcp.CallToolResult, any, error) {
 			return text("added"), nil, nil
@@ -531,5 +536,49 @@ func TestPassthroughListenEndsAtShutdown(t *testing.T) {
 	b, err := io.ReadAll(listen().Body)
 	if err != nil || !strings.Contains(string(b), "shutting down") {
 		t.Errorf("a listen opened while stopping: %q %v", b, err)
+	}
+}
+
+// A passthrough route offers no tasks and its links follow none, so the
+// tasks extension a client declares is not declared to the server: not at
+// the link's handshake, for a client with a session or without, nor in the
+// _meta of a 2026-07-28 client's request to a server on 2026-07-28. The
+// client's other capabilities go upstream as they were.
+func TestPassthroughDeclaresNoTasksUpstream(t *testing.T) {
+	legacy := startUpstream(t).url
+	modernURL := startModernOnly(t)
+	for _, tc := range []struct {
+		name, url string
+		opts      *mcp.ClientSessionOptions
+	}{
+		{"2025 client, 2025 server", legacy, legacySession},
+		{"2026 client, 2025 server", legacy, modern},
+		{"2026 client, 2026 server", modernURL, modern},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			pt := servePassthrough(t, mcpsource.Config{Name: "up", Transport: mcpsource.StreamableHTTP, URL: tc.url})
+			caps := &mcp.ClientCapabilities{Elicitation: &mcp.ElicitationCapabilities{}}
+			caps.AddExtension(gateway.TasksExtension, nil)
+			caps.AddExtension("example.com/other", nil)
+			c := mcp.NewClient(&mcp.Implementation{Name: "tasks-client"}, &mcp.ClientOptions{Capabilities: caps})
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			cs, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: pt.url}, tc.opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = cs.Close() })
+			var got struct {
+				Elicitation map[string]any `json:"elicitation"`
+				Extensions  map[string]any `json:"extensions"`
+			}
+			text := callText(t, cs, "caps")
+			if err := json.Unmarshal([]byte(text), &got); err != nil {
+				t.Fatalf("%q: %v", text, err)
+			}
+			if _, ok := got.Extensions[gateway.TasksExtension]; ok || got.Elicitation == nil || got.Extensions["example.com/other"] == nil {
+				t.Errorf("the server was told %s", text)
+			}
+		})
 	}
 }

@@ -166,6 +166,11 @@ func startUpstream(t *testing.T) *upstream {
 			return nil, nil, ctx.Err()
 		}
 	})
+	// caps answers the capabilities the gateway declared for its client.
+	mcp.AddTool(s, &mcp.Tool{Name: "caps", Annotations: ro}, func(_ context.Context, req *mcp.CallToolRequest, _ none) (*mcp.CallToolResult, any, error) {
+		b, err := json.Marshal(req.Session.InitializeParams().Capabilities)
+		return textResult(string(b)), nil, err
+	})
 	mcp.AddTool(s, &mcp.Tool{Name: "touch", Annotations: ro}, func(ctx context.Context, _ *mcp.CallToolRequest, _ none) (*mcp.CallToolResult, any, error) {
 		_ = s.ResourceUpdated(ctx, &mcp.ResourceUpdatedNotificationParams{URI: "test://watched"})
 		return textResult("touched"), nil, nil
