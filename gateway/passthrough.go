@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"reflect"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -36,8 +37,9 @@ import (
 // the client they belong to, and subscriptions and log levels stay per
 // client. For a stdio server that means one process per client session.
 // The client's capabilities are declared upstream as the client declared
-// them, and the server's are answered to the client, so each side sees
-// what the other can do.
+// them (less the tasks extension: the route follows no task), and the
+// server's are answered to the client, so each side sees what the other
+// can do.
 //
 // The route serves at most MaxSessions client sessions (slot), and ends
 // those idle for IdleTimeout: the go-sdk's session timeout, which closes
@@ -377,8 +379,10 @@ func (r *route) governed(ctx context.Context, l *link, params *mcp.CallToolParam
 	var asked *mcp.CallToolResult // the server's questions for a 2026-07-28 client
 	ctx = mcpsource.WithCallFunc(ctx, r.cfg.Name, func(ctx context.Context, p *mcp.CallToolParams) (*tool.Result, error) {
 		// The client's _meta (its progress token among it) goes upstream
-		// as the client sent it; the arguments are the pipeline's.
-		p.Meta = maps.Clone(params.Meta)
+		// as the client sent it, but for the tasks it may declare
+		// (tasklessMeta: a stdio server's calls bypass the go-sdk's
+		// middleware); the arguments are the pipeline's.
+		p.Meta = maps.Clone(metaWithoutTasks(params.Meta))
 		if l.ss == nil && l.modernUp() {
 			// A 2026-07-28 client's answers to the server's questions, and
 			// the server's state; the gateway's own answers stay here.
@@ -461,7 +465,8 @@ type link struct {
 
 	mu       sync.Mutex
 	active   []*inflight       // client requests being forwarded, latest last
-	progress map[any]*inflight // by progress token
+	progress map[any]*inflight // by progress token (as sent upstream)
+	tokens   uint64            // progress tokens a shared link has issued
 	idle     chan struct{}     // closed when active empties, if set
 	users    int               // requests of a shared link being served
 	used     time.Time         // when a shared link's last request ended
@@ -500,6 +505,9 @@ type inflight struct {
 	// report, for a tools/call, receives its progress for the scheduler's
 	// events too.
 	report tool.ProgressFunc
+	// token, on a shared link, is the progress token the client chose,
+	// which went upstream as one of the link's own (track).
+	token any
 }
 
 // run opens the upstream session, then waits for the link to end and
@@ -565,6 +573,7 @@ func (l *link) connect(version string) error {
 	if p := l.params(); p != nil {
 		if p.Capabilities != nil {
 			c := *p.Capabilities
+			c.Extensions = withoutTasks(c.Extensions)
 			caps = &c
 		}
 		if p.ClientInfo != nil {
@@ -585,7 +594,7 @@ func (l *link) connect(version string) error {
 		ResourceListChangedHandler: func(context.Context, *mcp.ResourceListChangedRequest) {},
 	})
 	client.AddReceivingMiddleware(l.fromServer)
-	client.AddSendingMiddleware(rewriteNotification, captureInput, l.legacyMeta)
+	client.AddSendingMiddleware(rewriteNotification, captureInput, l.legacyMeta, tasklessMeta)
 
 	conn, err := mcpsource.Dial(cfg)
 	if err != nil {
@@ -632,6 +641,66 @@ func (l *link) connect(version string) error {
 		err = fmt.Errorf("%w (%s)", err, d)
 	}
 	return unavailable(cfg.Name, err)
+}
+
+// withoutTasks returns the extensions a link declares upstream for its
+// clients: theirs, less the tasks extension. The link follows no task (it
+// dials without mcpsource's task-following, and the route offers no
+// tasks), so a server told of it could answer a tools/call with a
+// CreateTaskResult that nobody would poll. The clients' map is not
+// changed.
+func withoutTasks(ext map[string]any) map[string]any {
+	if _, ok := ext[TasksExtension]; !ok {
+		return ext
+	}
+	ext = maps.Clone(ext)
+	delete(ext, TasksExtension)
+	if len(ext) == 0 {
+		return nil
+	}
+	return ext
+}
+
+// metaWithoutTasks returns m, or when the client capabilities a
+// 2026-07-28 client's request carries in it (which a server on 2026-07-28
+// reads per request) declare tasks, a copy without them (withoutTasks).
+// Capabilities in another form than decoded JSON are the go-sdk's own,
+// made from the link's, which declare no tasks.
+func metaWithoutTasks(m mcp.Meta) mcp.Meta {
+	caps, ok := m[mcp.MetaKeyClientCapabilities].(map[string]any)
+	if !ok {
+		return m
+	}
+	ext, ok := caps["extensions"].(map[string]any)
+	if !ok {
+		return m
+	}
+	if _, ok := ext[TasksExtension]; !ok {
+		return m
+	}
+	caps = maps.Clone(caps)
+	if ext = withoutTasks(ext); ext == nil {
+		delete(caps, "extensions")
+	} else {
+		caps["extensions"] = ext
+	}
+	m = maps.Clone(m)
+	m[mcp.MetaKeyClientCapabilities] = caps
+	return m
+}
+
+// tasklessMeta is a sending middleware of every upstream client: what a
+// client's request declares of tasks in its _meta does not go upstream
+// (metaWithoutTasks).
+func tasklessMeta(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		if p := req.GetParams(); !isNil(p) {
+			if m := p.GetMeta(); m != nil {
+				p.SetMeta(metaWithoutTasks(m))
+			}
+		}
+		return next(ctx, method, req)
+	}
 }
 
 func unavailable(server string, err error) *jsonrpc.Error {
@@ -682,19 +751,38 @@ func (l *link) bind(ctx context.Context) (context.Context, func()) {
 // upstream as the client made them: the gateway adds no progress token of
 // its own, so a call's progress reaches the scheduler's events only when
 // the client asked for progress.
+//
+// On a shared link the clients choose their tokens apart from each other,
+// so two requests in flight may carry the same one: each goes upstream
+// with a token of the link's own instead (p's _meta is changed until the
+// returned function is called), mapped back when its progress is relayed
+// (toModern).
 func (l *link) track(ctx context.Context, p mcp.Params) func() {
 	in := &inflight{ctx: ctx, report: tool.ProgressFrom(ctx), park: parkFrom(ctx)}
 	var token any
+	var meta mcp.Meta // p's own, put back at the end
 	if !isNil(p) {
-		token = tokenKey(p.GetMeta()["progressToken"])
+		meta = p.GetMeta()
+		token = tokenKey(meta["progressToken"])
 	}
 	l.mu.Lock()
+	if token != nil && l.ss == nil {
+		l.tokens++
+		in.token = meta["progressToken"]
+		token = sharedTokenPrefix + strconv.FormatUint(l.tokens, 10)
+		m := maps.Clone(meta)
+		m["progressToken"] = token
+		p.SetMeta(m)
+	}
 	l.active = append(l.active, in)
 	if token != nil {
 		l.progress[token] = in
 	}
 	l.mu.Unlock()
 	return func() {
+		if in.token != nil {
+			p.SetMeta(meta)
+		}
 		l.mu.Lock()
 		defer l.mu.Unlock()
 		l.active = slices.DeleteFunc(l.active, func(x *inflight) bool { return x == in })
@@ -707,6 +795,10 @@ func (l *link) track(ctx context.Context, p mcp.Params) func() {
 		}
 	}
 }
+
+// sharedTokenPrefix begins the progress tokens a shared link sends
+// upstream in place of its clients' (track).
+const sharedTokenPrefix = "toolmux-progress-"
 
 // tokenKey returns a progress token usable as a map key (a string or a
 // number, as the protocol has it), or nil.
@@ -728,6 +820,14 @@ func isNil(p any) bool {
 // related returns the client request a message of the server relates to:
 // a progress report, by its token; a request or a log message, the latest
 // request being forwarded; nil for the rest.
+//
+// The go-sdk's client does not say which of its requests a message of the
+// server came with (over stdio nothing does), so the latest request is a
+// guess. On a session's link every request is that client's, and the
+// guess is the one an MCP client would make. On a shared link the
+// requests may be several clients': a guess could put one client's
+// question, or its log messages, to another, so a request or log message
+// relates to a request only while that request is the link's only one.
 func (l *link) related(method string, p mcp.Params) *inflight {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -740,10 +840,18 @@ func (l *link) related(method string, p mcp.Params) *inflight {
 	if strings.HasPrefix(method, "notifications/") && method != "notifications/message" {
 		return nil
 	}
-	if n := len(l.active); n > 0 {
-		return l.active[n-1]
+	n := len(l.active)
+	if n == 0 || l.ss == nil && n > 1 {
+		return nil
 	}
-	return nil
+	return l.active[n-1]
+}
+
+// inFlight is how many client requests are being forwarded on the link.
+func (l *link) inFlight() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.active)
 }
 
 // forward sends a client's request or notification on to the server and

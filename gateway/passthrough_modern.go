@@ -152,9 +152,17 @@ func modernSession(ctx context.Context) *mcp.ServerSession {
 func (r *route) receiveModern(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
 		ss, _ := req.GetSession().(*mcp.ServerSession)
-		if method == "notifications/cancelled" || method == "subscriptions/listen" || ss == nil {
+		if method == "subscriptions/listen" && ss != nil {
 			// A listen is the go-sdk's: the route's list changes are
-			// sent on it (listChanged).
+			// sent on it (listChanged). It never ends by itself, so it
+			// is followed, as on /mcp, for a shutdown to end it.
+			if !r.g.clients.listening(ss) {
+				return nil, errStopping
+			}
+			defer r.g.clients.listened(ss)
+			return next(ctx, method, req)
+		}
+		if method == "notifications/cancelled" || ss == nil {
 			return next(ctx, method, req)
 		}
 		init := ss.InitializeParams()
@@ -368,6 +376,11 @@ func (l *link) expire(done chan struct{}) {
 // its retry), its notifications about a request on that request's stream,
 // its list changes to the route's listeners.
 func (l *link) toModern(ctx context.Context, in *inflight, method string, p mcp.Params, next mcp.MethodHandler, req mcp.Request) (mcp.Result, error) {
+	if pp, ok := p.(*mcp.ProgressNotificationParams); ok && in != nil && in.token != nil {
+		c := *pp
+		c.ProgressToken = in.token
+		p = &c
+	}
 	switch p := p.(type) {
 	case *mcp.CreateMessageWithToolsParams:
 		return l.askParked(ctx, in, method, p)
@@ -408,9 +421,17 @@ func (l *link) toModern(ctx context.Context, in *inflight, method string, p mcp.
 }
 
 // askParked hands a request of the server to the 2026-07-28 client's call
-// it came during, and returns the client's answer.
+// it came during, and returns the client's answer. Which call that is is
+// known only while it is the link's one request in flight (related): with
+// more, the server is refused rather than one client asked another's
+// question.
 func (l *link) askParked(ctx context.Context, in *inflight, method string, q mcp.InputRequest) (mcp.Result, error) {
 	if in == nil || in.park == nil {
+		if n := l.inFlight(); n > 1 {
+			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: fmt.Sprintf(
+				"toolmux: %s cannot be asked of a client on protocol %s while %d requests of its clients are in flight on the session: "+
+					"the server's request does not say which one it belongs to", method, protocolModern, n)}
+		}
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError,
 			Message: fmt.Sprintf("toolmux: %s cannot be asked of a client on protocol %s outside a tool call", method, protocolModern)}
 	}

@@ -1,6 +1,7 @@
 package gateway_test
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -234,6 +235,11 @@ func startModernOnly(t *testing.T) string {
 		return &mcp.CallToolResult{InputRequests: mcp.InputRequestMap{"q": &mcp.CreateMessageParams{MaxTokens: 10,
 			Messages: []*mcp.SamplingMessage{{Role: "user", Content: &mcp.TextContent{Text: "hello?"}}}}}}, nil, nil
 	})
+	// caps answers the capabilities the request declared for its client.
+	mcp.AddTool(s, &mcp.Tool{Name: "caps", Annotations: ro}, func(_ context.Context, req *mcp.CallToolRequest, _ none) (*mcp.CallToolResult, any, error) {
+		b, err := json.Marshal(req.Params.GetMeta()[mcp.MetaKeyClientCapabilities])
+		return text(string(b)), nil, err
+	})
 	mcp.AddTool(s, &mcp.Tool{Name: "add_tool", Annotations: ro}, func(context.Context, *mcp.CallToolRequest, none) (*mcp.CallToolResult, any, error) {
 		mcp.AddTool(s, &mcp.Tool{Name: "added"}, func(context.Context, *mcp.CallToolRequest, none) (*mcp.CallToolResult, any, error) {
 			return text("added"), nil, nil
@@ -343,5 +349,236 @@ func TestPassthroughModernStdio(t *testing.T) {
 	pt.g.Close()
 	if !testservers.ProcessGone(pa3) {
 		t.Errorf("process %d outlived Close", pa3)
+	}
+}
+
+// On a link shared by 2026-07-28 clients, a server on an older protocol
+// does not say which call its request comes from: with two calls in
+// flight, its question is refused rather than put to whichever call came
+// last (here another client's), and the other call goes on untouched.
+func TestPassthroughSharedLinkServerRequest(t *testing.T) {
+	up := startUpstream(t)
+	pt := servePassthrough(t, mcpsource.Config{Name: "up", Transport: mcpsource.StreamableHTTP, URL: up.url})
+	// One identity, so one link, for both clients.
+	evA, evB := &events{}, &events{}
+	a := dialWith(t, &mcp.StreamableClientTransport{Endpoint: pt.url}, evA, "same", modern)
+	b := dialWith(t, &mcp.StreamableClientTransport{Endpoint: pt.url}, evB, "same", modern)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	type answer struct {
+		text string
+		err  error
+	}
+	call := func(cs *mcp.ClientSession, name string) <-chan answer {
+		ch := make(chan answer, 1)
+		go func() {
+			res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: name})
+			if err != nil {
+				ch <- answer{err: err}
+				return
+			}
+			ch <- answer{text: testservers.ResultText(res)}
+		}()
+		return ch
+	}
+	entered := func(want string) {
+		t.Helper()
+		select {
+		case got := <-up.entered:
+			if got != want {
+				t.Fatalf("%s reached the server, want %s", got, want)
+			}
+		case <-ctx.Done():
+			t.Fatalf("%s did not reach the server", want)
+		}
+	}
+	gotA := call(a, "ask_gated")
+	entered("ask_gated")
+	gotB := call(b, "hold")
+	entered("hold")
+	close(up.gate) // ask_gated elicits now
+
+	var resA answer
+	select {
+	case resA = <-gotA:
+	case <-ctx.Done():
+		t.Fatal("ask_gated did not end")
+	}
+	if resA.err != nil || !strings.HasPrefix(resA.text, "not asked: ") || !strings.Contains(resA.text, "2 requests") {
+		t.Errorf("ask_gated: %+v, want its question refused", resA)
+	}
+	close(up.release)
+	select {
+	case resB := <-gotB:
+		if resB.err != nil || resB.text != "held" {
+			t.Errorf("hold: %+v", resB)
+		}
+	case <-ctx.Done():
+		t.Fatal("hold did not end")
+	}
+	for name, ev := range map[string]*events{"a": evA, "b": evB} {
+		if !ev.read(func(e *events) bool { return len(e.asked) == 0 }) {
+			t.Errorf("client %s was asked %q", name, ev.asked)
+		}
+	}
+	// Alone on the link, a call's question reaches its client.
+	if got := callText(t, a, "ask"); got != "accept Ada" {
+		t.Errorf("ask alone: %q", got)
+	}
+}
+
+// Two clients on a shared link may use the same progress token: each
+// call's progress reaches its own client only.
+func TestPassthroughSharedLinkProgressTokens(t *testing.T) {
+	up := startUpstream(t)
+	pt := servePassthrough(t, mcpsource.Config{Name: "up", Transport: mcpsource.StreamableHTTP, URL: up.url})
+	evA, evB := &events{}, &events{}
+	a := dialWith(t, &mcp.StreamableClientTransport{Endpoint: pt.url}, evA, "same", modern)
+	b := dialWith(t, &mcp.StreamableClientTransport{Endpoint: pt.url}, evB, "same", modern)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	errs := make(chan error, 2)
+	call := func(cs *mcp.ClientSession, name string, args map[string]any) {
+		p := &mcp.CallToolParams{Name: name, Arguments: args}
+		p.SetProgressToken("tok")
+		go func() {
+			_, err := cs.CallTool(ctx, p)
+			errs <- err
+		}()
+	}
+	entered := func(want string) {
+		t.Helper()
+		select {
+		case got := <-up.entered:
+			if got != want {
+				t.Fatalf("%s reached the server, want %s", got, want)
+			}
+		case <-ctx.Done():
+			t.Fatalf("%s did not reach the server", want)
+		}
+	}
+	// The pause keeps a's progress from racing its answer (see
+	// TestPassthroughModernClient).
+	call(a, "progress_gated", map[string]any{"pause_ms": 50})
+	entered("progress_gated")
+	call(b, "hold", nil)
+	entered("hold")
+	close(up.gate)
+	if !testservers.Eventually(10*time.Second, func() bool { return evA.read(func(e *events) bool { return len(e.progress) == 3 }) }) {
+		t.Errorf("a's progress: %v", evA.progress)
+	}
+	close(up.release)
+	for range 2 {
+		if err := <-errs; err != nil {
+			t.Error(err)
+		}
+	}
+	if !evB.read(func(e *events) bool { return len(e.progress) == 0 }) {
+		t.Errorf("b got a's progress: %v", evB.progress)
+	}
+}
+
+// A 2026-07-28 client's subscriptions/listen on a passthrough route is
+// ended by BeginShutdown (it would never end by itself, and a shutdown
+// waits for the POSTs in flight), and one opened after it is refused.
+func TestPassthroughListenEndsAtShutdown(t *testing.T) {
+	up := startUpstream(t)
+	pt := servePassthrough(t, mcpsource.Config{Name: "up", Transport: mcpsource.StreamableHTTP, URL: up.url})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	listen := func() *http.Response {
+		t.Helper()
+		body, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 1, "method": "subscriptions/listen", "params": map[string]any{
+			"_meta": map[string]any{
+				"io.modelcontextprotocol/protocolVersion":    "2026-07-28",
+				"io.modelcontextprotocol/clientInfo":         map[string]any{"name": "raw", "version": "1"},
+				"io.modelcontextprotocol/clientCapabilities": map[string]any{},
+			},
+			"notifications": map[string]any{"toolsListChanged": true},
+		}})
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, pt.url, bytes.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set("Mcp-Protocol-Version", "2026-07-28")
+		req.Header.Set("Mcp-Method", "subscriptions/listen")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { resp.Body.Close() })
+		return resp
+	}
+	resp := listen()
+	// The acknowledgement: the stream is open.
+	lines := bufio.NewScanner(resp.Body)
+	for lines.Scan() && !strings.Contains(lines.Text(), "notifications/subscriptions/acknowledged") {
+	}
+	if lines.Err() != nil || ctx.Err() != nil {
+		t.Fatalf("no acknowledgement: %v %v", lines.Err(), ctx.Err())
+	}
+	ended := make(chan struct{})
+	go func() {
+		for lines.Scan() {
+		}
+		close(ended)
+	}()
+	pt.g.BeginShutdown()
+	select {
+	case <-ended:
+	case <-ctx.Done():
+		t.Fatal("the listen stream outlived BeginShutdown")
+	}
+	b, err := io.ReadAll(listen().Body)
+	if err != nil || !strings.Contains(string(b), "shutting down") {
+		t.Errorf("a listen opened while stopping: %q %v", b, err)
+	}
+}
+
+// A passthrough route offers no tasks and its links follow none, so the
+// tasks extension a client declares is not declared to the server: not at
+// the link's handshake, for a client with a session or without, nor in the
+// _meta of a 2026-07-28 client's request to a server on 2026-07-28. The
+// client's other capabilities go upstream as they were.
+func TestPassthroughDeclaresNoTasksUpstream(t *testing.T) {
+	legacy := startUpstream(t).url
+	modernURL := startModernOnly(t)
+	for _, tc := range []struct {
+		name, url string
+		opts      *mcp.ClientSessionOptions
+	}{
+		{"2025 client, 2025 server", legacy, legacySession},
+		{"2026 client, 2025 server", legacy, modern},
+		{"2026 client, 2026 server", modernURL, modern},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			pt := servePassthrough(t, mcpsource.Config{Name: "up", Transport: mcpsource.StreamableHTTP, URL: tc.url})
+			caps := &mcp.ClientCapabilities{Elicitation: &mcp.ElicitationCapabilities{}}
+			caps.AddExtension(gateway.TasksExtension, nil)
+			caps.AddExtension("example.com/other", nil)
+			c := mcp.NewClient(&mcp.Implementation{Name: "tasks-client"}, &mcp.ClientOptions{Capabilities: caps})
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			cs, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: pt.url}, tc.opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = cs.Close() })
+			var got struct {
+				Elicitation map[string]any `json:"elicitation"`
+				Extensions  map[string]any `json:"extensions"`
+			}
+			text := callText(t, cs, "caps")
+			if err := json.Unmarshal([]byte(text), &got); err != nil {
+				t.Fatalf("%q: %v", text, err)
+			}
+			if _, ok := got.Extensions[gateway.TasksExtension]; ok || got.Elicitation == nil || got.Extensions["example.com/other"] == nil {
+				t.Errorf("the server was told %s", text)
+			}
+		})
 	}
 }

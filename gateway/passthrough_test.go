@@ -35,11 +35,17 @@ type upstream struct {
 	writes       atomic.Int32
 	rootsChanged atomic.Int32
 	cancelled    chan string
+	// entered gets the name of a gated tool (ask_gated, progress_gated,
+	// hold) when its call has reached the server; gate lets ask_gated and
+	// progress_gated go on, release lets hold answer.
+	entered chan string
+	gate    chan struct{}
+	release chan struct{}
 }
 
 func startUpstream(t *testing.T) *upstream {
 	t.Helper()
-	u := &upstream{cancelled: make(chan string, 4)}
+	u := &upstream{cancelled: make(chan string, 4), entered: make(chan string, 4), gate: make(chan struct{}), release: make(chan struct{})}
 	s := mcp.NewServer(&mcp.Implementation{Name: "upstream", Version: "9.9"}, &mcp.ServerOptions{
 		Instructions: "upstream instructions",
 		CompletionHandler: func(_ context.Context, req *mcp.CompleteRequest) (*mcp.CompleteResult, error) {
@@ -121,6 +127,49 @@ func startUpstream(t *testing.T) *upstream {
 		case <-time.After(30 * time.Second):
 			return textResult("too late"), nil, nil
 		}
+	})
+	// The gated tools let a test have calls in flight at once, in an order
+	// of its choosing.
+	mcp.AddTool(s, &mcp.Tool{Name: "ask_gated", Annotations: ro}, func(ctx context.Context, req *mcp.CallToolRequest, _ none) (*mcp.CallToolResult, any, error) {
+		u.entered <- "ask_gated"
+		select {
+		case <-u.gate:
+		case <-ctx.Done():
+			return nil, nil, ctx.Err()
+		}
+		res, err := req.Session.Elicit(ctx, &mcp.ElicitParams{Message: "your name?", RequestedSchema: map[string]any{
+			"type": "object", "properties": map[string]any{"name": map[string]any{"type": "string"}}}})
+		if err != nil {
+			return textResult("not asked: " + err.Error()), nil, nil
+		}
+		return textResult(fmt.Sprintf("%s %v", res.Action, res.Content["name"])), nil, nil
+	})
+	mcp.AddTool(s, &mcp.Tool{Name: "progress_gated", Annotations: ro}, func(ctx context.Context, req *mcp.CallToolRequest, in pause) (*mcp.CallToolResult, any, error) {
+		u.entered <- "progress_gated"
+		select {
+		case <-u.gate:
+		case <-ctx.Done():
+			return nil, nil, ctx.Err()
+		}
+		for i := range 3 {
+			_ = req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{ProgressToken: req.Params.GetProgressToken(), Progress: float64(i + 1), Total: 3})
+		}
+		time.Sleep(time.Duration(in.PauseMS) * time.Millisecond)
+		return textResult("done"), nil, nil
+	})
+	mcp.AddTool(s, &mcp.Tool{Name: "hold", Annotations: ro}, func(ctx context.Context, _ *mcp.CallToolRequest, _ none) (*mcp.CallToolResult, any, error) {
+		u.entered <- "hold"
+		select {
+		case <-u.release:
+			return textResult("held"), nil, nil
+		case <-ctx.Done():
+			return nil, nil, ctx.Err()
+		}
+	})
+	// caps answers the capabilities the gateway declared for its client.
+	mcp.AddTool(s, &mcp.Tool{Name: "caps", Annotations: ro}, func(_ context.Context, req *mcp.CallToolRequest, _ none) (*mcp.CallToolResult, any, error) {
+		b, err := json.Marshal(req.Session.InitializeParams().Capabilities)
+		return textResult(string(b)), nil, err
 	})
 	mcp.AddTool(s, &mcp.Tool{Name: "touch", Annotations: ro}, func(ctx context.Context, _ *mcp.CallToolRequest, _ none) (*mcp.CallToolResult, any, error) {
 		_ = s.ResourceUpdated(ctx, &mcp.ResourceUpdatedNotificationParams{URI: "test://watched"})
