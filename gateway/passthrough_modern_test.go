@@ -116,6 +116,13 @@ func TestPassthroughParkedBounds(t *testing.T) {
 	if msg, _ := late["error"].(string); !strings.Contains(msg, "no longer waiting") {
 		t.Errorf("a late retry: %v", late)
 	}
+	// The second call is withdrawn at its timeout too, and the server is
+	// told while the link lives. (A route closed with a call still
+	// parked tells the server on a best-effort basis only: see
+	// docs/gateway.md.)
+	if !testservers.Eventually(20*time.Second, func() bool { return up.asking.Load() == 0 }) {
+		t.Errorf("%d calls of ask still run upstream after their timeout", up.asking.Load())
+	}
 }
 
 // When the route is full of other 2026-07-28 clients' links, an idle one

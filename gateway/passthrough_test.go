@@ -34,6 +34,7 @@ type upstream struct {
 	url          string
 	writes       atomic.Int32
 	rootsChanged atomic.Int32
+	asking       atomic.Int32 // calls of ask running
 	cancelled    chan string
 	// entered gets the name of a gated tool (ask_gated, progress_gated,
 	// hold) when its call has reached the server; gate lets ask_gated and
@@ -83,6 +84,8 @@ func startUpstream(t *testing.T) *upstream {
 		return textResult("sampled: " + res.Content.(*mcp.TextContent).Text), nil, nil
 	})
 	mcp.AddTool(s, &mcp.Tool{Name: "ask", Annotations: ro}, func(ctx context.Context, req *mcp.CallToolRequest, _ none) (*mcp.CallToolResult, any, error) {
+		u.asking.Add(1)
+		defer u.asking.Add(-1)
 		res, err := req.Session.Elicit(ctx, &mcp.ElicitParams{Message: "your name?", RequestedSchema: map[string]any{
 			"type": "object", "properties": map[string]any{"name": map[string]any{"type": "string"}}}})
 		if err != nil {
