@@ -359,17 +359,24 @@ func TestPassthroughModernStdio(t *testing.T) {
 	}
 }
 
+// sharedLinkClients connects two 2026-07-28 clients of one identity,
+// so of one shared link, to a passthrough route of a new upstream.
+func sharedLinkClients(t *testing.T) (up *upstream, a, b *mcp.ClientSession, evA, evB *events) {
+	t.Helper()
+	up = startUpstream(t)
+	pt := servePassthrough(t, mcpsource.Config{Name: "up", Transport: mcpsource.StreamableHTTP, URL: up.url})
+	evA, evB = &events{}, &events{}
+	a = dialWith(t, &mcp.StreamableClientTransport{Endpoint: pt.url}, evA, "same", modern)
+	b = dialWith(t, &mcp.StreamableClientTransport{Endpoint: pt.url}, evB, "same", modern)
+	return up, a, b, evA, evB
+}
+
 // On a link shared by 2026-07-28 clients, a server on an older protocol
 // does not say which call its request comes from: with two calls in
 // flight, its question is refused rather than put to whichever call came
 // last (here another client's), and the other call goes on untouched.
 func TestPassthroughSharedLinkServerRequest(t *testing.T) {
-	up := startUpstream(t)
-	pt := servePassthrough(t, mcpsource.Config{Name: "up", Transport: mcpsource.StreamableHTTP, URL: up.url})
-	// One identity, so one link, for both clients.
-	evA, evB := &events{}, &events{}
-	a := dialWith(t, &mcp.StreamableClientTransport{Endpoint: pt.url}, evA, "same", modern)
-	b := dialWith(t, &mcp.StreamableClientTransport{Endpoint: pt.url}, evB, "same", modern)
+	up, a, b, evA, evB := sharedLinkClients(t)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -438,11 +445,7 @@ func TestPassthroughSharedLinkServerRequest(t *testing.T) {
 // Two clients on a shared link may use the same progress token: each
 // call's progress reaches its own client only.
 func TestPassthroughSharedLinkProgressTokens(t *testing.T) {
-	up := startUpstream(t)
-	pt := servePassthrough(t, mcpsource.Config{Name: "up", Transport: mcpsource.StreamableHTTP, URL: up.url})
-	evA, evB := &events{}, &events{}
-	a := dialWith(t, &mcp.StreamableClientTransport{Endpoint: pt.url}, evA, "same", modern)
-	b := dialWith(t, &mcp.StreamableClientTransport{Endpoint: pt.url}, evB, "same", modern)
+	up, a, b, evA, evB := sharedLinkClients(t)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()

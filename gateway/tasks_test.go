@@ -297,14 +297,7 @@ func TestTasksOutliveTheGateway(t *testing.T) {
 func TestTasksSessionDeclared(t *testing.T) {
 	url, _, _ := tasksGateway(t, t.TempDir(), gateway.Tasks{Threshold: 100 * time.Millisecond})
 	ctx := pollCtx(t)
-	caps := &mcp.ClientCapabilities{}
-	caps.AddExtension(taskclient.Extension, map[string]any{})
-	cs, err := mcp.NewClient(&mcp.Implementation{Name: "tasks"}, &mcp.ClientOptions{Capabilities: caps}).
-		Connect(ctx, &mcp.StreamableClientTransport{Endpoint: url}, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cs.Close()
+	cs := tasksSession(t, ctx, url)
 	if ext := cs.InitializeResult().Capabilities.Extensions; ext[taskclient.Extension] == nil {
 		t.Errorf("the extension is not announced: %+v", cs.InitializeResult().Capabilities)
 	}
@@ -339,14 +332,7 @@ func TestTasksSessionDeclared(t *testing.T) {
 func TestTasksSessionStaysBusy(t *testing.T) {
 	url, _, _ := tasksGatewayWith(t, t.TempDir(), gateway.Options{Tasks: gateway.Tasks{Threshold: time.Minute}, SessionTimeout: time.Second})
 	ctx := pollCtx(t)
-	caps := &mcp.ClientCapabilities{}
-	caps.AddExtension(taskclient.Extension, map[string]any{})
-	cs, err := mcp.NewClient(&mcp.Implementation{Name: "tasks"}, &mcp.ClientOptions{Capabilities: caps}).
-		Connect(ctx, &mcp.StreamableClientTransport{Endpoint: url}, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cs.Close()
+	cs := tasksSession(t, ctx, url)
 	c := &taskclient.Client{URL: url, SessionID: cs.ID()}
 	// Longer in all than the idle timeout, with no pause between calls.
 	for i := range 4 {
@@ -355,6 +341,21 @@ func TestTasksSessionStaysBusy(t *testing.T) {
 			t.Fatalf("call %d of a busy session: %+v %v", i, got, err)
 		}
 	}
+}
+
+// tasksSession connects a 2025-11-25 session to url that declares the
+// tasks extension at initialize.
+func tasksSession(t *testing.T, ctx context.Context, url string) *mcp.ClientSession {
+	t.Helper()
+	caps := &mcp.ClientCapabilities{}
+	caps.AddExtension(taskclient.Extension, map[string]any{})
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "tasks"}, &mcp.ClientOptions{Capabilities: caps}).
+		Connect(ctx, &mcp.StreamableClientTransport{Endpoint: url}, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cs.Close() })
+	return cs
 }
 
 // A task's progress (the call's progress reports) shows on tasks/get
