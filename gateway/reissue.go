@@ -381,15 +381,7 @@ func (g *Gateway) reissued(ctx context.Context, t tool.Tool, in callInput, args 
 // answers as it is) is kept with its result.
 func (g *Gateway) windowed(ctx context.Context, t tool.Tool, in callInput, args map[string]any,
 	run func(context.Context) (*mcp.CallToolResult, error)) (_ *mcp.CallToolResult, _ error, ok bool) {
-	w := g.reissue
-	if w == nil || t.IsIdempotent() || ctx.Value(outsideKey{}) != nil {
-		return nil, nil, false
-	}
-	o := originFrom(ctx)
-	if o == nil {
-		return nil, nil, false
-	}
-	key, req, ok := g.reissueKeyOf(o, t, in, args)
+	o, key, req, ok := g.windowKey(ctx, t, in, args)
 	if !ok {
 		return nil, nil, false
 	}
@@ -399,8 +391,23 @@ func (g *Gateway) windowed(ctx context.Context, t tool.Tool, in callInput, args 
 		k := looseKey(o.route, o.auth, o.id)
 		loose = &k
 	}
-	res, err := w.call(ctx, key, req, loose, note, run)
+	res, err := g.reissue.call(ctx, key, req, loose, note, run)
 	return res, err, true
+}
+
+// windowKey returns the origin and keys of a call the window keeps (of
+// a tool neither read-only nor idempotent, whose request has an
+// identity); ok is false when the call must simply be made, as for
+// reissued.
+func (g *Gateway) windowKey(ctx context.Context, t tool.Tool, in callInput, args map[string]any) (o *callOrigin, k, req reissueKey, ok bool) {
+	if g.reissue == nil || t.IsIdempotent() || ctx.Value(outsideKey{}) != nil {
+		return nil, k, req, false
+	}
+	if o = originFrom(ctx); o == nil {
+		return nil, k, req, false
+	}
+	k, req, ok = g.reissueKeyOf(o, t, in, args)
+	return o, k, req, ok
 }
 
 type executionKey struct{}

@@ -115,7 +115,8 @@ type taskRunner struct {
 	running map[string]*liveTask
 	// keyed are the calls a re-issue of their request is answered with
 	// (tasks_reissue.go), by the window's key.
-	keyed map[reissueKey]*keyedTask
+	keyed     map[reissueKey]*keyedTask
+	nextSweep time.Time // of keyed
 }
 
 type compiledThreshold struct {
@@ -646,7 +647,7 @@ func (tr *taskRunner) call(w http.ResponseWriter, r *http.Request, v *view, rec 
 	}
 	// A call that changes something is keyed as the window of re-issued
 	// requests keys it (tasks_reissue.go).
-	key, reqKey, keyed := tr.g.taskKey(ctx, tg.t, in, args)
+	_, key, reqKey, keyed := tr.g.windowKey(ctx, tg.t, in, args)
 	if keyed && tr.reanswer(w, r, id, key, Reissued{Route: v.route, Server: tg.t.Server, Tool: tg.t.Name, RequestID: string(id)}) {
 		return true
 	}

@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"net/http"
 	"time"
-
-	"github.com/toolmux/toolmux/tool"
 )
 
 // Re-issued requests of clients that use MCP tasks (docs/gateway.md,
@@ -38,20 +36,6 @@ type keyedTask struct {
 	left time.Time
 }
 
-// taskKey returns the keys of a task's call when a re-issue of it must be
-// answered from it (reissue.go's reissueKeyOf): the window is on, the
-// tool is not idempotent, and the request has an identity.
-func (g *Gateway) taskKey(ctx context.Context, t tool.Tool, in callInput, args map[string]any) (k, req reissueKey, ok bool) {
-	if g.reissue == nil || t.IsIdempotent() {
-		return k, req, false
-	}
-	o := originFrom(ctx)
-	if o == nil {
-		return k, req, false
-	}
-	return g.reissueKeyOf(o, t, in, args)
-}
-
 // keep notes lt as the call of key; false when the window's bound
 // (reissue.max_entries) is reached: the call then goes unkeyed, as
 // without the window.
@@ -59,7 +43,10 @@ func (tr *taskRunner) keep(key, req reissueKey, lt *liveTask) bool {
 	w := tr.g.reissue
 	tr.mu.Lock()
 	defer tr.mu.Unlock()
-	tr.sweepKeyedLocked(time.Now(), w.opts.Window)
+	if now := time.Now(); now.After(tr.nextSweep) {
+		tr.nextSweep = now.Add(time.Second)
+		tr.sweepKeyedLocked(now, w.opts.Window)
+	}
 	if len(tr.keyed) >= w.opts.MaxEntries {
 		return false
 	}
@@ -68,8 +55,8 @@ func (tr *taskRunner) keep(key, req reissueKey, lt *liveTask) bool {
 }
 
 // sweepKeyedLocked forgets the calls whose request left more than window
-// ago and which have ended or are tasks (polled by their id from then
-// on); tr.mu is held.
+// ago (their tasks are polled by their ids from then on); tr.mu is held.
+// keep sweeps at most once a second, as the window does.
 func (tr *taskRunner) sweepKeyedLocked(now time.Time, window time.Duration) {
 	for k, kt := range tr.keyed {
 		if !kt.left.IsZero() && now.Sub(kt.left) > window {

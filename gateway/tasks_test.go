@@ -632,31 +632,10 @@ func TestTasksMaxRunning(t *testing.T) {
 func TestTasksReissuedRequest(t *testing.T) {
 	url, _, _ := tasksGateway(t, t.TempDir(), gateway.Tasks{Threshold: time.Minute})
 	ctx := pollCtx(t)
-	dir := t.TempDir()
-	path := filepath.Join(dir, "out.txt")
-	lines := func() []string {
-		b, _ := os.ReadFile(path)
-		return strings.Fields(string(b))
-	}
-	// Each client numbers its requests from 1, as a restarted one does.
-	client := func() *taskclient.Client {
-		return &taskclient.Client{URL: url, HTTP: &http.Client{Transport: &http.Transport{}}}
-	}
-	cutCall := func(args map[string]any) {
-		t.Helper()
-		cctx, cancel := context.WithCancel(ctx)
-		done := make(chan struct{})
-		go func() {
-			defer close(done)
-			client().CallTool(cctx, "fx__append", args)
-		}()
-		before := len(lines())
-		if !testservers.Eventually(20*time.Second, func() bool { return len(lines()) > before }) {
-			t.Fatal("the call never started")
-		}
-		cancel()
-		<-done
-	}
+	path := filepath.Join(t.TempDir(), "out.txt")
+	lines := func() []string { return appended(path) }
+	client := func() *taskclient.Client { return freshTaskClient(url) }
+	cutCall := func(args map[string]any) { cutTaskCall(t, ctx, url, args) }
 
 	args := map[string]any{"path": path, "line": "once", "ms": 1500}
 	cutCall(args)
@@ -706,5 +685,65 @@ func TestTasksReissuedRequest(t *testing.T) {
 		return err == nil && task.Status == "cancelled"
 	}) {
 		t.Fatalf("the cancelled request's task: %+v", task)
+	}
+}
+
+// appended is what fx__append wrote to path, a line a word.
+func appended(path string) []string {
+	b, _ := os.ReadFile(path)
+	return strings.Fields(string(b))
+}
+
+// freshTaskClient is a client of url (2026-07-28, the tasks extension
+// declared) on connections of its own, numbering its requests from 1, as
+// a restarted client does.
+func freshTaskClient(url string) *taskclient.Client {
+	return &taskclient.Client{URL: url, HTTP: &http.Client{Transport: &http.Transport{}}}
+}
+
+// cutTaskCall calls fx__append with args (its path, and ms to keep it
+// running after it appended) as a fresh client's request 1, and breaks
+// the request's stream once the line is written.
+func cutTaskCall(t *testing.T, ctx context.Context, url string, args map[string]any) {
+	t.Helper()
+	path, _ := args["path"].(string)
+	cctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		freshTaskClient(url).CallTool(cctx, "fx__append", args)
+	}()
+	before := len(appended(path))
+	if !testservers.Eventually(20*time.Second, func() bool { return len(appended(path)) > before }) {
+		cancel()
+		<-done
+		t.Fatal("the call never started")
+	}
+	cancel()
+	<-done
+}
+
+// At most reissue.max_entries calls of tasks clients are kept for a
+// re-issue: one more goes unkeyed, as without the window (its request's
+// end cancels it, and its re-issue runs it again), while the kept one's
+// re-issue still gets its task.
+func TestTasksReissueBound(t *testing.T) {
+	url, _, _ := tasksGatewayWith(t, t.TempDir(), gateway.Options{Tasks: gateway.Tasks{Threshold: time.Minute},
+		Reissue: gateway.Reissue{MaxEntries: 1}})
+	ctx := pollCtx(t)
+	path := filepath.Join(t.TempDir(), "out.txt")
+	kept := map[string]any{"path": path, "line": "kept", "ms": 60000}
+	cutTaskCall(t, ctx, url, kept)
+	past := map[string]any{"path": path, "line": "past", "ms": 300}
+	cutTaskCall(t, ctx, url, past)
+	got, err := freshTaskClient(url).CallTool(ctx, "fx__append", past)
+	if err != nil || got.ResultType != "complete" {
+		t.Fatalf("the re-issue of the call past the bound: %+v %v, want it run again", got, err)
+	}
+	if got, err := freshTaskClient(url).CallTool(ctx, "fx__append", kept); err != nil || got.ResultType != "task" {
+		t.Fatalf("the re-issue of the kept call: %+v %v, want its task", got, err)
+	}
+	if l := strings.Join(appended(path), " "); l != "kept past past" {
+		t.Errorf("the file holds %q", l)
 	}
 }
