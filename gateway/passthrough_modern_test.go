@@ -359,6 +359,20 @@ func TestPassthroughModernStdio(t *testing.T) {
 	}
 }
 
+// waitEntered waits for the gated tool want to reach the server, first
+// of those not yet waited for.
+func (u *upstream) waitEntered(t *testing.T, ctx context.Context, want string) {
+	t.Helper()
+	select {
+	case got := <-u.entered:
+		if got != want {
+			t.Fatalf("%s reached the server, want %s", got, want)
+		}
+	case <-ctx.Done():
+		t.Fatalf("%s did not reach the server", want)
+	}
+}
+
 // sharedLinkClients connects two 2026-07-28 clients of one identity,
 // so of one shared link, to a passthrough route of a new upstream.
 func sharedLinkClients(t *testing.T) (up *upstream, a, b *mcp.ClientSession, evA, evB *events) {
@@ -396,17 +410,7 @@ func TestPassthroughSharedLinkServerRequest(t *testing.T) {
 		}()
 		return ch
 	}
-	entered := func(want string) {
-		t.Helper()
-		select {
-		case got := <-up.entered:
-			if got != want {
-				t.Fatalf("%s reached the server, want %s", got, want)
-			}
-		case <-ctx.Done():
-			t.Fatalf("%s did not reach the server", want)
-		}
-	}
+	entered := func(want string) { t.Helper(); up.waitEntered(t, ctx, want) }
 	gotA := call(a, "ask_gated")
 	entered("ask_gated")
 	gotB := call(b, "hold")
@@ -458,17 +462,7 @@ func TestPassthroughSharedLinkProgressTokens(t *testing.T) {
 			errs <- err
 		}()
 	}
-	entered := func(want string) {
-		t.Helper()
-		select {
-		case got := <-up.entered:
-			if got != want {
-				t.Fatalf("%s reached the server, want %s", got, want)
-			}
-		case <-ctx.Done():
-			t.Fatalf("%s did not reach the server", want)
-		}
-	}
+	entered := func(want string) { t.Helper(); up.waitEntered(t, ctx, want) }
 	// The pause keeps a's progress from racing its answer (see
 	// TestPassthroughModernClient).
 	call(a, "progress_gated", map[string]any{"pause_ms": 50})
