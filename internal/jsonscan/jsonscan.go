@@ -26,6 +26,9 @@ type Message struct {
 	ID, Method []byte
 	// HasResult and HasError say the top-level object has those keys.
 	HasResult, HasError bool
+	// Params and Result are the raw values of the top-level "params" and
+	// "result" (the last, when a key is repeated); nil when absent.
+	Params, Result []byte
 }
 
 // Scan reads b. Only the top-level object's keys are looked at; keys
@@ -53,8 +56,11 @@ func Scan(b []byte) Message {
 			m.ID = v
 		case "method":
 			m.Method = v
+		case "params":
+			m.Params = v
 		case "result":
 			m.HasResult = true
+			m.Result = v
 		case "error":
 			m.HasError = true
 		}

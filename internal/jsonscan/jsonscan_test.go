@@ -91,7 +91,8 @@ func FuzzScan(f *testing.F) {
 		}
 		check("id", m.ID, m.ID != nil)
 		check("method", m.Method, m.Method != nil)
-		check("result", nil, m.HasResult)
+		check("params", m.Params, m.Params != nil)
+		check("result", m.Result, m.HasResult)
 		check("error", nil, m.HasError)
 	})
 }
