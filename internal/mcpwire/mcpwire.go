@@ -19,6 +19,8 @@ import (
 	"encoding/json"
 	"errors"
 	"strconv"
+
+	"github.com/toolmux/toolmux/internal/jsonscan"
 )
 
 // Method names this package reads and writes.
@@ -70,50 +72,107 @@ type Request struct {
 	Params json.RawMessage
 }
 
-// envelope is a JSON-RPC message as decoded by ReadRequest.
-type envelope struct {
-	JSONRPC string          `json:"jsonrpc"`
-	ID      json.RawMessage `json:"id"`
-	Method  *string         `json:"method"`
-	Params  json.RawMessage `json:"params"`
-	Result  json.RawMessage `json:"result"`
-	Error   json.RawMessage `json:"error"`
-}
-
 // ErrNotARequest is returned by ReadRequest for a message that is not one
 // JSON-RPC 2.0 request with an id (a notification, a response, a batch,
 // anything malformed): the go-sdk's to judge.
 var ErrNotARequest = errors.New("mcpwire: not a JSON-RPC request")
 
-// ReadRequest decodes one JSON-RPC 2.0 request with a string or number id.
+// ReadRequest reads one JSON-RPC 2.0 request with a string or number id.
+// Its id and params are slices of b, not copies: a body of megabytes is
+// held once, whatever reads it after (keys are matched as written, as
+// MCP names them).
 func ReadRequest(b []byte) (*Request, error) {
-	var e envelope
-	if err := json.Unmarshal(b, &e); err != nil {
-		return nil, err
-	}
-	if e.JSONRPC != "2.0" || e.Method == nil || e.Result != nil || e.Error != nil || !ValidID(e.ID) {
+	if !json.Valid(b) {
 		return nil, ErrNotARequest
 	}
-	return &Request{ID: e.ID, Method: *e.Method, Params: e.Params}, nil
+	var version, id, method, params []byte
+	var response bool
+	jsonscan.Members(b, func(key, value []byte) bool {
+		switch string(key) {
+		case "jsonrpc":
+			version = value
+		case "id":
+			id = value
+		case "method":
+			method = value
+		case "params":
+			params = value
+		case "result", "error":
+			response = true
+		}
+		return true
+	})
+	name, isString := unquote(method)
+	if string(version) != `"2.0"` || !isString || response || !ValidID(id) {
+		return nil, ErrNotARequest
+	}
+	if string(params) == "null" {
+		params = nil
+	}
+	return &Request{ID: id, Method: name, Params: params}, nil
 }
 
-// ReadCallParams decodes the params of a tools/call request.
+// ReadCallParams reads the params of a tools/call request: its name and
+// _meta decoded, the rest slices of raw.
 func ReadCallParams(raw json.RawMessage) (*CallParams, error) {
-	var p CallParams
 	if len(raw) == 0 || string(raw) == "null" {
 		return nil, errors.New("mcpwire: tools/call without params")
 	}
-	d := json.NewDecoder(bytes.NewReader(raw))
-	d.UseNumber()
-	if err := d.Decode(&p); err != nil {
+	if raw[0] != '{' || !json.Valid(raw) {
+		return nil, errors.New("mcpwire: the params of tools/call are not a JSON object")
+	}
+	var p CallParams
+	var err error
+	jsonscan.Members(raw, func(key, value []byte) bool {
+		switch string(key) {
+		case "name":
+			if string(value) != "null" {
+				err = json.Unmarshal(value, &p.Name)
+			}
+		case "_meta":
+			p.Meta, err = readMeta(value)
+		case "arguments":
+			p.Arguments = value
+		case "inputResponses":
+			p.InputResponses = value
+		case "requestState":
+			p.RequestState = value
+		}
+		return err == nil
+	})
+	if err != nil {
 		return nil, err
 	}
-	// Numbers in _meta read as float64, as the go-sdk reads them (a
-	// progress token is echoed back as the client sent it).
-	for k, v := range p.Meta {
-		p.Meta[k] = unNumber(v)
-	}
 	return &p, nil
+}
+
+// readMeta decodes a _meta object. Numbers read as float64, as the go-sdk
+// reads them (a progress token is echoed back as the client sent it).
+func readMeta(raw []byte) (map[string]any, error) {
+	if string(raw) == "null" {
+		return nil, nil
+	}
+	var m map[string]any
+	d := json.NewDecoder(bytes.NewReader(raw))
+	d.UseNumber()
+	if err := d.Decode(&m); err != nil {
+		return nil, err
+	}
+	for k, v := range m {
+		m[k] = unNumber(v)
+	}
+	return m, nil
+}
+
+// unquote reads a raw JSON string; isString is false for anything else.
+func unquote(raw []byte) (s string, isString bool) {
+	if len(raw) < 2 || raw[0] != '"' || raw[len(raw)-1] != '"' {
+		return "", false
+	}
+	if bytes.IndexByte(raw, '\\') < 0 {
+		return string(raw[1 : len(raw)-1]), true
+	}
+	return s, json.Unmarshal(raw, &s) == nil
 }
 
 // unNumber turns the json.Numbers of v into float64s.

@@ -44,8 +44,16 @@ func TestReadCallParams(t *testing.T) {
 	if p.Meta["progressToken"] != 7.0 || p.Meta["x"].(map[string]any)["y"].([]any)[0] != 1.0 {
 		t.Errorf("meta %#v", p.Meta)
 	}
-	if _, err := ReadCallParams(nil); err == nil {
-		t.Error("no params were accepted")
+	for _, bad := range []string{``, `null`, `5`, `[]`, `{"name":5}`, `{"name":"x","_meta":[]}`, `{"name":"x"`} {
+		if _, err := ReadCallParams(json.RawMessage(bad)); err == nil {
+			t.Errorf("params %s were accepted", bad)
+		}
+	}
+	// The arguments are a slice of the params, not a copy.
+	raw := json.RawMessage(`{"name":"x","arguments":{"data":"large"}}`)
+	p, err = ReadCallParams(raw)
+	if err != nil || &p.Arguments[0] != &raw[24] {
+		t.Errorf("the arguments are not the params' own bytes: %v", err)
 	}
 }
 
