@@ -84,6 +84,12 @@ type Options struct {
 	// Tasks configure MCP tasks (tasks.go) on /mcp and the virtual
 	// servers; the zero value turns them off.
 	Tasks Tasks
+	// MaxArgumentBytes bounds the JSON of a call's arguments, and the rest
+	// of a message again, before they are decoded (bounds.go), when the
+	// Caller does not say its own bound (a pipeline.Pipeline, or
+	// Scheduled around one, does: validate.max_argument_bytes); 0 means
+	// pipeline.DefaultMaxArgumentBytes.
+	MaxArgumentBytes int64
 }
 
 // Gateway is an MCP server whose tools are the caller's catalog.
@@ -94,6 +100,7 @@ type Gateway struct {
 	api     http.Handler
 	metrics http.Handler
 	depth   int
+	maxArgs int64        // Options.MaxArgumentBytes
 	tracer  trace.Tracer // nil: no spans
 	prop    propagation.TextMapPropagator
 	reissue *reissue // nil: off
@@ -119,7 +126,7 @@ func New(c Caller, o Options) *Gateway {
 	if o.SessionTimeout <= 0 {
 		o.SessionTimeout = SessionIdleTimeout
 	}
-	g := &Gateway{caller: c, log: o.Logger, api: o.API, metrics: o.Metrics, onRefused: o.OnSessionRefused, depth: o.MaxDepth,
+	g := &Gateway{caller: c, log: o.Logger, api: o.API, metrics: o.Metrics, onRefused: o.OnSessionRefused, depth: o.MaxDepth, maxArgs: o.MaxArgumentBytes,
 		clients: newClients(o.Sessions, o.SessionTimeout),
 		tracer:  o.Tracer, prop: o.Propagator, reissue: newReissue(o.Reissue, o.Sessions)}
 	if g.log == nil {
@@ -173,7 +180,7 @@ func (g *Gateway) Handler() http.Handler { return g.streamable(false) }
 
 // streamable returns the MCP handler of /mcp: both protocol eras (era.go).
 func (g *Gateway) streamable(protected bool) http.Handler {
-	return g.jsonRPCErrors(g.eras(g.server, protected), routeMCP, g.main.leanCall)
+	return g.jsonRPCErrors(g.eras(g.server, protected), routeMCP, g.main.leanCall, g.main.toolName)
 }
 
 // eras returns the pair of go-sdk handlers serving server, sessions and

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -60,12 +59,14 @@ var knownMethods = map[string]bool{
 // would refuse with a bare 400, gets a JSON-RPC error saying so (400,
 // -32602): arguments within that bound but past the gateway's own limit
 // (limits.max_depth) are refused by the tool handlers, as error results.
+// A message whose parts weigh more than the gateway decodes is refused
+// before anything decodes it (admitBody, bounds.go).
 //
 // It is also where the gateway takes the messages it answers itself
 // (lean.go) from the go-sdk's way: route names the route, and lean
 // answers a tools/call when it can. While a POST of a session is served,
 // the session does not idle out.
-func (g *Gateway) jsonRPCErrors(h http.Handler, route string, lean leanFunc) http.Handler {
+func (g *Gateway) jsonRPCErrors(h http.Handler, route string, lean leanFunc, names toolNamer) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		var id json.RawMessage
 		var modern bool // a request of the sessionless protocol (era.go)
@@ -75,14 +76,11 @@ func (g *Gateway) jsonRPCErrors(h http.Handler, route string, lean leanFunc) htt
 				return
 			}
 			msg := jsonscan.Scan(body)
-			if g.reissue != nil && msg.Depth <= sdkMaxDepth {
-				r = g.reissue.take(r, route, body, msg) // reissue.go
-			}
-			if msg.Depth > sdkMaxDepth {
-				writeRPCError(w, http.StatusBadRequest, rpcID(msg.ID), codeInvalidParams, fmt.Sprintf(
-					"invalid_tool_params: the request nests deeper than %d levels, the most an MCP message may; "+
-						"tool arguments may nest at most %d (limits.max_depth)", sdkMaxDepth, g.maxDepth()))
+			if !g.admitBody(w, r, body, msg, names) { // bounds.go
 				return
+			}
+			if g.reissue != nil {
+				r = g.reissue.take(r, route, body, msg) // reissue.go
 			}
 			sid := r.Header.Get(sessionHeader)
 			if sid != "" {
@@ -186,6 +184,13 @@ func unquote(raw []byte) (s string, isString bool) {
 
 // writeRPCError writes a JSON-RPC error response.
 func writeRPCError(w http.ResponseWriter, status int, id json.RawMessage, code int, message string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_, _ = w.Write(rpcError(id, code, message))
+}
+
+// rpcError is a JSON-RPC error response.
+func rpcError(id json.RawMessage, code int, message string) []byte {
 	if len(id) == 0 {
 		id = json.RawMessage("null")
 	}
@@ -200,9 +205,7 @@ func writeRPCError(w http.ResponseWriter, status int, id json.RawMessage, code i
 		Code    int    `json:"code"`
 		Message string `json:"message"`
 	}{code, message}})
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	_, _ = w.Write(b)
+	return b
 }
 
 // rpcErrorWriter turns a plain-text error answer into a JSON-RPC error
@@ -284,8 +287,14 @@ func (g *Gateway) maxDepth() int {
 // readBody reads a POST's whole body (bounded by Protect's limit) and
 // puts it back for the handler after; ok is false when it could not, the
 // client having been answered.
+//
+// A body is read into one buffer of its announced length, once it has
+// shown more than a first chunk (so that a length announced and not sent
+// costs nothing): reading into a growing buffer would hold up to twice
+// the body while it grows, and leave the copies it outgrew to the
+// collector.
 func readBody(w http.ResponseWriter, r *http.Request) (body []byte, ok bool) {
-	body, err := io.ReadAll(r.Body)
+	body, err := readAll(r.Body, r.ContentLength, bodyLimit(r.Context()))
 	if err != nil {
 		if _, tooBig := errors.AsType[*http.MaxBytesError](err); tooBig {
 			writeRPCError(w, http.StatusRequestEntityTooLarge, nil, codeInvalidRequest, "toolmux: the request body is too large (see --max-request-bytes)")
@@ -296,4 +305,44 @@ func readBody(w http.ResponseWriter, r *http.Request) (body []byte, ok bool) {
 	}
 	r.Body = io.NopCloser(bytes.NewReader(body))
 	return body, true
+}
+
+// firstChunk is what readAll reads before it trusts a body's announced
+// length.
+const firstChunk = 32 << 10
+
+// readAll reads rd whole: the first chunk, then, when length (the
+// announced length, -1 if unknown) is more and within limit (the bound
+// on the body; 0 when none is known, and then no length is trusted),
+// into one buffer of that length.
+func readAll(rd io.Reader, length, limit int64) ([]byte, error) {
+	buf := make([]byte, 0, firstChunk)
+	for len(buf) < cap(buf) {
+		n, err := rd.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		if err == io.EOF {
+			return buf, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	if length > int64(len(buf)) && limit > 0 && length <= limit {
+		whole := make([]byte, len(buf), length+1) // one more: EOF is read into nothing
+		copy(whole, buf)
+		buf = whole
+	}
+	for {
+		if len(buf) == cap(buf) {
+			buf = append(buf, 0)[:len(buf)]
+		}
+		n, err := rd.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		if err == io.EOF {
+			return buf, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
 }

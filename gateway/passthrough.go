@@ -107,10 +107,13 @@ func newRoute(g *Gateway, rt Route, version string) *route {
 	// Routes are served by Mux only, behind Protect; their sessions idle
 	// out sooner than /mcp's, for each holds a server session.
 	r.handler = g.jsonRPCErrors(g.clients.serveHTTP(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return r.server }, g.streamableOptions(true))),
-		r.path(), r.leanCall)
+		r.path(), r.leanCall, r.toolName)
 	r.initModern(version)
 	return r
 }
+
+// toolName names the route's tool name: its server's.
+func (r *route) toolName(name string) (server, tool string) { return r.cfg.Name, name }
 
 // close ends every client session of the route and its upstream session
 // (and process), and waits for them.

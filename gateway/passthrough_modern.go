@@ -77,7 +77,7 @@ func (r *route) initModern(version string) {
 	r.modern.AddSendingMiddleware(rewriteNotification)
 	o := r.g.streamableOptions(true)
 	o.Stateless = true
-	r.modernHandler = r.g.modernErrors(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return r.modern }, o), r.path())
+	r.modernHandler = r.g.modernErrors(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return r.modern }, o), r.path(), r.toolName)
 }
 
 // modernErrors checks what the go-sdk would not before it serves a
@@ -90,7 +90,7 @@ func (r *route) initModern(version string) {
 // window of re-issued requests keys it by, and passes a
 // notifications/cancelled to the window (reissue.go); the go-sdk's
 // stateless handler hands the request's context values on to the call.
-func (g *Gateway) modernErrors(h http.Handler, route string) http.Handler {
+func (g *Gateway) modernErrors(h http.Handler, route string, names toolNamer) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method == http.MethodPost && r.Body != nil {
 			body, ok := readBody(w, r)
@@ -98,10 +98,7 @@ func (g *Gateway) modernErrors(h http.Handler, route string) http.Handler {
 				return
 			}
 			msg := jsonscan.Scan(body)
-			if msg.Depth > sdkMaxDepth {
-				writeRPCError(w, http.StatusBadRequest, rpcID(msg.ID), codeInvalidParams, fmt.Sprintf(
-					"invalid_tool_params: the request nests deeper than %d levels, the most an MCP message may; "+
-						"tool arguments may nest at most %d (limits.max_depth)", sdkMaxDepth, g.maxDepth()))
+			if !g.admitBody(w, r, body, msg, names) { // bounds.go
 				return
 			}
 			if g.reissue != nil {

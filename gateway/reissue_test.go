@@ -55,7 +55,7 @@ func newReissueRig(t *testing.T, o Reissue) *reissueRig {
 	stateless := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return rig.g.server },
 		&mcp.StreamableHTTPOptions{Stateless: true})
 	mux.Handle("/stateless/mcp", rig.g.jsonRPCErrors(rig.g.clients.serveHTTP(stateless), routeMCP,
-		func(http.ResponseWriter, *http.Request, string, []byte, jsonscan.Message) bool { return false }))
+		func(http.ResponseWriter, *http.Request, string, []byte, jsonscan.Message) bool { return false }, nil))
 	srv := httptest.NewServer(mux)
 	rig.url = srv.URL
 	t.Cleanup(func() {

@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"context"
 	"net"
 	"net/http"
 	"net/url"
@@ -62,9 +63,19 @@ func Protect(s Security, h http.Handler) http.Handler {
 		}
 		if limit > 0 && r.Body != nil {
 			r.Body = http.MaxBytesReader(w, r.Body, limit)
+			r = r.WithContext(context.WithValue(r.Context(), bodyLimitKey{}, limit))
 		}
 		h.ServeHTTP(w, r)
 	})
+}
+
+type bodyLimitKey struct{}
+
+// bodyLimit is the bound Protect put on the body of the request of ctx; 0
+// when none.
+func bodyLimit(ctx context.Context) int64 {
+	n, _ := ctx.Value(bodyLimitKey{}).(int64)
+	return n
 }
 
 func (s Security) hostAllowed(host string) bool {

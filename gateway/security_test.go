@@ -6,6 +6,8 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -180,12 +182,38 @@ func TestRequestSizeLimit(t *testing.T) {
 }
 
 // The limit in force is the configured one, not the go-sdk's own (4 MiB),
-// so a tool call carrying a whole file to write gets through.
+// so a tool call carrying a whole file to write gets through (with the
+// bound on arguments raised to let it).
 func TestRequestSizeLimitIsTheConfiguredOne(t *testing.T) {
-	url := serveGateway(t, "", gateway.Security{Loopback: true})
-	big := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"},"_meta":{"pad":"` + strings.Repeat("x", 4<<20+100<<10) + `"}}}`
-	if code, body := post(t, url, "", "", big, nil); code != http.StatusOK {
-		t.Fatalf("a %d-byte body under the 16 MiB limit: %d %.200s", len(big), code, body)
+	dir := t.TempDir()
+	src, err := builtin.New(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := manager.New(manager.WithSource(src, manager.ServerOptions{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := gateway.New(m, gateway.Options{MaxArgumentBytes: 8 << 20})
+	srv := httptest.NewServer(g.Mux("", gateway.Security{Loopback: true}))
+	t.Cleanup(func() {
+		srv.Close()
+		g.Close()
+		m.Close()
+	})
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "t"}, nil).Connect(context.Background(),
+		&mcp.StreamableClientTransport{Endpoint: srv.URL + "/mcp"}, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	content := strings.Repeat("x", 4<<20+100<<10)
+	res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "builtin__write_file", Arguments: map[string]any{"path": "big.txt", "content": content}})
+	if err != nil || res.IsError {
+		t.Fatalf("a %d-byte file under the 16 MiB limit: %v %+v", len(content), err, res)
+	}
+	if b, err := os.ReadFile(filepath.Join(dir, "big.txt")); err != nil || len(b) != len(content) {
+		t.Fatalf("the file holds %d bytes (%v), want %d", len(b), err, len(content))
 	}
 }
 

@@ -156,6 +156,16 @@ func (v *view) lookupLocked(name string) (tool.Tool, bool) {
 	return v.tools[i], true
 }
 
+// toolName names the tool the view shows as name, if it has it.
+func (v *view) toolName(name string) (server, tl string) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if t, ok := v.lookupLocked(name); ok {
+		return t.Server, t.Name
+	}
+	return "", name
+}
+
 // target is what a tools/call of a view reaches: a meta-tool, or a tool.
 type target struct {
 	meta string

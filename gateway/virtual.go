@@ -68,7 +68,7 @@ func newVirtual(g *Gateway, vs Virtual, version string) *view {
 	}
 	v := newView(g, route, server, pick, vs.ToolSearch)
 	server.AddReceivingMiddleware(v.sessionMiddleware, v.syncMiddleware)
-	v.handler = g.jsonRPCErrors(g.eras(server, true), route, v.leanCall)
+	v.handler = g.jsonRPCErrors(g.eras(server, true), route, v.leanCall, v.toolName)
 	return v
 }
 

@@ -41,6 +41,9 @@ type chain struct {
 	instr  *Instructions
 	order  []string
 	limits Limits
+	// maxArgs is validate.max_argument_bytes, whether or not validate
+	// is in the order (MaxArgumentBytes).
+	maxArgs int64
 }
 
 // New builds the chain the options describe around b: the built-in
@@ -94,7 +97,10 @@ func build(b Backend, opts []Option) (*chain, error) {
 		order = DefaultOrder()
 	}
 	o.limits = o.limits.withDefaults()
-	p := &chain{order: slices.Clone(order), limits: o.limits, record: -1, log: o.log}
+	p := &chain{order: slices.Clone(order), limits: o.limits, record: -1, log: o.log, maxArgs: o.validate.MaxArgumentBytes}
+	if p.maxArgs <= 0 {
+		p.maxArgs = DefaultMaxArgumentBytes
+	}
 	if v, ok := o.lookupEnv("TOOLMUX_LOW_CONTEXT"); ok && v == "1" {
 		o.lowContext = true
 	}
@@ -180,6 +186,13 @@ func (p *chain) middleware(name string, b Backend, o options, spill string) (Mid
 	}
 	return mw, nil, err
 }
+
+// MaxArgumentBytes returns the bound on the JSON size of a call's
+// arguments of the chain in use (validate.max_argument_bytes). What
+// receives calls from outside (the gateway) holds the arguments it reads
+// to it before decoding them, whether or not the validate middleware is
+// in the order: arguments over it are not worth the memory of decoding.
+func (p *Pipeline) MaxArgumentBytes() int64 { return p.cur.Load().maxArgs }
 
 // Order returns the middleware names, outermost first.
 func (p *Pipeline) Order() []string { return slices.Clone(p.cur.Load().order) }

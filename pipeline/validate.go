@@ -140,10 +140,17 @@ func (v *schemaValidator) checkArguments(call tool.Call) (instance any, refused 
 	}
 	if scan.size > v.limit {
 		return nil, v.refuse(call,
-			fmt.Sprintf("the arguments are %d bytes of JSON, over the limit of %d bytes; send less data in one call", scan.size, v.limit),
+			ArgumentsTooLarge(scan.size, v.limit),
 			map[string]any{"size": scan.size, "limit": v.limit})
 	}
 	return instance, nil
+}
+
+// ArgumentsTooLarge is the message refusing arguments of size bytes of
+// JSON over limit: the validator's, and the gateway's, which weighs them
+// before decoding them.
+func ArgumentsTooLarge(size, limit int64) string {
+	return fmt.Sprintf("the arguments are %d bytes of JSON, over the limit of %d bytes; send less data in one call", size, limit)
 }
 
 // violationsMessage is the error message listing a call's violations.

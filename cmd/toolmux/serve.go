@@ -15,7 +15,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/spf13/cobra"
 
 	"github.com/toolmux/toolmux"
@@ -304,7 +303,7 @@ the one in use stays. See docs/operations.md.`,
 					case <-runCtx.Done():
 					}
 				}()
-				err := g.Server().Run(runCtx, &mcp.StdioTransport{})
+				err := g.Server().Run(runCtx, g.Stdio(os.Stdin, os.Stdout, sec.MaxRequestBytes))
 				if ctx.Err() == nil {
 					// Not the signal: the client closed our stdin.
 					g.InputEnded()
