@@ -1,11 +1,13 @@
 package main_test
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"os"
 	"os/exec"
@@ -51,7 +53,13 @@ type memory struct{ rss, hwm int64 }
 
 func (p *serveProc) memory(t *testing.T) memory {
 	t.Helper()
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", p.cmd.Process.Pid))
+	return pidMemory(t, p.cmd.Process.Pid)
+}
+
+// pidMemory is the resident set of process pid, now and at its peak.
+func pidMemory(t *testing.T, pid int) memory {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -73,7 +81,7 @@ func (p *serveProc) memory(t *testing.T) memory {
 		}
 	}
 	if m.rss == 0 || m.hwm == 0 {
-		t.Fatalf("no VmRSS/VmHWM in /proc/%d/status", p.cmd.Process.Pid)
+		t.Fatalf("no VmRSS/VmHWM in /proc/%d/status", pid)
 	}
 	return m
 }
@@ -82,17 +90,24 @@ func (p *serveProc) memory(t *testing.T) memory {
 // clear_refs "5"), so that the next peak is the peak of what follows. Where
 // that is not allowed the old peak stays, which only makes the bounds
 // checked below stricter.
-func (p *serveProc) resetPeak() {
-	_ = os.WriteFile(fmt.Sprintf("/proc/%d/clear_refs", p.cmd.Process.Pid), []byte("5"), 0)
+func (p *serveProc) resetPeak() { resetPeak(p.cmd.Process.Pid) }
+
+func resetPeak(pid int) {
+	_ = os.WriteFile(fmt.Sprintf("/proc/%d/clear_refs", pid), []byte("5"), 0)
 }
 
 // settles waits for the resident set to come back within margin of base:
 // memory is given back after the calls, not kept while idle.
 func (p *serveProc) settles(t *testing.T, what string, base, margin int64) {
 	t.Helper()
+	settles(t, p.cmd.Process.Pid, what, base, margin)
+}
+
+func settles(t *testing.T, pid int, what string, base, margin int64) {
+	t.Helper()
 	var last memory
 	if !testservers.Eventually(30*time.Second, func() bool {
-		last = p.memory(t)
+		last = pidMemory(t, pid)
 		return last.rss <= base+margin
 	}) {
 		t.Errorf("%s: resident memory stayed at %d MB, %d MB above its baseline (allowed: %d MB)",
@@ -271,4 +286,296 @@ func postCall(t *testing.T, p *serveProc, server, tool, body string, v ...any) i
 		_, _ = io.Copy(io.Discard, resp.Body)
 	}
 	return resp.StatusCode
+}
+
+// The shapes of a large request the memory tests send: each builds a
+// tools/call's params of about n bytes (meta is the _meta every request
+// of the era carries). args says the bulk is in the arguments (refused as
+// a tool's error, invalid_tool_params, over validate.max_argument_bytes),
+// not in the rest of the message (refused with a JSON-RPC error).
+var largeRequestShapes = []struct {
+	name   string
+	modern bool // only 2026-07-28 requests have it
+	args   bool
+	params func(tool string, n int, meta map[string]any) map[string]any
+}{
+	{"one long string", false, true, func(tool string, n int, meta map[string]any) map[string]any {
+		return map[string]any{"name": tool, "_meta": meta, "arguments": map[string]any{"data": strings.Repeat("a", n)}}
+	}},
+	{"escaped string", false, true, func(tool string, n int, meta map[string]any) map[string]any {
+		return map[string]any{"name": tool, "_meta": meta, "arguments": map[string]any{"data": strings.Repeat("\"\n\\é", n/8)}}
+	}},
+	{"many keys", false, true, func(tool string, n int, meta map[string]any) map[string]any {
+		args := map[string]any{}
+		for i := range n / 14 {
+			args[fmt.Sprintf("k%07d", i)] = 1
+		}
+		return map[string]any{"name": tool, "_meta": meta, "arguments": args}
+	}},
+	{"long array", false, true, func(tool string, n int, meta map[string]any) map[string]any {
+		return map[string]any{"name": tool, "_meta": meta, "arguments": map[string]any{"data": make([]int, n/2)}}
+	}},
+	{"many _meta keys", false, false, func(tool string, n int, meta map[string]any) map[string]any {
+		m := maps.Clone(meta)
+		if m == nil {
+			m = map[string]any{}
+		}
+		for i := range n / 14 {
+			m[fmt.Sprintf("k%07d", i)] = 1
+		}
+		return map[string]any{"name": tool, "_meta": m, "arguments": map[string]any{}}
+	}},
+	{"many inputResponses", true, false, func(tool string, n int, meta map[string]any) map[string]any {
+		answers := map[string]any{}
+		for i := range n / 40 {
+			answers[fmt.Sprintf("k%07d", i)] = map[string]any{"action": "accept"}
+		}
+		return map[string]any{"name": tool, "_meta": meta, "arguments": map[string]any{}, "inputResponses": answers}
+	}},
+}
+
+var modernMeta = map[string]any{
+	"io.modelcontextprotocol/protocolVersion":    "2026-07-28",
+	"io.modelcontextprotocol/clientCapabilities": map[string]any{},
+	"io.modelcontextprotocol/clientInfo":         map[string]any{"name": "memory", "version": "1.0"},
+}
+
+// checkLargeAnswer checks the answer to a large request of shape: a tool's
+// error for arguments over validate.max_argument_bytes, a JSON-RPC error
+// for the rest of a message over it.
+func checkLargeAnswer(t *testing.T, name string, args bool, answer []byte) {
+	t.Helper()
+	if i := bytes.Index(answer, []byte("data: ")); i >= 0 {
+		answer = answer[i+len("data: "):] // an event stream's one message
+	}
+	var msg struct {
+		Result *struct {
+			IsError bool
+			Meta    map[string]any `json:"_meta"`
+			Content []struct{ Text string }
+		}
+		Error *struct {
+			Code    int
+			Message string
+		}
+	}
+	if err := json.Unmarshal(bytes.TrimSpace(answer), &msg); err != nil {
+		t.Errorf("%s: the answer is not one JSON-RPC message: %v: %.300s", name, err, answer)
+		return
+	}
+	switch {
+	case args:
+		if msg.Result == nil || !msg.Result.IsError || msg.Result.Meta["toolmux/error_kind"] != "invalid_tool_params" ||
+			len(msg.Result.Content) == 0 || !strings.Contains(msg.Result.Content[0].Text, "over the limit of 1048576 bytes") {
+			t.Errorf("%s: want an invalid_tool_params result naming the limit, got %.300s", name, answer)
+		}
+	default:
+		if msg.Error == nil || msg.Error.Code != -32602 || !strings.Contains(msg.Error.Message, "validate.max_argument_bytes") {
+			t.Errorf("%s: want a JSON-RPC error -32602 naming the limit, got %.300s", name, answer)
+		}
+	}
+}
+
+// A request of 12 MB, under --max-request-bytes, costs the gateway at most
+// four times its size at the peak, whatever its shape, on every route of
+// HTTP and in both protocol eras, and the memory is given back after it:
+// its arguments, or the rest of it, are over validate.max_argument_bytes,
+// and it is refused before anything decodes it. A call within the bound
+// (a 900 KB argument) is made. (Given back: within one request of the
+// baseline, the runtime keeps the room of the last body a while.)
+func TestServeMemoryOfLargeRequests(t *testing.T) {
+	t.Parallel()
+	const size = 12 * mb
+	bin := plainBinary(t)
+	dir := workspace(t, fmt.Sprintf(`servers:
+  fx:
+    command: %s
+    trust: true
+virtual_servers:
+  - name: v
+    tools: ["fx/sink"]
+`, testservers.Fixture(t)))
+	p := startServeBinary(t, bin, dir, "")
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	type route struct{ path, tool string }
+	routes := []route{{"/mcp", "fx__sink"}, {"/virtual/v/mcp", "fx__sink"}, {"/servers/fx/mcp", "sink"}}
+	sessions := map[string]string{}
+	for _, r := range routes {
+		client := mcp.NewClient(&mcp.Implementation{Name: "memory"}, nil)
+		cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: p.url(r.path)}, &mcp.ClientSessionOptions{ProtocolVersion: legacyProtocol})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cs.Close()
+		sessions[r.path] = cs.ID()
+	}
+	post := func(path, tool string, modern bool, params map[string]any) (int, []byte) {
+		b, err := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params})
+		if err != nil {
+			t.Fatal(err)
+		}
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, p.url(path), bytes.NewReader(b))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		if modern {
+			req.Header.Set("Mcp-Protocol-Version", "2026-07-28")
+			req.Header.Set("Mcp-Method", "tools/call")
+			req.Header.Set("Mcp-Name", tool)
+		} else {
+			req.Header.Set("Mcp-Protocol-Version", legacyProtocol)
+			req.Header.Set("Mcp-Session-Id", sessions[path])
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		out, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+		return len(b), out
+	}
+	for _, r := range routes {
+		for _, modern := range []bool{false, true} {
+			era := legacyProtocol
+			var meta map[string]any
+			if modern {
+				era, meta = "2026-07-28", modernMeta
+			}
+			// Warm up, and a call within the bound is made.
+			const within = 900_000
+			if _, answer := post(r.path, r.tool, modern, map[string]any{"name": r.tool, "_meta": meta,
+				"arguments": map[string]any{"data": strings.Repeat("w", within)}}); !bytes.Contains(answer, []byte(fmt.Sprintf(`"%d bytes"`, within+11))) {
+				t.Errorf("%s %s: a call within the bound got %.300s", r.path, era, answer)
+			}
+			for _, shape := range largeRequestShapes {
+				if shape.modern && !modern {
+					continue
+				}
+				name := r.path + " " + era + " " + shape.name
+				base := p.memory(t).rss
+				p.resetPeak()
+				n, answer := post(r.path, r.tool, modern, shape.params(r.tool, size, meta))
+				peak := p.memory(t).hwm
+				t.Logf("%s: %d MB request, peak %d MB above the baseline of %d MB (%.1f×)",
+					name, n/mb, (peak-base)/mb, base/mb, float64(peak-base)/float64(n))
+				checkLargeAnswer(t, name, shape.args, answer)
+				if peak-base > 4*int64(n) {
+					t.Errorf("%s: the peak was %d MB above the baseline, more than 4 × %d MB", name, (peak-base)/mb, n/mb)
+				}
+				p.settles(t, name, base, size+4*mb)
+			}
+		}
+	}
+}
+
+// serve --stdio holds its client's messages to the same bounds as the HTTP
+// routes, in both eras, at the same cost; a line longer than
+// --max-request-bytes is refused and skipped, and the session goes on.
+func TestServeStdioMemoryOfLargeRequests(t *testing.T) {
+	t.Parallel()
+	const size = 12 * mb
+	bin := plainBinary(t)
+	dir := workspace(t, fmt.Sprintf("servers:\n  fx:\n    command: %s\n    trust: true\n", testservers.Fixture(t)))
+	cmd := exec.Command(bin, "serve", "--stdio", "--max-request-bytes", fmt.Sprint(14*mb))
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "XDG_DATA_HOME="+t.TempDir())
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr testservers.SyncBuffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		stdin.Close()
+		if err := cmd.Wait(); err != nil {
+			t.Errorf("serve --stdio: %v\n%s", err, stderr.String())
+		}
+	})
+	out := bufio.NewReaderSize(stdout, 1<<20)
+	id := 0
+	// send writes a message and reads the answer of its id.
+	send := func(method string, params any) []byte {
+		id++
+		b, err := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": id, "method": method, "params": params})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := stdin.Write(append(b, '\n')); err != nil {
+			t.Fatal(err)
+		}
+		return readAnswer(t, out, id)
+	}
+	send("initialize", map[string]any{"protocolVersion": legacyProtocol, "capabilities": map[string]any{}, "clientInfo": map[string]any{"name": "memory", "version": "1"}})
+	if _, err := stdin.Write([]byte(`{"jsonrpc":"2.0","method":"notifications/initialized"}` + "\n")); err != nil {
+		t.Fatal(err)
+	}
+	pid := cmd.Process.Pid
+	for _, modern := range []bool{false, true} {
+		era := legacyProtocol
+		var meta map[string]any
+		if modern {
+			era, meta = "2026-07-28", modernMeta
+		}
+		if answer := send("tools/call", map[string]any{"name": "fx__sink", "_meta": meta, "arguments": map[string]any{"data": "warm"}}); !bytes.Contains(answer, []byte(`"15 bytes"`)) {
+			t.Fatalf("stdio %s: %s", era, answer)
+		}
+		for _, shape := range largeRequestShapes {
+			if shape.modern && !modern {
+				continue
+			}
+			name := "stdio " + era + " " + shape.name
+			base := pidMemory(t, pid).rss
+			resetPeak(pid)
+			answer := send("tools/call", shape.params("fx__sink", size, meta))
+			peak := pidMemory(t, pid).hwm
+			t.Logf("%s: peak %d MB above the baseline of %d MB (%.1f×)", name, (peak-base)/mb, base/mb, float64(peak-base)/float64(size))
+			checkLargeAnswer(t, name, shape.args, answer)
+			if peak-base > 4*size {
+				t.Errorf("%s: the peak was %d MB above the baseline, more than 4 × %d MB", name, (peak-base)/mb, size/mb)
+			}
+			settles(t, pid, name, base, size+4*mb)
+		}
+	}
+	// A line over --max-request-bytes: refused, skipped, and the session
+	// goes on.
+	long := append([]byte(`{"jsonrpc":"2.0","id":"long","method":"tools/call","params":{"name":"fx__sink","arguments":{"data":"`),
+		bytes.Repeat([]byte("x"), 15*mb)...)
+	long = append(long, []byte(`"}}}`+"\n")...)
+	if _, err := stdin.Write(long); err != nil {
+		t.Fatal(err)
+	}
+	answer := readAnswer(t, out, nil)
+	if !bytes.Contains(answer, []byte("--max-request-bytes")) || !bytes.Contains(answer, []byte(`"code":-32600`)) {
+		t.Errorf("a line too long: %s", answer)
+	}
+	if answer := send("tools/call", map[string]any{"name": "fx__sink", "arguments": map[string]any{"data": "after"}}); !bytes.Contains(answer, []byte(`"16 bytes"`)) {
+		t.Errorf("after a line too long: %s", answer)
+	}
+}
+
+// readAnswer reads the client's stdout up to the answer with id (nil:
+// null), skipping notifications.
+func readAnswer(t *testing.T, out *bufio.Reader, id any) []byte {
+	t.Helper()
+	want, _ := json.Marshal(id)
+	for {
+		line, err := out.ReadBytes('\n')
+		if err != nil {
+			t.Fatalf("reading the answer %s: %v", want, err)
+		}
+		var m struct {
+			ID     json.RawMessage
+			Method string
+		}
+		if json.Unmarshal(line, &m) == nil && m.Method == "" && bytes.Equal(m.ID, want) {
+			return line
+		}
+	}
 }

@@ -229,6 +229,16 @@ func NewServer(o Options) *mcp.Server {
 			return text(BigText(in.Bytes)), nil, nil
 		})
 
+	// sink takes arguments of any shape and answers only their size: a
+	// call whose request is large and whose answer is not, for the
+	// gateway's memory tests. It declares nothing, so it is not
+	// idempotent (the window of re-issued requests keeps its calls).
+	s.AddTool(&mcp.Tool{Name: "sink", Description: "Takes any arguments; answers their size in bytes.",
+		InputSchema: map[string]any{"type": "object"}},
+		func(_ context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			return text(fmt.Sprintf("%d bytes", len(req.Params.Arguments))), nil
+		})
+
 	type bulkIn struct {
 		Parts    int  `json:"parts" jsonschema:"number of text parts"`
 		Bytes    int  `json:"bytes" jsonschema:"size of each part"`
