@@ -75,9 +75,17 @@ func (r *route) initModern(version string) {
 	})
 	r.modern.AddReceivingMiddleware(r.receiveModern)
 	r.modern.AddSendingMiddleware(rewriteNotification)
-	o := r.g.streamableOptions(true)
-	o.Stateless = true
-	r.modernHandler = r.g.modernErrors(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return r.modern }, o), r.path())
+	// As on /mcp, a request's handler ends with its HTTP request
+	// (statelessOptions): a call the window of re-issued requests keeps
+	// goes on for the grace on a context of its own, and only a result
+	// handed to a request whose client is still there counts as delivered
+	// (reissue.go, served). Without it the handler of a request whose
+	// client had left would wait for the call's end and take its result
+	// for delivered (no write error tells the gateway otherwise: the
+	// answer to a gone client is dropped or buffered), and forget it: a
+	// re-issue would then run the call again.
+	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return r.modern }, r.g.statelessOptions(true))
+	r.modernHandler = r.g.modernErrors(h, r.path())
 }
 
 // modernErrors checks what the go-sdk would not before it serves a
