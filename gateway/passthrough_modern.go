@@ -254,6 +254,18 @@ func (r *route) sharedLink(ctx context.Context, init *mcp.InitializeParams) (*li
 		return nil, errRouteClosed
 	}
 	l := r.shared[key]
+	if l != nil && l.closing.Err() != nil {
+		// It is ending (idle, or its server gone) and holds its place
+		// until it has closed: a request bound to it now would be
+		// cancelled with it. Another is opened once it has ended.
+		r.mu.Unlock()
+		select {
+		case <-l.ended:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		return r.sharedLink(ctx, init)
+	}
 	if l == nil {
 		if r.used >= r.max {
 			if victim := r.idleSharedLocked(); victim != nil {
