@@ -315,6 +315,7 @@ func TestReissueAttachesToTheRunningCall(t *testing.T) {
 	// Made again once that answer went out whole: a new request (a
 	// client that restarted numbers its requests from 1 again), which
 	// runs.
+	rig.waitForgotten(t)
 	got = do(t, c.request(context.Background(), "7", "fx__append", args))
 	if text, _ := resultText(t, got); text != "appended first" || len(lines(t, path)) != 2 {
 		t.Fatalf("the request made again got %q; file %q", text, lines(t, path))
@@ -343,6 +344,7 @@ func TestReissueAfterTheCallEnded(t *testing.T) {
 		t.Errorf("re-issues told: %+v", steps)
 	}
 	for range 2 {
+		rig.waitForgotten(t)
 		do(t, c.request(context.Background(), "3", "fx__append", args))
 	}
 	if l := lines(t, path); len(l) != 3 {
@@ -359,6 +361,22 @@ func (rig *reissueRig) cutEnded(t *testing.T, c client26, id string, args map[st
 	ctx, cancel := context.WithCancel(context.Background())
 	cut(t, c.request(ctx, id, "fx__append", args), cancel, func() bool { return len(lines(t, path)) > before })
 	rig.waitEnded(t)
+}
+
+// waitForgotten waits until the window holds no execution: the answer
+// just read was delivered. The gateway learns that only once it has
+// written it, so a client that reads it and at once makes the same
+// request again may still find it kept.
+func (rig *reissueRig) waitForgotten(t *testing.T) {
+	t.Helper()
+	w := rig.g.reissue
+	if !testservers.Eventually(20*time.Second, func() bool {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		return len(w.byKey) == 0
+	}) {
+		t.Fatal("the delivered answer's execution is still kept")
+	}
 }
 
 // waitEnded waits until no execution of the window runs.
