@@ -410,9 +410,15 @@ func (g *Gateway) callArgs(ctx context.Context, t tool.Tool, in callInput, args 
 }
 
 // callRecord makes one call of t with args through the Caller, and returns
-// its record; ctx carries the request the approver asks through.
+// its record; ctx carries the request the approver asks through. The
+// window of re-issued requests is told whether the call reached its
+// server (reissue.go).
 func (g *Gateway) callRecord(ctx context.Context, t tool.Tool, in callInput, args map[string]any) *tool.Record {
-	return g.caller.Call(ctx, tool.Call{Server: t.Server, Tool: t.Name, Arguments: args, Task: g.clients.task(in.session)})
+	rec := g.caller.Call(ctx, tool.Call{Server: t.Server, Tool: t.Name, Arguments: args, Task: g.clients.task(in.session)})
+	if reachedServer(rec) {
+		reissueReached(ctx)
+	}
+	return rec
 }
 
 // decodeArgs decodes a call's arguments, refusing those nested deeper

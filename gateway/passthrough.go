@@ -398,6 +398,9 @@ func (r *route) governed(ctx context.Context, l *link, params *mcp.CallToolParam
 		}
 		done := l.track(ctx, p)
 		defer done()
+		// From here on the server may act on the call, whatever becomes
+		// of it (reissue.go).
+		reissueReached(ctx)
 		for round := 1; ; round++ {
 			h := &inputHolder{}
 			res, err := l.conn.Call(context.WithValue(ctx, inputHolderKey{}, h), l.cs, p)

@@ -75,9 +75,17 @@ func (r *route) initModern(version string) {
 	})
 	r.modern.AddReceivingMiddleware(r.receiveModern)
 	r.modern.AddSendingMiddleware(rewriteNotification)
-	o := r.g.streamableOptions(true)
-	o.Stateless = true
-	r.modernHandler = r.g.modernErrors(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return r.modern }, o), r.path(), r.toolName)
+	// As on /mcp, a request's handler ends with its HTTP request
+	// (statelessOptions): a call the window of re-issued requests keeps
+	// goes on for the grace on a context of its own, and only a result
+	// handed to a request whose client is still there counts as delivered
+	// (reissue.go, served). Without it the handler of a request whose
+	// client had left would wait for the call's end and take its result
+	// for delivered (no write error tells the gateway otherwise: the
+	// answer to a gone client is dropped or buffered), and forget it: a
+	// re-issue would then run the call again.
+	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return r.modern }, r.g.statelessOptions(true))
+	r.modernHandler = r.g.modernErrors(h, r.path(), r.toolName)
 }
 
 // modernErrors checks what the go-sdk would not before it serves a
@@ -243,6 +251,18 @@ func (r *route) sharedLink(ctx context.Context, init *mcp.InitializeParams) (*li
 		return nil, errRouteClosed
 	}
 	l := r.shared[key]
+	if l != nil && l.closing.Err() != nil {
+		// It is ending (idle, or its server gone) and holds its place
+		// until it has closed: a request bound to it now would be
+		// cancelled with it. Another is opened once it has ended.
+		r.mu.Unlock()
+		select {
+		case <-l.ended:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		return r.sharedLink(ctx, init)
+	}
 	if l == nil {
 		if r.used >= r.max {
 			if victim := r.idleSharedLocked(); victim != nil {

@@ -59,7 +59,9 @@ type Reissue struct {
 	Window time.Duration
 	// Grace is how long a call keeps running after its client left (its
 	// request ended without an explicit cancellation), waiting for a
-	// re-issue to attach to it; then it is cancelled.
+	// re-issue to attach to it; then it is cancelled (and a later re-issue
+	// gets an outcome_unknown error when the call had reached its server,
+	// else the cancellation).
 	Grace time.Duration
 	// MaxEntries bounds the executions held at once (running, or ended
 	// within the window); the oldest ended one makes room for a new one.
@@ -113,10 +115,15 @@ type Reissued struct {
 	// Running says the first execution still ran: the re-issue waited for
 	// it.
 	Running bool
-	// Kept is false when the first execution's result was too large to
-	// keep: the re-issue was answered with an outcome_unknown error.
+	// Kept is false when the re-issue was answered with an
+	// outcome_unknown error instead of the first execution's result: the
+	// result was too large to keep, or (AfterGrace) there was none.
 	Kept bool
-	At   time.Time
+	// AfterGrace says the first execution was cancelled after the grace
+	// once it had reached the server, which may have acted (Kept is
+	// false).
+	AfterGrace bool
+	At         time.Time
 }
 
 // ReissueStats counts the re-issued requests a gateway answered.
@@ -127,6 +134,10 @@ type ReissueStats struct {
 	// NotKept is how many of them got an outcome_unknown error because
 	// the first execution's result was too large to keep.
 	NotKept uint64
+	// AfterGrace is how many of them got an outcome_unknown error because
+	// the first execution was cancelled after the grace once it had
+	// reached the server.
+	AfterGrace uint64
 }
 
 // ReissueStats returns the counts of re-issued requests answered so far.
@@ -134,7 +145,7 @@ func (g *Gateway) ReissueStats() ReissueStats {
 	if g.reissue == nil {
 		return ReissueStats{}
 	}
-	return ReissueStats{Answered: g.reissue.answered.Load(), NotKept: g.reissue.notKept.Load()}
+	return ReissueStats{Answered: g.reissue.answered.Load(), NotKept: g.reissue.notKept.Load(), AfterGrace: g.reissue.afterGrace.Load()}
 }
 
 // callOrigin is what the gateway knows of the HTTP request a tools/call came
@@ -439,13 +450,35 @@ func reissueLeft(ctx context.Context) bool {
 	return e.left
 }
 
+// reissueReached tells the window that the call of ctx, if it is one of
+// its executions, went to the server (or may have): if the grace then
+// cancels it, its outcome is unknown rather than a plain cancellation.
+func reissueReached(ctx context.Context) {
+	e, _ := ctx.Value(executionKey{}).(*execution)
+	if e == nil {
+		return
+	}
+	e.w.mu.Lock()
+	e.reached = true
+	e.w.mu.Unlock()
+}
+
+// reachedServer reports whether a call's record says it may have reached
+// its server: the manager invoked the source (Attempts), and the source
+// did not say the request never left (tool.ErrNotSent). A call cut short
+// before that (in the policy gate, the pipeline, a server's lookup) has
+// none.
+func reachedServer(rec *tool.Record) bool {
+	return rec.Attempts > 0 && (rec.Error == nil || !errors.Is(rec.Error, tool.ErrNotSent))
+}
+
 // reissue is the window of executions.
 type reissue struct {
 	opts  Reissue
 	log   ReissueLog  // nil: not told
 	tasks *taskRunner // nil: MCP tasks are off
 
-	answered, notKept atomic.Uint64
+	answered, notKept, afterGrace atomic.Uint64
 
 	// stop ends every execution (Close).
 	base context.Context
@@ -484,11 +517,16 @@ type execution struct {
 	approving bool // waiting for an approver's answer
 	left      bool // every request waiting for it has ended
 	withdrawn bool // cancelled while it waited for approval: forgotten when it ends
+	reached   bool // the call went to the server (reissueReached)
 	grace     *time.Timer
 	ended     time.Time // zero while it runs
 	result    *mcp.CallToolResult
 	err       error // run's error, kept with result
 	kept      bool
+	// unknown says it ended cancelled by the grace after it had reached
+	// the server: whether its effect happened is unknown (a server may
+	// act before, or despite, a cancellation), and a re-issue is told so.
+	unknown bool
 }
 
 func newReissue(o Reissue, log SessionLog) *reissue {
@@ -553,8 +591,9 @@ func (w *reissue) call(ctx context.Context, key, req reissueKey, loose *reissueK
 		defer w.wg.Done()
 		defer stop()
 		res, err := run(ectx)
+		cause := context.Cause(ectx) // before cancel: why it was cut short, if it was
 		cancel(nil)
-		w.finish(e, res, err)
+		w.finish(e, res, err, cause)
 	}()
 	return w.wait(ctx, e)
 }
@@ -563,7 +602,7 @@ func (w *reissue) call(ctx context.Context, key, req reissueKey, loose *reissueK
 // released.
 func (w *reissue) attachLocked(ctx context.Context, e *execution, note Reissued) (*mcp.CallToolResult, error) {
 	running := e.ended.IsZero()
-	kept := e.kept
+	kept, unknown := e.kept, e.unknown
 	res, err := e.result, e.err
 	if running {
 		e.waiters++
@@ -575,12 +614,17 @@ func (w *reissue) attachLocked(ctx context.Context, e *execution, note Reissued)
 	}
 	w.mu.Unlock()
 	w.answered.Add(1)
-	if !running && !kept {
+	switch {
+	case running || kept:
+	case unknown:
+		w.afterGrace.Add(1)
+	default:
 		w.notKept.Add(1)
 	}
 	if w.log != nil {
 		r := e.note
 		r.Route, r.RequestID, r.Running, r.Kept, r.At = note.Route, note.RequestID, running, running || kept, time.Now()
+		r.AfterGrace = !running && unknown
 		w.log.Reissued(context.WithoutCancel(ctx), r)
 	}
 	switch {
@@ -589,6 +633,8 @@ func (w *reissue) attachLocked(ctx context.Context, e *execution, note Reissued)
 	case kept:
 		handedOver(ctx, e)
 		return copyResult(res), err
+	case unknown:
+		return w.unknownResult(e), nil
 	}
 	return errorResult(&tool.Error{Kind: tool.KindOutcomeUnknown, Server: e.note.Server, Tool: e.note.Tool, Message: fmt.Sprintf(
 		"this request (id %s) was made before and %s/%s ran for it; its result was larger than reissue.max_result_bytes (%d bytes) and was not kept, "+
@@ -607,6 +653,10 @@ func (w *reissue) wait(ctx context.Context, e *execution) (*mcp.CallToolResult, 
 		if e.waiters--; e.waiters == 0 && !e.kept {
 			e.result, e.err = nil, nil
 		}
+		if e.unknown {
+			// A re-issue that came as the grace ended.
+			return w.unknownResult(e), nil
+		}
 		handedOver(ctx, e)
 		return copyResult(res), err
 	case <-ctx.Done():
@@ -615,6 +665,16 @@ func (w *reissue) wait(ctx context.Context, e *execution) (*mcp.CallToolResult, 
 		return errorResult(&tool.Error{Kind: tool.KindCancelled, Server: e.note.Server, Tool: e.note.Tool,
 			Message: fmt.Sprintf("%v; a re-issue of the request within %v gets the call's result", cause, w.opts.Grace), Err: cause}), nil
 	}
+}
+
+// unknownResult is the answer to a request of e, which the grace cut short
+// once it had reached the server (e.unknown).
+func (w *reissue) unknownResult(e *execution) *mcp.CallToolResult {
+	return errorResult(&tool.Error{Kind: tool.KindOutcomeUnknown, Server: e.note.Server, Tool: e.note.Tool, Message: fmt.Sprintf(
+		"this request (id %s) was made before and the call of %s/%s was sent to the server for it; its client left, no re-issue came "+
+			"within the grace (reissue.grace, %v), and the call was cancelled: whether its effect happened is unknown (the server may "+
+			"have acted before, or despite, the cancellation); the call is not idempotent, so it was not run again",
+		e.note.RequestID, e.note.Server, e.note.Tool, w.opts.Grace)})
 }
 
 // handedOver notes that e's result is handed to the request of ctx, for
@@ -692,8 +752,11 @@ func (e *execution) approvalWait(waiting bool) {
 // finish keeps e's result for the window, unless it is not a result to
 // answer a re-issue with: the call was withdrawn before it ran, or it
 // asked its client a question (the retry with the answer runs it). A
-// result too large is not kept; an error (err, res nil) is.
-func (w *reissue) finish(e *execution, res *mcp.CallToolResult, err error) {
+// result too large is not kept; an error (err, res nil) is, but for the
+// cancellation of a call the grace cut short (cause) once it had reached
+// the server: the gateway cannot know whether the server acted, and says
+// so to a re-issue (unknown) rather than "cancelled".
+func (w *reissue) finish(e *execution, res *mcp.CallToolResult, err error, cause error) {
 	size := 0
 	if res != nil {
 		size = resultSize(res, w.opts.MaxResultBytes)
@@ -722,7 +785,8 @@ func (w *reissue) finish(e *execution, res *mcp.CallToolResult, err error) {
 	}
 	e.result, e.err = res, err
 	forget := e.withdrawn || res != nil && res.InputRequests != nil
-	e.kept = !forget && size <= w.opts.MaxResultBytes
+	e.unknown = !forget && e.reached && errors.Is(cause, errNoReissue) && cancelledOutcome(res, err)
+	e.kept = !forget && !e.unknown && size <= w.opts.MaxResultBytes
 	if forget {
 		w.removeLocked(e)
 	}
@@ -730,6 +794,15 @@ func (w *reissue) finish(e *execution, res *mcp.CallToolResult, err error) {
 		e.result, e.err = nil, nil
 	}
 	close(e.done)
+}
+
+// cancelledOutcome reports whether a call ended cancelled: run's error,
+// or the result's error kind (toMCP).
+func cancelledOutcome(res *mcp.CallToolResult, err error) bool {
+	if err != nil {
+		return tool.KindOf(err) == tool.KindCancelled
+	}
+	return res != nil && res.IsError && res.Meta["toolmux/error_kind"] == string(tool.KindCancelled)
 }
 
 // resultSize returns the bytes res holds: its content's text and data,

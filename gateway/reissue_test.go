@@ -74,6 +74,10 @@ type countingCaller struct {
 	mu      sync.Mutex
 	n       map[string]int
 	records []*tool.Record
+	// held names a tool whose calls are held before the manager until
+	// their context ends, as a wait before the server (the scheduler's
+	// admission) holds a call: they end cancelled, never sent.
+	held string
 }
 
 func (c *countingCaller) Call(ctx context.Context, call tool.Call) *tool.Record {
@@ -82,8 +86,16 @@ func (c *countingCaller) Call(ctx context.Context, call tool.Call) *tool.Record 
 		c.n = map[string]int{}
 	}
 	c.n[call.Tool]++
+	held := call.Tool == c.held
 	c.mu.Unlock()
-	rec := c.Caller.Call(ctx, call)
+	var rec *tool.Record
+	if held {
+		<-ctx.Done()
+		rec = tool.NewRecord(&call, "")
+		rec.Error = &tool.Error{Kind: tool.KindCancelled, Server: call.Server, Tool: call.Tool, Message: context.Cause(ctx).Error(), Err: context.Cause(ctx)}
+	} else {
+		rec = c.Caller.Call(ctx, call)
+	}
 	c.mu.Lock()
 	c.records = append(c.records, rec)
 	c.mu.Unlock()
@@ -303,6 +315,7 @@ func TestReissueAttachesToTheRunningCall(t *testing.T) {
 	// Made again once that answer went out whole: a new request (a
 	// client that restarted numbers its requests from 1 again), which
 	// runs.
+	rig.waitForgotten(t)
 	got = do(t, c.request(context.Background(), "7", "fx__append", args))
 	if text, _ := resultText(t, got); text != "appended first" || len(lines(t, path)) != 2 {
 		t.Fatalf("the request made again got %q; file %q", text, lines(t, path))
@@ -331,6 +344,7 @@ func TestReissueAfterTheCallEnded(t *testing.T) {
 		t.Errorf("re-issues told: %+v", steps)
 	}
 	for range 2 {
+		rig.waitForgotten(t)
 		do(t, c.request(context.Background(), "3", "fx__append", args))
 	}
 	if l := lines(t, path); len(l) != 3 {
@@ -346,6 +360,28 @@ func (rig *reissueRig) cutEnded(t *testing.T, c client26, id string, args map[st
 	before := len(lines(t, path))
 	ctx, cancel := context.WithCancel(context.Background())
 	cut(t, c.request(ctx, id, "fx__append", args), cancel, func() bool { return len(lines(t, path)) > before })
+	rig.waitEnded(t)
+}
+
+// waitForgotten waits until the window holds no execution: the answer
+// just read was delivered. The gateway learns that only once it has
+// written it, so a client that reads it and at once makes the same
+// request again may still find it kept.
+func (rig *reissueRig) waitForgotten(t *testing.T) {
+	t.Helper()
+	w := rig.g.reissue
+	if !testservers.Eventually(20*time.Second, func() bool {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		return len(w.byKey) == 0
+	}) {
+		t.Fatal("the delivered answer's execution is still kept")
+	}
+}
+
+// waitEnded waits until no execution of the window runs.
+func (rig *reissueRig) waitEnded(t *testing.T) {
+	t.Helper()
 	w := rig.g.reissue
 	if !testservers.Eventually(20*time.Second, func() bool {
 		w.mu.Lock()
@@ -405,7 +441,10 @@ func TestReissueAfterTheWindowRunsAgain(t *testing.T) {
 }
 
 // A call whose client left and never re-issued it is cancelled after the
-// grace; a late re-issue gets that outcome, not a second execution.
+// grace. It had reached the server, which acted (append wrote its line,
+// then was cancelled in its sleep): a late re-issue gets an
+// outcome_unknown error, neither a second execution nor a plain
+// "cancelled", and the task log's step says why.
 func TestCallWithoutReissueEndsAfterTheGrace(t *testing.T) {
 	rig := newReissueRig(t, Reissue{Grace: time.Nanosecond})
 	c := client26{url: rig.url + "/stateless/mcp", name: "agent"}
@@ -420,12 +459,50 @@ func TestCallWithoutReissueEndsAfterTheGrace(t *testing.T) {
 	if e := recs[0].Error; e == nil || e.Kind != tool.KindCancelled || !strings.Contains(e.Message, "no re-issue") {
 		t.Fatalf("the call ended with %+v", recs[0].Error)
 	}
+	rig.waitEnded(t)
 	got := do(t, c.request(context.Background(), "1", "fx__append", args))
-	if text, isErr := resultText(t, got); !isErr || errorKind(got) != string(tool.KindCancelled) {
+	if text, isErr := resultText(t, got); !isErr || errorKind(got) != string(tool.KindOutcomeUnknown) ||
+		!strings.Contains(text, "was sent to the server") || !strings.Contains(text, "reissue.grace") {
 		t.Fatalf("the late re-issue got %q (kind %q)", text, errorKind(got))
 	}
 	if l := lines(t, path); len(l) != 1 {
 		t.Fatalf("the file holds %q", l)
+	}
+	if s := rig.g.ReissueStats(); s.Answered != 1 || s.AfterGrace != 1 || s.NotKept != 0 {
+		t.Errorf("stats %+v", s)
+	}
+	if st := rig.steps.all(); len(st) != 1 || !st[0].AfterGrace || st[0].Kept || st[0].Running {
+		t.Errorf("the re-issue was noted as %+v", st)
+	}
+}
+
+// A call the grace cuts short before it reached its server (held before
+// the manager, as a wait for admission holds it) did nothing the gateway
+// is unsure of: a late re-issue gets its cancellation as it was, not
+// outcome_unknown, and the server never saw it.
+func TestCallCutBeforeTheServerEndsCancelled(t *testing.T) {
+	rig := newReissueRig(t, Reissue{Grace: time.Nanosecond})
+	rig.calls.mu.Lock()
+	rig.calls.held = "append"
+	rig.calls.mu.Unlock()
+	c := client26{url: rig.url + "/stateless/mcp", name: "agent"}
+	path := filepath.Join(rig.dir, "out.txt")
+	args := appendArgs(path, "a", 0)
+	ctx, cancel := context.WithCancel(context.Background())
+	cut(t, c.request(ctx, "1", "fx__append", args), cancel, func() bool { return rig.calls.count("append") == 1 })
+	if !testservers.Eventually(20*time.Second, func() bool { return len(rig.calls.recorded("append")) == 1 }) {
+		t.Fatal("the call was not cancelled")
+	}
+	rig.waitEnded(t)
+	got := do(t, c.request(context.Background(), "1", "fx__append", args))
+	if text, isErr := resultText(t, got); !isErr || errorKind(got) != string(tool.KindCancelled) || !strings.Contains(text, "no re-issue") {
+		t.Fatalf("the late re-issue got %q (kind %q)", text, errorKind(got))
+	}
+	if l := lines(t, path); len(l) != 0 || rig.calls.count("append") != 1 {
+		t.Fatalf("the file holds %q, the caller saw %d calls", l, rig.calls.count("append"))
+	}
+	if s := rig.g.ReissueStats(); s.Answered != 1 || s.AfterGrace != 0 {
+		t.Errorf("stats %+v", s)
 	}
 }
 

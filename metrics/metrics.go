@@ -73,8 +73,10 @@ type Sources struct {
 // (gateway.ReissueStats without the gateway).
 type Reissues struct {
 	// Answered counts them all; NotKept those whose first execution's
-	// result was too large to keep (answered with outcome_unknown).
-	Answered, NotKept uint64
+	// result was too large to keep, AfterGrace those whose first execution
+	// was cancelled after the grace once it had reached its server (both
+	// answered with outcome_unknown).
+	Answered, NotKept, AfterGrace uint64
 }
 
 // RouteSessions is one passthrough route's sessions (gateway.RouteSessions

@@ -33,7 +33,7 @@ type scraped struct {
 
 	approvers *prometheus.Desc
 
-	reissued, reissuedNotKept *prometheus.Desc
+	reissued, reissuedNotKept, reissuedAfterGrace *prometheus.Desc
 }
 
 func newScraped(src Sources) *scraped {
@@ -60,6 +60,8 @@ func newScraped(src Sources) *scraped {
 		approvers:        desc("approvers", "People attached to the approval queue now (web pages open with ?approver=1)."),
 		reissued:         desc("reissued_requests_total", "Re-issued tools/call requests answered from their first execution instead of running again."),
 		reissuedNotKept:  desc("reissued_requests_not_kept_total", "Re-issued requests whose first execution's result was too large to keep (answered with outcome_unknown)."),
+		reissuedAfterGrace: desc("reissued_requests_after_grace_total",
+			"Re-issued requests whose first execution was cancelled after the grace once it had reached its server (answered with outcome_unknown)."),
 	}
 }
 
@@ -69,7 +71,7 @@ func (s *scraped) Describe(ch chan<- *prometheus.Desc) {
 		s.passOpen, s.passMax, s.passRefused,
 		s.evPublished, s.evSubscribers, s.evDropped, s.evQueued, s.evPersistDropped, s.evPersistFailed,
 		s.logRecorded, s.logRetried, s.logLost, s.journalBytes, s.journalSegments, s.indexLag, s.approvers,
-		s.reissued, s.reissuedNotKept} {
+		s.reissued, s.reissuedNotKept, s.reissuedAfterGrace} {
 		ch <- d
 	}
 }
@@ -132,6 +134,7 @@ func (s *scraped) Collect(ch chan<- prometheus.Metric) {
 		r := s.src.Reissues()
 		counter(s.reissued, float64(r.Answered))
 		counter(s.reissuedNotKept, float64(r.NotKept))
+		counter(s.reissuedAfterGrace, float64(r.AfterGrace))
 	}
 }
 

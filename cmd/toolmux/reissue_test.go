@@ -4,7 +4,9 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -101,19 +103,45 @@ func (c rawClient) send(t *testing.T, id, tool string, args map[string]any) (tex
 // before the answer: the client's stream broke.
 func (c rawClient) cut(t *testing.T, id, tool string, args map[string]any, started func() bool) {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	tr := &http.Transport{}
+	c.drop(t, id, tool, args, started, false)
+}
+
+// drop sends a request on a connection of its own and closes that
+// connection once started holds, before the answer: with a FIN, or with
+// reset a RST (SO_LINGER 0), as a client killed or cut off by the network
+// leaves.
+func (c rawClient) drop(t *testing.T, id, tool string, args map[string]any, started func() bool, reset bool) {
+	t.Helper()
+	conns := make(chan net.Conn, 1)
+	tr := &http.Transport{DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+		conn, err := (&net.Dialer{}).DialContext(ctx, network, addr)
+		if err == nil {
+			conns <- conn
+		}
+		return conn, err
+	}}
 	defer tr.CloseIdleConnections()
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		if resp, err := (&http.Client{Transport: tr}).Do(c.request(ctx, id, tool, args)); err == nil {
+		if resp, err := (&http.Client{Transport: tr}).Do(c.request(context.Background(), id, tool, args)); err == nil {
 			io.Copy(io.Discard, resp.Body)
 			resp.Body.Close()
 		}
 	}()
+	var conn net.Conn
+	select {
+	case conn = <-conns:
+	case <-done:
+		t.Fatal("the request never connected")
+	}
 	ok := testservers.Eventually(30*time.Second, started)
-	cancel()
+	if reset {
+		if err := conn.(*net.TCPConn).SetLinger(0); err != nil {
+			t.Error(err)
+		}
+	}
+	conn.Close()
 	<-done
 	if !ok {
 		t.Fatal("the call never started")
@@ -362,5 +390,115 @@ func TestServeReissuedPassthroughSession(t *testing.T) {
 	first, _, _ := c.send(t, `"r-2"`, "span", map[string]any{"ms": 1})
 	if again, _, _ := c.send(t, `"r-2"`, "span", map[string]any{"ms": 1}); again == first || again == "" {
 		t.Fatalf("span (read-only) re-sent answered %q twice: want it run again", first)
+	}
+}
+
+// callsEnded returns how many calls of the fixture's tool have ended, of
+// any outcome, by the metrics (toolmux_calls_total, counted when the
+// scheduler ends a call).
+func callsEnded(t *testing.T, p *serveProc, tool string) float64 {
+	t.Helper()
+	var n float64
+	if f := scrape(t, p, "")["toolmux_calls_total"]; f != nil {
+		for _, m := range f.GetMetric() {
+			labels := map[string]string{}
+			for _, l := range m.GetLabel() {
+				labels[l.GetName()] = l.GetValue()
+			}
+			if labels["server"] == "fx" && labels["tool"] == tool {
+				n += m.GetCounter().GetValue()
+			}
+		}
+	}
+	return n
+}
+
+// A client whose connection broke (closed with a FIN, or reset) re-issues
+// its request once the first execution has ended, on every HTTP route and
+// in both eras: it gets the first execution's result, and the append
+// happened once. A result handed to a request whose client had left is
+// not a result delivered. With a short grace, the call is cancelled when
+// it ends, after append wrote its line (the server acted): the re-issue
+// gets outcome_unknown, never a second execution nor a plain
+// "cancelled".
+func TestServeReissueAfterTheFirstEnded(t *testing.T) {
+	t.Parallel()
+	const virtual = "virtual_servers:\n  - name: vx\n    tools: [\"fx/append\"]\n"
+	for _, g := range []struct {
+		name, config string
+		ms           int    // how long append runs on after writing its line
+		kind         string // the re-issue's error kind; "" for the first execution's result
+	}{
+		{"ended", "", 1000, ""},
+		{"after the grace", "reissue: {grace: 100ms}\n", 5000, "outcome_unknown"},
+	} {
+		t.Run(g.name, func(t *testing.T) {
+			t.Parallel()
+			p := startServeProc(t, workspace(t, fixtureConfig(t)+virtual+g.config), t.TempDir(), "--metrics")
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
+			onMCP := p.connect(t, ctx)
+			defer onMCP.Close()
+			onRoute, err := mcp.NewClient(&mcp.Implementation{Name: "test"}, nil).Connect(ctx,
+				&mcp.StreamableClientTransport{Endpoint: p.url("/servers/fx/mcp")}, &mcp.ClientSessionOptions{ProtocolVersion: legacyProtocol})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer onRoute.Close()
+			modern := func(path string) rawClient {
+				return rawClient{url: p.url(path), header: map[string]string{"Mcp-Protocol-Version": "2026-07-28"},
+					meta: map[string]any{
+						"io.modelcontextprotocol/protocolVersion":    "2026-07-28",
+						"io.modelcontextprotocol/clientCapabilities": map[string]any{},
+						"io.modelcontextprotocol/clientInfo":         map[string]any{"name": "agent", "version": "1.0"},
+					}}
+			}
+			session := func(path string, cs *mcp.ClientSession) rawClient {
+				return rawClient{url: p.url(path), header: map[string]string{"Mcp-Session-Id": cs.ID(),
+					"Mcp-Protocol-Version": cs.InitializeResult().ProtocolVersion}}
+			}
+			for i, c := range []struct {
+				name string
+				c    rawClient
+				tool string
+			}{
+				{"mcp 2026", modern("/mcp"), "fx__append"},
+				{"virtual 2026", modern("/virtual/vx/mcp"), "fx__append"},
+				{"passthrough 2026", modern("/servers/fx/mcp"), "append"},
+				{"mcp session", session("/mcp", onMCP), "fx__append"},
+				{"passthrough session", session("/servers/fx/mcp", onRoute), "append"},
+			} {
+				for j, closing := range []string{"FIN", "RST"} {
+					t.Run(c.name+" "+closing, func(t *testing.T) {
+						path := filepath.Join(t.TempDir(), "out.txt")
+						args := map[string]any{"path": path, "line": "once", "ms": g.ms}
+						id := fmt.Sprint(100 + 2*i + j)
+						before := callsEnded(t, p, "append")
+						c.c.drop(t, id, c.tool, args, func() bool { return len(fileLines(t, path)) > 0 }, closing == "RST")
+						if !testservers.Eventually(30*time.Second, func() bool { return callsEnded(t, p, "append") > before }) {
+							t.Fatal("the first execution never ended")
+						}
+						text, isErr, kind := c.c.send(t, id, c.tool, args)
+						if l := fileLines(t, path); len(l) != 1 {
+							t.Fatalf("the file holds %q: the call ran %d times (the re-issue got %q)", l, len(l), text)
+						}
+						switch {
+						case g.kind == "" && (isErr || text != "appended once"):
+							t.Fatalf("the re-issue got %q (isError %v), want the first execution's result", text, isErr)
+						case g.kind != "" && (!isErr || kind != g.kind):
+							t.Fatalf("the re-issue got %q (kind %q), want %s", text, kind, g.kind)
+						}
+					})
+				}
+			}
+			fams := scrape(t, p, "")
+			wantSample(t, fams, "toolmux_reissued_requests_total", nil, 10)
+			// A re-issue that came as the grace ended waited for the call
+			// (counted as answered, not after the grace): at least one came
+			// after.
+			if n, _ := sample(fams, "toolmux_reissued_requests_after_grace_total", nil); (g.kind == "") != (n == 0) {
+				t.Errorf("toolmux_reissued_requests_after_grace_total = %v", n)
+			}
+		})
 	}
 }

@@ -358,7 +358,7 @@ func metricSources(rt *toolmux.Runtime, g *gateway.Gateway, approvals *api.Appro
 	}
 	src.Reissues = func() metrics.Reissues {
 		st := g.ReissueStats()
-		return metrics.Reissues{Answered: st.Answered, NotKept: st.NotKept}
+		return metrics.Reissues{Answered: st.Answered, NotKept: st.NotKept, AfterGrace: st.AfterGrace}
 	}
 	return src
 }

@@ -79,6 +79,8 @@ func (s sessionLog) Reissued(ctx context.Context, r gateway.Reissued) {
 	switch {
 	case r.Running:
 		msg += "; it was still running: the re-issue waited for it"
+	case r.AfterGrace:
+		msg += "; it had been cancelled after the grace (reissue.grace) once sent to the server, which may have acted: the re-issue got an outcome_unknown error"
 	case !r.Kept:
 		msg += "; its result was too large to keep: the re-issue got an outcome_unknown error"
 	}
@@ -86,7 +88,7 @@ func (s sessionLog) Reissued(ctx context.Context, r gateway.Reissued) {
 	defer cancel()
 	err := s.log.Step(ctx, r.Task, tasklog.Step{Name: "re-issued request", Message: msg, Time: r.At,
 		Metadata: map[string]any{"kind": "mcp_reissue", "route": r.Route, "server": r.Server, "tool": r.Tool,
-			"request_id": r.RequestID, "running": r.Running, "kept": r.Kept}})
+			"request_id": r.RequestID, "running": r.Running, "kept": r.Kept, "after_grace": r.AfterGrace}})
 	if err != nil {
 		s.logger.Warn("task log: could not record a re-issued request", "task", r.Task, "error", err)
 	}
