@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -119,6 +120,15 @@ type Pins struct {
 	o     PinningOptions
 	mu    sync.RWMutex
 	cache map[pinKey]*pinEntry
+	// shown is the last catalog Shown was given and what it made of it.
+	shown atomic.Pointer[shownCatalog]
+}
+
+// shownCatalog is a catalog as Shown made it: from is the one given, to the
+// one shown, held the tools shown by their pin, with that pin's sha256.
+type shownCatalog struct {
+	from, to *tool.Catalog
+	held     map[pinKey]string
 }
 
 type pinKey struct{ server, tool string }
@@ -242,9 +252,106 @@ func (p *Pins) Status(def tool.Tool) (PinStatus, error) {
 	return p.check(def, pol, false)
 }
 
+// Shown returns cat as a model may be shown it. A tool whose server now
+// presents another definition than the pinned one, under a policy that
+// wants a person to accept the change before it is used (hold; ask), is
+// listed with its pinned definition (description, input schema and
+// annotations, and a title taken from them), not the one presented: the
+// hold exists to keep the new text from the model, and a listing carrying
+// it would hand the model whatever it says (to act on with other tools)
+// while the call itself is refused. Listing the pinned definition rather
+// than leaving the tool out keeps the model's catalog, and a client's
+// prompt cache, as they were, and a call of the tool is still answered
+// tool_changed, which says what a person must do. A pin whose definition
+// was too large to keep has nothing to show: its tool is listed with a
+// description saying so and an empty object schema. Under warn and off,
+// and for a tool whose pin cannot be read (its calls go on, noted), the
+// definition presented is listed.
+//
+// Tools never seen are pinned, as a call would. The same cat gives the
+// same catalog back while nothing changes, so that those who compare
+// catalogs by identity (the gateway's views) see no change; the pin of a
+// tool shown by it is read again each time, so an acceptance in any
+// process lists the new definition at the next listing.
+func (p *Pins) Shown(cat *tool.Catalog) *tool.Catalog {
+	if p == nil || p.o.Dir == "" || cat == nil {
+		return cat
+	}
+	if m := p.shown.Load(); m != nil && m.from == cat && p.stillHeld(m.held) {
+		return m.to
+	}
+	m := p.show(cat)
+	p.shown.Store(m)
+	return m.to
+}
+
+// stillHeld says whether each tool is still pinned as it was.
+func (p *Pins) stillHeld(held map[pinKey]string) bool {
+	for k, sum := range held {
+		if pin, err := p.read(k); err != nil || pin.SHA256 != sum {
+			return false
+		}
+	}
+	return true
+}
+
+// show makes what Shown returns for cat.
+func (p *Pins) show(cat *tool.Catalog) *shownCatalog {
+	m := &shownCatalog{from: cat, to: cat}
+	var tools []tool.Tool
+	for i, t := range cat.Tools() {
+		pol := p.Policy(t.Server)
+		if pol != PinHold && pol != PinAsk {
+			continue
+		}
+		st, pin, err := p.checkPin(t, pol, true)
+		if err != nil || st.State != PinStateChanged {
+			continue
+		}
+		if tools == nil {
+			tools, m.held = slices.Clone(cat.Tools()), map[pinKey]string{}
+		}
+		tools[i] = shownByPin(t, pin)
+		m.held[pinKey{t.Server, t.Name}] = pin.SHA256
+	}
+	if tools != nil {
+		m.to = tool.NewCatalog(tools, cat.Servers())
+	}
+	return m
+}
+
+// shownByPin returns cur, as its server presents it now, with the parts a
+// pin covers taken from pin.
+func shownByPin(cur tool.Tool, pin Pin) tool.Tool {
+	s := cur
+	// A title the source took from the annotations (MCP's annotations
+	// title) follows them; one of the tool's own is not pinned.
+	fromAnnotations := cur.Title != "" && cur.Title == cur.Annotations.Title
+	var d pinned
+	if pin.Definition != nil && json.Unmarshal(pin.Definition, &d) == nil {
+		s.Description, s.InputSchema, s.Annotations = d.Description, d.InputSchema, d.Annotations
+	} else {
+		s.Description = fmt.Sprintf("(toolmux holds this tool: its definition changed since it was pinned, and the pinned one, "+
+			"%d bytes, was too large to keep, so neither is shown. Its calls are held until a person accepts the new definition: "+
+			"toolmux tools --accept %s/%s)", pin.Size, cur.Server, cur.Name)
+		s.InputSchema, s.Annotations = map[string]any{"type": "object"}, tool.Annotations{}
+	}
+	if fromAnnotations {
+		s.Title = s.Annotations.Title
+	}
+	return s
+}
+
 // check compares def with its pin, pinning it when there is none; cached
 // says whether an unchanged definition may be answered from memory.
 func (p *Pins) check(def tool.Tool, pol string, cached bool) (PinStatus, error) {
+	st, _, err := p.checkPin(def, pol, cached)
+	return st, err
+}
+
+// checkPin is check, also returning the pin def was compared with when it
+// was read (always when def changed).
+func (p *Pins) checkPin(def tool.Tool, pol string, cached bool) (PinStatus, Pin, error) {
 	k := pinKey{def.Server, def.Name}
 	schema := mapID(def.InputSchema)
 	if cached {
@@ -252,12 +359,12 @@ func (p *Pins) check(def tool.Tool, pol string, cached bool) (PinStatus, error) 
 		e := p.cache[k]
 		p.mu.RUnlock()
 		if e != nil && e.current == e.pinned && e.desc == def.Description && e.schema == schema && e.ann == def.Annotations {
-			return PinStatus{Server: k.server, Tool: k.tool, State: PinStatePinned, Policy: pol, Pinned: e.pinned, Current: e.current}, nil
+			return PinStatus{Server: k.server, Tool: k.tool, State: PinStatePinned, Policy: pol, Pinned: e.pinned, Current: e.current}, Pin{}, nil
 		}
 	}
 	canon, err := Canonical(def)
 	if err != nil {
-		return PinStatus{}, err
+		return PinStatus{}, Pin{}, err
 	}
 	sum := sha(canon)
 	pin, err := p.read(k)
@@ -271,7 +378,7 @@ func (p *Pins) check(def tool.Tool, pol string, cached bool) (PinStatus, error) 
 		err = p.replace(pin)
 	}
 	if err != nil {
-		return PinStatus{}, err
+		return PinStatus{}, Pin{}, err
 	}
 	st := PinStatus{Server: k.server, Tool: k.tool, State: PinStatePinned, Policy: pol, Pinned: pin.SHA256, Current: sum}
 	if pin.SHA256 != sum {
@@ -293,7 +400,7 @@ func (p *Pins) check(def tool.Tool, pol string, cached bool) (PinStatus, error) 
 	}
 	p.cache[k] = &pinEntry{desc: def.Description, schema: schema, ann: def.Annotations, current: sum, pinned: pin.SHA256, diff: st.Diff}
 	p.mu.Unlock()
-	return st, nil
+	return st, pin, nil
 }
 
 // mapID is a map's identity: the same definition of an immutable catalog
@@ -323,6 +430,9 @@ func (p *Pins) Accept(def tool.Tool) (Pin, error) {
 	p.mu.Lock()
 	delete(p.cache, pinKey{def.Server, def.Name})
 	p.mu.Unlock()
+	// What Shown made may show the tool by a pin that is no longer the
+	// one kept, or by none where there is now one to show it by.
+	p.shown.Store(nil)
 	return pin, nil
 }
 
