@@ -206,7 +206,9 @@ func TestPinningListsThePinnedDefinition(t *testing.T) {
 		{`{"sha256": "` + pinned + `"}`, "pin_conflict", http.StatusConflict},
 	} {
 		code, body := postJSON(t, p.url("/api/pins/fx/described/accept"), tc.body)
-		var e struct{ Error struct{ Kind, Message string } }
+		var e struct {
+			Error struct{ Kind, Message string }
+		}
 		if err := json.Unmarshal([]byte(body), &e); err != nil || code != tc.status || e.Error.Kind != tc.kind {
 			t.Errorf("accept with %s: %d %s", tc.body, code, body)
 		}
