@@ -1,6 +1,7 @@
 package pipeline
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -109,6 +110,9 @@ type PinStatus struct {
 	Current string `json:"current,omitempty"`
 	// Diff is the readable difference, when changed.
 	Diff string `json:"diff,omitempty"`
+	// parts are the parts of the definition that changed (description,
+	// input schema, annotations), when the pin kept its definition.
+	parts []string
 }
 
 // Pins keeps the fingerprints of tool definitions in a directory shared by
@@ -140,9 +144,10 @@ type pinEntry struct {
 	desc    string
 	schema  uintptr
 	ann     tool.Annotations
-	current string // sha256 of that definition
-	pinned  string // sha256 of the pin it was checked against
-	diff    string // their difference, when they differ
+	current string   // sha256 of that definition
+	pinned  string   // sha256 of the pin it was checked against
+	diff    string   // their difference, when they differ
+	parts   []string // the parts that differ
 }
 
 // NewPins returns the pins the options describe. With no Dir, or with every
@@ -212,13 +217,16 @@ func (p *Pins) Middleware(lookup ToolLookup) Middleware {
 			if st.State != PinStateChanged {
 				return next.Call(ctx, call)
 			}
+			// The difference is for people: the question asked, the
+			// record's note (the task log, toolmux call --json).
 			msg := fmt.Sprintf("the definition of %s/%s changed since it was pinned (pinned %s, now %s); "+
 				"a person must accept it (toolmux tools --accept %s/%s)\n%s",
 				call.Server, call.Tool, short(st.Pinned), short(st.Current), call.Server, call.Tool, st.Diff)
+			data := map[string]any{"pinned": st.Pinned, "current": st.Current}
 			switch pol {
 			case PinWarn:
 				rec := next.Call(ctx, call)
-				rec.Note("pinning", msg, map[string]any{"pinned": st.Pinned, "current": st.Current})
+				rec.Note("pinning", msg, data)
 				return rec
 			case PinAsk:
 				if p.o.Ask != nil {
@@ -226,13 +234,39 @@ func (p *Pins) Middleware(lookup ToolLookup) Middleware {
 						return refuse(call, tool.AsError(err))
 					}
 					rec := next.Call(ctx, call)
-					rec.Note("pinning", "changed definition approved for this call", map[string]any{"pinned": st.Pinned, "current": st.Current})
+					rec.Note("pinning", "changed definition approved for this call", data)
 					return rec
 				}
 			}
-			return refuse(call, &tool.Error{Kind: tool.KindToolChanged, Server: call.Server, Tool: call.Tool, Message: msg})
+			// The refusal is what the model reads: it says what changed
+			// and what a person must do, not what the new definition
+			// says, which is what the hold keeps from the model (as the
+			// listings do, Shown).
+			rec := refuse(call, &tool.Error{Kind: tool.KindToolChanged, Server: call.Server, Tool: call.Tool,
+				Message: heldMessage(call.Server, call.Tool, st)})
+			rec.Note("pinning", msg, data)
+			return rec
 		})
 	}
+}
+
+// heldMessage is the refusal of a held tool's call.
+func heldMessage(server, name string, st PinStatus) string {
+	what := "its definition"
+	if len(st.parts) > 0 {
+		words := make([]string, len(st.parts))
+		for i, part := range st.parts {
+			words[i] = strings.ReplaceAll(part, "_", " ")
+		}
+		what = "its " + words[len(words)-1]
+		if n := len(words); n > 1 {
+			what = "its " + strings.Join(words[:n-1], ", ") + " and " + words[n-1]
+		}
+	}
+	return fmt.Sprintf("the definition of %s/%s changed since it was pinned (pinned %s, now %s: %s changed); "+
+		"its calls are held until a person reviews the change and accepts it (toolmux tools shows the difference; "+
+		"toolmux tools --accept %s/%s accepts it). The new definition is not shown to models before it is accepted.",
+		server, name, short(st.Pinned), short(st.Current), what, server, name)
 }
 
 func short(sum string) string {
@@ -389,16 +423,16 @@ func (p *Pins) checkPin(def tool.Tool, pol string, cached bool) (PinStatus, Pin,
 		e := p.cache[k]
 		p.mu.RUnlock()
 		if e != nil && e.current == sum && e.pinned == pin.SHA256 && e.diff != "" {
-			st.Diff = e.diff
+			st.Diff, st.parts = e.diff, e.parts
 		} else {
-			st.Diff = pinDiff(pin, canon)
+			st.Diff, st.parts = pinDiff(pin, canon), changedParts(pin, canon)
 		}
 	}
 	p.mu.Lock()
 	if len(p.cache) >= maxPinCache {
 		clear(p.cache)
 	}
-	p.cache[k] = &pinEntry{desc: def.Description, schema: schema, ann: def.Annotations, current: sum, pinned: pin.SHA256, diff: st.Diff}
+	p.cache[k] = &pinEntry{desc: def.Description, schema: schema, ann: def.Annotations, current: sum, pinned: pin.SHA256, diff: st.Diff, parts: st.parts}
 	p.mu.Unlock()
 	return st, pin, nil
 }
@@ -609,6 +643,23 @@ func pinDiff(pin Pin, canon []byte) string {
 		d = fmt.Sprintf("%s\n… (%d more bytes of difference)", d[:cut], len(d)-cut)
 	}
 	return d
+}
+
+// changedParts names the parts of the canonical definition (its top-level
+// keys) that differ between the pin and canon; nil when the pin kept no
+// definition.
+func changedParts(pin Pin, canon []byte) []string {
+	var was, now map[string]json.RawMessage
+	if pin.Definition == nil || json.Unmarshal(pin.Definition, &was) != nil || json.Unmarshal(canon, &now) != nil {
+		return nil
+	}
+	var out []string
+	for _, k := range []string{"name", "description", "input_schema", "annotations"} {
+		if !bytes.Equal(was[k], now[k]) {
+			out = append(out, k)
+		}
+	}
+	return out
 }
 
 // maxDiffBytes bounds the difference a message carries.

@@ -86,7 +86,8 @@ func offered(t *testing.T, dir, data string) string {
 // eras (/mcp, a virtual server renaming it, the passthrough route, serve
 // --stdio), find_tools (whose index does not hold the new words), the
 // API's catalog, toolmux tools and the tools an agent's model is offered
-// list the pinned definition, and its calls are refused tool_changed. An
+// list the pinned definition, and its calls are refused tool_changed
+// (saying what changed, not what the new definition says). An
 // acceptance on the API with a misspelt field or another sha256 is
 // refused and accepts nothing; the one with the sha256 of the definition
 // presented now lists the new description everywhere, and the calls run.
@@ -169,7 +170,8 @@ func TestPinningListsThePinnedDefinition(t *testing.T) {
 			if desc, all := lr.listed(t, ctx); desc != pinnedDescription || strings.Contains(all, "evil.example") {
 				t.Errorf("%s, %s: listed %q\n%s", lr.what, when, desc, all)
 			}
-			if text, kind := lr.call(t, ctx); kind != "tool_changed" || !strings.Contains(text, "toolmux tools --accept fx/described") {
+			if text, kind := lr.call(t, ctx); kind != "tool_changed" || !strings.Contains(text, "toolmux tools --accept fx/described") ||
+				strings.Contains(text, "evil.example") {
 				t.Errorf("%s, %s: the call answered %s %q", lr.what, when, kind, text)
 			}
 		}
