@@ -26,7 +26,8 @@ import (
 	"github.com/toolmux/toolmux/tool"
 )
 
-// Catalog lists the tools: the pipeline or the manager.
+// Catalog lists the tools: the pipeline (as a model may be shown them) or
+// the manager (as their servers present them).
 type Catalog interface {
 	Tools(ctx context.Context) (*tool.Catalog, error)
 }
@@ -56,6 +57,13 @@ type Options struct {
 	// Pins are the pinned tool definitions, for /api/pins; nil: those
 	// routes answer 404.
 	Pins *pipeline.Pins
+	// Presented lists the tools as their servers present them now (the
+	// manager), changed definitions included: what /api/pins compares with
+	// the pins and what an acceptance pins. Catalog, the pipeline, lists a
+	// held tool with its pinned definition (pipeline.Pins.Shown), against
+	// which nothing would ever show as changed. nil: Catalog (which must
+	// then be the manager).
+	Presented Catalog
 	// MaxCallBytes bounds the body of a call request; 0 means 16 MiB.
 	MaxCallBytes int64
 	// Version is toolmux's version, for /api/info.
@@ -102,6 +110,9 @@ type RunInfo struct {
 func New(o Options) http.Handler {
 	if o.MaxCallBytes <= 0 {
 		o.MaxCallBytes = 16 << 20
+	}
+	if o.Presented == nil {
+		o.Presented = o.Catalog
 	}
 	s := &server{o: o, started: time.Now()}
 	mux := http.NewServeMux()
@@ -192,14 +203,14 @@ func (s *server) tools(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, out)
 }
 
-// pins answers the pin state of every tool of the catalog (pinning the
-// tools never seen, as a call would).
+// pins answers the pin state of every tool as its server presents it
+// (pinning the tools never seen, as a call would).
 func (s *server) pins(w http.ResponseWriter, r *http.Request) {
 	if s.o.Pins == nil {
 		writeError(w, http.StatusNotFound, "not_found", "no pins are kept (no data directory)")
 		return
 	}
-	cat, err := s.o.Catalog.Tools(r.Context())
+	cat, err := s.o.Presented.Tools(r.Context())
 	if err != nil {
 		writeToolError(w, err)
 		return
@@ -217,25 +228,45 @@ func (s *server) pins(w http.ResponseWriter, r *http.Request) {
 }
 
 // acceptRequest is the optional body of an acceptance: the sha256 of the
-// definition the person reviewed, so that a definition that changed again
-// since is not accepted unseen.
+// definition the person reviewed (the current of GET /api/pins), so that
+// a definition that changed again since is not accepted unseen. A pointer,
+// so that a sha256 sent empty is told from none sent.
 type acceptRequest struct {
-	SHA256 string `json:"sha256,omitempty"`
+	SHA256 *string `json:"sha256"`
 }
 
-// acceptPin pins the definition the server presents now.
+// acceptBody is what an acceptance's body must be, for the errors.
+const acceptBody = `the body must be empty or {"sha256": "<the current of GET /api/pins>"}`
+
+// acceptPin pins the definition the server presents now. A body that is
+// not what it takes (an unknown field, a sha256 that is not one, more than
+// one object) is refused rather than read as no body: the person meant to
+// accept a definition they reviewed, and a misspelt field would otherwise
+// accept whatever the server presents now.
 func (s *server) acceptPin(w http.ResponseWriter, r *http.Request) {
 	if s.o.Pins == nil {
 		writeError(w, http.StatusNotFound, "not_found", "no pins are kept (no data directory)")
 		return
 	}
 	var req acceptRequest
-	body := http.MaxBytesReader(w, r.Body, 4096)
-	if err := json.NewDecoder(body).Decode(&req); err != nil && !errors.Is(err, io.EOF) {
-		writeError(w, http.StatusBadRequest, "bad_request", "the body must be empty or {\"sha256\": \"...\"}: "+err.Error())
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, 4096))
+	dec.DisallowUnknownFields()
+	err := dec.Decode(&req)
+	if err == nil {
+		if _, more := dec.Token(); !errors.Is(more, io.EOF) {
+			err = errors.New("more than one JSON value")
+		}
+	}
+	if err != nil && !errors.Is(err, io.EOF) {
+		writeError(w, http.StatusBadRequest, "bad_request", acceptBody+": "+err.Error())
 		return
 	}
-	cat, err := s.o.Catalog.Tools(r.Context())
+	if req.SHA256 != nil && !isSHA256(*req.SHA256) {
+		writeError(w, http.StatusBadRequest, "bad_request", fmt.Sprintf(
+			"sha256 %q is not a sha256 (64 lowercase hexadecimal digits); %s", *req.SHA256, acceptBody))
+		return
+	}
+	cat, err := s.o.Presented.Tools(r.Context())
 	if err != nil {
 		writeToolError(w, err)
 		return
@@ -246,14 +277,16 @@ func (s *server) acceptPin(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, string(tool.KindToolNotRegistered), fmt.Sprintf("no tool %s/%s", server, name))
 		return
 	}
-	if req.SHA256 != "" {
+	if req.SHA256 != nil {
 		canon, err := pipeline.Canonical(def)
 		if err != nil {
 			writeError(w, http.StatusInternalServerError, "pin_failed", err.Error())
 			return
 		}
-		if sum := sha256.Sum256(canon); hex.EncodeToString(sum[:]) != req.SHA256 {
-			writeError(w, http.StatusConflict, "pin_conflict", fmt.Sprintf("%s/%s now presents the definition %s, not the %s reviewed; review it again", server, name, hex.EncodeToString(sum[:]), req.SHA256))
+		if sum := sha256.Sum256(canon); hex.EncodeToString(sum[:]) != *req.SHA256 {
+			writeError(w, http.StatusConflict, "pin_conflict", fmt.Sprintf(
+				"%s/%s presents the definition %s now, not %s (the sha256 sent); nothing was accepted: review GET /api/pins again and send its current",
+				server, name, hex.EncodeToString(sum[:]), *req.SHA256))
 			return
 		}
 	}
@@ -263,6 +296,19 @@ func (s *server) acceptPin(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, pin)
+}
+
+// isSHA256 says whether s is a sha256 as the pins write it.
+func isSHA256(s string) bool {
+	if len(s) != 2*sha256.Size {
+		return false
+	}
+	for _, c := range []byte(s) {
+		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return true
 }
 
 // callRequest is the body of a call: the arguments, and optionally the

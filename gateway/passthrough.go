@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -853,6 +854,32 @@ func (l *link) related(method string, p mcp.Params) *inflight {
 	return l.active[n-1]
 }
 
+// listedAs returns the server's listing of a tool (up) as the catalog
+// lists it (c): the parts a pin covers (description, input schema,
+// annotations) are the catalog's where they differ from the server's. The
+// catalog lists a tool held because its server changed its definition
+// with the pinned definition (pipeline.Pins.Shown): the route must not
+// pass the new text on to the client's model, which the hold exists to
+// stop, while the call is governed (refused tool_changed) like any other.
+// A tool the server presents as the catalog has it goes through as the
+// server sent it (its title, output schema, icons and _meta always do).
+func listedAs(up *mcp.Tool, c tool.Tool) *mcp.Tool {
+	want := mcpTool(c)
+	if up.Description == want.Description && sameJSON(up.InputSchema, want.InputSchema) && sameJSON(up.Annotations, want.Annotations) {
+		return up
+	}
+	out := *up
+	out.Description, out.InputSchema, out.Annotations = want.Description, want.InputSchema, want.Annotations
+	return &out
+}
+
+// sameJSON says whether a and b encode alike (maps with sorted keys).
+func sameJSON(a, b any) bool {
+	ja, errA := json.Marshal(a)
+	jb, errB := json.Marshal(b)
+	return errA == nil && errB == nil && bytes.Equal(ja, jb)
+}
+
 // inFlight is how many client requests are being forwarded on the link.
 func (l *link) inFlight() int {
 	l.mu.Lock()
@@ -883,6 +910,10 @@ func (l *link) forward(ctx context.Context, method string, req mcp.Request, next
 			_, ok := cat.Find(l.r.cfg.Name, t.Name)
 			return !ok
 		})
+		for i, t := range res.Tools {
+			c, _ := cat.Find(l.r.cfg.Name, t.Name)
+			res.Tools[i] = listedAs(t, c)
+		}
 		if l.ss == nil {
 			l.r.syncHeaderTools(res.Tools)
 		}

@@ -300,8 +300,10 @@ func WithOrder(names ...string) Option {
 // WithPinning checks every call's tool definition against its pin (see
 // Pins): a middleware placed after the steps that act on records and after
 // fallback, before the built-in ones that read the definition (repair,
-// validate, url_policy, dedupe), so a held call reaches none of them.
-// Without it (or with a nil p), nothing is pinned.
+// validate, url_policy, dedupe), so a held call reaches none of them; and
+// the pipeline's catalog (Pipeline.Tools) lists a held tool with its
+// pinned definition, never the one waiting for a person's acceptance
+// (Pins.Shown). Without it (or with a nil p), nothing is pinned.
 func WithPinning(p *Pins) Option { return func(o *options) { o.pins = p } }
 
 // WithRedact sets what the record middleware masks.

@@ -1,6 +1,7 @@
 package pipeline
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -14,6 +15,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -108,6 +110,9 @@ type PinStatus struct {
 	Current string `json:"current,omitempty"`
 	// Diff is the readable difference, when changed.
 	Diff string `json:"diff,omitempty"`
+	// parts are the parts of the definition that changed (description,
+	// input schema, annotations), when the pin kept its definition.
+	parts []string
 }
 
 // Pins keeps the fingerprints of tool definitions in a directory shared by
@@ -119,6 +124,15 @@ type Pins struct {
 	o     PinningOptions
 	mu    sync.RWMutex
 	cache map[pinKey]*pinEntry
+	// shown is the last catalog Shown was given and what it made of it.
+	shown atomic.Pointer[shownCatalog]
+}
+
+// shownCatalog is a catalog as Shown made it: from is the one given, to the
+// one shown, held the tools shown by their pin, with that pin's sha256.
+type shownCatalog struct {
+	from, to *tool.Catalog
+	held     map[pinKey]string
 }
 
 type pinKey struct{ server, tool string }
@@ -130,9 +144,10 @@ type pinEntry struct {
 	desc    string
 	schema  uintptr
 	ann     tool.Annotations
-	current string // sha256 of that definition
-	pinned  string // sha256 of the pin it was checked against
-	diff    string // their difference, when they differ
+	current string   // sha256 of that definition
+	pinned  string   // sha256 of the pin it was checked against
+	diff    string   // their difference, when they differ
+	parts   []string // the parts that differ
 }
 
 // NewPins returns the pins the options describe. With no Dir, or with every
@@ -202,13 +217,16 @@ func (p *Pins) Middleware(lookup ToolLookup) Middleware {
 			if st.State != PinStateChanged {
 				return next.Call(ctx, call)
 			}
+			// The difference is for people: the question asked, the
+			// record's note (the task log, toolmux call --json).
 			msg := fmt.Sprintf("the definition of %s/%s changed since it was pinned (pinned %s, now %s); "+
 				"a person must accept it (toolmux tools --accept %s/%s)\n%s",
 				call.Server, call.Tool, short(st.Pinned), short(st.Current), call.Server, call.Tool, st.Diff)
+			data := map[string]any{"pinned": st.Pinned, "current": st.Current}
 			switch pol {
 			case PinWarn:
 				rec := next.Call(ctx, call)
-				rec.Note("pinning", msg, map[string]any{"pinned": st.Pinned, "current": st.Current})
+				rec.Note("pinning", msg, data)
 				return rec
 			case PinAsk:
 				if p.o.Ask != nil {
@@ -216,13 +234,39 @@ func (p *Pins) Middleware(lookup ToolLookup) Middleware {
 						return refuse(call, tool.AsError(err))
 					}
 					rec := next.Call(ctx, call)
-					rec.Note("pinning", "changed definition approved for this call", map[string]any{"pinned": st.Pinned, "current": st.Current})
+					rec.Note("pinning", "changed definition approved for this call", data)
 					return rec
 				}
 			}
-			return refuse(call, &tool.Error{Kind: tool.KindToolChanged, Server: call.Server, Tool: call.Tool, Message: msg})
+			// The refusal is what the model reads: it says what changed
+			// and what a person must do, not what the new definition
+			// says, which is what the hold keeps from the model (as the
+			// listings do, Shown).
+			rec := refuse(call, &tool.Error{Kind: tool.KindToolChanged, Server: call.Server, Tool: call.Tool,
+				Message: heldMessage(call.Server, call.Tool, st)})
+			rec.Note("pinning", msg, data)
+			return rec
 		})
 	}
+}
+
+// heldMessage is the refusal of a held tool's call.
+func heldMessage(server, name string, st PinStatus) string {
+	what := "its definition"
+	if len(st.parts) > 0 {
+		words := make([]string, len(st.parts))
+		for i, part := range st.parts {
+			words[i] = strings.ReplaceAll(part, "_", " ")
+		}
+		what = "its " + words[len(words)-1]
+		if n := len(words); n > 1 {
+			what = "its " + strings.Join(words[:n-1], ", ") + " and " + words[n-1]
+		}
+	}
+	return fmt.Sprintf("the definition of %s/%s changed since it was pinned (pinned %s, now %s: %s changed); "+
+		"its calls are held until a person reviews the change and accepts it (toolmux tools shows the difference; "+
+		"toolmux tools --accept %s/%s accepts it). The new definition is not shown to models before it is accepted.",
+		server, name, short(st.Pinned), short(st.Current), what, server, name)
 }
 
 func short(sum string) string {
@@ -242,9 +286,106 @@ func (p *Pins) Status(def tool.Tool) (PinStatus, error) {
 	return p.check(def, pol, false)
 }
 
+// Shown returns cat as a model may be shown it. A tool whose server now
+// presents another definition than the pinned one, under a policy that
+// wants a person to accept the change before it is used (hold; ask), is
+// listed with its pinned definition (description, input schema and
+// annotations, and a title taken from them), not the one presented: the
+// hold exists to keep the new text from the model, and a listing carrying
+// it would hand the model whatever it says (to act on with other tools)
+// while the call itself is refused. Listing the pinned definition rather
+// than leaving the tool out keeps the model's catalog, and a client's
+// prompt cache, as they were, and a call of the tool is still answered
+// tool_changed, which says what a person must do. A pin whose definition
+// was too large to keep has nothing to show: its tool is listed with a
+// description saying so and an empty object schema. Under warn and off,
+// and for a tool whose pin cannot be read (its calls go on, noted), the
+// definition presented is listed.
+//
+// Tools never seen are pinned, as a call would. The same cat gives the
+// same catalog back while nothing changes, so that those who compare
+// catalogs by identity (the gateway's views) see no change; the pin of a
+// tool shown by it is read again each time, so an acceptance in any
+// process lists the new definition at the next listing.
+func (p *Pins) Shown(cat *tool.Catalog) *tool.Catalog {
+	if p == nil || p.o.Dir == "" || cat == nil {
+		return cat
+	}
+	if m := p.shown.Load(); m != nil && m.from == cat && p.stillHeld(m.held) {
+		return m.to
+	}
+	m := p.show(cat)
+	p.shown.Store(m)
+	return m.to
+}
+
+// stillHeld says whether each tool is still pinned as it was.
+func (p *Pins) stillHeld(held map[pinKey]string) bool {
+	for k, sum := range held {
+		if pin, err := p.read(k); err != nil || pin.SHA256 != sum {
+			return false
+		}
+	}
+	return true
+}
+
+// show makes what Shown returns for cat.
+func (p *Pins) show(cat *tool.Catalog) *shownCatalog {
+	m := &shownCatalog{from: cat, to: cat}
+	var tools []tool.Tool
+	for i, t := range cat.Tools() {
+		pol := p.Policy(t.Server)
+		if pol != PinHold && pol != PinAsk {
+			continue
+		}
+		st, pin, err := p.checkPin(t, pol, true)
+		if err != nil || st.State != PinStateChanged {
+			continue
+		}
+		if tools == nil {
+			tools, m.held = slices.Clone(cat.Tools()), map[pinKey]string{}
+		}
+		tools[i] = shownByPin(t, pin)
+		m.held[pinKey{t.Server, t.Name}] = pin.SHA256
+	}
+	if tools != nil {
+		m.to = tool.NewCatalog(tools, cat.Servers())
+	}
+	return m
+}
+
+// shownByPin returns cur, as its server presents it now, with the parts a
+// pin covers taken from pin.
+func shownByPin(cur tool.Tool, pin Pin) tool.Tool {
+	s := cur
+	// A title the source took from the annotations (MCP's annotations
+	// title) follows them; one of the tool's own is not pinned.
+	fromAnnotations := cur.Title != "" && cur.Title == cur.Annotations.Title
+	var d pinned
+	if pin.Definition != nil && json.Unmarshal(pin.Definition, &d) == nil {
+		s.Description, s.InputSchema, s.Annotations = d.Description, d.InputSchema, d.Annotations
+	} else {
+		s.Description = fmt.Sprintf("(toolmux holds this tool: its definition changed since it was pinned, and the pinned one, "+
+			"%d bytes, was too large to keep, so neither is shown. Its calls are held until a person accepts the new definition: "+
+			"toolmux tools --accept %s/%s)", pin.Size, cur.Server, cur.Name)
+		s.InputSchema, s.Annotations = map[string]any{"type": "object"}, tool.Annotations{}
+	}
+	if fromAnnotations {
+		s.Title = s.Annotations.Title
+	}
+	return s
+}
+
 // check compares def with its pin, pinning it when there is none; cached
 // says whether an unchanged definition may be answered from memory.
 func (p *Pins) check(def tool.Tool, pol string, cached bool) (PinStatus, error) {
+	st, _, err := p.checkPin(def, pol, cached)
+	return st, err
+}
+
+// checkPin is check, also returning the pin def was compared with when it
+// was read (always when def changed).
+func (p *Pins) checkPin(def tool.Tool, pol string, cached bool) (PinStatus, Pin, error) {
 	k := pinKey{def.Server, def.Name}
 	schema := mapID(def.InputSchema)
 	if cached {
@@ -252,12 +393,12 @@ func (p *Pins) check(def tool.Tool, pol string, cached bool) (PinStatus, error) 
 		e := p.cache[k]
 		p.mu.RUnlock()
 		if e != nil && e.current == e.pinned && e.desc == def.Description && e.schema == schema && e.ann == def.Annotations {
-			return PinStatus{Server: k.server, Tool: k.tool, State: PinStatePinned, Policy: pol, Pinned: e.pinned, Current: e.current}, nil
+			return PinStatus{Server: k.server, Tool: k.tool, State: PinStatePinned, Policy: pol, Pinned: e.pinned, Current: e.current}, Pin{}, nil
 		}
 	}
 	canon, err := Canonical(def)
 	if err != nil {
-		return PinStatus{}, err
+		return PinStatus{}, Pin{}, err
 	}
 	sum := sha(canon)
 	pin, err := p.read(k)
@@ -271,7 +412,7 @@ func (p *Pins) check(def tool.Tool, pol string, cached bool) (PinStatus, error) 
 		err = p.replace(pin)
 	}
 	if err != nil {
-		return PinStatus{}, err
+		return PinStatus{}, Pin{}, err
 	}
 	st := PinStatus{Server: k.server, Tool: k.tool, State: PinStatePinned, Policy: pol, Pinned: pin.SHA256, Current: sum}
 	if pin.SHA256 != sum {
@@ -282,18 +423,18 @@ func (p *Pins) check(def tool.Tool, pol string, cached bool) (PinStatus, error) 
 		e := p.cache[k]
 		p.mu.RUnlock()
 		if e != nil && e.current == sum && e.pinned == pin.SHA256 && e.diff != "" {
-			st.Diff = e.diff
+			st.Diff, st.parts = e.diff, e.parts
 		} else {
-			st.Diff = pinDiff(pin, canon)
+			st.Diff, st.parts = pinDiff(pin, canon), changedParts(pin, canon)
 		}
 	}
 	p.mu.Lock()
 	if len(p.cache) >= maxPinCache {
 		clear(p.cache)
 	}
-	p.cache[k] = &pinEntry{desc: def.Description, schema: schema, ann: def.Annotations, current: sum, pinned: pin.SHA256, diff: st.Diff}
+	p.cache[k] = &pinEntry{desc: def.Description, schema: schema, ann: def.Annotations, current: sum, pinned: pin.SHA256, diff: st.Diff, parts: st.parts}
 	p.mu.Unlock()
-	return st, nil
+	return st, pin, nil
 }
 
 // mapID is a map's identity: the same definition of an immutable catalog
@@ -323,6 +464,9 @@ func (p *Pins) Accept(def tool.Tool) (Pin, error) {
 	p.mu.Lock()
 	delete(p.cache, pinKey{def.Server, def.Name})
 	p.mu.Unlock()
+	// What Shown made may show the tool by a pin that is no longer the
+	// one kept, or by none where there is now one to show it by.
+	p.shown.Store(nil)
 	return pin, nil
 }
 
@@ -499,6 +643,23 @@ func pinDiff(pin Pin, canon []byte) string {
 		d = fmt.Sprintf("%s\n… (%d more bytes of difference)", d[:cut], len(d)-cut)
 	}
 	return d
+}
+
+// changedParts names the parts of the canonical definition (its top-level
+// keys) that differ between the pin and canon; nil when the pin kept no
+// definition.
+func changedParts(pin Pin, canon []byte) []string {
+	var was, now map[string]json.RawMessage
+	if pin.Definition == nil || json.Unmarshal(pin.Definition, &was) != nil || json.Unmarshal(canon, &now) != nil {
+		return nil
+	}
+	var out []string
+	for _, k := range []string{"name", "description", "input_schema", "annotations"} {
+		if !bytes.Equal(was[k], now[k]) {
+			out = append(out, k)
+		}
+	}
+	return out
 }
 
 // maxDiffBytes bounds the difference a message carries.

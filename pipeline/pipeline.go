@@ -39,6 +39,7 @@ type chain struct {
 	log    *slog.Logger
 	dedupe *Dedupe
 	instr  *Instructions
+	pins   *Pins // nil without pinning
 	order  []string
 	limits Limits
 	// maxArgs is validate.max_argument_bytes, whether or not validate
@@ -97,7 +98,7 @@ func build(b Backend, opts []Option) (*chain, error) {
 		order = DefaultOrder()
 	}
 	o.limits = o.limits.withDefaults()
-	p := &chain{order: slices.Clone(order), limits: o.limits, record: -1, log: o.log, maxArgs: o.validate.MaxArgumentBytes}
+	p := &chain{order: slices.Clone(order), limits: o.limits, record: -1, log: o.log, pins: o.pins, maxArgs: o.validate.MaxArgumentBytes}
 	if p.maxArgs <= 0 {
 		p.maxArgs = DefaultMaxArgumentBytes
 	}
@@ -249,10 +250,23 @@ func (p *chain) out(ctx context.Context, call tool.Call, rec *tool.Record, from 
 	return rec
 }
 
-// Tools returns the backend's catalog.
-func (p *Pipeline) Tools(ctx context.Context) (*tool.Catalog, error) { return p.backend.Tools(ctx) }
+// Tools returns the backend's catalog as a model may be shown it: with
+// pinning (WithPinning), a tool held because its server changed its
+// definition is listed with the pinned one (Pins.Shown). This is what
+// every listing for a model or an MCP client reads (the gateway's routes,
+// the agents' offers, the API's /api/tools); the backend's own catalog is
+// what the servers present, for a person reviewing the changes
+// (/api/pins), and Tool what a call is checked against.
+func (p *Pipeline) Tools(ctx context.Context) (*tool.Catalog, error) {
+	cat, err := p.backend.Tools(ctx)
+	if err != nil {
+		return cat, err
+	}
+	return p.cur.Load().pins.Shown(cat), nil
+}
 
-// Tool returns one tool's definition from the backend.
+// Tool returns one tool's definition from the backend, as its server
+// presents it: a call is admitted against it, and the pins check it.
 func (p *Pipeline) Tool(ctx context.Context, server, name string) (tool.Tool, error) {
 	return p.backend.Tool(ctx, server, name)
 }

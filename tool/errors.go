@@ -56,7 +56,9 @@ const (
 	// KindToolChanged: the server now presents a definition of the tool
 	// (description, input schema, annotations) other than the one pinned
 	// when it was first seen; the tool is held until a person accepts the
-	// new definition. The message carries the difference.
+	// new definition. The message says which parts changed and how to
+	// accept them, not what the new definition says (a model reads it);
+	// the record's "pinning" note carries the difference.
 	KindToolChanged Kind = "tool_changed"
 )
 

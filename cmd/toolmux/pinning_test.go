@@ -79,6 +79,7 @@ func TestPinningHoldsAChangedTool(t *testing.T) {
 	r := call("--json")
 	var rec struct {
 		Error *struct{ Kind, Message string }
+		Notes []struct{ Layer, Message string }
 	}
 	if err := json.Unmarshal([]byte(r.stdout), &rec); err != nil || r.code != 1 || rec.Error == nil || rec.Error.Kind != "tool_changed" {
 		t.Fatalf("second run: exit %d %v %s %s", r.code, err, r.stdout, r.stderr)
@@ -87,9 +88,15 @@ func TestPinningHoldsAChangedTool(t *testing.T) {
 	if r := call("--raw", "--json"); r.code != 1 || !strings.Contains(r.stdout, `"kind": "tool_changed"`) {
 		t.Errorf("--raw: exit %d %s %s", r.code, r.stdout, r.stderr)
 	}
-	for _, want := range []string{`-   "description": "Lists the files of a folder.",`, `+   "description": "` + rugPull + `",`, "toolmux tools --accept fx/described"} {
-		if !strings.Contains(rec.Error.Message, want) {
-			t.Errorf("the refusal's message lacks %q:\n%s", want, rec.Error.Message)
+	// The refusal (what a model reads) says what changed and what to
+	// do, without the new text; the record's note has the difference.
+	if msg := rec.Error.Message; !strings.Contains(msg, "its description changed") || !strings.Contains(msg, "toolmux tools --accept fx/described") ||
+		strings.Contains(msg, "evil.example") {
+		t.Errorf("the refusal's message: %s", msg)
+	}
+	for _, want := range []string{`-   "description": "Lists the files of a folder.",`, `+   "description": "` + rugPull + `",`} {
+		if len(rec.Notes) != 1 || rec.Notes[0].Layer != "pinning" || !strings.Contains(rec.Notes[0].Message, want) {
+			t.Errorf("the record's notes lack %q: %+v", want, rec.Notes)
 		}
 	}
 
@@ -123,7 +130,8 @@ func TestPinningHoldsAChangedTool(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if text := res.Content[0].(*mcp.TextContent).Text; !res.IsError || res.Meta["toolmux/error_kind"] != "tool_changed" || !strings.Contains(text, "evil.example") {
+	if text := res.Content[0].(*mcp.TextContent).Text; !res.IsError || res.Meta["toolmux/error_kind"] != "tool_changed" ||
+		!strings.Contains(text, "toolmux tools --accept fx/described") || strings.Contains(text, "evil.example") {
 		t.Errorf("fx__described on /mcp: isError %v, meta %v, %q", res.IsError, res.Meta, text)
 	}
 
@@ -137,8 +145,11 @@ func TestPinningHoldsAChangedTool(t *testing.T) {
 	if i < 0 || apiPins[i].State != "changed" || !strings.Contains(apiPins[i].Diff, "evil.example") {
 		t.Errorf("GET /api/pins: %+v", apiPins)
 	}
-	if code, body := postJSON(t, p.url("/api/pins/fx/described/accept"), `{"sha256": "0000"}`); code != http.StatusConflict {
+	if code, body := postJSON(t, p.url("/api/pins/fx/described/accept"), `{"sha256": "`+strings.Repeat("0", 64)+`"}`); code != http.StatusConflict {
 		t.Errorf("accepting a definition not reviewed: %d %s", code, body)
+	}
+	if code, body := postJSON(t, p.url("/api/pins/fx/described/accept"), `{"sha256": "0000"}`); code != http.StatusBadRequest {
+		t.Errorf("accepting with a sha256 that is not one: %d %s", code, body)
 	}
 
 	if r := toolmux(t, dir, "", "--data-dir", data, "tools", "--accept", "fx/described"); r.code != 0 || !strings.Contains(r.stdout, "accepted fx/described") {
@@ -352,12 +363,23 @@ func TestBrowserPinAccept(t *testing.T) {
 	b.do(chromedp.Navigate(s.url("/#catalog")))
 	row := `#tools tr[data-name="fx__described"]`
 	b.visible(row + ` .pin-changed`)
+	// The row describes the tool as models are shown it while held: the
+	// pinned definition; the new one is the pending difference.
+	if got := b.text(row + ` td.desc pre`); got != "Lists the files of a folder." {
+		t.Errorf("the row's description while held: %q", got)
+	}
 	b.do(chromedp.Click(chromedp.CSS(row + ` .pin-changed > summary`)))
 	if got := b.text(row + ` .pin-changed pre`); !strings.Contains(got, "evil.example") {
 		t.Errorf("the difference shown: %q", got)
 	}
+	if got := b.text(row + ` .pin-pending`); !strings.Contains(got, "Pending, not accepted") || !strings.Contains(got, "the pinned one until it is accepted") {
+		t.Errorf("the difference's label: %q", got)
+	}
 	b.do(chromedp.Click(chromedp.CSS(row + ` .pin-accept`)))
 	b.until("the pin accepted", `!document.querySelector('#tools tr[data-name="fx__described"] .pin-changed')`)
+	if got := b.text(row + ` td.desc pre`); got != rugPull {
+		t.Errorf("the row's description once accepted: %q", got)
+	}
 	if r := toolmux(t, dir, "", "--data-dir", data, "call", "fx", "described"); r.code != 0 {
 		t.Errorf("after the page's accept: exit %d %s", r.code, r.stderr)
 	}

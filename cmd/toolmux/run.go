@@ -313,7 +313,7 @@ func (a *app) serveRun(ctx context.Context, addr, token string, rt *toolmux.Runt
 	approvals.SetWhere(page.url)
 	gopts := gateway.Options{Version: versionString(), Logger: a.logger(),
 		Sessions: sessionTasks(rt.Log, a.logger()), Tracer: rt.Telemetry.Tracer(), Propagator: rt.Telemetry.Propagator(),
-		API: api.New(api.Options{Catalog: rt.Pipeline, Caller: rt.Scheduler, Health: rt.Manager.Health, Pins: rt.Pins, Policy: rt.Policy,
+		API: api.New(api.Options{Catalog: rt.Pipeline, Caller: rt.Scheduler, Health: rt.Manager.Health, Pins: rt.Pins, Presented: rt.Manager, Policy: rt.Policy,
 			Approvals: approvals, Log: rt.Log, Events: rt.Events, Version: versionString(), Run: page.get})}
 	if mx != nil {
 		gopts.Metrics = mx.Handler()

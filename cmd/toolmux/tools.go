@@ -53,8 +53,10 @@ the approval mode in force (--approval-mode, else policy.mode): allow, ask
 
 The PIN column says whether each tool's definition is the one pinned when
 it was first seen (pinned) or the server now presents another (changed:
-the difference is printed below the table). --accept SERVER/TOOL pins the
-definition the server presents now, so calls of a held tool go on.
+the difference is printed below the table). A changed tool whose calls are
+held is listed with its pinned definition, as models are shown it; the new
+one is only in the difference. --accept SERVER/TOOL pins the definition
+the server presents now, so calls of a held tool go on.
 
 While the servers start, stderr shows each as it comes up, with the time it
 took, when it is a terminal; elsewhere it names only the servers slower
@@ -78,14 +80,19 @@ than a few seconds.`,
 			if len(accept) > 0 {
 				return a.acceptPins(rt, cat, accept)
 			}
-			entries := catalogEntries(cat, rt.Policy)
-			pinEntries(rt.Pins, entries)
+			// Each tool as a model is shown it: a held tool with its
+			// pinned definition (pipeline.Pins.Shown), since this output
+			// may well be read by one; what its server presents instead
+			// is the pin's difference, marked as the change to accept.
+			shown := rt.Pins.Shown(cat)
+			entries := catalogEntries(shown, rt.Policy)
+			pinEntries(rt.Pins, cat, entries)
 			if asJSON {
 				enc := json.NewEncoder(a.stdout)
 				enc.SetIndent("", "  ")
 				return enc.Encode(entries)
 			}
-			printToolTable(a, cat, entries, rt.Policy.Mode())
+			printToolTable(a, shown, entries, rt.Policy.Mode())
 			return nil
 		},
 	}
@@ -122,8 +129,9 @@ func (a *app) acceptPins(rt *toolmux.Runtime, cat *tool.Catalog, names []string)
 	return nil
 }
 
-// pinEntries fills in the pin state of each tool entry.
-func pinEntries(pins *pipeline.Pins, entries []toolEntry) {
+// pinEntries fills in the pin state of each tool entry: of the definition
+// its server presents (in presented), not the one shown.
+func pinEntries(pins *pipeline.Pins, presented *tool.Catalog, entries []toolEntry) {
 	for i := range entries {
 		e := &entries[i]
 		if e.Tool == nil {
@@ -131,8 +139,12 @@ func pinEntries(pins *pipeline.Pins, entries []toolEntry) {
 		}
 		st := pipeline.PinStatus{Server: e.Tool.Server, Tool: e.Tool.Name, State: pipeline.PinStateOff, Policy: pipeline.PinOff}
 		if pins != nil {
+			def, ok := presented.Find(e.Tool.Server, e.Tool.Name)
+			if !ok {
+				def = *e.Tool
+			}
 			var err error
-			if st, err = pins.Status(*e.Tool); err != nil {
+			if st, err = pins.Status(def); err != nil {
 				st = pipeline.PinStatus{Server: e.Tool.Server, Tool: e.Tool.Name, State: "error", Diff: err.Error()}
 			}
 		}
@@ -182,7 +194,7 @@ func printToolTable(a *app, cat *tool.Catalog, entries []toolEntry, mode policy.
 		if e.Pin == nil || e.Pin.State != pipeline.PinStateChanged {
 			continue
 		}
-		fmt.Fprintf(a.stdout, "\n%s/%s changed since it was pinned (policy %s; accept with --accept %s/%s):\n%s\n",
+		fmt.Fprintf(a.stdout, "\n%s/%s changed since it was pinned (policy %s; accept with --accept %s/%s); pending, not accepted (- pinned, + presented now):\n%s\n",
 			e.Pin.Server, e.Pin.Tool, e.Pin.Policy, e.Pin.Server, e.Pin.Tool, indent(e.Pin.Diff, "  "))
 	}
 	// Servers that are not well: what went wrong, in full (the table cuts

@@ -177,7 +177,9 @@ export class Catalog {
 
   // pinNode shows a changed pin: its policy, the difference, and a button
   // that accepts the definition reviewed (its sha256, so one changed
-  // again since is refused).
+  // again since is refused). The row's description is the pinned one,
+  // as models are shown it while the tool is held (/api/tools); the new
+  // definition is only here, marked pending, for the person to review.
   pinNode(t) {
     const p = this.pins && this.pins.get(`${t.server}/${t.tool}`);
     if (!p || p.state !== 'changed') return null;
@@ -191,6 +193,8 @@ export class Catalog {
       }
     }}});
     return h('details', {class: 'inline pin-changed'}, h('summary', {}, h('span', {class: 'badge approval-deny', text: `changed (${p.policy})`})),
+      h('div', {class: 'muted pin-pending', text: `Pending, not accepted: - the pinned definition, + what the server presents now. Models are shown ${
+        p.policy === 'hold' || p.policy === 'ask' ? 'the pinned one until it is accepted' : `the new one (policy ${p.policy})`}.`}),
       h('pre', {class: 'wrap', text: p.diff || ''}), accept, status);
   }
 
