@@ -34,6 +34,8 @@ type scraped struct {
 	approvers *prometheus.Desc
 
 	reissued, reissuedNotKept *prometheus.Desc
+
+	reloads, reloadOK *prometheus.Desc
 }
 
 func newScraped(src Sources) *scraped {
@@ -60,6 +62,8 @@ func newScraped(src Sources) *scraped {
 		approvers:        desc("approvers", "People attached to the approval queue now (web pages open with ?approver=1)."),
 		reissued:         desc("reissued_requests_total", "Re-issued tools/call requests answered from their first execution instead of running again."),
 		reissuedNotKept:  desc("reissued_requests_not_kept_total", "Re-issued requests whose first execution's result was too large to keep (answered with outcome_unknown)."),
+		reloads:          desc("config_reloads_total", "Reloads of the configuration file, by result: applied, or refused (the configuration in use stayed).", "result"),
+		reloadOK:         desc("config_last_reload_successful", "1 unless the last reload of the configuration file was refused."),
 	}
 }
 
@@ -69,7 +73,7 @@ func (s *scraped) Describe(ch chan<- *prometheus.Desc) {
 		s.passOpen, s.passMax, s.passRefused,
 		s.evPublished, s.evSubscribers, s.evDropped, s.evQueued, s.evPersistDropped, s.evPersistFailed,
 		s.logRecorded, s.logRetried, s.logLost, s.journalBytes, s.journalSegments, s.indexLag, s.approvers,
-		s.reissued, s.reissuedNotKept} {
+		s.reissued, s.reissuedNotKept, s.reloads, s.reloadOK} {
 		ch <- d
 	}
 }
@@ -132,6 +136,12 @@ func (s *scraped) Collect(ch chan<- prometheus.Metric) {
 		r := s.src.Reissues()
 		counter(s.reissued, float64(r.Answered))
 		counter(s.reissuedNotKept, float64(r.NotKept))
+	}
+	if s.src.Reloads != nil {
+		r := s.src.Reloads()
+		counter(s.reloads, float64(r.Applied), "applied")
+		counter(s.reloads, float64(r.Refused), "refused")
+		gauge(s.reloadOK, b2f(!r.LastRefused))
 	}
 }
 

@@ -226,12 +226,13 @@ the one in use stays. See docs/operations.md.`,
 			defer a.finishOwned(rt.Log)
 			defer rel.stop()
 			s, hub := rt.Scheduler, rt.Events
+			reloads := newReloadStatus(rt.Config.Path)
 			opts := gateway.Options{Version: versionString(), Logger: a.logger(), MaxDepth: rt.Config.Limits.MaxDepth,
 				Sessions: sessionTasks(rt.Log, a.logger()), ToolSearch: search.apply(cmd, rt.Config.ToolSearch),
 				Tracer: rt.Telemetry.Tracer(), Propagator: rt.Telemetry.Propagator(), Reissue: gateway.ReissueFromConfig(rt.Config.Reissue)}
 			opts.API = api.New(api.Options{Catalog: rt.Pipeline, Caller: s, Health: rt.Manager.Health, Pins: rt.Pins,
 				Policy: rt.Gate, Approvals: approvals, Log: rt.Log, Events: hub, Version: versionString(), MaxDepth: rt.Config.Limits.MaxDepth,
-				Fleet: fn.summary()})
+				Fleet: fn.summary(), Reload: reloads.infoFunc()})
 			if onHTTP {
 				opts.Virtual = gateway.VirtualFromConfig(rt.Config)
 				opts.Passthrough = passthroughServers(rt.Config, a.logger())
@@ -253,7 +254,7 @@ the one in use stays. See docs/operations.md.`,
 			g := gateway.New(gateway.Scheduled{Catalog: rt.Pipeline, Calls: s}, opts)
 			defer g.Close()
 			if mx != nil {
-				mx.Watch(metricSources(rt, g, approvals))
+				mx.Watch(metricSources(rt, g, approvals, reloads))
 			}
 			// Servers that fail, crash or stop answering are brought back
 			// in the background while serving; when one comes back (or
@@ -266,7 +267,7 @@ the one in use stays. See docs/operations.md.`,
 				}
 			})
 			// SIGHUP and --watch reload the configuration while serving.
-			rl, err := a.startReloader(ctx, rt, g, watch, reloadDrain)
+			rl, err := a.startReloader(ctx, rt, g, reloads, watch, reloadDrain)
 			if err != nil {
 				return err
 			}
@@ -341,7 +342,7 @@ the one in use stays. See docs/operations.md.`,
 
 // metricSources are the observation points serve's metrics read when
 // scraped.
-func metricSources(rt *toolmux.Runtime, g *gateway.Gateway, approvals *api.Approvals) metrics.Sources {
+func metricSources(rt *toolmux.Runtime, g *gateway.Gateway, approvals *api.Approvals, reloads *reloadStatus) metrics.Sources {
 	src := metrics.Sources{Catalog: rt.Manager.Catalog, Health: rt.Manager.Health, TaskLog: rt.Log,
 		Passthrough: func() []metrics.RouteSessions {
 			rss := g.PassthroughSessions()
@@ -360,6 +361,9 @@ func metricSources(rt *toolmux.Runtime, g *gateway.Gateway, approvals *api.Appro
 	src.Reissues = func() metrics.Reissues {
 		st := g.ReissueStats()
 		return metrics.Reissues{Answered: st.Answered, NotKept: st.NotKept}
+	}
+	if reloads != nil {
+		src.Reloads = reloads.counts
 	}
 	return src
 }
