@@ -501,3 +501,87 @@ func TestServeReloadUnderRewrites(t *testing.T) {
 	}
 	loop.end(t)
 }
+
+// SIGHUPs and changes of the file that come while a reload runs make one
+// more reload, not one each: the first reload is held (it drains a
+// removed server whose call goes on) while a storm of SIGHUPs and a
+// rename of the file come; once it ends, exactly one more reload reads
+// the file, with what was written during the first.
+func TestServeReloadCoalescesSIGHUPs(t *testing.T) {
+	t.Parallel()
+	fx := testservers.Fixture(t)
+	server := func(name string) string { return fmt.Sprintf("  %s:\n    command: %s\n", name, fx) }
+	dir := workspace(t, "servers:\n"+server("a")+server("b")+"    trust: true\n")
+	cfgPath := filepath.Join(dir, "toolmux.yaml")
+	p := startServeProc(t, dir, "", "--watch", "--reload-drain", "10m")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	rc := connectCounting(t, ctx, p)
+
+	// A call of b that runs until the test cancels it.
+	started := filepath.Join(t.TempDir(), "started")
+	callCtx, stopCall := context.WithCancel(ctx)
+	defer stopCall()
+	inFlight := make(chan error, 1)
+	go func() {
+		_, err := rc.call(callCtx, "b__append", map[string]any{"path": started, "line": "x", "ms": 600000})
+		inFlight <- err
+	}()
+	if !testservers.Eventually(30*time.Second, func() bool { _, err := os.Stat(started); return err == nil }) {
+		select {
+		case err := <-inFlight:
+			t.Fatalf("the call of b never started: %v", err)
+		default:
+		}
+		t.Fatal("the call of b never started")
+	}
+
+	// The first reload removes b: it waits for b's call.
+	renameFile(t, cfgPath, "servers:\n"+server("a"))
+	if err := p.signal(syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	if !testservers.Eventually(30*time.Second, func() bool { return p.reloadStatus(t).Running }) {
+		t.Fatalf("no reload ran: %+v\n%s", p.reloadStatus(t), p.stderr.String())
+	}
+
+	// The storm, and a new version of the file, while it runs.
+	for i := range 50 {
+		if i == 25 {
+			renameFile(t, cfgPath, "servers:\n"+server("a")+server("c"))
+		}
+		if err := p.signal(syscall.SIGHUP); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !testservers.Eventually(30*time.Second, func() bool { st := p.reloadStatus(t); return st.Running && st.Pending }) {
+		t.Fatalf("the storm left no reload pending: %+v", p.reloadStatus(t))
+	}
+	if st := p.reloadStatus(t); st.Applied != 0 || st.Refused != 0 {
+		t.Fatalf("a reload ended while b's call went on: %+v\n%s", st, p.stderr.String())
+	}
+
+	// b's call ends, and with it the first reload; then one more.
+	before := rc.changed.Load()
+	stopCall()
+	<-inFlight
+	rc.waitTools(t, ctx, p, before, []string{"a__echo", "c__echo"}, []string{"b__echo"})
+	if !testservers.Eventually(30*time.Second, func() bool { st := p.reloadStatus(t); return !st.Running && !st.Pending }) {
+		t.Fatalf("reloads never settled: %+v", p.reloadStatus(t))
+	}
+	st := p.reloadStatus(t)
+	reloaded := regexp.MustCompile(`(?m)^toolmux: reloaded .*$`).FindAllString(p.stderr.String(), -1)
+	if st.Applied != 2 || st.Refused != 0 || len(reloaded) != 2 {
+		t.Fatalf("%d reloads applied, %d refused, want 2 and 0:\n%s", st.Applied, st.Refused, p.stderr.String())
+	}
+	// The second reload says what it answers: the signals and the change
+	// (the kernel and the signal channel may merge signals, so how many
+	// is not asserted).
+	if !strings.Contains(reloaded[0], "removed b") || !strings.Contains(reloaded[1], "added c") ||
+		!regexp.MustCompile(`\((SIGHUP|\d+ SIGHUPs) and (a change|changes) of the file\)`).MatchString(reloaded[1]) {
+		t.Errorf("the reloads did not read the file in turn:\n%s", strings.Join(reloaded, "\n"))
+	}
+	if _, err := rc.call(ctx, "c__echo", map[string]any{"message": "x"}); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -120,7 +120,11 @@ flight, then stop (changed ones start again with their new settings);
 allow/deny lists, policy rules and pipeline settings apply to the next
 call; sessions and calls in flight go on; clients are told the tool list
 changed. A configuration with errors is refused with their positions, and
-the one in use stays. See docs/operations.md.`,
+the one in use stays; so is one without servers while servers run (an
+empty file, or one read while it was being written), unless it says
+"servers: {}". Write the file by rename (a temporary file in the same
+directory, then mv). Signals and changes that come during a reload make
+one more, 300ms after the last. See docs/operations.md.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			token, err := a.resolveToken(token, cmd.Flags().Changed("token"))
