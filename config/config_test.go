@@ -174,6 +174,9 @@ func TestDefaults(t *testing.T) {
 		want := config.Default()
 		want.Path = filepath.Join(dir, "toolmux.yaml")
 		want.Workspace = dir
+		// Only the empty mapping says there is no server on purpose
+		// (TestNoServers).
+		want.NoServers = content == "servers: {}\n"
 		checkConfig(t, cfg, want)
 	}
 
