@@ -18,25 +18,27 @@ import (
 	"github.com/toolmux/toolmux/tool"
 )
 
+// writeConfig writes body to path and loads it.
+func writeConfig(t *testing.T, path, body string) *config.Config {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := config.Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg
+}
+
 // Runtime.Reload applies a new configuration to a running runtime: the
 // servers it adds, removes and changes, the global deny list, and the
 // pipeline's settings (the next call is truncated at the new limit),
 // while the caller's own sources stay.
 func TestRuntimeReload(t *testing.T) {
 	fx := testservers.Fixture(t)
-	dir := t.TempDir()
-	path := filepath.Join(dir, "toolmux.yaml")
-	load := func(body string) *config.Config {
-		t.Helper()
-		if err := os.WriteFile(path, []byte(body), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		cfg, err := config.Load(path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return cfg
-	}
+	path := filepath.Join(t.TempDir(), "toolmux.yaml")
+	load := func(body string) *config.Config { return writeConfig(t, path, body) }
 	v1 := fmt.Sprintf("builtin:\n  enabled: false\nservers:\n  fx:\n    command: %[1]s\n  old:\n    command: %[1]s\n", fx)
 	ctx := context.Background()
 	own := funcsource.New("own", funcsource.Func("hello", "Says hello.", func(context.Context, struct{}) (string, error) { return "hello", nil }, funcsource.ReadOnly()))
@@ -100,17 +102,7 @@ func TestRuntimeReload(t *testing.T) {
 func TestRuntimeReloadRefusesNoServers(t *testing.T) {
 	fx := testservers.Fixture(t)
 	path := filepath.Join(t.TempDir(), "toolmux.yaml")
-	load := func(body string) *config.Config {
-		t.Helper()
-		if err := os.WriteFile(path, []byte(body), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		cfg, err := config.Load(path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return cfg
-	}
+	load := func(body string) *config.Config { return writeConfig(t, path, body) }
 	full := fmt.Sprintf("pipeline:\n  truncate:\n    max_chars: 5000\nservers:\n  a:\n    command: %[1]s\n  b:\n    command: %[1]s\n    disabled: true\n", fx)
 	ctx := context.Background()
 	rt, err := toolmux.Open(ctx, load(full), toolmux.Options{NoTaskLog: true, NoAgents: true})

@@ -100,6 +100,28 @@ func (rc *reloadClient) waitTools(t *testing.T, ctx context.Context, p *servePro
 	}
 }
 
+// callRunning starts a call of an append tool (the fixture's) that
+// sleeps ms once it has started, and waits until it has; the call's error
+// comes on the channel when it ends.
+func (rc *reloadClient) callRunning(t *testing.T, ctx context.Context, name string, ms int) <-chan error {
+	t.Helper()
+	started := filepath.Join(t.TempDir(), "started")
+	ended := make(chan error, 1)
+	go func() {
+		_, err := rc.call(ctx, name, map[string]any{"path": started, "line": "x", "ms": ms})
+		ended <- err
+	}()
+	if !testservers.Eventually(30*time.Second, func() bool { _, err := os.Stat(started); return err == nil }) {
+		select {
+		case err := <-ended:
+			t.Fatalf("the call of %s never started: %v", name, err)
+		default:
+		}
+		t.Fatalf("the call of %s never started", name)
+	}
+	return ended
+}
+
 // caller calls name in a loop until stopped, and keeps every failure.
 type caller struct {
 	stop  chan struct{}
@@ -201,20 +223,7 @@ func TestServeReloadsOnSIGHUP(t *testing.T) {
 	loop.waitMore(t, 3)
 
 	// A call of b runs while b is removed: it finishes.
-	started := filepath.Join(t.TempDir(), "started")
-	inFlight := make(chan error, 1)
-	go func() {
-		_, err := rc.call(ctx, "b__append", map[string]any{"path": started, "line": "x", "ms": 1500})
-		inFlight <- err
-	}()
-	if !testservers.Eventually(30*time.Second, func() bool { _, err := os.Stat(started); return err == nil }) {
-		select {
-		case err := <-inFlight:
-			t.Fatalf("the call of b never started: %v", err)
-		default:
-		}
-		t.Fatal("the call of b never started")
-	}
+	inFlight := rc.callRunning(t, ctx, "b__append", 1500)
 
 	// b removed, c added, a changed (an environment variable of its own).
 	v2 := fmt.Sprintf(`servers:
@@ -519,22 +528,9 @@ func TestServeReloadCoalescesSIGHUPs(t *testing.T) {
 	rc := connectCounting(t, ctx, p)
 
 	// A call of b that runs until the test cancels it.
-	started := filepath.Join(t.TempDir(), "started")
 	callCtx, stopCall := context.WithCancel(ctx)
 	defer stopCall()
-	inFlight := make(chan error, 1)
-	go func() {
-		_, err := rc.call(callCtx, "b__append", map[string]any{"path": started, "line": "x", "ms": 600000})
-		inFlight <- err
-	}()
-	if !testservers.Eventually(30*time.Second, func() bool { _, err := os.Stat(started); return err == nil }) {
-		select {
-		case err := <-inFlight:
-			t.Fatalf("the call of b never started: %v", err)
-		default:
-		}
-		t.Fatal("the call of b never started")
-	}
+	inFlight := rc.callRunning(t, callCtx, "b__append", 600000)
 
 	// The first reload removes b: it waits for b's call.
 	renameFile(t, cfgPath, "servers:\n"+server("a"))
