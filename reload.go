@@ -2,8 +2,10 @@ package toolmux
 
 import (
 	"context"
+	"fmt"
 	"reflect"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/toolmux/toolmux/builtin"
@@ -42,15 +44,29 @@ func (r Reloaded) Changed() bool {
 // now on. Sessions, tasks, the task log and the "always" answers given so
 // far are kept. Reloads take turns.
 //
-// On error nothing changed (a server whose source cannot be made, a
-// policy or pipeline the configuration's checks let through but their
-// builders refuse). Settings that need a restart are reported in
+// A configuration without servers is refused with a *NoServersError
+// while the one in use has some, unless it says so on purpose
+// (cfg.NoServers: `servers: {}`): an empty file, a file of comments only,
+// `servers:` with nothing under it and a file cut while it was being
+// written look the same, and a reload must not take every server away by
+// accident.
+//
+// On error nothing changed (no servers, as above; a server whose source
+// cannot be made, a policy or pipeline the configuration's checks let
+// through but their builders refuse). Settings that need a restart are reported in
 // Reloaded.Unchanged and otherwise ignored: Reload sets them in cfg to
 // those in use (as it does data_dir), and cfg becomes CurrentConfig.
 func (rt *Runtime) Reload(ctx context.Context, cfg *config.Config, drain time.Duration) (Reloaded, error) {
 	rt.reloadMu.Lock()
 	defer rt.reloadMu.Unlock()
 	old := rt.current
+	if len(cfg.Servers) == 0 && !cfg.NoServers && len(old.Servers) > 0 {
+		e := &NoServersError{Path: cfg.Path}
+		for _, sc := range old.Servers {
+			e.Running = append(e.Running, sc.Name)
+		}
+		return Reloaded{}, e
+	}
 	var r Reloaded
 	// What the process keeps from its start.
 	cfg.DataDir = old.DataDir
@@ -178,6 +194,28 @@ func (rt *Runtime) Reload(ctx context.Context, cfg *config.Config, drain time.Du
 	cfg.MCPTasks = old.MCPTasks
 	rt.current = cfg
 	return r, nil
+}
+
+// NoServersError is Reload's refusal of a configuration that has no
+// server, and does not say so on purpose (config.Config.NoServers), while
+// the configuration in use has some.
+type NoServersError struct {
+	// Path is the new configuration's file ("" for one made in code).
+	Path string
+	// Running are the servers of the configuration in use, which the
+	// reload would have removed.
+	Running []string
+}
+
+func (e *NoServersError) Error() string {
+	what := "the new configuration"
+	if e.Path != "" {
+		what = e.Path
+	}
+	return fmt.Sprintf("%s has no server, and the configuration in use has %d (%s): applied, it would remove them all. "+
+		"An empty file, a file of comments only, \"servers:\" with nothing under it and a file read while it was being written look like this "+
+		"(write the file to a temporary one and rename it over the configuration); to remove every server, write \"servers: {}\"",
+		what, len(e.Running), strings.Join(e.Running, ", "))
 }
 
 // configured reports whether name is a server of cfg (the built-in tools

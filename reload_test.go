@@ -2,10 +2,12 @@ package toolmux_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/toolmux/toolmux"
@@ -16,25 +18,27 @@ import (
 	"github.com/toolmux/toolmux/tool"
 )
 
+// writeConfig writes body to path and loads it.
+func writeConfig(t *testing.T, path, body string) *config.Config {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := config.Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg
+}
+
 // Runtime.Reload applies a new configuration to a running runtime: the
 // servers it adds, removes and changes, the global deny list, and the
 // pipeline's settings (the next call is truncated at the new limit),
 // while the caller's own sources stay.
 func TestRuntimeReload(t *testing.T) {
 	fx := testservers.Fixture(t)
-	dir := t.TempDir()
-	path := filepath.Join(dir, "toolmux.yaml")
-	load := func(body string) *config.Config {
-		t.Helper()
-		if err := os.WriteFile(path, []byte(body), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		cfg, err := config.Load(path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return cfg
-	}
+	path := filepath.Join(t.TempDir(), "toolmux.yaml")
+	load := func(body string) *config.Config { return writeConfig(t, path, body) }
 	v1 := fmt.Sprintf("builtin:\n  enabled: false\nservers:\n  fx:\n    command: %[1]s\n  old:\n    command: %[1]s\n", fx)
 	ctx := context.Background()
 	own := funcsource.New("own", funcsource.Func("hello", "Says hello.", func(context.Context, struct{}) (string, error) { return "hello", nil }, funcsource.ReadOnly()))
@@ -88,5 +92,57 @@ func TestRuntimeReload(t *testing.T) {
 	}
 	if rt.CurrentConfig().Path != path || rt.CurrentConfig().Servers[1].Name != "new" {
 		t.Error("CurrentConfig is not the reloaded configuration")
+	}
+}
+
+// A configuration without servers is refused while servers run, whatever
+// it came from (an empty file, comments, "servers:" alone, a file cut
+// before its servers): the servers stay and answer. Only an explicit
+// empty mapping removes them all.
+func TestRuntimeReloadRefusesNoServers(t *testing.T) {
+	fx := testservers.Fixture(t)
+	path := filepath.Join(t.TempDir(), "toolmux.yaml")
+	load := func(body string) *config.Config { return writeConfig(t, path, body) }
+	full := fmt.Sprintf("pipeline:\n  truncate:\n    max_chars: 5000\nservers:\n  a:\n    command: %[1]s\n  b:\n    command: %[1]s\n    disabled: true\n", fx)
+	ctx := context.Background()
+	rt, err := toolmux.Open(ctx, load(full), toolmux.Options{NoTaskLog: true, NoAgents: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rt.Close(ctx)
+	for _, c := range []struct{ name, body string }{
+		{"empty file", ""},
+		{"comments only", "# the servers are elsewhere now\n"},
+		{"servers: alone", "servers:\n"},
+		{"cut before the servers", full[:strings.Index(full, "servers:")-3]},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := rt.Reload(ctx, load(c.body), 0)
+			var ns *toolmux.NoServersError
+			if !errors.As(err, &ns) || ns.Path != path || !slices.Equal(ns.Running, []string{"a", "b"}) {
+				t.Fatalf("reload of %q: %v", c.body, err)
+			}
+			if rec := rt.Scheduler.Call(ctx, tool.Call{Server: "a", Tool: "echo", Arguments: map[string]any{"message": "x"}}); rec.Err() != nil {
+				t.Fatalf("a after the refusal: %v", rec.Err())
+			}
+			if got := rt.CurrentConfig(); len(got.Servers) != 2 || got.Pipeline.Truncate.MaxChars != 5000 {
+				t.Fatalf("the configuration in use changed: %+v", got)
+			}
+		})
+	}
+
+	res, err := rt.Reload(ctx, load("servers: {}\n"), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(res.Removed, []string{"a", "b"}) {
+		t.Fatalf("servers: {} removed %v", res.Removed)
+	}
+	if rec := rt.Scheduler.Call(ctx, tool.Call{Server: "a", Tool: "echo", Arguments: map[string]any{"message": "x"}}); tool.KindOf(rec.Err()) != tool.KindServerNotFound {
+		t.Fatalf("a after servers: {}: %v", rec.Err())
+	}
+	// Nothing runs now: a file without servers is no loss.
+	if _, err := rt.Reload(ctx, load(""), 0); err != nil {
+		t.Fatalf("an empty file with no server running: %v", err)
 	}
 }

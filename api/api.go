@@ -79,6 +79,9 @@ type Options struct {
 	// runs by status), for GET /api/fleet; nil: not a fleet's gateway
 	// (404).
 	Fleet func(ctx context.Context) (any, error)
+	// Reload says how the reloads of the configuration file went, for
+	// /api/info; nil: the process does not reload one.
+	Reload func() *ReloadInfo
 }
 
 // Info is the answer of GET /api/info: what this process is, so that a
@@ -93,6 +96,45 @@ type Info struct {
 	ApprovalTimeoutMS int64 `json:"approval_timeout_ms"`
 	// Run is the agent run this process serves; absent for a gateway.
 	Run *RunInfo `json:"run,omitempty"`
+	// Reload is how the reloads of serve's configuration file went;
+	// absent when there is no file to reload.
+	Reload *ReloadInfo `json:"reload,omitempty"`
+}
+
+// ReloadInfo is how the reloads of a gateway's configuration file went
+// (docs/operations.md "Reload").
+type ReloadInfo struct {
+	// Path is the configuration file.
+	Path string `json:"path"`
+	// Applied and Refused count the reloads since the process started:
+	// applied, or refused with the configuration in use kept.
+	Applied uint64 `json:"applied"`
+	Refused uint64 `json:"refused"`
+	// Running says a reload runs now; Pending that one more is due (asked
+	// for while one ran, or waiting for the file to be quiet).
+	Running bool `json:"running"`
+	Pending bool `json:"pending"`
+	// Last is the last reload that ended; absent before the first.
+	Last *ReloadOutcome `json:"last,omitempty"`
+}
+
+// ReloadOutcome is how one reload ended.
+type ReloadOutcome struct {
+	At time.Time `json:"at"`
+	// Trigger is what asked for it: SIGHUP, a change of the file, or
+	// several of those, coalesced.
+	Trigger string `json:"trigger"`
+	// Error is why it was refused; absent when it applied.
+	Error *ReloadError `json:"error,omitempty"`
+}
+
+// ReloadError is why a reload was refused: Kind is invalid_config (the
+// file does not load), no_servers (it has no server while some run, and
+// does not say servers: {}) or reload_failed (a server, policy or
+// pipeline could not be made of it).
+type ReloadError struct {
+	Kind    string `json:"kind"`
+	Message string `json:"message"`
 }
 
 // RunInfo is the agent run a process serves.
@@ -148,6 +190,9 @@ func (s *server) info(w http.ResponseWriter, _ *http.Request) {
 	}
 	if s.o.Run != nil {
 		in.Run = s.o.Run()
+	}
+	if s.o.Reload != nil {
+		in.Reload = s.o.Reload()
 	}
 	writeJSON(w, http.StatusOK, in)
 }

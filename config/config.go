@@ -85,6 +85,14 @@ type Config struct {
 	HealthCheck HealthCheck
 	// Servers are the MCP servers, in file order, names unique.
 	Servers []Server
+	// NoServers says the file declares, on purpose, that it has no server:
+	// `servers: {}` (or `mcpServers: {}`), an empty mapping, and no other
+	// server. An empty file, one of comments only, and `servers:` with
+	// nothing under it (null) do not set it: they are what a file read
+	// while it was being written looks like, and a reload refuses them
+	// where they would remove every server (toolmux.Runtime.Reload). Set
+	// it in a Config made in code to mean the same.
+	NoServers bool
 	// Pipeline configures the governance chain around every call.
 	Pipeline Pipeline
 	// Policy is the approval mode and the rules that allow, deny or ask

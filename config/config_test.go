@@ -174,6 +174,9 @@ func TestDefaults(t *testing.T) {
 		want := config.Default()
 		want.Path = filepath.Join(dir, "toolmux.yaml")
 		want.Workspace = dir
+		// Only the empty mapping says there is no server on purpose
+		// (TestNoServers).
+		want.NoServers = content == "servers: {}\n"
 		checkConfig(t, cfg, want)
 	}
 
@@ -388,6 +391,40 @@ func TestParse(t *testing.T) {
 	cfg, err = config.ParseWith("toolmux.yaml", []byte("workspace: w\n"), config.Options{LookupEnv: envOf(nil), Dir: "/base"})
 	if err != nil || cfg.Workspace != "/base/w" {
 		t.Fatalf("got %+v, %v", cfg, err)
+	}
+}
+
+// Only an empty mapping says a file has no server on purpose (NoServers):
+// an empty file, comments, servers: with nothing under it or null, and a
+// file cut before its servers say nothing, as a file read while it was
+// being written would not.
+func TestNoServers(t *testing.T) {
+	for _, c := range []struct {
+		name, text string
+		want       bool
+	}{
+		{"servers: {}", "servers: {}\n", true},
+		{"mcpServers: {}", "mcpServers: {}\n", true},
+		{"JSON mcpServers {}", `{"mcpServers": {}}`, true},
+		{"an empty mapping and a null one", "servers:\nmcpServers: {}\n", true},
+		{"empty file", "", false},
+		{"comments only", "# servers come later\n", false},
+		{"servers: alone", "servers:\n", false},
+		{"servers: null", "servers: null\n", false},
+		{"servers: ~", "servers: ~\n", false},
+		{"no servers key", "deny: [x/y]\n", false},
+		{"a cut file", "pipeline:\n  truncate:\n    max_chars: 5", false},
+		{"a server", "servers: {a: {command: a}}\n", false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			cfg, err := config.ParseWith("toolmux.yaml", []byte(c.text), config.Options{LookupEnv: envOf(nil), Dir: "/base"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if cfg.NoServers != c.want {
+				t.Errorf("NoServers = %v, want %v", cfg.NoServers, c.want)
+			}
+		})
 	}
 }
 

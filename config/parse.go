@@ -252,17 +252,22 @@ func (p *parser) config(root *yaml.Node, isJSON bool) *Config {
 		p.topLevel(e, cfg, &agents)
 	}
 	seen := map[string]*yaml.Node{}
+	emptied := false // a servers mapping written as {}
 	for _, e := range entries {
 		switch e.key {
 		case "servers":
 			p.servers(e.v, e.key, false, cfg, seen)
 		case "mcpServers":
 			p.servers(e.v, e.key, true, cfg, seen)
+		default:
+			continue
 		}
+		emptied = emptied || deref(e.v).Kind == yaml.MappingNode
 	}
 	if len(gemini) > 0 {
 		p.geminiDiscovered(gemini, cfg, seen)
 	}
+	cfg.NoServers = emptied && len(cfg.Servers) == 0
 	p.checkAgents(cfg, &agents)
 	p.checkPinning(cfg)
 	return cfg

@@ -67,6 +67,18 @@ type Sources struct {
 	// answered from their first execution
 	// (gateway.Gateway.ReissueStats, converted).
 	Reissues func() Reissues
+	// Reloads is how the reloads of the configuration file went (serve's
+	// reloader; absent without a file).
+	Reloads func() Reloads
+}
+
+// Reloads counts the reloads of a configuration file.
+type Reloads struct {
+	// Applied and Refused count reloads since the start; LastRefused says
+	// the last one was refused (the configuration in use is older than
+	// the file).
+	Applied, Refused uint64
+	LastRefused      bool
 }
 
 // Reissues counts re-issued requests answered from their first execution

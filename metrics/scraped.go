@@ -34,6 +34,8 @@ type scraped struct {
 	approvers *prometheus.Desc
 
 	reissued, reissuedNotKept, reissuedAfterGrace *prometheus.Desc
+
+	reloads, reloadOK *prometheus.Desc
 }
 
 func newScraped(src Sources) *scraped {
@@ -62,6 +64,8 @@ func newScraped(src Sources) *scraped {
 		reissuedNotKept:  desc("reissued_requests_not_kept_total", "Re-issued requests whose first execution's result was too large to keep (answered with outcome_unknown)."),
 		reissuedAfterGrace: desc("reissued_requests_after_grace_total",
 			"Re-issued requests whose first execution was cancelled after the grace once it had reached its server (answered with outcome_unknown)."),
+		reloads:  desc("config_reloads_total", "Reloads of the configuration file, by result: applied, or refused (the configuration in use stayed).", "result"),
+		reloadOK: desc("config_last_reload_successful", "1 unless the last reload of the configuration file was refused."),
 	}
 }
 
@@ -71,7 +75,7 @@ func (s *scraped) Describe(ch chan<- *prometheus.Desc) {
 		s.passOpen, s.passMax, s.passRefused,
 		s.evPublished, s.evSubscribers, s.evDropped, s.evQueued, s.evPersistDropped, s.evPersistFailed,
 		s.logRecorded, s.logRetried, s.logLost, s.journalBytes, s.journalSegments, s.indexLag, s.approvers,
-		s.reissued, s.reissuedNotKept, s.reissuedAfterGrace} {
+		s.reissued, s.reissuedNotKept, s.reissuedAfterGrace, s.reloads, s.reloadOK} {
 		ch <- d
 	}
 }
@@ -135,6 +139,12 @@ func (s *scraped) Collect(ch chan<- prometheus.Metric) {
 		counter(s.reissued, float64(r.Answered))
 		counter(s.reissuedNotKept, float64(r.NotKept))
 		counter(s.reissuedAfterGrace, float64(r.AfterGrace))
+	}
+	if s.src.Reloads != nil {
+		r := s.src.Reloads()
+		counter(s.reloads, float64(r.Applied), "applied")
+		counter(s.reloads, float64(r.Refused), "refused")
+		gauge(s.reloadOK, b2f(!r.LastRefused))
 	}
 }
 

@@ -320,7 +320,7 @@ func (a *app) serveRun(ctx context.Context, addr, token string, rt *toolmux.Runt
 	}
 	g := gateway.New(gateway.Scheduled{Catalog: rt.Pipeline, Calls: rt.Scheduler}, gopts)
 	if mx != nil {
-		mx.Watch(metricSources(rt, g, approvals))
+		mx.Watch(metricSources(rt, g, approvals, nil))
 	}
 	stopHTTP := serveBeside(ctx, ln, g.Mux(token, gateway.Security{Loopback: gateway.IsLoopback(addr)}))
 	fmt.Fprintf(a.stderr, "toolmux: watch the run at %s\n", page.url)

@@ -119,7 +119,11 @@ flight, then stop (changed ones start again with their new settings);
 allow/deny lists, policy rules and pipeline settings apply to the next
 call; sessions and calls in flight go on; clients are told the tool list
 changed. A configuration with errors is refused with their positions, and
-the one in use stays. See docs/operations.md.`,
+the one in use stays; so is one without servers while servers run (an
+empty file, or one read while it was being written), unless it says
+"servers: {}". Write the file by rename (a temporary file in the same
+directory, then mv). Signals and changes that come during a reload make
+one more, 300ms after the last. See docs/operations.md.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			token, err := a.resolveToken(token, cmd.Flags().Changed("token"))
@@ -225,12 +229,13 @@ the one in use stays. See docs/operations.md.`,
 			defer a.finishOwned(rt.Log)
 			defer rel.stop()
 			s, hub := rt.Scheduler, rt.Events
+			reloads := newReloadStatus(rt.Config.Path)
 			opts := gateway.Options{Version: versionString(), Logger: a.logger(), MaxDepth: rt.Config.Limits.MaxDepth,
 				Sessions: sessionTasks(rt.Log, a.logger()), ToolSearch: search.apply(cmd, rt.Config.ToolSearch),
 				Tracer: rt.Telemetry.Tracer(), Propagator: rt.Telemetry.Propagator(), Reissue: gateway.ReissueFromConfig(rt.Config.Reissue)}
 			opts.API = api.New(api.Options{Catalog: rt.Pipeline, Caller: s, Health: rt.Manager.Health, Pins: rt.Pins, Presented: rt.Manager,
 				Policy: rt.Gate, Approvals: approvals, Log: rt.Log, Events: hub, Version: versionString(), MaxDepth: rt.Config.Limits.MaxDepth,
-				Fleet: fn.summary()})
+				Fleet: fn.summary(), Reload: reloads.infoFunc()})
 			if onHTTP {
 				opts.Virtual = gateway.VirtualFromConfig(rt.Config)
 				opts.Passthrough = passthroughServers(rt.Config, a.logger())
@@ -252,7 +257,7 @@ the one in use stays. See docs/operations.md.`,
 			g := gateway.New(gateway.Scheduled{Catalog: rt.Pipeline, Calls: s}, opts)
 			defer g.Close()
 			if mx != nil {
-				mx.Watch(metricSources(rt, g, approvals))
+				mx.Watch(metricSources(rt, g, approvals, reloads))
 			}
 			// Servers that fail, crash or stop answering are brought back
 			// in the background while serving; when one comes back (or
@@ -265,7 +270,7 @@ the one in use stays. See docs/operations.md.`,
 				}
 			})
 			// SIGHUP and --watch reload the configuration while serving.
-			rl, err := a.startReloader(ctx, rt, g, watch, reloadDrain)
+			rl, err := a.startReloader(ctx, rt, g, reloads, watch, reloadDrain)
 			if err != nil {
 				return err
 			}
@@ -340,7 +345,7 @@ the one in use stays. See docs/operations.md.`,
 
 // metricSources are the observation points serve's metrics read when
 // scraped.
-func metricSources(rt *toolmux.Runtime, g *gateway.Gateway, approvals *api.Approvals) metrics.Sources {
+func metricSources(rt *toolmux.Runtime, g *gateway.Gateway, approvals *api.Approvals, reloads *reloadStatus) metrics.Sources {
 	src := metrics.Sources{Catalog: rt.Manager.Catalog, Health: rt.Manager.Health, TaskLog: rt.Log,
 		Passthrough: func() []metrics.RouteSessions {
 			rss := g.PassthroughSessions()
@@ -359,6 +364,9 @@ func metricSources(rt *toolmux.Runtime, g *gateway.Gateway, approvals *api.Appro
 	src.Reissues = func() metrics.Reissues {
 		st := g.ReissueStats()
 		return metrics.Reissues{Answered: st.Answered, NotKept: st.NotKept, AfterGrace: st.AfterGrace}
+	}
+	if reloads != nil {
+		src.Reloads = reloads.counts
 	}
 	return src
 }
