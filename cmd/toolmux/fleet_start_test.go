@@ -180,11 +180,6 @@ func TestFleetServeNATSListenToken(t *testing.T) {
 	if !testservers.Eventually(30*time.Second, func() bool { return strings.Contains(p.stderr.String(), "workers join with") }) {
 		t.Fatalf("serve did not say how workers join:\n%s", p.stderr.String())
 	}
-	token := readNATSTokenFile(t, data)
-	if !strings.Contains(p.stderr.String(), filepath.Join(data, "toolmux", "nats", "token.json")) {
-		t.Errorf("serve does not say where the token is:\n%s", p.stderr.String())
-	}
-
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	for what, u := range map[string]string{"no token": url, "another token": "nats://not-the-token@" + natsAddr} {
@@ -194,6 +189,11 @@ func TestFleetServeNATSListenToken(t *testing.T) {
 		} else if !errors.Is(err, nats.ErrAuthorization) {
 			t.Errorf("a client with %s: %v, want an authorization violation", what, err)
 		}
+	}
+
+	token := readNATSTokenFile(t, data)
+	if !strings.Contains(p.stderr.String(), filepath.Join(data, "toolmux", "nats", "token.json")) {
+		t.Errorf("serve does not say where the token is:\n%s", p.stderr.String())
 	}
 
 	// The same user's commands, with no flag but the URL.
