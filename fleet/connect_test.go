@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
+
 	"github.com/toolmux/toolmux/fleet"
 	"github.com/toolmux/toolmux/internal/testservers"
 )
@@ -35,7 +37,12 @@ func TestConnectWithWaitsForServer(t *testing.T) {
 		done <- result{f, err}
 	}()
 	for i := 1; i <= 2; i++ {
-		r := <-retries
+		var r fleet.Retry
+		select {
+		case r = <-retries:
+		case res := <-done:
+			t.Fatalf("did not wait: %v", res.err)
+		}
 		if r.What != fleet.WaitServer || r.Attempt != i || r.Err == nil {
 			t.Errorf("retry %d: %+v", i, r)
 		}
@@ -108,5 +115,56 @@ func TestRedactURL(t *testing.T) {
 		if fleet.HasCredentials(in) != (in != "nats://127.0.0.1:4222") {
 			t.Errorf("HasCredentials(%q) = %v", in, fleet.HasCredentials(in))
 		}
+	}
+}
+
+// Connected is not ready: a server without JetStream at first (a cluster
+// electing its leader answers likewise) is waited for too, until a server
+// with JetStream answers on the same port.
+func TestConnectWithWaitsForJetStream(t *testing.T) {
+	port := testservers.FreePort(t)
+	plain, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: port, NoLog: true, NoSigs: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	plain.Start()
+	if !plain.ReadyForConnections(10 * time.Second) {
+		t.Fatal("the server without JetStream did not start")
+	}
+	retries := make(chan fleet.Retry, 100)
+	w := &fleet.Wait{First: 50 * time.Millisecond, Most: 200 * time.Millisecond, OnRetry: func(r fleet.Retry) {
+		select {
+		case retries <- r:
+		default:
+		}
+	}}
+	type result struct {
+		f   *fleet.Fleet
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		f, err := fleet.ConnectWith(bg, fmt.Sprintf("nats://127.0.0.1:%d", port), "waiting", fleet.Options{}, fleet.ConnectOptions{Wait: w})
+		done <- result{f, err}
+	}()
+	var r fleet.Retry
+	select {
+	case r = <-retries:
+	case res := <-done:
+		t.Fatalf("did not wait: %v", res.err)
+	}
+	if r.What != fleet.WaitJetStream || r.Attempt != 1 || r.Next <= 0 || r.Next > 200*time.Millisecond {
+		t.Errorf("the first retry: %+v", r)
+	}
+	plain.Shutdown()
+	plain.WaitForShutdown()
+	startNATS(t, t.TempDir(), port)
+	res := <-done
+	if res.err != nil {
+		t.Fatal(res.err)
+	}
+	defer res.f.Close()
+	if _, err := res.f.Runs(bg); err != nil {
+		t.Errorf("the fleet opened after the wait: %v", err)
 	}
 }
