@@ -85,8 +85,8 @@ func (a *app) connectFleet(ctx context.Context, f fleetFlags, name string, co fl
 		case errors.As(err, &ce):
 			return nil, usageError("%v", err)
 		case errors.Is(err, nats.ErrAuthorization):
-			return nil, &exitError{code: exitFailed, err: fmt.Errorf("%w (the server wants a token: nats://TOKEN@HOST:PORT; "+
-				"on the machine of a serve --nats-listen on loopback, the same user's commands send its own)", err)}
+			return nil, &exitError{code: exitFailed, err: fmt.Errorf("%w (the server requires a token: give nats://TOKEN@HOST:PORT; "+
+				"a serve --nats-listen on loopback keeps its own in DATA_DIR/nats/token.json, which its user's commands on that machine send)", err)}
 		}
 		return nil, &exitError{code: exitFailed, err: err}
 	}
