@@ -113,6 +113,12 @@ renewed while it lives; a worker that dies loses its runs to another worker
 once the lease lapses, which resumes each from its journal. Calls of
 non-idempotent tools are never run twice (the call ledger).
 
+A worker started while its NATS server cannot be reached (or its JetStream
+does not answer yet) waits for it, with back-off up to 10s, saying each
+failed attempt on stderr, until it joins, --connect-timeout passes (exit 1)
+or it is stopped (exit 0). A URL on loopback without credentials gets the
+token of this user's serve --nats-listen there (docs/fleet.md).
+
 SIGTERM or Ctrl-C drains: no new runs are taken, the runs in progress have
 --grace to finish, and the rest are handed back to the fleet.
 
