@@ -15,39 +15,51 @@ import (
 	"github.com/toolmux/toolmux/internal/testservers"
 )
 
-// A member that waits (a worker) started before its server: each failed
-// attempt is told, and once the server is up on that port the member
-// connects and opens the fleet.
-func TestConnectWithWaitsForServer(t *testing.T) {
-	port := testservers.FreePort(t)
-	retries := make(chan fleet.Retry, 100)
+// waitingConnect connects, waiting (ConnectWith with a short Wait), to
+// the server at port on loopback, in the background: the failed attempts
+// come on retries, the outcome on done.
+func waitingConnect(t *testing.T, ctx context.Context, port int) (retries <-chan fleet.Retry, done <-chan connected) {
+	t.Helper()
+	rc := make(chan fleet.Retry, 100)
 	w := &fleet.Wait{First: 50 * time.Millisecond, Most: 200 * time.Millisecond, OnRetry: func(r fleet.Retry) {
 		select {
-		case retries <- r:
+		case rc <- r:
 		default:
 		}
 	}}
-	type result struct {
-		f   *fleet.Fleet
-		err error
-	}
-	done := make(chan result, 1)
+	dc := make(chan connected, 1)
 	go func() {
-		f, err := fleet.ConnectWith(bg, fmt.Sprintf("nats://127.0.0.1:%d", port), "waiting", fleet.Options{}, fleet.ConnectOptions{Wait: w})
-		done <- result{f, err}
+		f, err := fleet.ConnectWith(ctx, fmt.Sprintf("nats://127.0.0.1:%d", port), "waiting", fleet.Options{}, fleet.ConnectOptions{Wait: w})
+		dc <- connected{f, err}
 	}()
-	for i := 1; i <= 2; i++ {
-		var r fleet.Retry
-		select {
-		case r = <-retries:
-		case res := <-done:
-			t.Fatalf("did not wait: %v", res.err)
+	return rc, dc
+}
+
+// connected is what a waiting connection came to.
+type connected struct {
+	f   *fleet.Fleet
+	err error
+}
+
+// nextRetry is the next failed attempt told; a connection that ended
+// instead fails the test.
+func nextRetry(t *testing.T, retries <-chan fleet.Retry, done <-chan connected) fleet.Retry {
+	t.Helper()
+	select {
+	case r := <-retries:
+		return r
+	case res := <-done:
+		if res.f != nil {
+			res.f.Close()
 		}
-		if r.What != fleet.WaitServer || r.Attempt != i || r.Err == nil {
-			t.Errorf("retry %d: %+v", i, r)
-		}
+		t.Fatalf("did not wait: %v", res.err)
 	}
-	startNATS(t, t.TempDir(), port)
+	return fleet.Retry{}
+}
+
+// opened checks that the waiting connection opened the fleet, and closes it.
+func opened(t *testing.T, done <-chan connected) {
+	t.Helper()
 	res := <-done
 	if res.err != nil {
 		t.Fatal(res.err)
@@ -58,25 +70,29 @@ func TestConnectWithWaitsForServer(t *testing.T) {
 	}
 }
 
+// A member that waits (a worker) started before its server: each failed
+// attempt is told, and once the server is up on that port the member
+// connects and opens the fleet.
+func TestConnectWithWaitsForServer(t *testing.T) {
+	port := testservers.FreePort(t)
+	retries, done := waitingConnect(t, bg, port)
+	for i := 1; i <= 2; i++ {
+		if r := nextRetry(t, retries, done); r.What != fleet.WaitServer || r.Attempt != i || r.Err == nil {
+			t.Errorf("retry %d: %+v", i, r)
+		}
+	}
+	startNATS(t, t.TempDir(), port)
+	opened(t, done)
+}
+
 // A wait ends with its context: an *UnreachableError wrapping the
 // context's error.
 func TestConnectWithWaitEnds(t *testing.T) {
 	ctx, cancel := context.WithCancel(bg)
-	waiting := make(chan struct{}, 1)
-	w := &fleet.Wait{First: 50 * time.Millisecond, OnRetry: func(fleet.Retry) {
-		select {
-		case waiting <- struct{}{}:
-		default:
-		}
-	}}
-	done := make(chan error, 1)
-	go func() {
-		_, err := fleet.ConnectWith(ctx, fmt.Sprintf("nats://127.0.0.1:%d", testservers.FreePort(t)), "waiting", fleet.Options{}, fleet.ConnectOptions{Wait: w})
-		done <- err
-	}()
-	<-waiting
+	retries, done := waitingConnect(t, ctx, testservers.FreePort(t))
+	nextRetry(t, retries, done)
 	cancel()
-	err := <-done
+	err := (<-done).err
 	var ue *fleet.UnreachableError
 	if !errors.As(err, &ue) || !errors.Is(err, context.Canceled) {
 		t.Errorf("a wait cancelled: %v", err)
@@ -131,40 +147,12 @@ func TestConnectWithWaitsForJetStream(t *testing.T) {
 	if !plain.ReadyForConnections(10 * time.Second) {
 		t.Fatal("the server without JetStream did not start")
 	}
-	retries := make(chan fleet.Retry, 100)
-	w := &fleet.Wait{First: 50 * time.Millisecond, Most: 200 * time.Millisecond, OnRetry: func(r fleet.Retry) {
-		select {
-		case retries <- r:
-		default:
-		}
-	}}
-	type result struct {
-		f   *fleet.Fleet
-		err error
-	}
-	done := make(chan result, 1)
-	go func() {
-		f, err := fleet.ConnectWith(bg, fmt.Sprintf("nats://127.0.0.1:%d", port), "waiting", fleet.Options{}, fleet.ConnectOptions{Wait: w})
-		done <- result{f, err}
-	}()
-	var r fleet.Retry
-	select {
-	case r = <-retries:
-	case res := <-done:
-		t.Fatalf("did not wait: %v", res.err)
-	}
-	if r.What != fleet.WaitJetStream || r.Attempt != 1 || r.Next <= 0 || r.Next > 200*time.Millisecond {
+	retries, done := waitingConnect(t, bg, port)
+	if r := nextRetry(t, retries, done); r.What != fleet.WaitJetStream || r.Attempt != 1 || r.Next <= 0 || r.Next > 200*time.Millisecond {
 		t.Errorf("the first retry: %+v", r)
 	}
 	plain.Shutdown()
 	plain.WaitForShutdown()
 	startNATS(t, t.TempDir(), port)
-	res := <-done
-	if res.err != nil {
-		t.Fatal(res.err)
-	}
-	defer res.f.Close()
-	if _, err := res.f.Runs(bg); err != nil {
-		t.Errorf("the fleet opened after the wait: %v", err)
-	}
+	opened(t, done)
 }

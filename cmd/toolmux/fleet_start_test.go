@@ -162,6 +162,17 @@ func natsListenURL(t testing.TB, dataHome, addr string) string {
 	return "nats://" + readNATSTokenFile(t, dataHome) + "@" + addr
 }
 
+// startFleetGateway starts serve --nats-listen natsAddr, its data under
+// dataHome, and waits until its NATS server is up.
+func startFleetGateway(t *testing.T, dir, dataHome, natsAddr string, args ...string) *serveProc {
+	t.Helper()
+	p := startServeProc(t, dir, dataHome, append([]string{"--nats-listen", natsAddr}, args...)...)
+	if !testservers.Eventually(30*time.Second, func() bool { return strings.Contains(p.stderr.String(), "workers join with") }) {
+		t.Fatalf("serve did not start its NATS server:\n%s", p.stderr.String())
+	}
+	return p
+}
+
 // serve --nats-listen on loopback without --token does not open the
 // fleet to every local user: its NATS server requires a token it
 // generated, kept in a file only the user can read, that never shows on
@@ -176,10 +187,7 @@ func TestFleetServeNATSListenToken(t *testing.T) {
 	data := t.TempDir()
 	natsAddr := fmt.Sprintf("127.0.0.1:%d", testservers.FreePort(t))
 	url := "nats://" + natsAddr
-	p := startServeProc(t, dir, data, "--nats-listen", natsAddr)
-	if !testservers.Eventually(30*time.Second, func() bool { return strings.Contains(p.stderr.String(), "workers join with") }) {
-		t.Fatalf("serve did not say how workers join:\n%s", p.stderr.String())
-	}
+	p := startFleetGateway(t, dir, data, natsAddr)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	for what, u := range map[string]string{"no token": url, "another token": "nats://not-the-token@" + natsAddr} {
@@ -227,10 +235,7 @@ func TestFleetServeNATSListenToken(t *testing.T) {
 	if err := p.wait(); err != nil {
 		t.Fatalf("serve: %v\n%s", err, p.stderr.String())
 	}
-	p2 := startServeProc(t, dir, data, "--nats-listen", natsAddr)
-	if !testservers.Eventually(30*time.Second, func() bool { return strings.Contains(p2.stderr.String(), "workers join with") }) {
-		t.Fatalf("serve did not start again:\n%s", p2.stderr.String())
-	}
+	p2 := startFleetGateway(t, dir, data, natsAddr)
 	if again := readNATSTokenFile(t, data); again != token {
 		t.Errorf("the restarted gateway made a new token")
 	}

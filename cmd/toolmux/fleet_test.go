@@ -407,10 +407,7 @@ func TestFleetServeNATSListen(t *testing.T) {
 	dir := fleetWorkspace(t, m)
 	data := t.TempDir()
 	natsAddr := fmt.Sprintf("127.0.0.1:%d", testservers.FreePort(t))
-	p := startServeProc(t, dir, data, "--nats-listen", natsAddr)
-	if !testservers.Eventually(30*time.Second, func() bool { return strings.Contains(p.stderr.String(), "workers join with") }) {
-		t.Fatalf("serve did not say how workers join:\n%s", p.stderr.String())
-	}
+	p := startFleetGateway(t, dir, data, natsAddr)
 	url := natsListenURL(t, data, natsAddr)
 	startWorker(t, dir, url, "--name", "remote")
 	out := filepath.Join(t.TempDir(), "effects.txt")
@@ -525,7 +522,7 @@ servers:
 `, m.BaseURL(), testservers.Fixture(t)))
 	data := t.TempDir()
 	natsAddr := fmt.Sprintf("127.0.0.1:%d", testservers.FreePort(t))
-	p := startServeProc(t, dir, data, "--nats-listen", natsAddr, "--lease", "2s")
+	p := startFleetGateway(t, dir, data, natsAddr, "--lease", "2s")
 	url := natsListenURL(t, data, natsAddr)
 	asker := startWorker(t, dir, url, "--name", "asker")
 	f := connectFleet(t, url)
