@@ -107,34 +107,18 @@ type ConfigError struct {
 
 func (e *ConfigError) Error() string { return "fleet: " + e.Field + ": " + e.Reason }
 
-// UnreachableError is a NATS server that could not be reached.
+// UnreachableError is a NATS server that could not be reached (or that
+// refused the member's credentials: errors.Is nats.ErrAuthorization). Its
+// message shows the URL without credentials.
 type UnreachableError struct {
 	URL string
 	Err error
 }
 
 func (e *UnreachableError) Error() string {
-	return fmt.Sprintf("fleet: cannot reach the NATS server at %s: %v", e.URL, e.Err)
+	return fmt.Sprintf("fleet: cannot reach the NATS server at %s: %v", RedactURL(e.URL), e.Err)
 }
 func (e *UnreachableError) Unwrap() error { return e.Err }
-
-// Connect dials the NATS server at url (a comma-separated list for a
-// cluster; nats://user:pass@host:port) and opens the fleet on it. Close
-// closes the connection.
-func Connect(ctx context.Context, url, name string, o Options) (*Fleet, error) {
-	nc, err := nats.Connect(url, nats.Name(name), nats.MaxReconnects(-1), nats.ReconnectWait(250*time.Millisecond),
-		nats.RetryOnFailedConnect(false), nats.Timeout(5*time.Second))
-	if err != nil {
-		return nil, &UnreachableError{URL: url, Err: err}
-	}
-	f, err := Open(ctx, nc, o)
-	if err != nil {
-		nc.Close()
-		return nil, err
-	}
-	f.ownConn = true
-	return f, nil
-}
 
 // Open creates (or updates) the fleet's streams and buckets on nc, which
 // stays the caller's.

@@ -1,6 +1,7 @@
 package fleet
 
 import (
+	"errors"
 	"fmt"
 	"net"
 	"strconv"
@@ -29,8 +30,25 @@ type ServerOptions struct {
 // Server is an embedded NATS server with JetStream.
 type Server struct{ s *server.Server }
 
+// ListenError is an address the server cannot listen on: in use
+// (errors.Is syscall.EADDRINUSE), not this machine's, not allowed.
+type ListenError struct {
+	Addr string
+	Err  error
+}
+
+func (e *ListenError) Error() string {
+	return fmt.Sprintf("fleet: the NATS server cannot listen on %s: %v", e.Addr, e.Err)
+}
+func (e *ListenError) Unwrap() error { return e.Err }
+
+// errListenLost is the server's own listen failing after the address
+// was found free: taken meanwhile.
+var errListenLost = errors.New("the address was taken while the server started")
+
 // StartServer starts an embedded NATS server with JetStream and waits
-// until it accepts connections.
+// until it accepts connections. An address it cannot listen on is a
+// *ListenError, said at once.
 func StartServer(o ServerOptions) (*Server, error) {
 	if o.StoreDir == "" {
 		return nil, &ConfigError{Field: "store_dir", Reason: "an embedded NATS server needs a directory for its streams"}
@@ -45,6 +63,16 @@ func StartServer(o ServerOptions) (*Server, error) {
 	}
 	if port == 0 {
 		port = server.RANDOM_PORT
+	} else {
+		// The server says nothing of an address it cannot listen on (it
+		// has no logger here): it would only not be ready, ten seconds
+		// later. The address is tried first, for its error, before the
+		// server recovers its streams.
+		ln, err := net.Listen("tcp", o.Listen)
+		if err != nil {
+			return nil, &ListenError{Addr: o.Listen, Err: err}
+		}
+		ln.Close()
 	}
 	if o.MaxPayload <= 0 {
 		o.MaxPayload = 8 << 20
@@ -59,7 +87,13 @@ func StartServer(o ServerOptions) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("fleet: starting the NATS server: %w", err)
 	}
+	// Start listens before it returns: no address, no listener.
 	s.Start()
+	if s.Addr() == nil {
+		s.Shutdown()
+		s.WaitForShutdown()
+		return nil, &ListenError{Addr: o.Listen, Err: errListenLost}
+	}
 	if !s.ReadyForConnections(10 * time.Second) {
 		s.Shutdown()
 		return nil, fmt.Errorf("fleet: the NATS server on %s did not start within 10s", o.Listen)

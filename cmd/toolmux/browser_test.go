@@ -861,11 +861,9 @@ func TestBrowserFleet(t *testing.T) {
 	t.Cleanup(answer)
 	dir := fleetWorkspace(t, m)
 	natsAddr := fmt.Sprintf("127.0.0.1:%d", testservers.FreePort(t))
-	s := startServeProc(t, dir, "", "--nats-listen", natsAddr)
-	if !testservers.Eventually(30*time.Second, func() bool { return strings.Contains(s.stderr.String(), "workers join with") }) {
-		t.Fatalf("serve did not start its NATS server:\n%s", s.stderr.String())
-	}
-	url := "nats://" + natsAddr
+	data := t.TempDir()
+	s := startFleetGateway(t, dir, data, natsAddr)
+	url := natsListenURL(t, data, natsAddr)
 	startWorker(t, dir, url, "--name", "page-worker", "--concurrency", "2")
 
 	b := newUIBrowser(t)

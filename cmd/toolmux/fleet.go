@@ -14,6 +14,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
@@ -25,6 +26,7 @@ import (
 	"github.com/toolmux/toolmux/pipeline"
 	"github.com/toolmux/toolmux/stream"
 	"github.com/toolmux/toolmux/tasklog"
+	"github.com/toolmux/toolmux/tasklog/jsjournal"
 	"github.com/toolmux/toolmux/tool"
 )
 
@@ -48,8 +50,11 @@ func (f *fleetFlags) options() fleet.Options {
 	return fleet.Options{Prefix: f.prefix, Lease: f.lease, MaxDeliveries: f.maxDeliveries}
 }
 
-// connect opens the fleet named by the flags.
-func (a *app) connectFleet(ctx context.Context, f fleetFlags, name string) (*fleet.Fleet, error) {
+// connectFleet opens the fleet named by the flags, as co says (a worker
+// waits for it). A URL on loopback without credentials gets the token of
+// the embedded NATS server of this user's serve --nats-listen, when its
+// file names that port.
+func (a *app) connectFleet(ctx context.Context, f fleetFlags, name string, co fleet.ConnectOptions) (*fleet.Fleet, error) {
 	if f.url == "" {
 		f.url = os.Getenv("TOOLMUX_NATS")
 	}
@@ -68,15 +73,20 @@ func (a *app) connectFleet(ctx context.Context, f fleetFlags, name string) (*fle
 	}
 	o := f.options()
 	o.Journal.MaxAge, o.Journal.MaxBytes = cfg.TaskLog.Retention.MaxAge, cfg.TaskLog.Retention.MaxBytes
-	fl, err := fleet.Connect(ctx, f.url, name, o)
+	if co.Token == nil {
+		if dir := a.resolveDataDir(cfg); dir != "" {
+			co.Token = localNATSToken(f.url, natsTokenPath(dir))
+		}
+	}
+	fl, err := fleet.ConnectWith(ctx, f.url, name, o, co)
 	if err != nil {
-		var ue *fleet.UnreachableError
 		var ce *fleet.ConfigError
 		switch {
 		case errors.As(err, &ce):
 			return nil, usageError("%v", err)
-		case errors.As(err, &ue):
-			return nil, &exitError{code: exitFailed, err: err}
+		case errors.Is(err, nats.ErrAuthorization):
+			return nil, &exitError{code: exitFailed, err: fmt.Errorf("%w (the server requires a token: give nats://TOKEN@HOST:PORT; "+
+				"a serve --nats-listen on loopback keeps its own in DATA_DIR/nats/token.json, which its user's commands on that machine send)", err)}
 		}
 		return nil, &exitError{code: exitFailed, err: err}
 	}
@@ -90,6 +100,8 @@ func (a *app) workerCommand() *cobra.Command {
 		name        string
 		grace       time.Duration
 		share       []string
+
+		connectTimeout time.Duration
 	)
 	cmd := &cobra.Command{
 		Use:   "worker --nats URL",
@@ -101,6 +113,12 @@ renewed while it lives; a worker that dies loses its runs to another worker
 once the lease lapses, which resumes each from its journal. Calls of
 non-idempotent tools are never run twice (the call ledger).
 
+A worker started while its NATS server cannot be reached (or its JetStream
+does not answer yet) waits for it, with back-off up to 10s, saying each
+failed attempt on stderr, until it joins, --connect-timeout passes (exit 1)
+or it is stopped (exit 0). A URL on loopback without credentials gets the
+token of this user's serve --nats-listen there (docs/fleet.md).
+
 SIGTERM or Ctrl-C drains: no new runs are taken, the runs in progress have
 --grace to finish, and the rest are handed back to the fleet.
 
@@ -111,24 +129,28 @@ its page open; --yes approves them on the worker.
   toolmux worker --nats nats://gateway:4222 --concurrency 4`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return a.runWorker(cmd.Context(), ff, name, concurrency, grace, share)
+			return a.runWorker(cmd.Context(), ff, name, concurrency, grace, connectTimeout, share)
 		},
 	}
 	ff.add(cmd)
 	cmd.Flags().IntVar(&concurrency, "concurrency", 1, "runs at once on this worker")
 	cmd.Flags().StringVar(&name, "name", "", "the worker's name (default HOST-PID)")
 	cmd.Flags().DurationVar(&grace, "grace", 30*time.Second, "on SIGTERM, how long runs in progress may finish before they are handed back")
+	cmd.Flags().DurationVar(&connectTimeout, "connect-timeout", 0, "how long a starting worker waits for the fleet's NATS server (and its JetStream) before it gives up, exit 1 (0: until it is there or the worker is stopped)")
 	cmd.Flags().StringSliceVar(&share, "share", nil, "offer a configured server to the whole fleet, SERVER or SERVER=MAX (MAX calls at once fleet-wide, default 1; repeatable)")
 	cmd.Flags().IntVar(&ff.maxDeliveries, "max-deliveries", 3, "how many times a run is handed to a worker before it is given up as failed (its workers died or handed it back every time)")
 	return cmd
 }
 
-func (a *app) runWorker(ctx context.Context, ff fleetFlags, name string, concurrency int, grace time.Duration, share []string) error {
+func (a *app) runWorker(ctx context.Context, ff fleetFlags, name string, concurrency int, grace, connectTimeout time.Duration, share []string) error {
 	if concurrency < 1 {
 		return usageError("--concurrency must be at least 1, not %d", concurrency)
 	}
 	if ff.maxDeliveries < 1 {
 		return usageError("--max-deliveries must be at least 1, not %d", ff.maxDeliveries)
+	}
+	if connectTimeout < 0 {
+		return usageError("--connect-timeout must be 0 (wait until the server is there) or more, not %s", connectTimeout)
 	}
 	cfg, err := a.loadConfig()
 	if err != nil {
@@ -141,21 +163,64 @@ func (a *app) runWorker(ctx context.Context, ff fleetFlags, name string, concurr
 	if cfg.Model, err = resolveModel(cfg.Model, runFlags{}, os.Getenv); err != nil {
 		return err
 	}
-	fl, err := a.connectFleet(ctx, ff, "toolmux worker")
-	if err != nil {
-		return err
-	}
-	defer fl.Close()
-	j, err := fl.OpenJournal(ctx)
-	if err != nil {
-		return &exitError{code: exitFailed, err: err}
-	}
-	defer j.Close()
 	w0 := name
 	if w0 == "" {
 		host, _ := os.Hostname()
 		w0 = fmt.Sprintf("%s-%d", host, os.Getpid())
 	}
+	// A worker runs unattended, and may start before its NATS server
+	// (a machine booting, the server restarting): it waits for the
+	// server, and for its JetStream, until it is there, --connect-timeout
+	// passes or the worker is stopped.
+	wait := &fleet.Wait{}
+	wait.OnRetry = func(r fleet.Retry) {
+		next := fmt.Sprintf("trying again within %s", wait.Longest())
+		if r.Next > 0 {
+			next = "next try in " + r.Next.Round(100*time.Millisecond).String()
+		}
+		fmt.Fprintf(a.stderr, "toolmux: worker %s is waiting for %s at %s: %v (attempt %d; %s; Ctrl-C stops it)\n",
+			w0, r.What, ff.urlOrEnv(), r.Err, r.Attempt, next)
+	}
+	// Each wait (for the connection and the journal; for the work queue,
+	// once the runtime is up) has --connect-timeout.
+	setupCtx, endSetup := ctx, context.CancelFunc(func() {})
+	startWait := func() {
+		endSetup()
+		if connectTimeout > 0 {
+			setupCtx, endSetup = context.WithTimeout(ctx, connectTimeout)
+		}
+	}
+	startWait()
+	defer func() { endSetup() }()
+	// setupFailed is the exit of a wait that ended: stopped (exit 0, as
+	// a worker stopped is), or past --connect-timeout.
+	setupFailed := func(err error) error {
+		switch {
+		case ctx.Err() != nil:
+			fmt.Fprintf(a.stderr, "toolmux: worker %s stopped before it joined the fleet at %s\n", w0, ff.urlOrEnv())
+			return nil
+		case setupCtx.Err() != nil:
+			return &exitError{code: exitFailed, err: fmt.Errorf("%w (--connect-timeout %s)", err, connectTimeout)}
+		}
+		return &exitError{code: exitFailed, err: err}
+	}
+	fl, err := a.connectFleet(setupCtx, ff, "toolmux worker", fleet.ConnectOptions{Wait: wait})
+	if err != nil {
+		var ee *exitError
+		if errors.As(err, &ee) && ee.code == exitUsage {
+			return err
+		}
+		return setupFailed(err)
+	}
+	defer fl.Close()
+	var j *jsjournal.Journal
+	if err := wait.Do(setupCtx, "the fleet's journal", func(ctx context.Context) (err error) {
+		j, err = fl.OpenJournal(ctx)
+		return err
+	}); err != nil {
+		return setupFailed(err)
+	}
+	defer j.Close()
 	// The worker's index of the fleet's journal is a cache: under
 	// --data-dir when given (fleet/PREFIX/worker-NAME, kept for the next
 	// start of a worker of that name), else in a directory of its own
@@ -244,11 +309,20 @@ func (a *app) runWorker(ctx context.Context, ff fleetFlags, name string, concurr
 	if _, err := rt.Agent(); err != nil {
 		return &exitError{code: exitUsage, err: err}
 	}
-	w, err := fl.NewWorker(ctx, fleet.WorkerOptions{Name: w0, Concurrency: concurrency, Runner: rt, Journal: j,
-		Events: store, Grace: grace, Logger: log, Servers: serverHealth(rt)})
-	if err != nil {
-		return &exitError{code: exitUsage, err: err}
+	var w *fleet.Worker
+	startWait()
+	if err := wait.Do(setupCtx, "the fleet's work queue", func(ctx context.Context) (err error) {
+		w, err = fl.NewWorker(ctx, fleet.WorkerOptions{Name: w0, Concurrency: concurrency, Runner: rt, Journal: j,
+			Events: store, Grace: grace, Logger: log, Servers: serverHealth(rt)})
+		return err
+	}); err != nil {
+		var ce *fleet.ConfigError
+		if errors.As(err, &ce) {
+			return &exitError{code: exitUsage, err: err}
+		}
+		return setupFailed(err)
 	}
+	endSetup()
 	fmt.Fprintf(a.stderr, "toolmux: worker %s joined the fleet at %s (%d at once); Ctrl-C drains it\n", w.Name(), ff.urlOrEnv(), concurrency)
 	err = w.Run(ctx)
 	fmt.Fprintf(a.stderr, "toolmux: worker %s left the fleet\n", w.Name())
@@ -286,11 +360,13 @@ func cfgHas(cfg *config.Config, server string) bool {
 	return false
 }
 
+// urlOrEnv is the fleet's URL, from --nats or $TOOLMUX_NATS, fit to be
+// shown: without its credentials.
 func (f fleetFlags) urlOrEnv() string {
 	if f.url != "" {
-		return f.url
+		return fleet.RedactURL(f.url)
 	}
-	return os.Getenv("TOOLMUX_NATS")
+	return fleet.RedactURL(os.Getenv("TOOLMUX_NATS"))
 }
 
 // serverHealth reports the runtime's servers' states for the page.
@@ -368,7 +444,7 @@ func (a *app) submit(ctx context.Context, ff fleetFlags, file string, wait bool)
 	if err != nil {
 		return err
 	}
-	fl, err := a.connectFleet(ctx, ff, "toolmux submit")
+	fl, err := a.connectFleet(ctx, ff, "toolmux submit", fleet.ConnectOptions{})
 	if err != nil {
 		return err
 	}
@@ -511,7 +587,7 @@ line instead.`,
 }
 
 func (a *app) listRuns(ctx context.Context, ff fleetFlags, asJSON, workers bool) error {
-	fl, err := a.connectFleet(ctx, ff, "toolmux runs")
+	fl, err := a.connectFleet(ctx, ff, "toolmux runs", fleet.ConnectOptions{})
 	if err != nil {
 		return err
 	}
@@ -557,7 +633,7 @@ func (a *app) listRuns(ctx context.Context, ff fleetFlags, asJSON, workers bool)
 // runOnFleet is `toolmux run --nats`: the run is submitted, its events
 // followed and shown as a local run's, and its answer printed.
 func (a *app) runOnFleet(ctx context.Context, task string, f runFlags) error {
-	fl, err := a.connectFleet(ctx, f.fleet, "toolmux run")
+	fl, err := a.connectFleet(ctx, f.fleet, "toolmux run", fleet.ConnectOptions{})
 	if err != nil {
 		return err
 	}

@@ -74,7 +74,9 @@ func TestFleetCommandsWithoutServer(t *testing.T) {
 	}
 	url := "nats://" + l.Addr().String()
 	l.Close()
-	for _, args := range [][]string{{"submit", "--nats", url, "runs.jsonl"}, {"runs", "--nats", url}, {"worker", "--nats", url},
+	// A worker waits for its server: --connect-timeout bounds the wait
+	// (TestFleetWorkerWaitsForNATS).
+	for _, args := range [][]string{{"submit", "--nats", url, "runs.jsonl"}, {"runs", "--nats", url}, {"worker", "--nats", url, "--connect-timeout", "1s"},
 		{"run", "--nats", url, "a task"}} {
 		r := execToolmux(t, dir, "", modelFreeEnv(), args...)
 		if r.code != 1 || !strings.Contains(r.stderr, "cannot reach the NATS server at "+url) {

@@ -139,10 +139,22 @@ func startWorker(t testing.TB, dir, url string, args ...string) *workerProc {
 // built without the race detector); a --lease in args overrides 2s.
 func startWorkerBin(t testing.TB, bin, dir, url string, args ...string) *workerProc {
 	t.Helper()
+	w := spawnWorker(t, bin, dir, url, t.TempDir(), args...)
+	if !testservers.Eventually(30*time.Second, func() bool { return strings.Contains(w.stderr.String(), "joined the fleet") }) {
+		t.Fatalf("the worker did not start:\n%s", w.stderr.String())
+	}
+	return w
+}
+
+// spawnWorker starts a worker process with its data under dataHome
+// ($XDG_DATA_HOME) and returns at once; it is stopped with SIGTERM when
+// the test ends.
+func spawnWorker(t testing.TB, bin, dir, url, dataHome string, args ...string) *workerProc {
+	t.Helper()
 	w := &workerProc{stderr: &testservers.SyncBuffer{}, exited: make(chan struct{})}
 	w.cmd = exec.Command(bin, append([]string{"worker", "--nats", url, "--lease", "2s"}, args...)...)
 	w.cmd.Dir = dir
-	w.cmd.Env = append(modelFreeEnv(), "XDG_DATA_HOME="+t.TempDir())
+	w.cmd.Env = append(modelFreeEnv(), "XDG_DATA_HOME="+dataHome)
 	w.cmd.Stderr = w.stderr
 	if err := w.cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -163,9 +175,6 @@ func startWorkerBin(t testing.TB, bin, dir, url string, args ...string) *workerP
 			t.Errorf("the worker did not stop within 30s of SIGTERM\n%s", w.stderr.String())
 		}
 	})
-	if !testservers.Eventually(30*time.Second, func() bool { return strings.Contains(w.stderr.String(), "joined the fleet") }) {
-		t.Fatalf("the worker did not start:\n%s", w.stderr.String())
-	}
 	return w
 }
 
@@ -398,11 +407,8 @@ func TestFleetServeNATSListen(t *testing.T) {
 	dir := fleetWorkspace(t, m)
 	data := t.TempDir()
 	natsAddr := fmt.Sprintf("127.0.0.1:%d", testservers.FreePort(t))
-	p := startServeProc(t, dir, data, "--nats-listen", natsAddr)
-	if !testservers.Eventually(30*time.Second, func() bool { return strings.Contains(p.stderr.String(), "workers join with") }) {
-		t.Fatalf("serve did not say how workers join:\n%s", p.stderr.String())
-	}
-	url := "nats://" + natsAddr
+	p := startFleetGateway(t, dir, data, natsAddr)
+	url := natsListenURL(t, data, natsAddr)
 	startWorker(t, dir, url, "--name", "remote")
 	out := filepath.Join(t.TempDir(), "effects.txt")
 	r := execToolmux(t, dir, "", modelFreeEnv(), "run", "--nats", url, "--lease", "2s", "append shown to "+out+" sleeping 0")
@@ -516,8 +522,8 @@ servers:
 `, m.BaseURL(), testservers.Fixture(t)))
 	data := t.TempDir()
 	natsAddr := fmt.Sprintf("127.0.0.1:%d", testservers.FreePort(t))
-	p := startServeProc(t, dir, data, "--nats-listen", natsAddr, "--lease", "2s")
-	url := "nats://" + natsAddr
+	p := startFleetGateway(t, dir, data, natsAddr, "--lease", "2s")
+	url := natsListenURL(t, data, natsAddr)
 	asker := startWorker(t, dir, url, "--name", "asker")
 	f := connectFleet(t, url)
 	out := filepath.Join(t.TempDir(), "effects.txt")

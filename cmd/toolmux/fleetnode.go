@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -46,6 +47,7 @@ func (a *app) startFleetNode(ctx context.Context, ff fleetFlags, listen, token s
 			fn.close()
 		}
 	}()
+	var co fleet.ConnectOptions
 	if listen != "" {
 		if err := checkAddr(listen); err != nil {
 			return nil, err
@@ -63,24 +65,49 @@ func (a *app) startFleetNode(ctx context.Context, ff fleetFlags, listen, token s
 		if dir == "" {
 			return nil, usageError("--nats-listen keeps the fleet's streams in the data directory: set --data-dir")
 		}
-		if fn.server, err = fleet.StartServer(fleet.ServerOptions{Listen: listen, StoreDir: filepath.Join(dir, "nats"), Token: token}); err != nil {
+		// On loopback without --token, the server is still not every
+		// local user's: it requires a token of its own, kept (for the
+		// workers that outlive a restart of the gateway) in a file of the
+		// data directory that the fleet commands of this user read.
+		natsToken, tokenFile := token, ""
+		if natsToken == "" {
+			tokenFile = natsTokenPath(dir)
+			if natsToken, err = readOrNewNATSToken(tokenFile); err != nil {
+				return nil, &exitError{code: exitFailed, err: fmt.Errorf("the NATS server's token: %w", err)}
+			}
+		}
+		fn.server, err = fleet.StartServer(fleet.ServerOptions{Listen: listen, StoreDir: filepath.Join(dir, "nats"), Token: natsToken})
+		var le *fleet.ListenError
+		switch {
+		case errors.As(err, &le):
+			return nil, listenError("--nats-listen", listen, le.Err)
+		case err != nil:
 			return nil, &exitError{code: exitFailed, err: err}
 		}
 		port := fn.server.Addr().(*net.TCPAddr).Port
 		ff.url = "nats://" + net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+		co.Token = func() string { return natsToken }
 		join := net.JoinHostPort(host, strconv.Itoa(port))
 		if host == "" || host == "0.0.0.0" || host == "::" {
 			h, _ := os.Hostname()
 			join = net.JoinHostPort(h, strconv.Itoa(port))
 		}
-		if token != "" {
-			ff.url = "nats://" + token + "@" + strings.TrimPrefix(ff.url, "nats://")
-			join = "TOKEN@" + join
+		switch {
+		case tokenFile != "":
+			// Written once the server listens, naming the port it took:
+			// never a token for whoever holds a port it could not take.
+			if err := writeNATSToken(tokenFile, join, natsToken); err != nil {
+				return nil, &exitError{code: exitFailed, err: fmt.Errorf("the NATS server's token: %w", err)}
+			}
+			fn.stderr("toolmux: NATS server for the fleet at %s (data in %s); it requires the token in %s, readable by you only, "+
+				"which toolmux worker, submit, run and runs of yours on this machine send; workers join with: toolmux worker --nats nats://%s\n",
+				fn.server.Addr(), filepath.Join(dir, "nats"), tokenFile, join)
+		default:
+			fn.stderr("toolmux: NATS server for the fleet at %s (data in %s); workers join with: toolmux worker --nats nats://TOKEN@%s\n",
+				fn.server.Addr(), filepath.Join(dir, "nats"), join)
 		}
-		fn.stderr("toolmux: NATS server for the fleet at %s (data in %s); workers join with: toolmux worker --nats nats://%s\n",
-			fn.server.Addr(), filepath.Join(dir, "nats"), join)
 	}
-	if fn.fleet, err = a.connectFleet(ctx, ff, "toolmux serve"); err != nil {
+	if fn.fleet, err = a.connectFleet(ctx, ff, "toolmux serve", co); err != nil {
 		return nil, err
 	}
 	if fn.journal, err = fn.fleet.OpenJournal(ctx); err != nil {

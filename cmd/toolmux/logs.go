@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/toolmux/toolmux"
+	"github.com/toolmux/toolmux/fleet"
 	"github.com/toolmux/toolmux/tasklog"
 	"github.com/toolmux/toolmux/tool"
 )
@@ -151,7 +152,7 @@ func (a *app) openTaskLog(ctx context.Context) (*tasklog.Log, error) {
 		// A fleet's log: its journal on JetStream, the index kept where
 		// serve keeps it for that fleet (built now if there is none).
 		a.logsFleet.lease = 10 * time.Second
-		fl, err := a.connectFleet(ctx, a.logsFleet, "toolmux logs")
+		fl, err := a.connectFleet(ctx, a.logsFleet, "toolmux logs", fleet.ConnectOptions{})
 		if err != nil {
 			return nil, err
 		}

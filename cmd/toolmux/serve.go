@@ -339,7 +339,9 @@ one more, 300ms after the last. See docs/operations.md.`,
 	cmd.Flags().BoolVar(&watch, "watch", false, "reload the configuration when its file changes (as on SIGHUP)")
 	cmd.Flags().DurationVar(&reloadDrain, "reload-drain", manager.DefaultDrain, "on a reload, how long calls in flight on a removed or changed server may go on before it is stopped")
 	ff.add(cmd)
-	cmd.Flags().StringVar(&natsListen, "nats-listen", "", "start an embedded NATS server with JetStream at ADDR (e.g. 0.0.0.0:4222) for a fleet of workers, its data in the data directory; the page shows the fleet")
+	cmd.Flags().StringVar(&natsListen, "nats-listen", "", "start an embedded NATS server with JetStream at ADDR (e.g. 127.0.0.1:4222) for a fleet of workers, its data in the data directory; the page shows the fleet. "+
+		"Beyond loopback every client must send --token (nats://TOKEN@HOST:PORT). On loopback without --token it requires a token of its own, kept in DATA_DIR/nats/token.json "+
+		"(readable by you only), which your fleet commands on this machine send: other local users and processes cannot submit runs, read events or act as workers")
 	return cmd
 }
 
@@ -482,13 +484,20 @@ func listen(addr string) (net.Listener, error) {
 		return nil, err
 	}
 	ln, err := net.Listen("tcp", addr)
-	switch {
-	case errors.Is(err, syscall.EADDRINUSE):
-		return nil, &exitError{code: exitUsage, err: fmt.Errorf("%s is already in use (another toolmux serve?): choose another address with --addr, such as --addr %s", addr, nextPort(addr))}
-	case err != nil:
-		return nil, &exitError{code: exitUsage, err: fmt.Errorf("cannot listen on %s: %v (choose another address with --addr)", addr, err)}
+	if err != nil {
+		return nil, listenError("--addr", addr, err)
 	}
 	return ln, nil
+}
+
+// listenError is the exit of serve when flag's address cannot be
+// listened on: a mistake of the command line (exit 2), naming the flag
+// and the address, with another address to try when it is in use.
+func listenError(flag, addr string, err error) error {
+	if errors.Is(err, syscall.EADDRINUSE) {
+		return &exitError{code: exitUsage, err: fmt.Errorf("%s is already in use (another toolmux serve?): choose another address with %s, such as %s %s", addr, flag, flag, nextPort(addr))}
+	}
+	return &exitError{code: exitUsage, err: fmt.Errorf("cannot listen on %s: %v (choose another address with %s)", addr, err, flag)}
 }
 
 // nextPort is addr with the port after its own, an address to suggest
