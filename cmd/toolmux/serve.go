@@ -101,7 +101,8 @@ clients then send "Authorization: Bearer TOKEN". On loopback, requests must
 be addressed to localhost, 127.0.0.1 or [::1] (--allowed-host adds names),
 which stops web pages from reaching the gateway through DNS rebinding.
 Browser requests from another origin are refused unless --allowed-origin
-lists it (its preflights are then answered, with CORS headers naming it). Request bodies are limited to --max-request-bytes.
+lists it (its preflights are then answered, with CORS headers naming it). Request bodies (and, with --stdio, lines) are limited
+to --max-request-bytes; a call's arguments to pipeline.validate.max_argument_bytes, weighed before they are decoded.
 
 With --metrics, Prometheus metrics (calls, approvals, servers' health,
 passthrough sessions, events, the task log) are served at
@@ -334,7 +335,7 @@ one more, 300ms after the last. See docs/operations.md.`,
 	cmd.Flags().StringSliceVar(&sec.AllowedOrigins, "allowed-origin", nil, `origins whose pages may call the gateway, e.g. https://app.example.com ("*" for any; repeatable)`)
 	cmd.Flags().DurationVar(&approvalTimeout, "approval-timeout", api.DefaultApprovalTimeout, "how long a call waits for a person's answer (MCP elicitation or the web page) before it is refused")
 	cmd.Flags().DurationVar(&shutdownTimeout, "shutdown-timeout", 10*time.Second, "on SIGINT/SIGTERM, how long calls in flight may go on before they are cancelled")
-	cmd.Flags().Int64Var(&sec.MaxRequestBytes, "max-request-bytes", gateway.DefaultMaxRequestBytes, "largest request body accepted (-1: no limit)")
+	cmd.Flags().Int64Var(&sec.MaxRequestBytes, "max-request-bytes", gateway.DefaultMaxRequestBytes, "largest request body (with --stdio: line) accepted (-1: no limit)")
 	cmd.Flags().BoolVar(&withMetrics, "metrics", false, "serve Prometheus metrics at /metrics, behind the token (see docs/operations.md)")
 	cmd.Flags().BoolVar(&watch, "watch", false, "reload the configuration when its file changes (as on SIGHUP)")
 	cmd.Flags().DurationVar(&reloadDrain, "reload-drain", manager.DefaultDrain, "on a reload, how long calls in flight on a removed or changed server may go on before it is stopped")
