@@ -67,6 +67,17 @@ func (g *Gateway) maxArgumentBytes() int64 {
 	return pipeline.DefaultMaxArgumentBytes
 }
 
+// LargeBodyBytes is the size of a message from which the gateway tells
+// Options.LargeBody that it was answered.
+const LargeBodyBytes = 1 << 20
+
+// answered tells Options.LargeBody of a large message answered.
+func (g *Gateway) answered(body []byte) {
+	if g.large != nil && len(body) >= LargeBodyBytes {
+		g.large()
+	}
+}
+
 // toolNamer says which tool a route's tools/call of name calls, for the
 // message refusing it: its server and name ("" and name when the route
 // does not know it).

@@ -90,6 +90,10 @@ type Options struct {
 	// Scheduled around one, does: validate.max_argument_bytes); 0 means
 	// pipeline.DefaultMaxArgumentBytes.
 	MaxArgumentBytes int64
+	// LargeBody, when set, is told when a message of LargeBodyBytes or
+	// more has been answered, whether or not it made a call: toolmux
+	// serve gives the memory back after it once idle, as after calls.
+	LargeBody func()
 }
 
 // Gateway is an MCP server whose tools are the caller's catalog.
@@ -101,6 +105,7 @@ type Gateway struct {
 	metrics http.Handler
 	depth   int
 	maxArgs int64        // Options.MaxArgumentBytes
+	large   func()       // Options.LargeBody; nil: not told
 	tracer  trace.Tracer // nil: no spans
 	prop    propagation.TextMapPropagator
 	reissue *reissue // nil: off
@@ -126,7 +131,7 @@ func New(c Caller, o Options) *Gateway {
 	if o.SessionTimeout <= 0 {
 		o.SessionTimeout = SessionIdleTimeout
 	}
-	g := &Gateway{caller: c, log: o.Logger, api: o.API, metrics: o.Metrics, onRefused: o.OnSessionRefused, depth: o.MaxDepth, maxArgs: o.MaxArgumentBytes,
+	g := &Gateway{caller: c, log: o.Logger, api: o.API, metrics: o.Metrics, onRefused: o.OnSessionRefused, depth: o.MaxDepth, maxArgs: o.MaxArgumentBytes, large: o.LargeBody,
 		clients: newClients(o.Sessions, o.SessionTimeout),
 		tracer:  o.Tracer, prop: o.Propagator, reissue: newReissue(o.Reissue, o.Sessions)}
 	if g.log == nil {

@@ -71,10 +71,11 @@ func (g *Gateway) jsonRPCErrors(h http.Handler, route string, lean leanFunc, nam
 		var id json.RawMessage
 		var modern bool // a request of the sessionless protocol (era.go)
 		if r.Method == http.MethodPost && r.Body != nil {
-			body, ok := readBody(w, r)
+			body, ok := g.readBody(w, r)
 			if !ok {
 				return
 			}
+			defer g.answered(body)
 			msg := jsonscan.Scan(body)
 			if !g.admitBody(w, r, body, msg, names) { // bounds.go
 				return
@@ -293,9 +294,10 @@ func (g *Gateway) maxDepth() int {
 // costs nothing): reading into a growing buffer would hold up to twice
 // the body while it grows, and leave the copies it outgrew to the
 // collector.
-func readBody(w http.ResponseWriter, r *http.Request) (body []byte, ok bool) {
+func (g *Gateway) readBody(w http.ResponseWriter, r *http.Request) (body []byte, ok bool) {
 	body, err := readAll(r.Body, r.ContentLength, bodyLimit(r.Context()))
 	if err != nil {
+		g.answered(body) // what was read before the failure
 		if _, tooBig := errors.AsType[*http.MaxBytesError](err); tooBig {
 			writeRPCError(w, http.StatusRequestEntityTooLarge, nil, codeInvalidRequest, "toolmux: the request body is too large (see --max-request-bytes)")
 			return nil, false
@@ -311,7 +313,7 @@ func readBody(w http.ResponseWriter, r *http.Request) (body []byte, ok bool) {
 // length.
 const firstChunk = 32 << 10
 
-// readAll reads rd whole: the first chunk, then, when length (the
+// readAll reads rd whole (on an error, what it read so far): the first chunk, then, when length (the
 // announced length, -1 if unknown) is more and within limit (the bound
 // on the body; 0 when none is known, and then no length is trusted),
 // into one buffer of that length.
@@ -324,7 +326,7 @@ func readAll(rd io.Reader, length, limit int64) ([]byte, error) {
 			return buf, nil
 		}
 		if err != nil {
-			return nil, err
+			return buf, err
 		}
 	}
 	if length > int64(len(buf)) && limit > 0 && length <= limit {
@@ -342,7 +344,7 @@ func readAll(rd io.Reader, length, limit int64) ([]byte, error) {
 			return buf, nil
 		}
 		if err != nil {
-			return nil, err
+			return buf, err
 		}
 	}
 }

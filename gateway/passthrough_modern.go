@@ -101,10 +101,11 @@ func (r *route) initModern(version string) {
 func (g *Gateway) modernErrors(h http.Handler, route string, names toolNamer) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method == http.MethodPost && r.Body != nil {
-			body, ok := readBody(w, r)
+			body, ok := g.readBody(w, r)
 			if !ok {
 				return
 			}
+			defer g.answered(body)
 			msg := jsonscan.Scan(body)
 			if !g.admitBody(w, r, body, msg, names) { // bounds.go
 				return

@@ -94,6 +94,9 @@ func (e *stdioEdge) line() ([]byte, error) {
 			}
 			e.refuse(rpcError(nil, codeInvalidRequest, fmt.Sprintf(
 				"toolmux: the message is longer than %d bytes, the most the gateway reads (--max-request-bytes)", e.max)))
+			if e.g.large != nil && n >= LargeBodyBytes {
+				e.g.large()
+			}
 			if err != nil {
 				return nil, err
 			}
@@ -123,6 +126,7 @@ func (e *stdioEdge) admit(line []byte) []byte {
 	}
 	if _, refusal := e.g.weigh(body, jsonscan.Scan(body), false, e.g.main.toolName); refusal != nil {
 		e.refuse(refusal)
+		e.g.answered(body)
 		return nil
 	}
 	return line

@@ -67,6 +67,12 @@ func (r *releaser) Event(e schedule.Event) {
 	if e.Type != schedule.EventState || !e.State.Terminal() {
 		return
 	}
+	r.arm()
+}
+
+// arm (re)arms the release: after a call, or a large request the gateway
+// answered without one (gateway.Options.LargeBody).
+func (r *releaser) arm() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.stopped {

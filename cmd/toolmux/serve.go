@@ -231,7 +231,7 @@ one more, 300ms after the last. See docs/operations.md.`,
 			defer rel.stop()
 			s, hub := rt.Scheduler, rt.Events
 			reloads := newReloadStatus(rt.Config.Path)
-			opts := gateway.Options{Version: versionString(), Logger: a.logger(), MaxDepth: rt.Config.Limits.MaxDepth,
+			opts := gateway.Options{Version: versionString(), Logger: a.logger(), MaxDepth: rt.Config.Limits.MaxDepth, LargeBody: rel.arm,
 				Sessions: sessionTasks(rt.Log, a.logger()), ToolSearch: search.apply(cmd, rt.Config.ToolSearch),
 				Tracer: rt.Telemetry.Tracer(), Propagator: rt.Telemetry.Propagator(), Reissue: gateway.ReissueFromConfig(rt.Config.Reissue)}
 			opts.API = api.New(api.Options{Catalog: rt.Pipeline, Caller: s, Health: rt.Manager.Health, Pins: rt.Pins, Presented: rt.Manager,
