@@ -529,7 +529,7 @@ servers:
 		t.Fatal(err)
 	}
 	run := waitRun(t, ctx, f, "unasked", nil)
-	if run.Status != fleet.StatusDone || !strings.Contains(run.Answer, "approval_denied") {
+	if run.Status != fleet.StatusDone || !strings.Contains(run.Answer, "approval_unavailable") {
 		t.Errorf("without a page: %+v", run)
 	}
 	if c := countOf(lines(t, out), "refused"); c != 0 {
