@@ -559,7 +559,7 @@ func statusOf(k tool.Kind) int {
 		return http.StatusNotFound
 	case tool.KindInvalidParams, tool.KindDuplicateQuery:
 		return http.StatusUnprocessableEntity
-	case tool.KindPolicyViolation, tool.KindApprovalDenied, tool.KindPathNotInWorkspace, tool.KindPermissionDenied:
+	case tool.KindPolicyViolation, tool.KindApprovalDenied, tool.KindApprovalUnavailable, tool.KindPathNotInWorkspace, tool.KindPermissionDenied:
 		return http.StatusForbidden
 	case tool.KindTimeout:
 		return http.StatusGatewayTimeout

@@ -70,7 +70,7 @@ func (f fixture) ran(file string) bool {
 func TestApprovalRefusedWhenNobodyIsThere(t *testing.T) {
 	f := newFixtureWith(t, &api.ApprovalOptions{Timeout: time.Hour, Where: "http://127.0.0.1:8931/"})
 	r := <-f.shellCall(context.Background(), t, "made.txt")
-	if r.err != nil || r.status != http.StatusForbidden || r.rec.Error == nil || r.rec.Error.Kind != tool.KindApprovalDenied {
+	if r.err != nil || r.status != http.StatusForbidden || r.rec.Error == nil || r.rec.Error.Kind != tool.KindApprovalUnavailable {
 		t.Fatalf("got %d %+v %v", r.status, r.rec.Error, r.err)
 	}
 	msg := r.rec.Error.Message

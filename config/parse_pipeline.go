@@ -37,7 +37,7 @@ var (
 	// errorKinds are the kinds of failed calls, the strings of tool.Kind
 	// (config does not import tool; a test keeps the two in step).
 	errorKinds = []string{"tool_not_registered", "server_not_found", "server_unavailable",
-		"invalid_tool_params", "policy_violation", "approval_denied", "timeout", "cancelled",
+		"invalid_tool_params", "policy_violation", "approval_denied", "approval_unavailable", "timeout", "cancelled",
 		"tool_error", "execution_failed", "duplicate_query", "path_not_in_workspace",
 		"file_not_found", "permission_denied", "output_truncated", "fallback_failed", "outcome_unknown", "tool_changed"}
 

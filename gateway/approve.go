@@ -78,6 +78,17 @@ func (r *request) questions() mcp.InputRequestMap {
 // and the next approver is tried or the call is refused with the message
 // that says how to allow it. Calls made outside an MCP request are
 // treated the same way.
+//
+// A client that declared elicitation may still have nobody to show the
+// question to: agent CLIs run headless in scripts and CI answer every
+// elicitation at once, Claude Code's -p mode with "cancel", Codex's exec
+// with "decline". So an answer "cancel", and a "decline" that came back
+// sooner than instantDecline after the question was sent, are taken as
+// "the client could not ask", not as a person's refusal: the approver
+// returns a *policy.NoApproverError saying what the client answered, and
+// the next approver (the web page, if one is open) is asked, or the call
+// is refused with how to allow it. Only a decline that took a person's
+// time is "the user denied".
 type ElicitApprover struct {
 	// Timeout bounds the wait for the client's answer; 0 means
 	// policy.DefaultApprovalTimeout. When it passes, the question is
@@ -112,6 +123,18 @@ func (ElicitApprover) Available(ctx context.Context, _ policy.Request) error {
 // server's questions by retrying their request.
 const multiRoundTrip = "2026-07-28"
 
+// instantDecline is how soon after an elicitation/create was sent a
+// "decline" is taken for no person's answer. A person reads the question
+// (a tool, its server, its arguments) and picks an answer in a second or
+// more; a headless client declines without showing anything, Codex's exec
+// in about 2 ms. A quarter of a second leaves the headless client's
+// answer room for a loaded machine and a round trip over HTTP, and is
+// still far below any person's reading time. It is a heuristic, so it is
+// used only where the gateway itself sends the question and receives the
+// answer (elicitation/create); an answer that comes with another request
+// (a 2026-07-28 retry, a task's tasks/update) is not timed.
+const instantDecline = 250 * time.Millisecond
+
 // Approve implements policy.Approver.
 func (e ElicitApprover) Approve(ctx context.Context, req policy.Request) (policy.Answer, error) {
 	r := requestFrom(ctx)
@@ -133,7 +156,9 @@ func (e ElicitApprover) Approve(ctx context.Context, req policy.Request) (policy
 			if !ok {
 				return 0, fmt.Errorf("the client answered the approval of %s/%s with a %T", req.Call.Server, req.Call.Tool, resp)
 			}
-			return decision(res)
+			// The question went out with an earlier request, of which
+			// nothing is kept: how soon this answer came is not known.
+			return r.answer(res, untimed)
 		}
 		r.ask(key, form)
 		return 0, policy.ErrInputRequired
@@ -148,6 +173,7 @@ func (e ElicitApprover) Approve(ctx context.Context, req policy.Request) (policy
 	if r.elicit != nil {
 		elicit = r.elicit
 	}
+	sent := time.Now()
 	res, err := elicit(ectx, form)
 	if err != nil {
 		if ce := ctx.Err(); ce != nil {
@@ -158,7 +184,7 @@ func (e ElicitApprover) Approve(ctx context.Context, req policy.Request) (policy
 		}
 		return 0, fmt.Errorf("the client could not show the question: %w", err)
 	}
-	return decision(res)
+	return r.answer(res, time.Since(sent))
 }
 
 // approveInTask asks through the call's MCP task: the question shows on
@@ -184,7 +210,9 @@ func (e ElicitApprover) approveInTask(ctx context.Context, r *request, req polic
 		}
 		v := verdict{err: err, client: true}
 		if err == nil {
-			v.ans, v.err = decision(res)
+			// Answered by a tasks/update of the client's, after it
+			// polled: not timed.
+			v.ans, v.err = r.answer(res, untimed)
 		}
 		out <- v
 	}()
@@ -198,10 +226,13 @@ func (e ElicitApprover) approveInTask(ctx context.Context, r *request, req polic
 	}
 	// The first answer wins (the other question is withdrawn); a side
 	// that could not answer leaves it to the other; if neither could,
-	// the client's failure is the one reported. Both sides have ended
-	// when this returns.
+	// the client's failure is the one reported, unless the client could
+	// not show the question (it answered cancel) while the page was
+	// asked and got no answer: then the page's is, for the question
+	// waited there, and must not be put to the page again. Both sides
+	// have ended when this returns.
 	var first *verdict
-	var clientErr error
+	var clientErr, alsoErr error
 	for range n {
 		v := <-out
 		switch {
@@ -210,10 +241,15 @@ func (e ElicitApprover) approveInTask(ctx context.Context, r *request, req polic
 			cancel()
 		case v.client && first == nil:
 			clientErr = v.err
+		case first == nil:
+			alsoErr = v.err
 		}
 	}
 	if first != nil {
 		return first.ans, nil
+	}
+	if alsoErr != nil && !errors.Is(alsoErr, policy.ErrNoApprover) && errors.Is(clientErr, policy.ErrNoApprover) {
+		return 0, alsoErr
 	}
 	return 0, clientErr
 }
@@ -246,9 +282,43 @@ func approvalForm(req policy.Request) *mcp.ElicitParams {
 	}
 }
 
-// decision reads the client's answer to the approval form.
+// untimed is answer's "after" for an answer that came with a request of
+// its own, whose delay after the question is not known.
+const untimed time.Duration = -1
+
+// answer reads the client's answer to the approval question, given after
+// the question was sent (untimed if not known). "cancel", and a
+// "decline" sooner than instantDecline, are no person's answer: the
+// client could not ask (a *policy.NoApproverError, so that the next
+// approver is tried). Any other answer is the user's.
+func (r *request) answer(res *mcp.ElicitResult, after time.Duration) (policy.Answer, error) {
+	switch {
+	case res.Action == "cancel":
+		return 0, &policy.NoApproverError{Hints: []string{fmt.Sprintf(
+			"%s answered cancel, which says it could not show the question to anyone, as a client run headless such as claude -p does",
+			r.client())}}
+	case res.Action == "decline" && after >= 0 && after < instantDecline:
+		return 0, &policy.NoApproverError{Hints: []string{fmt.Sprintf(
+			"%s declined %s after being asked, too soon for anyone to have read the question, as a client run headless such as codex exec does",
+			r.client(), after.Round(time.Millisecond))}}
+	}
+	return decision(res)
+}
+
+// client names the request's MCP client for messages: "the MCP client
+// \"claude-code\"".
+func (r *request) client() string {
+	if r.session != nil {
+		if p := r.session.InitializeParams(); p != nil && p.ClientInfo != nil && p.ClientInfo.Name != "" {
+			return fmt.Sprintf("the MCP client %q", p.ClientInfo.Name)
+		}
+	}
+	return "the MCP client"
+}
+
+// decision reads the client's answer to the approval form, the user's.
 func decision(res *mcp.ElicitResult) (policy.Answer, error) {
-	if res.Action != "accept" { // "decline", "cancel": the user did not approve
+	if res.Action != "accept" { // "decline": the user did not approve
 		return policy.Decline, nil
 	}
 	d, _ := res.Content["decision"].(string)

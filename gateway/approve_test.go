@@ -137,7 +137,7 @@ func TestApprovalWithoutElicitation(t *testing.T) {
 	dir := t.TempDir()
 	cs := connectGoverned(t, dir, nil)
 	res := write(t, cs, "a.txt")
-	if !res.IsError || !strings.Contains(testservers.ResultText(res), "approval_denied") || !strings.Contains(testservers.ResultText(res), "--yes") {
+	if !res.IsError || !strings.Contains(testservers.ResultText(res), "approval_unavailable") || !strings.Contains(testservers.ResultText(res), "--yes") {
 		t.Fatalf("got %v %s", res.IsError, testservers.ResultText(res))
 	}
 	if _, err := os.Stat(filepath.Join(dir, "a.txt")); !os.IsNotExist(err) {

@@ -229,7 +229,7 @@ func TestHTTPClientWithoutElicitationIsRefusedAtOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	msg := testservers.ResultText(res)
-	if !res.IsError || res.Meta["toolmux/error_kind"] != "approval_denied" || !strings.Contains(msg, "--yes") ||
+	if !res.IsError || res.Meta["toolmux/error_kind"] != "approval_unavailable" || !strings.Contains(msg, "--yes") ||
 		!strings.Contains(msg, "the web page") {
 		t.Fatalf("got %v %v %s", res.IsError, res.Meta, msg)
 	}

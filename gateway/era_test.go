@@ -116,7 +116,7 @@ func TestSessionlessApproval(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !res.IsError || res.Meta["toolmux/error_kind"] != "approval_denied" || !strings.Contains(testservers.ResultText(res), "--yes") || a.written("c.txt") {
+	if !res.IsError || res.Meta["toolmux/error_kind"] != "approval_unavailable" || !strings.Contains(testservers.ResultText(res), "--yes") || a.written("c.txt") {
 		t.Fatalf("a client without elicitation: %+v", res)
 	}
 }

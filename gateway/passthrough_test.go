@@ -344,10 +344,10 @@ func dialWith(t *testing.T, transport mcp.Transport, ev *events, name string, op
 		ElicitationHandler: func(_ context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
 			ev.add(func(e *events) { e.asked = append(e.asked, req.Params.Message) })
 			if strings.HasPrefix(req.Params.Message, "toolmux: approve") {
+				// "deny" is the form's "No": a person's answer however
+				// soon it comes (a decline at once is a headless
+				// client's, approve.go).
 				d, _ := approvalAnswer.Load().(string)
-				if d == "deny" {
-					return &mcp.ElicitResult{Action: "decline"}, nil
-				}
 				return &mcp.ElicitResult{Action: "accept", Content: map[string]any{"decision": d}}, nil
 			}
 			return &mcp.ElicitResult{Action: "accept", Content: map[string]any{"name": "Ada"}}, nil

@@ -75,6 +75,8 @@ func fixHint(k tool.Kind) string {
 		return "this call is not allowed; do not retry it, choose another way."
 	case tool.KindApprovalDenied:
 		return "the user did not approve this call; do not retry it, choose another way or ask the user."
+	case tool.KindApprovalUnavailable:
+		return "nobody could be asked to approve this call, so nobody has seen it; do not retry it until the user allows it (the message says how): tell the user, or choose another way."
 	case tool.KindTimeout:
 		return "the tool took too long; ask for less at a time or use another tool."
 	case tool.KindCancelled:

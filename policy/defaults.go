@@ -4,6 +4,7 @@ package policy
 // imported from package builtin so that policy depends on nothing but the
 // tool vocabulary; config reserves the server name "builtin" for them.
 const (
+	builtinServer    = "builtin"
 	builtinWriteFile = "builtin/write_file"
 	builtinEdit      = "builtin/edit"
 	builtinMemory    = "builtin/memory"

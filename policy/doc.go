@@ -11,9 +11,10 @@
 // memory of "always" answers to the engine's decisions, asks an [Approver]
 // (a [Terminal], a web UI, a programmatic [ApproverFunc]) when a decision
 // is [Ask], and turns refusals into *tool.Error values of kind
-// policy_violation or approval_denied. Without an approver, every Ask is
-// refused at once with a message that says how to allow the call: a
-// non-interactive run never hangs waiting for an answer.
+// policy_violation, approval_denied (a person said no, or did not answer
+// in time) or approval_unavailable (nobody could be asked). Without an
+// approver, every Ask is refused at once with a message that says how to
+// allow the call: a non-interactive run never hangs waiting for an answer.
 //
 // The rules come from the `policy:` section of toolmux.yaml
 // ([FromConfig]); "always" answers can be saved back to that file

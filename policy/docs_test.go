@@ -1,6 +1,7 @@
 package policy_test
 
 import (
+	"context"
 	"encoding/json"
 	"os"
 	"regexp"
@@ -141,5 +142,33 @@ func TestDocModeTable(t *testing.T) {
 	}
 	if rows != len(policy.Modes()) {
 		t.Errorf("found %d rows for %d modes", rows, len(policy.Modes()))
+	}
+}
+
+// The refusals docs/policy.md shows under "Nobody to ask" are the gate's,
+// word for word, for the tools they name (in the default mode, with no
+// rule of the user's).
+func TestDocRefusalExamples(t *testing.T) {
+	data, err := os.ReadFile("../docs/policy.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	prefix := string(tool.KindApprovalUnavailable) + ": "
+	seen := 0
+	for _, line := range strings.Split(string(data), "\n") {
+		if !strings.HasPrefix(line, prefix) {
+			continue
+		}
+		seen++
+		id, _, _ := strings.Cut(strings.TrimPrefix(line, prefix), " ")
+		server, name, _ := strings.Cut(id, "/")
+		tl := tool.Tool{Server: server, Name: name, Annotations: docTools[id]}
+		err := policy.NewGate(mustEngine(t, policy.ModeDefault)).Check(context.Background(), tl, call(tl, nil))
+		if err == nil || err.Error() != line {
+			t.Errorf("the gate refuses %s with\n%v\nthe doc says\n%s", id, err, line)
+		}
+	}
+	if seen < 2 {
+		t.Errorf("found %d refusal examples in docs/policy.md, want the two of \"Nobody to ask\"", seen)
 	}
 }

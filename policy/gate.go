@@ -160,14 +160,15 @@ func (g *Gate) remembered(server, name string) string {
 
 // Check decides the call and, if the decision asks, gets approval: nil
 // means the call may run. A denial is a *tool.Error of kind
-// policy_violation; a refused approval one of kind approval_denied.
+// policy_violation; a refused approval one of kind approval_denied, or
+// approval_unavailable when nobody could be asked.
 func (g *Gate) Check(ctx context.Context, t tool.Tool, call tool.Call) error {
 	return g.Approve(ctx, t, call, g.Decide(t, call))
 }
 
 // Approve gets approval for a call whose decision d is Ask, and returns nil
 // if the call may run. Without an approver it refuses at once (kind
-// approval_denied, with a message saying how to allow the call). Requests
+// approval_unavailable, with a message saying how to allow the call). Requests
 // are put to the approver one at a time (side by side with
 // [WithConcurrentApprovals]); a request whose tool was answered
 // "always" while it waited is approved without asking. If ctx ends first,
@@ -191,7 +192,7 @@ func (g *Gate) Approve(ctx context.Context, t tool.Tool, call tool.Call, d Decis
 		return nil
 	}
 	if g.approver == nil {
-		return g.refusal(server, name, d, "no one can be asked in this run", nil)
+		return g.refusal(tool.KindApprovalUnavailable, t, call, d, "no one can be asked in this run", nil)
 	}
 	if fn := approvalWaitFrom(ctx); fn != nil {
 		// Before ctx is looked at: the watcher may end it.
@@ -265,13 +266,13 @@ func (g *Gate) answered(ctx context.Context, req Request, server, name string, a
 		if ne, ok := errors.AsType[*NoApproverError](err); ok {
 			hints = ne.Hints
 		}
-		return g.refusal(server, name, d, "no one can be asked in this run", hints)
+		return g.refusal(tool.KindApprovalUnavailable, req.Tool, req.Call, d, "no one can be asked in this run", hints)
 	}
 	if ue, ok := errors.AsType[*UnansweredError](err); ok {
 		if ce := ctx.Err(); ce != nil {
 			return waitEnded(server, name, ce)
 		}
-		return g.refusal(server, name, d, ue.Reason, nil)
+		return g.refusal(tool.KindApprovalDenied, req.Tool, req.Call, d, ue.Reason, nil)
 	}
 	if errors.Is(err, ErrInputRequired) {
 		return &tool.Error{Kind: tool.KindApprovalDenied, Server: server, Tool: name, Err: err,
@@ -318,10 +319,12 @@ var ErrNoApprover = errors.New("nobody can be asked for approval")
 
 // NoApproverError is an [ErrNoApprover] that says where approvals could
 // be answered, had someone been there ("open the web page at
-// http://127.0.0.1:8931/ and keep it open"). The gate quotes the hints in
-// its refusal.
+// http://127.0.0.1:8931/ and keep it open"), or why an approver could not
+// ask (an MCP client that answered without showing the question). The
+// gate quotes the hints in its refusal (approval_unavailable).
 type NoApproverError struct {
-	// Hints say where a person could answer; empty ones are skipped.
+	// Hints say where a person could answer, or why nobody could be
+	// asked there; empty ones are skipped.
 	Hints []string
 }
 
@@ -408,13 +411,17 @@ func (g *Gate) denied(server, name string, d Decision) error {
 // why (nobody could be asked, nobody answered in time), where a person
 // could have answered (hints), and exactly what to change to allow such
 // calls without asking, since whoever reads it (a person reading a log, or
-// a model) cannot ask.
-func (g *Gate) refusal(server, name string, d Decision, why string, hints []string) error {
+// a model) cannot ask. Its kind says which: approval_unavailable when
+// nobody could be asked (no person saw the call), approval_denied when a
+// person was asked and gave no answer in time.
+func (g *Gate) refusal(kind tool.Kind, t tool.Tool, call tool.Call, d Decision, why string, hints []string) error {
 	e := g.engine.Load()
+	server, name := identity(t, call)
 	pattern := escapeGlob(server) + "/" + escapeGlob(name)
+	above := g.above(d.Rule)
 	rule := "{tools: [" + yamlScalar(pattern) + "], action: allow"
-	if p := g.above(d.Rule); p != 0 {
-		rule += ", priority: " + strconv.Itoa(p)
+	if above != 0 {
+		rule += ", priority: " + strconv.Itoa(above)
 	}
 	rule += "}"
 	var b strings.Builder
@@ -423,7 +430,10 @@ func (g *Gate) refusal(server, name string, d Decision, why string, hints []stri
 		fmt.Fprintf(&b, " (%s)", strings.Join(hints, "; "))
 	}
 	fmt.Fprintf(&b, "; to allow it, run with --yes or --approval-mode yolo, or add a policy rule: `policy: {rules: [%s]}`", rule)
-	return &tool.Error{Kind: tool.KindApprovalDenied, Server: server, Tool: name, Message: b.String()}
+	if e.trustAllows(t, call) {
+		fmt.Fprintf(&b, ", or set `trust: true` on server %s to allow all its tools", yamlScalar(server))
+	}
+	return &tool.Error{Kind: kind, Server: server, Tool: name, Message: b.String()}
 }
 
 func waitEnded(server, name string, err error) error {

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/toolmux/toolmux/config"
 	"github.com/toolmux/toolmux/policy"
 	"github.com/toolmux/toolmux/tool"
 )
@@ -110,22 +111,32 @@ func TestGateAlwaysServer(t *testing.T) {
 	}
 }
 
+// Nobody to ask: the call is refused at once as approval_unavailable (no
+// person saw it, none refused it), with what to change to allow it; the
+// server's `trust: true` is named only where it would allow the call.
 func TestGateNonInteractive(t *testing.T) {
+	trust := "or set `trust: true` on server github to allow all its tools"
 	for _, tc := range []struct {
-		name  string
-		mode  policy.Mode
-		rules []policy.Rule
-		tool  tool.Tool
-		want  string
+		name    string
+		mode    policy.Mode
+		rules   []policy.Rule
+		tool    tool.Tool
+		want    string
+		noTrust bool
 	}{
 		{"mode default", policy.ModeDefault, nil, shell,
-			`approval_denied: builtin/shell needs approval (policy rule "default mode: everything else", mode default), but no one can be asked in this run; ` +
-				"to allow it, run with --yes or --approval-mode yolo, or add a policy rule: `policy: {rules: [{tools: [builtin/shell], action: allow}]}`"},
+			`approval_unavailable: builtin/shell needs approval (policy rule "default mode: everything else", mode default), but no one can be asked in this run; ` +
+				"to allow it, run with --yes or --approval-mode yolo, or add a policy rule: `policy: {rules: [{tools: [builtin/shell], action: allow}]}`", true},
+		{"a server's tool", policy.ModeDefault, nil, ghCreate,
+			`approval_unavailable: github/create_issue needs approval (policy rule "default mode: everything else", mode default), but no one can be asked in this run; ` +
+				"to allow it, run with --yes or --approval-mode yolo, or add a policy rule: `policy: {rules: [{tools: [github/create_issue], action: allow}]}`, " + trust, false},
 		{"a user rule asks", policy.ModeAutoEdit, []policy.Rule{{Name: "careful", Tools: []string{"github/*"}, Action: policy.Ask, Priority: 4}}, ghCreate,
-			`approval_denied: github/create_issue needs approval (policy rule "careful", mode auto_edit), but no one can be asked in this run; ` +
-				"to allow it, run with --yes or --approval-mode yolo, or add a policy rule: `policy: {rules: [{tools: [github/create_issue], action: allow, priority: 5}]}`"},
+			`approval_unavailable: github/create_issue needs approval (policy rule "careful", mode auto_edit), but no one can be asked in this run; ` +
+				"to allow it, run with --yes or --approval-mode yolo, or add a policy rule: `policy: {rules: [{tools: [github/create_issue], action: allow, priority: 5}]}`", true},
+		{"a user rule of low priority asks", policy.ModeDefault, []policy.Rule{{Name: "last", Tools: []string{"github/*"}, Action: policy.Ask, Priority: -1}}, ghCreate,
+			trust, false},
 		{"names that need quoting", policy.ModeDefault, nil, tool.Tool{Server: "my server", Name: "do*it"},
-			"add a policy rule: `policy: {rules: [{tools: [\"my server/do\\\\*it\"], action: allow}]}`"},
+			"add a policy rule: `policy: {rules: [{tools: [\"my server/do\\\\*it\"], action: allow}]}`, or set `trust: true` on server \"my server\"", false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			g := policy.NewGate(mustEngine(t, tc.mode, tc.rules...), policy.WithApprover(nil))
@@ -134,8 +145,28 @@ func TestGateNonInteractive(t *testing.T) {
 			if time.Since(start) > time.Second {
 				t.Errorf("took %v", time.Since(start))
 			}
-			if kindOf(t, err) != tool.KindApprovalDenied || !strings.Contains(err.Error(), tc.want) {
+			if kindOf(t, err) != tool.KindApprovalUnavailable || !strings.Contains(err.Error(), tc.want) {
 				t.Errorf("got  %v\nwant %s", err, tc.want)
+			}
+			if tc.noTrust && strings.Contains(err.Error(), "trust: true") {
+				t.Errorf("names trust: true, which would not allow the call: %v", err)
+			}
+			if tc.noTrust || tc.tool.Server == "my server" {
+				return
+			}
+			// What it names does what it says: the configuration's
+			// trusted server (policy.ForConfig) lets the call run.
+			cfg := &config.Config{Servers: []config.Server{{Name: tc.tool.Server, Trust: true}}}
+			cfg.Policy.Mode = string(tc.mode)
+			for _, r := range tc.rules {
+				cfg.Policy.Rules = append(cfg.Policy.Rules, policy.ConfigRule(r))
+			}
+			e, err := policy.ForConfig(cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := policy.NewGate(e).Check(context.Background(), tc.tool, call(tc.tool, nil)); err != nil {
+				t.Errorf("with trust: true: %v", err)
 			}
 		})
 	}
@@ -147,7 +178,7 @@ func TestGateNonInteractive(t *testing.T) {
 	}
 	// An ApproverFunc that is nil is no approver.
 	g = policy.NewGate(nil, policy.WithApprover(policy.ApproverFunc(nil)))
-	if err := g.Check(context.Background(), shell, call(shell, nil)); kindOf(t, err) != tool.KindApprovalDenied {
+	if err := g.Check(context.Background(), shell, call(shell, nil)); kindOf(t, err) != tool.KindApprovalUnavailable {
 		t.Errorf("nil ApproverFunc: %v", err)
 	}
 }
@@ -460,7 +491,7 @@ func TestAdmitReportsAsking(t *testing.T) {
 	// Nobody to ask: refused at once, nothing reported as awaiting.
 	asked = nil
 	err = policy.NewGate(e).Admit(context.Background(), shell, tool.Call{Server: "builtin", Tool: "shell"}, asking)
-	if tool.KindOf(err) != tool.KindApprovalDenied || len(asked) != 0 {
+	if tool.KindOf(err) != tool.KindApprovalUnavailable || len(asked) != 0 {
 		t.Fatalf("non-interactive: %v, asked %v", err, asked)
 	}
 }

@@ -293,6 +293,22 @@ func (e *Engine) Requires(t tool.Tool) Action {
 	return Deny
 }
 
+// trustAllows reports whether `trust: true` on the call's server would
+// let the call run without asking: the configuration turns it into an
+// allow rule after the user's own (ForConfig), so a user rule that asks
+// first, or plan mode, still decides. The engine is built again with
+// that rule and decides; refusals are rare enough for that. The built-in
+// tools have no server entry to trust.
+func (e *Engine) trustAllows(t tool.Tool, call tool.Call) bool {
+	server, _ := identity(t, call)
+	if server == "" || server == builtinServer {
+		return false
+	}
+	rules := append(slices.Clone(e.user), Rule{Name: "trusted server " + server, Server: escapeGlob(server), Action: Allow})
+	trusted, err := New(e.mode, rules)
+	return err == nil && trusted.Decide(t, call).Action == Allow
+}
+
 // priority returns the priority of the named rule and whether it is one of
 // the user's.
 func (e *Engine) priority(name string) (int, bool) {

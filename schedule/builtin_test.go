@@ -71,7 +71,7 @@ func TestShellThroughPolicyAndScheduler(t *testing.T) {
 	}
 	out = schedule.New(m, schedule.WithGate(policy.NewGate(def))).Run(context.Background(), []tool.Call{{
 		Server: "builtin", Tool: "shell", Arguments: map[string]any{"command": "echo never"}}})
-	if out[0].State != schedule.Error || tool.KindOf(out[0].Record.Err()) != tool.KindApprovalDenied ||
+	if out[0].State != schedule.Error || tool.KindOf(out[0].Record.Err()) != tool.KindApprovalUnavailable ||
 		!strings.Contains(out[0].Record.Error.Message, "--yes") {
 		t.Fatalf("non-interactive default mode: %s %v", out[0].State, out[0].Record.Err())
 	}

@@ -25,8 +25,15 @@ const (
 	KindInvalidParams Kind = "invalid_tool_params"
 	// KindPolicyViolation: an allow/deny list or policy rule refused the call.
 	KindPolicyViolation Kind = "policy_violation"
-	// KindApprovalDenied: a person (or a non-interactive run) refused the call.
+	// KindApprovalDenied: the call needed approval and was refused: a
+	// person declined it, or was asked and did not answer in time.
 	KindApprovalDenied Kind = "approval_denied"
+	// KindApprovalUnavailable: the call needed approval and nobody could
+	// be asked (a non-interactive run, an MCP client that cannot show the
+	// question, no web page open). No person refused it; it cannot run
+	// until someone allows such calls (the message says how) or a person
+	// is there to answer.
+	KindApprovalUnavailable Kind = "approval_unavailable"
 	// KindTimeout: the call ran past its time limit and was cancelled.
 	KindTimeout Kind = "timeout"
 	// KindCancelled: the caller cancelled the call.

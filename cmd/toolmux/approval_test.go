@@ -15,7 +15,7 @@ func TestCallApproval(t *testing.T) {
 	t.Parallel()
 	dir := workspace(t, "")
 	r := toolmux(t, dir, "", "call", "builtin", "shell", `{"command": "echo hi > made.txt"}`)
-	if r.code != 1 || !strings.Contains(r.stderr, "approval_denied") || !strings.Contains(r.stderr, "--yes") ||
+	if r.code != 1 || !strings.Contains(r.stderr, "approval_unavailable") || !strings.Contains(r.stderr, "--yes") ||
 		!strings.Contains(r.stderr, "builtin/shell") {
 		t.Fatalf("non-interactive shell call: exit %d, stderr %q", r.code, r.stderr)
 	}
@@ -73,7 +73,7 @@ func TestCallPolicyRuleFromConfig(t *testing.T) {
 		t.Fatalf("allowed command: exit %d, %q %q", r.code, r.stdout, r.stderr)
 	}
 	r = toolmux(t, dir, "", "call", "builtin", "shell", `{"command": "echo allowed; touch x"}`)
-	if r.code != 1 || !strings.Contains(r.stderr, "approval_denied") {
+	if r.code != 1 || !strings.Contains(r.stderr, "approval_unavailable") {
 		t.Fatalf("other command: exit %d, %q", r.code, r.stderr)
 	}
 }

@@ -35,7 +35,7 @@ func TestServeRefusesWhatNobodyCanApprove(t *testing.T) {
 		t.Fatal(err)
 	}
 	msg := testservers.ResultText(res)
-	if !res.IsError || res.Meta["toolmux/error_kind"] != "approval_denied" || !strings.Contains(msg, "--yes") ||
+	if !res.IsError || res.Meta["toolmux/error_kind"] != "approval_unavailable" || !strings.Contains(msg, "--yes") ||
 		!strings.Contains(msg, "the web page at "+p.url("/")) {
 		t.Fatalf("go-sdk client: %v %v %s", res.IsError, res.Meta, msg)
 	}
@@ -43,7 +43,7 @@ func TestServeRefusesWhatNobodyCanApprove(t *testing.T) {
 	inspector := testservers.NodeBin(t, "mcp-inspector")
 	out, err := inspect(t, inspector, p.url("/mcp"), "--method", "tools/call", "--tool-name", "builtin__write_file",
 		"--tool-arg", "path=b.txt", "--tool-arg", "content=x")
-	if err != nil || !strings.Contains(out, "approval_denied") || !strings.Contains(out, "--yes") {
+	if err != nil || !strings.Contains(out, "approval_unavailable") || !strings.Contains(out, "--yes") {
 		t.Fatalf("the inspector: %v\n%s", err, out)
 	}
 	for _, f := range []string{"a.txt", "b.txt"} {
@@ -67,7 +67,7 @@ func TestServeRefusesWhatNobodyCanApprove(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if msg := testservers.ResultText(res); !res.IsError || !strings.Contains(msg, "approval_denied") || !strings.Contains(msg, "serve --stdio --addr") {
+	if msg := testservers.ResultText(res); !res.IsError || !strings.Contains(msg, "approval_unavailable") || !strings.Contains(msg, "serve --stdio --addr") {
 		t.Fatalf("stdio: %s", msg)
 	}
 	if strings.Contains(stderr.String(), "/api/") {

@@ -46,7 +46,7 @@ func TestDiscoveryDocExample(t *testing.T) {
 	}
 
 	r = toolmux(t, elsewhere, "", "call", "discovered", "greet", `{"name": "Ada"}`, "--config", cfg)
-	if r.code != 1 || !strings.Contains(r.stderr, "approval_denied") {
+	if r.code != 1 || !strings.Contains(r.stderr, "approval_unavailable") {
 		t.Errorf("without --yes: exit %d %s", r.code, r.stderr)
 	}
 	r = toolmux(t, elsewhere, "", "call", "discovered", "greet", `{"name": "Ada"}`, "--yes", "--config", cfg)

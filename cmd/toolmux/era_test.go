@@ -195,11 +195,7 @@ func TestServeStdioBothEras(t *testing.T) {
 		t.Run(version, func(t *testing.T) {
 			t.Parallel()
 			dir := workspace(t, eraConfig(t, ""))
-			cmd := exec.Command(binary, "serve", "--stdio")
-			cmd.Dir = dir
-			cmd.Env = append(os.Environ(), "XDG_DATA_HOME="+t.TempDir())
-			var stderr testservers.SyncBuffer
-			cmd.Stderr = &stderr
+			cmd, stderr := stdioServe(t, dir)
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 			defer cancel()
 			ec := connectEra(t, ctx, "stdio-"+version, version, &mcp.CommandTransport{Command: cmd})

@@ -535,7 +535,7 @@ servers:
 		t.Fatal(err)
 	}
 	run := waitRun(t, ctx, f, "unasked", nil)
-	if run.Status != fleet.StatusDone || !strings.Contains(run.Answer, "approval_denied") {
+	if run.Status != fleet.StatusDone || !strings.Contains(run.Answer, "approval_unavailable") {
 		t.Errorf("without a page: %+v", run)
 	}
 	if c := countOf(lines(t, out), "refused"); c != 0 {
@@ -564,15 +564,9 @@ servers:
 	if pending[0].Task != "asked" || pending[0].Server != "fx" || pending[0].Tool != "append" {
 		t.Errorf("pending: %+v", pending[0])
 	}
-	resp, err := http.Post(p.url("/api/approvals/"+pending[0].ID), "application/json", strings.NewReader(`{"decision": "once"}`))
+	p.decide(t, pending[0].ID, "once")
+	run, err := f.Wait(ctx, "asked")
 	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusNoContent {
-		t.Fatalf("answering: %s", resp.Status)
-	}
-	if run, err = f.Wait(ctx, "asked"); err != nil {
 		t.Fatal(err)
 	}
 	if run.Status != fleet.StatusDone || run.Answer != "appended approved | tool said: appended approved" {
@@ -612,11 +606,7 @@ servers:
 	if pending[0].ID != first {
 		t.Errorf("the resumed run asked for call %s, not the same call %s", pending[0].ID, first)
 	}
-	resp, err = http.Post(p.url("/api/approvals/"+pending[0].ID), "application/json", strings.NewReader(`{"decision": "once"}`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
+	p.decide(t, pending[0].ID, "once")
 	if run, err = f.Wait(ctx, "orphan"); err != nil {
 		t.Fatal(err)
 	}

@@ -205,7 +205,7 @@ func TestPinningWarnAndOff(t *testing.T) {
 }
 
 // ask puts each call of a changed tool to the approvers with the
-// difference: a run where nobody can be asked refuses it (approval_denied),
+// difference: a run where nobody can be asked refuses it (approval_unavailable),
 // serve with the page's approver attached asks and runs it.
 func TestPinningAsk(t *testing.T) {
 	t.Parallel()
@@ -222,7 +222,7 @@ func TestPinningAsk(t *testing.T) {
 	var rec struct {
 		Error *struct{ Kind, Message string }
 	}
-	if err := json.Unmarshal([]byte(r.stdout), &rec); err != nil || r.code != 1 || rec.Error == nil || rec.Error.Kind != "approval_denied" {
+	if err := json.Unmarshal([]byte(r.stdout), &rec); err != nil || r.code != 1 || rec.Error == nil || rec.Error.Kind != "approval_unavailable" {
 		t.Errorf("ask, nobody to ask: exit %d %v %s %s", r.code, err, r.stdout, r.stderr)
 	}
 

@@ -49,7 +49,7 @@ func TestCallsAreRecordedInTheTaskLog(t *testing.T) {
 		t.Errorf("refused shell task: %+v", shell)
 	}
 	r = toolmux(t, dir, "", "--data-dir", data, "logs", "show", shell.ID)
-	if r.code != 0 || !strings.Contains(r.stdout, "approval_denied") || !strings.Contains(r.stdout, "builtin/shell") {
+	if r.code != 0 || !strings.Contains(r.stdout, "approval_unavailable") || !strings.Contains(r.stdout, "builtin/shell") {
 		t.Errorf("logs show: %d\n%s", r.code, r.stdout)
 	}
 }

@@ -372,10 +372,10 @@ func TestRunApprovalsWithoutTerminal(t *testing.T) {
 		if _, err := os.Stat(filepath.Join(dir, "made.txt")); err == nil {
 			t.Error("the refused command ran")
 		}
-		if !strings.Contains(r.stderr, "✗ builtin/shell: approval_denied") {
+		if !strings.Contains(r.stderr, "✗ builtin/shell: approval_unavailable") {
 			t.Errorf("stderr does not show the refusal:\n%s", r.stderr)
 		}
-		if reqs := m.Requests(); len(reqs) != 2 || !strings.Contains(reqs[1].Text(), "approval_denied") {
+		if reqs := m.Requests(); len(reqs) != 2 || !strings.Contains(reqs[1].Text(), "approval_unavailable") {
 			t.Errorf("the model was not told of the refusal: %+v", reqs)
 		}
 	})

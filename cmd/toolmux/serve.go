@@ -60,8 +60,11 @@ pipeline and manager. A call the policy asks about is put to someone who
 can answer now: the client's user through MCP elicitation when the client
 supports it, else the web page at http://ADDR/ while one is open (the
 client hears by progress where to answer); otherwise it is refused at once
-with a message saying how to allow the call (--yes, --approval-mode, a
-policy rule, or trust: true on the server). A question waits at most
+(approval_unavailable) with a message saying how to allow the call (--yes,
+--approval-mode, a policy rule, or trust: true on the server). A client
+that answers cancel, or declines within 250ms, showed the question to
+nobody (an agent CLI run headless: claude -p, codex exec), and counts as
+one that cannot ask. A question waits at most
 --approval-timeout, and is withdrawn, never to run, when its client goes
 away. With --stdio, --addr also serves the web page (and the API) on that
 address; --stdio alone asks by elicitation only.
@@ -178,9 +181,10 @@ one more, 300ms after the last. See docs/operations.md.`,
 			// and the call events. A call that needs approval is put to
 			// someone who can answer now: the client's user through MCP
 			// elicitation, when the client declared it (with --stdio,
-			// stdin is the MCP transport, never a terminal); else the web
-			// page, while one is open; else it is refused at once with a
-			// message saying how to allow it.
+			// stdin is the MCP transport, never a terminal) and shows the
+			// question to someone (a headless client's instant answer
+			// passes it on); else the web page, while one is open; else
+			// it is refused at once with a message saying how to allow it.
 			var approvals *api.Approvals
 			approver := a.approver(false)
 			if approver == nil {

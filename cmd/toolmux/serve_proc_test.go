@@ -126,6 +126,32 @@ func (p *serveProc) attach(t *testing.T) {
 	}
 }
 
+// decide answers the call waiting for approval under id through the
+// process's API, as the page does ("once", "deny", ...).
+func (p *serveProc) decide(t *testing.T, id, decision string) {
+	t.Helper()
+	resp, err := http.Post(p.url("/api/approvals/"+id), "application/json", strings.NewReader(`{"decision": "`+decision+`"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusNoContent {
+		t.Fatalf("answering %s: %s", id, resp.Status)
+	}
+}
+
+// stdioServe is the command of `toolmux serve --stdio` in dir, with a
+// data directory of the test's own, and the buffer its stderr goes to:
+// for an MCP client's CommandTransport to start.
+func stdioServe(t *testing.T, dir string) (*exec.Cmd, *testservers.SyncBuffer) {
+	cmd := exec.Command(binary, "serve", "--stdio")
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "XDG_DATA_HOME="+t.TempDir())
+	stderr := &testservers.SyncBuffer{}
+	cmd.Stderr = stderr
+	return cmd, stderr
+}
+
 // getJSON decodes the answer of a GET to the process's API.
 func (p *serveProc) getJSON(t *testing.T, path string, v any) {
 	t.Helper()
