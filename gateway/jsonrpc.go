@@ -318,7 +318,14 @@ const firstChunk = 32 << 10
 // on the body; 0 when none is known, and then no length is trusted),
 // into one buffer of that length.
 func readAll(rd io.Reader, length, limit int64) ([]byte, error) {
-	buf := make([]byte, 0, firstChunk)
+	size := firstChunk
+	switch {
+	case length >= 0 && length < firstChunk:
+		size = int(length) + 1 // one more: EOF is read into nothing
+	case length < 0:
+		size = 512 // as io.ReadAll: a body of unknown length grows
+	}
+	buf := make([]byte, 0, size)
 	for len(buf) < cap(buf) {
 		n, err := rd.Read(buf[len(buf):cap(buf)])
 		buf = buf[:len(buf)+n]

@@ -38,8 +38,14 @@ func TestReadAll(t *testing.T) {
 		})
 	}
 	small := []byte(`{"jsonrpc":"2.0"}`)
-	if got, err := readAll(bytes.NewReader(small), int64(len(small)), 1<<20); err != nil || !bytes.Equal(got, small) {
-		t.Fatalf("small body: %q, %v", got, err)
+	for _, length := range []int64{int64(len(small)), -1, 2, 100} {
+		if got, err := readAll(bytes.NewReader(small), length, 1<<20); err != nil || !bytes.Equal(got, small) {
+			t.Fatalf("small body announced as %d bytes: %q, %v", length, got, err)
+		}
+	}
+	// A small body announced is read into a buffer of its size.
+	if got, _ := readAll(bytes.NewReader(small), int64(len(small)), 1<<20); cap(got) != len(small)+1 {
+		t.Errorf("a %d-byte body read into %d bytes of room", len(small), cap(got))
 	}
 	boom := errors.New("boom")
 	if _, err := readAll(io.MultiReader(bytes.NewReader(body), iotest.ErrReader(boom)), -1, 0); !errors.Is(err, boom) {
