@@ -48,16 +48,9 @@ func TestRefusalsAreJSONRPCErrors(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			code, body := post(t, url, "", "", tc.body, tc.header)
-			var msg struct {
-				JSONRPC string          `json:"jsonrpc"`
-				ID      json.RawMessage `json:"id"`
-				Error   struct {
-					Code    int    `json:"code"`
-					Message string `json:"message"`
-				} `json:"error"`
-			}
-			if err := json.Unmarshal([]byte(body), &msg); err != nil {
-				t.Fatalf("%d: not JSON: %q", code, body)
+			msg, ok := rpcErrorOf([]byte(body))
+			if !ok {
+				t.Fatalf("%d: not a JSON-RPC error: %q", code, body)
 			}
 			if code != tc.status || msg.JSONRPC != "2.0" || msg.Error.Code != tc.code || string(msg.ID) != tc.id || msg.Error.Message == "" {
 				t.Fatalf("got %d %s", code, body)
@@ -73,4 +66,22 @@ func TestRefusalsAreJSONRPCErrors(t *testing.T) {
 	if code != http.StatusOK || !strings.Contains(body, `"result"`) {
 		t.Fatalf("ping: %d %s", code, body)
 	}
+}
+
+// rpcErrorAnswer is a JSON-RPC error answer, as the tests read it.
+type rpcErrorAnswer struct {
+	JSONRPC string          `json:"jsonrpc"`
+	ID      json.RawMessage `json:"id"`
+	Error   *struct {
+		Code    int             `json:"code"`
+		Message string          `json:"message"`
+		Data    json.RawMessage `json:"data"`
+	} `json:"error"`
+}
+
+// rpcErrorOf reads b as a JSON-RPC error answer; ok is false when it is
+// not one.
+func rpcErrorOf(b []byte) (msg rpcErrorAnswer, ok bool) {
+	err := json.Unmarshal(b, &msg)
+	return msg, err == nil && msg.Error != nil
 }
