@@ -213,6 +213,9 @@ func (r *route) receiveModern(next mcp.MethodHandler) mcp.MethodHandler {
 			}
 			return r.callToolModern(ctx, l, ss, call)
 		}
+		if err := foreignState(req, l.modernUp()); err != nil {
+			return nil, err
+		}
 		return l.forward(ctx, method, req, next)
 	}
 }
@@ -649,7 +652,8 @@ func completed(res *mcp.CallToolResult) (*mcp.CallToolResult, error) {
 const approvalPrefix = "toolmux-approval-"
 
 // statePrefix begins a requestState of the gateway's, which a 2026-07-28
-// client echoes back; any other is the server's, forwarded as it is.
+// client echoes back; any other is the server's, forwarded as it is to a
+// server that speaks 2026-07-28 (openState).
 const statePrefix = "toolmux1."
 
 // gatewayState is a requestState of the gateway's: the approvals the
@@ -678,11 +682,22 @@ func (r *route) sealState(s gatewayState) string {
 // does not hold.
 var errTamperedState = &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "toolmux: the requestState is not one the gateway issued"}
 
-// openState decodes a requestState: the gateway's, checked, or the
-// server's.
-func (r *route) openState(state string) (gatewayState, error) {
+// errForeignState answers a requestState the gateway did not issue when
+// the server speaks 2025-11-25, which has no requestState of its own:
+// the state can be nobody's, and going on without it would make a retry
+// a new call (an approval asked again, a question of the server's lost).
+var errForeignState = &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "toolmux: the requestState is not one the gateway issued, " +
+	"and the server speaks " + protocolLegacyLatest + ", which has none of its own: retry the request without it, or with the requestState the last answer gave"}
+
+// openState decodes a requestState of a tools/call: the gateway's,
+// checked; else, when the server speaks 2026-07-28 (upModern), the
+// server's, which only the server can judge; else refused.
+func (r *route) openState(state string, upModern bool) (gatewayState, error) {
 	body, ok := strings.CutPrefix(state, statePrefix)
 	if !ok {
+		if state != "" && !upModern {
+			return gatewayState{}, errForeignState
+		}
 		return gatewayState{Upstream: state}, nil
 	}
 	payload, sig, ok := strings.Cut(body, ".")
@@ -710,13 +725,31 @@ func (r *route) openState(state string) (gatewayState, error) {
 	return s, nil
 }
 
+// foreignState refuses the requestState of a prompts/get or
+// resources/read going to a server on 2025-11-25 (not upModern): the
+// gateway issues none for them, and the server has none of its own. To a
+// server on 2026-07-28 the state is the server's, forwarded.
+func foreignState(req mcp.Request, upModern bool) error {
+	var state string
+	switch p := req.GetParams().(type) {
+	case *mcp.GetPromptParams:
+		state = p.RequestState
+	case *mcp.ReadResourceParams:
+		state = p.RequestState
+	}
+	if state != "" && !upModern {
+		return errForeignState
+	}
+	return nil
+}
+
 // callToolModern runs a 2026-07-28 client's tools/call: governed, its last
 // hop over the identity's link. The call runs apart from the HTTP request
 // so that, when a server on an older protocol asks a question during it,
 // the question can be answered to the client as input_required while the
 // call waits upstream (parked), for the client's retry.
 func (r *route) callToolModern(ctx context.Context, l *link, ss *mcp.ServerSession, req *mcp.CallToolRequest) (mcp.Result, error) {
-	st, err := r.openState(req.Params.RequestState)
+	st, err := r.openState(req.Params.RequestState, l.modernUp())
 	if err != nil {
 		return nil, err
 	}
