@@ -82,16 +82,19 @@ func (r *route) initModern(version string) {
 
 // modernErrors checks what the go-sdk would not before it serves a
 // 2026-07-28 request: the body's nesting (which the go-sdk's decoder
-// bounds by failing) and a body over the gateway's limit. The go-sdk's
-// stateless handler answers the rest in JSON-RPC itself, with the HTTP
-// statuses the protocol asks for (404 for an unknown method), which the
-// stateful routes' wrapper (jsonRPCErrors) would change. As that
-// wrapper, it gives a tools/call of route its origin, the identity the
-// window of re-issued requests keys it by, and passes a
+// bounds by failing) and a body over the gateway's limit. Every refusal is a JSON-RPC error, as on
+// the stateful routes, with the same checks (checkMessage) and the same
+// writer: what the go-sdk's stateless handler refuses in plain text (a
+// Content-Type or Accept it does not take, a batch, an id that is not a
+// string or a number) is made JSON-RPC by rpcErrorWriter; its own
+// JSON-RPC errors, with the HTTP statuses the protocol asks for, pass as
+// they are. As that wrapper, it gives a tools/call of route its origin,
+// the identity the window of re-issued requests keys it by, and passes a
 // notifications/cancelled to the window (reissue.go); the go-sdk's
 // stateless handler hands the request's context values on to the call.
 func (g *Gateway) modernErrors(h http.Handler, route string) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		cw := &rpcErrorWriter{ResponseWriter: w}
 		if r.Method == http.MethodPost && r.Body != nil {
 			body, ok := readBody(w, r)
 			if !ok {
@@ -104,38 +107,20 @@ func (g *Gateway) modernErrors(h http.Handler, route string) http.Handler {
 						"tool arguments may nest at most %d (limits.max_depth)", sdkMaxDepth, g.maxDepth()))
 				return
 			}
-			if g.reissue != nil {
-				r = g.reissue.take(r, route, body, msg) // reissue.go
-				ww := &writeWatch{ResponseWriter: w}
-				h.ServeHTTP(ww, r)
-				g.reissue.served(r, ww.failed)
+			if cw.id, ok = checkMessage(w, body, msg, true); !ok {
 				return
 			}
+			if g.reissue != nil {
+				r = g.reissue.take(r, route, body, msg) // reissue.go
+			}
 		}
-		h.ServeHTTP(w, r)
+		h.ServeHTTP(cw, r)
+		cw.finish()
+		if g.reissue != nil {
+			g.reissue.served(r, cw.failed)
+		}
 	})
 }
-
-// writeWatch notes whether a write of an answer failed.
-type writeWatch struct {
-	http.ResponseWriter
-	failed bool
-}
-
-func (w *writeWatch) Write(b []byte) (int, error) {
-	n, err := w.ResponseWriter.Write(b)
-	w.failed = w.failed || err != nil
-	return n, err
-}
-
-func (w *writeWatch) Flush() {
-	if f, ok := w.ResponseWriter.(http.Flusher); ok {
-		f.Flush()
-	}
-}
-
-// Unwrap gives http.ResponseController the real writer.
-func (w *writeWatch) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 type modernSessionKey struct{}
 
