@@ -84,6 +84,9 @@ type Options struct {
 	// Tasks configure MCP tasks (tasks.go) on /mcp and the virtual
 	// servers; the zero value turns them off.
 	Tasks Tasks
+	// Listens bounds the subscriptions/listen streams open at once, on
+	// the gateway and per client (listens.go), on every HTTP route.
+	Listens Listens
 }
 
 // Gateway is an MCP server whose tools are the caller's catalog.
@@ -104,6 +107,7 @@ type Gateway struct {
 	routes    map[string]*route // passthrough routes by server name
 	onRefused func(RouteSessions)
 	clients   *clients
+	listens   *listens
 	tasks     *taskRunner // nil: MCP tasks are off
 }
 
@@ -125,6 +129,7 @@ func New(c Caller, o Options) *Gateway {
 	if g.log == nil {
 		g.log = slog.New(slog.DiscardHandler)
 	}
+	g.listens = newListens(o.Listens)
 	if g.reissue != nil {
 		g.clients.ended = g.reissue.sessionEnded
 	}

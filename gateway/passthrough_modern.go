@@ -82,7 +82,8 @@ func (r *route) initModern(version string) {
 
 // modernErrors checks what the go-sdk would not before it serves a
 // 2026-07-28 request: the body's nesting (which the go-sdk's decoder
-// bounds by failing) and a body over the gateway's limit. Every refusal is a JSON-RPC error, as on
+// bounds by failing), a body over the gateway's limit, a listen stream
+// over its bounds (listens.go). Every refusal is a JSON-RPC error, as on
 // the stateful routes, with the same checks (checkMessage) and the same
 // writer: what the go-sdk's stateless handler refuses in plain text (a
 // Content-Type or Accept it does not take, a batch, an id that is not a
@@ -110,6 +111,11 @@ func (g *Gateway) modernErrors(h http.Handler, route string) http.Handler {
 			if cw.id, ok = checkMessage(w, body, msg, true); !ok {
 				return
 			}
+			release, admitted := g.admitListen(w, r, route, body, msg)
+			if !admitted {
+				return
+			}
+			defer release()
 			if g.reissue != nil {
 				r = g.reissue.take(r, route, body, msg) // reissue.go
 			}

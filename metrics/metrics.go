@@ -67,6 +67,19 @@ type Sources struct {
 	// answered from their first execution
 	// (gateway.Gateway.ReissueStats, converted).
 	Reissues func() Reissues
+	// Listens is the gateway's subscriptions/listen streams
+	// (gateway.Gateway.ListenStats, converted).
+	Listens func() Listens
+}
+
+// Listens counts the gateway's subscriptions/listen streams
+// (gateway.ListenStats without the gateway).
+type Listens struct {
+	// Open is how many are open now, Max their bound on the gateway.
+	Open, Max int
+	// Refused counts those refused for the gateway's bound,
+	// RefusedPerClient those refused for a client's.
+	Refused, RefusedPerClient uint64
 }
 
 // Reissues counts re-issued requests answered from their first execution

@@ -34,6 +34,8 @@ type scraped struct {
 	approvers *prometheus.Desc
 
 	reissued, reissuedNotKept *prometheus.Desc
+
+	listens, listensMax, listensRefused *prometheus.Desc
 }
 
 func newScraped(src Sources) *scraped {
@@ -60,6 +62,9 @@ func newScraped(src Sources) *scraped {
 		approvers:        desc("approvers", "People attached to the approval queue now (web pages open with ?approver=1)."),
 		reissued:         desc("reissued_requests_total", "Re-issued tools/call requests answered from their first execution instead of running again."),
 		reissuedNotKept:  desc("reissued_requests_not_kept_total", "Re-issued requests whose first execution's result was too large to keep (answered with outcome_unknown)."),
+		listens:          desc("listen_streams", "subscriptions/listen streams open now, every route together."),
+		listensMax:       desc("listen_streams_max", "The most subscriptions/listen streams the gateway holds (subscriptions.max_listens)."),
+		listensRefused:   desc("listen_streams_refused_total", "subscriptions/listen streams refused, by the bound that refused them: gateway (subscriptions.max_listens) or client (subscriptions.max_listens_per_client).", "limit"),
 	}
 }
 
@@ -69,7 +74,7 @@ func (s *scraped) Describe(ch chan<- *prometheus.Desc) {
 		s.passOpen, s.passMax, s.passRefused,
 		s.evPublished, s.evSubscribers, s.evDropped, s.evQueued, s.evPersistDropped, s.evPersistFailed,
 		s.logRecorded, s.logRetried, s.logLost, s.journalBytes, s.journalSegments, s.indexLag, s.approvers,
-		s.reissued, s.reissuedNotKept} {
+		s.reissued, s.reissuedNotKept, s.listens, s.listensMax, s.listensRefused} {
 		ch <- d
 	}
 }
@@ -132,6 +137,14 @@ func (s *scraped) Collect(ch chan<- prometheus.Metric) {
 		r := s.src.Reissues()
 		counter(s.reissued, float64(r.Answered))
 		counter(s.reissuedNotKept, float64(r.NotKept))
+	}
+	if s.src.Listens != nil {
+		l := s.src.Listens()
+		gauge(s.listens, float64(l.Open))
+		gauge(s.listensMax, float64(l.Max))
+		// Two values of the label, whatever the clients: bounded.
+		counter(s.listensRefused, float64(l.Refused), "gateway")
+		counter(s.listensRefused, float64(l.RefusedPerClient), "client")
 	}
 }
 

@@ -229,6 +229,7 @@ the one in use stays. See docs/operations.md.`,
 			opts := gateway.Options{Version: versionString(), Logger: a.logger(), MaxDepth: rt.Config.Limits.MaxDepth,
 				Sessions: sessionTasks(rt.Log, a.logger()), ToolSearch: search.apply(cmd, rt.Config.ToolSearch),
 				Tracer: rt.Telemetry.Tracer(), Propagator: rt.Telemetry.Propagator(), Reissue: gateway.ReissueFromConfig(rt.Config.Reissue)}
+			opts.Listens = gateway.ListensFromConfig(rt.Config.Subscriptions)
 			opts.API = api.New(api.Options{Catalog: rt.Pipeline, Caller: s, Health: rt.Manager.Health, Pins: rt.Pins,
 				Policy: rt.Gate, Approvals: approvals, Log: rt.Log, Events: hub, Version: versionString(), MaxDepth: rt.Config.Limits.MaxDepth,
 				Fleet: fn.summary()})
@@ -360,6 +361,10 @@ func metricSources(rt *toolmux.Runtime, g *gateway.Gateway, approvals *api.Appro
 	src.Reissues = func() metrics.Reissues {
 		st := g.ReissueStats()
 		return metrics.Reissues{Answered: st.Answered, NotKept: st.NotKept}
+	}
+	src.Listens = func() metrics.Listens {
+		st := g.ListenStats()
+		return metrics.Listens{Open: st.Open, Max: st.Max, Refused: st.Refused, RefusedPerClient: st.RefusedPerClient}
 	}
 	return src
 }
