@@ -22,7 +22,8 @@ FUZZ := ./config:FuzzParse ./builtin:FuzzResolvePath ./internal/ringbuf:FuzzRing
         ./stream:FuzzSSE ./internal/bm25:FuzzTerms ./internal/jsonrepair:FuzzRepair ./agent:FuzzParseTextCalls ./llm:FuzzOpenAIStream \
         ./internal/jsonscan:FuzzScan ./internal/jsonscan:FuzzMembers ./internal/mcpwire:FuzzReadRequest ./mcpsource:FuzzDecodeAnswer ./tasklog:FuzzScan \
         ./stream:FuzzAppendJSON ./internal/toolglob:FuzzPattern ./internal/editdist:FuzzDistance \
-        ./internal/jsonfloat:FuzzAppend ./fleet:FuzzReadRequests ./gateway:FuzzNewEra ./mcpsource:FuzzTaskSSE ./gateway:FuzzOpenState
+        ./internal/jsonfloat:FuzzAppend ./fleet:FuzzReadRequests ./gateway:FuzzNewEra ./mcpsource:FuzzTaskSSE ./gateway:FuzzOpenState \
+        ./gateway:FuzzBearerToken
 FUZZTIME ?= 5s
 # Fuzz targets run this many at a time, sharing the cores (scripts/fuzz.sh).
 FUZZJOBS ?= 4

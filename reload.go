@@ -24,7 +24,8 @@ type Reloaded struct {
 	// Unchanged lists the settings a reload does not apply (a running
 	// process keeps them until it restarts) that differ in the new
 	// configuration: task_log, passthrough, policy.persist,
-	// limits.max_depth, limits.max_event_bytes, and, in a runtime with
+	// limits.max_depth, limits.max_event_bytes, pinning, tool_search,
+	// virtual_servers, mcp_tasks, subscriptions, and, in a runtime with
 	// agents, model and agents.
 	Unchanged []string
 }
@@ -85,6 +86,7 @@ func (rt *Runtime) Reload(ctx context.Context, cfg *config.Config, drain time.Du
 		{"tool_search", old.ToolSearch, cfg.ToolSearch},
 		{"virtual_servers", old.VirtualServers, cfg.VirtualServers},
 		{"mcp_tasks", old.MCPTasks, cfg.MCPTasks},
+		{"subscriptions", old.Subscriptions, cfg.Subscriptions},
 	}
 	if !rt.noAgents {
 		fixed = append(fixed, []struct {
@@ -191,7 +193,7 @@ func (rt *Runtime) Reload(ctx context.Context, cfg *config.Config, drain time.Du
 	cfg.Limits.MaxDepth, cfg.Limits.MaxEventBytes = old.Limits.MaxDepth, old.Limits.MaxEventBytes
 	cfg.Policy.Persist, cfg.TaskLog, cfg.Passthrough = old.Policy.Persist, old.TaskLog, old.Passthrough
 	cfg.Pinning, cfg.ToolSearch, cfg.VirtualServers = old.Pinning, old.ToolSearch, old.VirtualServers
-	cfg.MCPTasks = old.MCPTasks
+	cfg.MCPTasks, cfg.Subscriptions = old.MCPTasks, old.Subscriptions
 	rt.current = cfg
 	return r, nil
 }

@@ -146,3 +146,29 @@ func TestRuntimeReloadRefusesNoServers(t *testing.T) {
 		t.Fatalf("an empty file with no server running: %v", err)
 	}
 }
+
+// subscriptions (the bounds of the gateway's listen streams, made at
+// start) is reported by a reload that changes it, and kept as in use.
+func TestReloadKeepsSubscriptions(t *testing.T) {
+	ctx := context.Background()
+	parse := func(body string) *config.Config {
+		t.Helper()
+		cfg, err := config.ParseWith("toolmux.yaml", []byte(body), config.Options{Dir: t.TempDir()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cfg
+	}
+	rt, err := toolmux.Open(ctx, parse("builtin: {enabled: false}\nsubscriptions: {max_listens: 10}\n"), toolmux.Options{NoTaskLog: true, NoAgents: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rt.Close(ctx)
+	res, err := rt.Reload(ctx, parse("builtin: {enabled: false}\nsubscriptions: {max_listens: 20, max_listens_per_client: 2}\n"), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := (config.Subscriptions{MaxListens: 10}); !slices.Equal(res.Unchanged, []string{"subscriptions"}) || rt.CurrentConfig().Subscriptions != want {
+		t.Errorf("reload said %v, in use %+v", res.Unchanged, rt.CurrentConfig().Subscriptions)
+	}
+}

@@ -422,14 +422,10 @@ func (s *server) tasks(w http.ResponseWriter, r *http.Request) {
 	if !s.haveLog(w) {
 		return
 	}
-	f := tasklog.Filter{Status: tasklog.Status(r.URL.Query().Get("status")), Limit: 50}
-	if v := r.URL.Query().Get("limit"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 {
-			writeError(w, http.StatusBadRequest, "bad_request", fmt.Sprintf("limit must be a positive integer, not %q", v))
-			return
-		}
-		f.Limit = n
+	f := tasklog.Filter{Status: tasklog.Status(r.URL.Query().Get("status"))}
+	var ok bool
+	if f.Limit, ok = listLimit(w, r); !ok {
+		return
 	}
 	ts, err := s.o.Log.Tasks(r.Context(), f)
 	if err != nil {
@@ -442,6 +438,30 @@ func (s *server) tasks(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, ts)
+}
+
+// The limit of a listing (/api/tasks, /api/mcp-tasks): by default
+// defaultListLimit, at most maxListLimit. An answer is built whole in
+// memory before it is sent, so the server, not the request, bounds it.
+const (
+	defaultListLimit = 50
+	maxListLimit     = 1000
+)
+
+// listLimit reads a listing's limit parameter; ok is false when it is not
+// an integer from 1 to maxListLimit, the client having been answered 400
+// bad_request.
+func listLimit(w http.ResponseWriter, r *http.Request) (limit int, ok bool) {
+	v := r.URL.Query().Get("limit")
+	if v == "" {
+		return defaultListLimit, true
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 || n > maxListLimit {
+		writeError(w, http.StatusBadRequest, "bad_request", fmt.Sprintf("limit must be an integer from 1 to %d, not %q", maxListLimit, v))
+		return 0, false
+	}
+	return n, true
 }
 
 func (s *server) task(w http.ResponseWriter, r *http.Request) {
@@ -458,18 +478,14 @@ func (s *server) mcpTasks(w http.ResponseWriter, r *http.Request) {
 	if !s.haveLog(w) {
 		return
 	}
-	f := tasklog.MCPTaskFilter{Status: tasklog.MCPTaskStatus(r.URL.Query().Get("status")), Limit: 50}
+	f := tasklog.MCPTaskFilter{Status: tasklog.MCPTaskStatus(r.URL.Query().Get("status"))}
 	if f.Status != "" && !f.Status.Valid() {
 		writeError(w, http.StatusBadRequest, "bad_request", fmt.Sprintf("status must be working, input_required, completed, failed or cancelled, not %q", f.Status))
 		return
 	}
-	if v := r.URL.Query().Get("limit"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 {
-			writeError(w, http.StatusBadRequest, "bad_request", fmt.Sprintf("limit must be a positive integer, not %q", v))
-			return
-		}
-		f.Limit = n
+	var ok bool
+	if f.Limit, ok = listLimit(w, r); !ok {
+		return
 	}
 	ts, err := s.o.Log.MCPTasks(r.Context(), f)
 	if err != nil {

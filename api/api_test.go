@@ -357,3 +357,29 @@ func TestCallDepthAndAnswerSize(t *testing.T) {
 		t.Errorf("a large answer is %d bytes for a %d-byte request, indented: %v", len(b), len(big), strings.Contains(string(b), "\n  "))
 	}
 }
+
+// A listing's limit is bounded by the server: /api/tasks and
+// /api/mcp-tasks take 1 to 1000, one more (or anything not a positive
+// integer) is a 400 bad_request naming the bound; at the bound, the
+// listing is served.
+func TestListLimitBounded(t *testing.T) {
+	f := newFixture(t)
+	for _, path := range []string{"/api/tasks", "/api/mcp-tasks"} {
+		var list []map[string]any
+		if code := f.get(t, path+"?limit=1000", &list); code != http.StatusOK {
+			t.Errorf("%s?limit=1000: %d", path, code)
+		}
+		if code := f.get(t, path, &list); code != http.StatusOK {
+			t.Errorf("%s: %d", path, code)
+		}
+		for _, limit := range []string{"1001", "0", "-1", "ten", "99999999999999999999"} {
+			var e struct {
+				Error struct{ Kind, Message string }
+			}
+			if code := f.get(t, path+"?limit="+limit, &e); code != http.StatusBadRequest || e.Error.Kind != "bad_request" ||
+				!strings.Contains(e.Error.Message, "from 1 to 1000") {
+				t.Errorf("%s?limit=%s: %d %+v", path, limit, code, e)
+			}
+		}
+	}
+}

@@ -109,6 +109,10 @@ type Config struct {
 	// Reissue bounds how toolmux serve answers re-issued tools/call
 	// requests (`reissue:`, docs/gateway.md "Re-issued requests").
 	Reissue Reissue
+	// Subscriptions bounds the subscriptions/listen streams of toolmux
+	// serve's MCP routes (`subscriptions:`, docs/gateway.md "Listen
+	// streams").
+	Subscriptions Subscriptions
 	// ToolSearch is tool search on toolmux serve's /mcp (`tool_search:`):
 	// only pinned tools and the meta-tools find_tools and call_tool are
 	// listed. The zero value is off.
@@ -390,6 +394,19 @@ type Reissue struct {
 	MaxEntries int
 	// MaxResultBytes bounds a result kept.
 	MaxResultBytes int64
+}
+
+// Subscriptions is the `subscriptions:` section: how many
+// subscriptions/listen streams (a 2026-07-28 client's standing request for
+// list changes) toolmux serve holds open at once. Zero values mean the
+// defaults of package gateway.
+type Subscriptions struct {
+	// MaxListens bounds the streams of the whole gateway, every route
+	// together; one more is refused until one ends.
+	MaxListens int
+	// MaxListensPerClient bounds the streams of one client: one route,
+	// one credential (Authorization header) and one clientInfo.
+	MaxListensPerClient int
 }
 
 // MaxFindLimit bounds tool_search.limit; it is gateway.MaxFindLimit (a test

@@ -31,6 +31,7 @@ import (
 
 	"github.com/google/jsonschema-go/jsonschema"
 
+	"github.com/toolmux/toolmux/internal/jsontype"
 	"github.com/toolmux/toolmux/tool"
 )
 
@@ -165,56 +166,12 @@ func objectSchema[In any]() (map[string]any, []string, error) {
 func decodeError(err error) string {
 	if te, ok := errors.AsType[*json.UnmarshalTypeError](err); ok && te.Field != "" {
 		// For an array's item, Field names the array.
-		return fmt.Sprintf("argument %q: found %s where %s was expected", te.Field, jsonValue(te.Value), jsonType(te.Type))
+		return fmt.Sprintf("argument %q: found %s where %s was expected", te.Field, jsontype.Found(te.Value), jsontype.Of(te.Type))
 	}
 	if name, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
 		return "unknown argument " + name
 	}
 	return "the arguments do not fit the tool: " + strings.TrimPrefix(err.Error(), "json: ")
-}
-
-// jsonType names the JSON type a Go type is read from.
-func jsonType(t reflect.Type) string {
-	for t.Kind() == reflect.Pointer {
-		t = t.Elem()
-	}
-	switch t.Kind() {
-	case reflect.Bool:
-		return "a boolean"
-	case reflect.Int, reflect.Int64:
-		return "an integer"
-	case reflect.Int8, reflect.Int16, reflect.Int32:
-		// The decoder refuses a number outside the type's range; say it.
-		return fmt.Sprintf("an integer from %d to %d", -(int64(1) << (t.Bits() - 1)), int64(1)<<(t.Bits()-1)-1)
-	case reflect.Uint8, reflect.Uint16, reflect.Uint32:
-		return fmt.Sprintf("an integer from 0 to %d", uint64(1)<<t.Bits()-1)
-	case reflect.Uint, reflect.Uint64, reflect.Uintptr:
-		return "an integer not below 0"
-	case reflect.Float32, reflect.Float64:
-		return "a number"
-	case reflect.String:
-		return "a string"
-	case reflect.Slice, reflect.Array:
-		return "an array"
-	case reflect.Map, reflect.Struct:
-		return "an object"
-	}
-	return "a " + t.String()
-}
-
-// jsonValue describes what the decoder found: a type ("string") or a
-// number that does not fit ("number 1.5").
-func jsonValue(v string) string {
-	switch v {
-	case "array", "object":
-		return "an " + v
-	case "string", "bool", "number":
-		if v == "bool" {
-			v = "boolean"
-		}
-		return "a " + v
-	}
-	return v
 }
 
 // Name is the tool's name within its source.

@@ -94,6 +94,9 @@ type Options struct {
 	// more has been answered, whether or not it made a call: toolmux
 	// serve gives the memory back after it once idle, as after calls.
 	LargeBody func()
+	// Listens bounds the subscriptions/listen streams open at once, on
+	// the gateway and per client (listens.go), on every HTTP route.
+	Listens Listens
 }
 
 // Gateway is an MCP server whose tools are the caller's catalog.
@@ -116,6 +119,7 @@ type Gateway struct {
 	routes    map[string]*route // passthrough routes by server name
 	onRefused func(RouteSessions)
 	clients   *clients
+	listens   *listens
 	tasks     *taskRunner // nil: MCP tasks are off
 }
 
@@ -137,6 +141,7 @@ func New(c Caller, o Options) *Gateway {
 	if g.log == nil {
 		g.log = slog.New(slog.DiscardHandler)
 	}
+	g.listens = newListens(o.Listens)
 	if g.reissue != nil {
 		g.clients.ended = g.reissue.sessionEnded
 	}

@@ -28,18 +28,20 @@ func IsLoopback(addr string) bool {
 }
 
 // RequireToken wraps h so that requests must carry "Authorization: Bearer
-// token". An empty token lets every request through. A request without
-// the token gets 401 with a WWW-Authenticate challenge (what MCP clients
-// look for) and the JSON error body of the HTTP API,
+// token" (the scheme in any case, as RFC 7235 has it: "bearer TOKEN"
+// passes too). An empty token lets every request through. A request
+// without the token gets 401 with a WWW-Authenticate challenge (what MCP
+// clients look for) and the JSON error body of the HTTP API,
 // {"error": {"kind": "unauthorized", "message": ...}}, on every route.
+// The token is compared in constant time.
 func RequireToken(token string, h http.Handler) http.Handler {
 	if token == "" {
 		return h
 	}
-	want := []byte("Bearer " + token)
+	want := []byte(token)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		got := []byte(strings.TrimSpace(r.Header.Get("Authorization")))
-		if subtle.ConstantTimeCompare(got, want) != 1 {
+		got, ok := bearerToken(r.Header.Get("Authorization"))
+		if !ok || subtle.ConstantTimeCompare([]byte(got), want) != 1 {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="toolmux"`)
 			w.Header().Set("Content-Type", "application/json")
 			w.Header().Set("Cache-Control", "no-store")
@@ -49,6 +51,21 @@ func RequireToken(token string, h http.Handler) http.Handler {
 		}
 		h.ServeHTTP(w, r)
 	})
+}
+
+// bearerToken reads the credentials of an Authorization header of the
+// Bearer scheme (RFC 6750 section 2.1, the scheme matched without regard
+// to case, RFC 7235 section 2.1): the token after the scheme and one or
+// more spaces, without the whitespace around the whole value. ok is
+// false for another scheme, or no token.
+func bearerToken(header string) (token string, ok bool) {
+	const scheme = "Bearer"
+	header = strings.TrimSpace(header)
+	if len(header) <= len(scheme) || !strings.EqualFold(header[:len(scheme)], scheme) || header[len(scheme)] != ' ' {
+		return "", false
+	}
+	token = strings.TrimLeft(header[len(scheme):], " ")
+	return token, token != ""
 }
 
 // unauthorizedBody is the answer to a request without the token.

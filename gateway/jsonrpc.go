@@ -102,6 +102,13 @@ func (g *Gateway) jsonRPCErrors(h http.Handler, route string, lean leanFunc, nam
 				writeRPCError(w, http.StatusNotFound, id, codeMethodNotFound, "method not found: "+quoteHeader(m)+" (this route serves tools only)")
 				return
 			}
+			// A listen stream takes a place of its bounds for as long
+			// as it is open: the life of this POST (listens.go).
+			release, admitted := g.admitListen(w, r, route, body, msg)
+			if !admitted {
+				return
+			}
+			defer release()
 			if sid != "" && !modern {
 				if g.clients.intercept(w, sid, route, body, msg) || lean(w, r, sid, body, msg) {
 					return

@@ -2,9 +2,10 @@ package gateway_test
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
-	"io"
+	"maps"
 	"net/http"
 	"strings"
 	"testing"
@@ -19,26 +20,13 @@ import (
 // too.
 func postMCP(t *testing.T, url string, cs *mcp.ClientSession, body string, extra map[string]string) (string, []map[string]any) {
 	t.Helper()
-	req, err := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json, text/event-stream")
-	req.Header.Set("Mcp-Session-Id", cs.ID())
-	req.Header.Set("Mcp-Protocol-Version", cs.InitializeResult().ProtocolVersion)
-	for k, v := range extra {
-		req.Header.Set(k, v)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
+	header := map[string]string{"Mcp-Session-Id": cs.ID(), "Mcp-Protocol-Version": cs.InitializeResult().ProtocolVersion}
+	maps.Copy(header, extra)
+	resp, b := postRaw(t, url, body, header)
 	ct := resp.Header.Get("Content-Type")
 	var msgs []map[string]any
 	if strings.HasPrefix(ct, "text/event-stream") {
-		sc := bufio.NewScanner(resp.Body)
+		sc := bufio.NewScanner(bytes.NewReader(b))
 		sc.Buffer(nil, 1<<20)
 		for sc.Scan() {
 			if data, ok := strings.CutPrefix(sc.Text(), "data: "); ok {
@@ -51,7 +39,6 @@ func postMCP(t *testing.T, url string, cs *mcp.ClientSession, body string, extra
 		}
 		return ct, msgs
 	}
-	b, _ := io.ReadAll(resp.Body)
 	if resp.StatusCode == http.StatusAccepted {
 		return ct, nil
 	}

@@ -90,16 +90,20 @@ func (r *route) initModern(version string) {
 
 // modernErrors checks what the go-sdk would not before it serves a
 // 2026-07-28 request: the body's nesting (which the go-sdk's decoder
-// bounds by failing) and a body over the gateway's limit. The go-sdk's
-// stateless handler answers the rest in JSON-RPC itself, with the HTTP
-// statuses the protocol asks for (404 for an unknown method), which the
-// stateful routes' wrapper (jsonRPCErrors) would change. As that
-// wrapper, it gives a tools/call of route its origin, the identity the
-// window of re-issued requests keys it by, and passes a
+// bounds by failing), a body over the gateway's limit, a listen stream
+// over its bounds (listens.go). Every refusal is a JSON-RPC error, as on
+// the stateful routes, with the same checks (checkMessage) and the same
+// writer: what the go-sdk's stateless handler refuses in plain text (a
+// Content-Type or Accept it does not take, a batch, an id that is not a
+// string or a number) is made JSON-RPC by rpcErrorWriter; its own
+// JSON-RPC errors, with the HTTP statuses the protocol asks for, pass as
+// they are. As that wrapper, it gives a tools/call of route its origin,
+// the identity the window of re-issued requests keys it by, and passes a
 // notifications/cancelled to the window (reissue.go); the go-sdk's
 // stateless handler hands the request's context values on to the call.
 func (g *Gateway) modernErrors(h http.Handler, route string, names toolNamer) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		cw := &rpcErrorWriter{ResponseWriter: w}
 		if r.Method == http.MethodPost && r.Body != nil {
 			body, ok := g.readBody(w, r)
 			if !ok {
@@ -110,38 +114,25 @@ func (g *Gateway) modernErrors(h http.Handler, route string, names toolNamer) ht
 			if !g.admitBody(w, r, body, msg, names) { // bounds.go
 				return
 			}
-			if g.reissue != nil {
-				r = g.reissue.take(r, route, body, msg) // reissue.go
-				ww := &writeWatch{ResponseWriter: w}
-				h.ServeHTTP(ww, r)
-				g.reissue.served(r, ww.failed)
+			if cw.id, ok = checkMessage(w, body, msg, true); !ok {
 				return
 			}
+			release, admitted := g.admitListen(w, r, route, body, msg)
+			if !admitted {
+				return
+			}
+			defer release()
+			if g.reissue != nil {
+				r = g.reissue.take(r, route, body, msg) // reissue.go
+			}
 		}
-		h.ServeHTTP(w, r)
+		h.ServeHTTP(cw, r)
+		cw.finish()
+		if g.reissue != nil {
+			g.reissue.served(r, cw.failed)
+		}
 	})
 }
-
-// writeWatch notes whether a write of an answer failed.
-type writeWatch struct {
-	http.ResponseWriter
-	failed bool
-}
-
-func (w *writeWatch) Write(b []byte) (int, error) {
-	n, err := w.ResponseWriter.Write(b)
-	w.failed = w.failed || err != nil
-	return n, err
-}
-
-func (w *writeWatch) Flush() {
-	if f, ok := w.ResponseWriter.(http.Flusher); ok {
-		f.Flush()
-	}
-}
-
-// Unwrap gives http.ResponseController the real writer.
-func (w *writeWatch) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 type modernSessionKey struct{}
 
@@ -218,6 +209,9 @@ func (r *route) receiveModern(next mcp.MethodHandler) mcp.MethodHandler {
 				return next(ctx, method, req)
 			}
 			return r.callToolModern(ctx, l, ss, call)
+		}
+		if err := foreignState(req, l.modernUp()); err != nil {
+			return nil, err
 		}
 		return l.forward(ctx, method, req, next)
 	}
@@ -667,7 +661,8 @@ func completed(res *mcp.CallToolResult) (*mcp.CallToolResult, error) {
 const approvalPrefix = "toolmux-approval-"
 
 // statePrefix begins a requestState of the gateway's, which a 2026-07-28
-// client echoes back; any other is the server's, forwarded as it is.
+// client echoes back; any other is the server's, forwarded as it is to a
+// server that speaks 2026-07-28 (openState).
 const statePrefix = "toolmux1."
 
 // gatewayState is a requestState of the gateway's: the approvals the
@@ -696,11 +691,22 @@ func (r *route) sealState(s gatewayState) string {
 // does not hold.
 var errTamperedState = &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "toolmux: the requestState is not one the gateway issued"}
 
-// openState decodes a requestState: the gateway's, checked, or the
-// server's.
-func (r *route) openState(state string) (gatewayState, error) {
+// errForeignState answers a requestState the gateway did not issue when
+// the server speaks 2025-11-25, which has no requestState of its own:
+// the state can be nobody's, and going on without it would make a retry
+// a new call (an approval asked again, a question of the server's lost).
+var errForeignState = &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "toolmux: the requestState is not one the gateway issued, " +
+	"and the server speaks " + protocolLegacyLatest + ", which has none of its own: retry the request without it, or with the requestState the last answer gave"}
+
+// openState decodes a requestState of a tools/call: the gateway's,
+// checked; else, when the server speaks 2026-07-28 (upModern), the
+// server's, which only the server can judge; else refused.
+func (r *route) openState(state string, upModern bool) (gatewayState, error) {
 	body, ok := strings.CutPrefix(state, statePrefix)
 	if !ok {
+		if state != "" && !upModern {
+			return gatewayState{}, errForeignState
+		}
 		return gatewayState{Upstream: state}, nil
 	}
 	payload, sig, ok := strings.Cut(body, ".")
@@ -728,13 +734,31 @@ func (r *route) openState(state string) (gatewayState, error) {
 	return s, nil
 }
 
+// foreignState refuses the requestState of a prompts/get or
+// resources/read going to a server on 2025-11-25 (not upModern): the
+// gateway issues none for them, and the server has none of its own. To a
+// server on 2026-07-28 the state is the server's, forwarded.
+func foreignState(req mcp.Request, upModern bool) error {
+	var state string
+	switch p := req.GetParams().(type) {
+	case *mcp.GetPromptParams:
+		state = p.RequestState
+	case *mcp.ReadResourceParams:
+		state = p.RequestState
+	}
+	if state != "" && !upModern {
+		return errForeignState
+	}
+	return nil
+}
+
 // callToolModern runs a 2026-07-28 client's tools/call: governed, its last
 // hop over the identity's link. The call runs apart from the HTTP request
 // so that, when a server on an older protocol asks a question during it,
 // the question can be answered to the client as input_required while the
 // call waits upstream (parked), for the client's retry.
 func (r *route) callToolModern(ctx context.Context, l *link, ss *mcp.ServerSession, req *mcp.CallToolRequest) (mcp.Result, error) {
-	st, err := r.openState(req.Params.RequestState)
+	st, err := r.openState(req.Params.RequestState, l.modernUp())
 	if err != nil {
 		return nil, err
 	}

@@ -247,6 +247,10 @@ func startModernOnly(t *testing.T) string {
 		b, err := json.Marshal(req.Params.GetMeta()[mcp.MetaKeyClientCapabilities])
 		return text(string(b)), nil, err
 	})
+	// state answers the requestState it was sent.
+	mcp.AddTool(s, &mcp.Tool{Name: "state", Annotations: ro}, func(_ context.Context, req *mcp.CallToolRequest, _ none) (*mcp.CallToolResult, any, error) {
+		return text("state: " + req.Params.RequestState), nil, nil
+	})
 	mcp.AddTool(s, &mcp.Tool{Name: "add_tool", Annotations: ro}, func(context.Context, *mcp.CallToolRequest, none) (*mcp.CallToolResult, any, error) {
 		mcp.AddTool(s, &mcp.Tool{Name: "added"}, func(context.Context, *mcp.CallToolRequest, none) (*mcp.CallToolResult, any, error) {
 			return text("added"), nil, nil
@@ -584,5 +588,39 @@ func TestPassthroughDeclaresNoTasksUpstream(t *testing.T) {
 				t.Errorf("the server was told %s", text)
 			}
 		})
+	}
+}
+
+// A requestState the gateway did not issue: to a server on 2025-11-25,
+// which has none of its own, it is refused (-32602, naming
+// requestState), on tools/call as on prompts/get; to a server on
+// 2026-07-28 it is the server's to judge, and reaches it as it was sent.
+// One with the gateway's prefix that does not verify is refused on both.
+func TestPassthroughForeignState(t *testing.T) {
+	legacy := servePassthrough(t, mcpsource.Config{Name: "up", Transport: mcpsource.StreamableHTTP, URL: startUpstream(t).url})
+	if res := modernCall(t, legacy.url, "parts", ""); res["error"] != nil {
+		t.Fatalf("without a state: %v", res)
+	}
+	for _, state := range []string{"garbage", "toolmux1.forged.sig"} {
+		res := modernCall(t, legacy.url, "parts", state)
+		if msg, _ := res["error"].(string); !strings.Contains(msg, "requestState") || !strings.Contains(msg, "not one the gateway issued") {
+			t.Errorf("%q to a 2025-11-25 server: %v", state, res)
+		}
+	}
+	status, m := post2026(t, legacy.url, "prompts/get", "greet",
+		map[string]any{"name": "greet", "arguments": map[string]any{"who": "Ada"}, "requestState": "garbage"})
+	if e, _ := m["error"].(map[string]any); status != http.StatusBadRequest || e == nil || e["code"] != float64(-32602) ||
+		!strings.Contains(fmt.Sprint(e["message"]), "requestState") {
+		t.Errorf("prompts/get with a state to a 2025-11-25 server: %d %v", status, m)
+	}
+
+	modern := servePassthrough(t, mcpsource.Config{Name: "up", Transport: mcpsource.StreamableHTTP, URL: startModernOnly(t)})
+	res := modernCall(t, modern.url, "state", "the server's own")
+	if content, _ := res["content"].([]any); len(content) != 1 || content[0].(map[string]any)["text"] != "state: the server's own" {
+		t.Errorf("a state to a 2026-07-28 server: %v", res)
+	}
+	res = modernCall(t, modern.url, "state", "toolmux1.forged.sig")
+	if msg, _ := res["error"].(string); !strings.Contains(msg, "not one the gateway issued") {
+		t.Errorf("a forged state of the gateway's to a 2026-07-28 server: %v", res)
 	}
 }

@@ -43,24 +43,41 @@ func serveGateway(t *testing.T, token string, sec gateway.Security) string {
 
 const initialize = `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`
 
-// post sends an MCP initialize request with the given Host and Origin
-// headers (empty: left as the client sets them) and returns the status and
-// body.
+// post sends body to the gateway's /mcp with the given Host and Origin
+// headers (empty: left as the client sets them) and header, and returns
+// the status and body.
 func post(t *testing.T, url, host, origin, body string, header map[string]string) (int, string) {
 	t.Helper()
-	req, err := http.NewRequest(http.MethodPost, url+"/mcp", strings.NewReader(body))
+	h := map[string]string{}
+	for k, v := range header {
+		h[k] = v
+	}
+	if host != "" {
+		h["Host"] = host
+	}
+	if origin != "" {
+		h["Origin"] = origin
+	}
+	resp, b := postRaw(t, url+"/mcp", body, h)
+	return resp.StatusCode, string(b)
+}
+
+// postRaw posts body to url as an MCP client does (JSON, accepting JSON
+// and event streams), with header set over that ("Host" sets the
+// request's host), and returns the answer, its body read whole.
+func postRaw(t *testing.T, url, body string, header map[string]string) (*http.Response, []byte) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json, text/event-stream")
-	if host != "" {
-		req.Host = host
-	}
-	if origin != "" {
-		req.Header.Set("Origin", origin)
-	}
 	for k, v := range header {
+		if k == "Host" {
+			req.Host = v
+			continue
+		}
 		req.Header.Set(k, v)
 	}
 	resp, err := http.DefaultClient.Do(req)
@@ -69,7 +86,7 @@ func post(t *testing.T, url, host, origin, body string, header map[string]string
 	}
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(b)
+	return resp, b
 }
 
 // On loopback, only requests addressed to a loopback name get through
@@ -148,6 +165,31 @@ func TestTokenChecked(t *testing.T) {
 	defer cs.Close()
 	if _, err := cs.ListTools(ctx, nil); err != nil {
 		t.Errorf("tools/list with the token: %v", err)
+	}
+}
+
+// The scheme of the Authorization header is matched in any case (RFC
+// 7235), with one or more spaces before the token; the token itself is
+// matched exactly, and any other scheme is refused.
+func TestTokenScheme(t *testing.T) {
+	url := serveGateway(t, "s3cret", gateway.Security{})
+	for header, want := range map[string]int{
+		"Bearer s3cret":     http.StatusOK,
+		"bearer s3cret":     http.StatusOK,
+		"BEARER s3cret":     http.StatusOK,
+		"bEaReR s3cret":     http.StatusOK,
+		"Bearer   s3cret  ": http.StatusOK,
+		"bearer S3CRET":     http.StatusUnauthorized,
+		"bearer s3cret2":    http.StatusUnauthorized,
+		"Basic s3cret":      http.StatusUnauthorized,
+		"Bearers3cret":      http.StatusUnauthorized,
+		"Bearer":            http.StatusUnauthorized,
+		"s3cret":            http.StatusUnauthorized,
+		"Bearer\ts3cret":    http.StatusUnauthorized,
+	} {
+		if code, body := post(t, url, "", "", initialize, map[string]string{"Authorization": header}); code != want {
+			t.Errorf("%q: %d, want %d: %s", header, code, want, body)
+		}
 	}
 }
 

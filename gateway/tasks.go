@@ -16,6 +16,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/toolmux/toolmux/internal/jsonscan"
+	"github.com/toolmux/toolmux/internal/jsontype"
 	"github.com/toolmux/toolmux/internal/toolglob"
 	"github.com/toolmux/toolmux/tasklog"
 	"github.com/toolmux/toolmux/tool"
@@ -428,8 +429,14 @@ func (g *Gateway) serveTasks(w http.ResponseWriter, r *http.Request, route strin
 		return false
 	}
 	var req taskRequest
-	if json.Unmarshal(body, &req) != nil || rpcID(req.ID) == nil {
-		return false
+	if err := json.Unmarshal(body, &req); err != nil || rpcID(req.ID) == nil {
+		if err != nil && string(msg.Method) != `"tools/call"` {
+			// The go-sdk does not know tasks/*: unanswered here, they
+			// would be "method not found", which tells a client the
+			// server has no tasks.
+			return g.badTaskParams(w, r, route, body, msg, err)
+		}
+		return false // a tools/call's params are the go-sdk's to judge
 	}
 	id := rpcID(req.ID)
 	var version string
@@ -510,6 +517,36 @@ func (g *Gateway) serveTasks(w http.ResponseWriter, r *http.Request, route strin
 		return true
 	}
 	tr.serveMethod(w, r, id, &req)
+	return true
+}
+
+// badTaskParams answers a tasks/get, tasks/update or tasks/cancel whose
+// params do not decode (err): params that are not an object, a taskId
+// that is not a string, and the like, with -32602 (invalid params)
+// naming the field, and the status of the request's era, as the go-sdk
+// answers invalid params: 400 on 2026-07-28, 200 in a session. It
+// reports false, having written nothing, for a body that is not JSON,
+// a request without an id, or a request of a session the route does not
+// have: those go the usual way.
+func (g *Gateway) badTaskParams(w http.ResponseWriter, r *http.Request, route string, body []byte, msg jsonscan.Message, err error) bool {
+	te, ok := errors.AsType[*json.UnmarshalTypeError](err)
+	id := rpcID(msg.ID)
+	if !ok || id == nil {
+		return false
+	}
+	status := http.StatusOK
+	if newEra(r.Header, body) {
+		status = http.StatusBadRequest
+	} else if g.clients.lookup(r.Header.Get(sessionHeader), route) == nil {
+		return false
+	}
+	method, _ := unquote(msg.Method)
+	field := te.Field
+	if field == "" {
+		field = "the request"
+	}
+	writeRPCError(w, status, id, codeInvalidParams, fmt.Sprintf("toolmux: %s: invalid params: %s: found %s where %s was expected",
+		method, field, jsontype.Found(te.Value), jsontype.Of(te.Type)))
 	return true
 }
 

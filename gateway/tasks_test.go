@@ -747,3 +747,60 @@ func TestTasksReissueBound(t *testing.T) {
 		t.Errorf("the file holds %q", l)
 	}
 }
+
+// tasks/get, tasks/update and tasks/cancel with params that do not
+// decode (a taskId that is not a string, params that are not an object)
+// are invalid params, -32602 naming the field, with the status the go-sdk
+// gives invalid params in the request's era (400 on 2026-07-28, 200 in a
+// session): not "method not found", which would tell the client the
+// server has no tasks.
+func TestTasksInvalidParams(t *testing.T) {
+	url, _, _ := tasksGateway(t, t.TempDir(), gateway.Tasks{})
+	ctx := pollCtx(t)
+	session := tasksSession(t, ctx, url)
+	for _, c := range []struct {
+		era    string
+		client *taskclient.Client
+		status int
+	}{
+		{"2026-07-28", &taskclient.Client{URL: url}, http.StatusBadRequest},
+		{"session", &taskclient.Client{URL: url, SessionID: session.ID()}, http.StatusOK},
+	} {
+		for _, m := range []string{"tasks/get", "tasks/update", "tasks/cancel"} {
+			for _, tc := range []struct {
+				name   string
+				params map[string]any
+				field  string
+			}{
+				{"numeric taskId", map[string]any{"taskId": 5}, "params.taskId: found a number where a string was expected"},
+				{"object taskId", map[string]any{"taskId": map[string]any{"id": "x"}}, "params.taskId: found an object where a string was expected"},
+			} {
+				_, err := c.client.Request(ctx, m, tc.params, "5")
+				var rpcErr *taskclient.Error
+				if !errors.As(err, &rpcErr) || rpcErr.Code != -32602 || rpcErr.Status != c.status || !strings.Contains(rpcErr.Message, tc.field) ||
+					!strings.Contains(rpcErr.Message, m) {
+					t.Errorf("%s %s, %s: %v", c.era, m, tc.name, err)
+				}
+			}
+		}
+	}
+	// params that are not an object, as raw requests (the client sends
+	// an object).
+	for _, c := range []struct {
+		era    string
+		header map[string]string
+		status int
+	}{
+		{"2026-07-28", map[string]string{"Mcp-Protocol-Version": "2026-07-28", "Mcp-Method": "tasks/get"}, http.StatusBadRequest},
+		{"session", map[string]string{"Mcp-Protocol-Version": "2025-11-25", "Mcp-Session-Id": session.ID()}, http.StatusOK},
+	} {
+		for _, params := range []string{`[1]`, `"abc"`, `7`} {
+			resp, b := postRaw(t, url, `{"jsonrpc":"2.0","id":9,"method":"tasks/get","params":`+params+`}`, c.header)
+			msg, ok := rpcErrorOf(b)
+			if !ok || resp.StatusCode != c.status || string(msg.ID) != "9" || msg.Error.Code != -32602 ||
+				!strings.Contains(msg.Error.Message, "params: found") || !strings.Contains(msg.Error.Message, "where an object was expected") {
+				t.Errorf("%s, params %s: %d %s", c.era, params, resp.StatusCode, b)
+			}
+		}
+	}
+}

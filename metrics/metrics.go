@@ -70,6 +70,9 @@ type Sources struct {
 	// Reloads is how the reloads of the configuration file went (serve's
 	// reloader; absent without a file).
 	Reloads func() Reloads
+	// Listens is the gateway's subscriptions/listen streams
+	// (gateway.Gateway.ListenStats, converted).
+	Listens func() Listens
 }
 
 // Reloads counts the reloads of a configuration file.
@@ -79,6 +82,16 @@ type Reloads struct {
 	// the file).
 	Applied, Refused uint64
 	LastRefused      bool
+}
+
+// Listens counts the gateway's subscriptions/listen streams
+// (gateway.ListenStats without the gateway).
+type Listens struct {
+	// Open is how many are open now, Max their bound on the gateway.
+	Open, Max int
+	// Refused counts those refused for the gateway's bound,
+	// RefusedPerClient those refused for a client's.
+	Refused, RefusedPerClient uint64
 }
 
 // Reissues counts re-issued requests answered from their first execution

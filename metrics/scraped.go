@@ -36,6 +36,8 @@ type scraped struct {
 	reissued, reissuedNotKept, reissuedAfterGrace *prometheus.Desc
 
 	reloads, reloadOK *prometheus.Desc
+
+	listens, listensMax, listensRefused *prometheus.Desc
 }
 
 func newScraped(src Sources) *scraped {
@@ -64,8 +66,11 @@ func newScraped(src Sources) *scraped {
 		reissuedNotKept:  desc("reissued_requests_not_kept_total", "Re-issued requests whose first execution's result was too large to keep (answered with outcome_unknown)."),
 		reissuedAfterGrace: desc("reissued_requests_after_grace_total",
 			"Re-issued requests whose first execution was cancelled after the grace once it had reached its server (answered with outcome_unknown)."),
-		reloads:  desc("config_reloads_total", "Reloads of the configuration file, by result: applied, or refused (the configuration in use stayed).", "result"),
-		reloadOK: desc("config_last_reload_successful", "1 unless the last reload of the configuration file was refused."),
+		reloads:        desc("config_reloads_total", "Reloads of the configuration file, by result: applied, or refused (the configuration in use stayed).", "result"),
+		reloadOK:       desc("config_last_reload_successful", "1 unless the last reload of the configuration file was refused."),
+		listens:        desc("listen_streams", "subscriptions/listen streams open now, every route together."),
+		listensMax:     desc("listen_streams_max", "The most subscriptions/listen streams the gateway holds (subscriptions.max_listens)."),
+		listensRefused: desc("listen_streams_refused_total", "subscriptions/listen streams refused, by the bound that refused them: gateway (subscriptions.max_listens) or client (subscriptions.max_listens_per_client).", "limit"),
 	}
 }
 
@@ -75,7 +80,7 @@ func (s *scraped) Describe(ch chan<- *prometheus.Desc) {
 		s.passOpen, s.passMax, s.passRefused,
 		s.evPublished, s.evSubscribers, s.evDropped, s.evQueued, s.evPersistDropped, s.evPersistFailed,
 		s.logRecorded, s.logRetried, s.logLost, s.journalBytes, s.journalSegments, s.indexLag, s.approvers,
-		s.reissued, s.reissuedNotKept, s.reissuedAfterGrace, s.reloads, s.reloadOK} {
+		s.reissued, s.reissuedNotKept, s.reissuedAfterGrace, s.reloads, s.reloadOK, s.listens, s.listensMax, s.listensRefused} {
 		ch <- d
 	}
 }
@@ -145,6 +150,14 @@ func (s *scraped) Collect(ch chan<- prometheus.Metric) {
 		counter(s.reloads, float64(r.Applied), "applied")
 		counter(s.reloads, float64(r.Refused), "refused")
 		gauge(s.reloadOK, b2f(!r.LastRefused))
+	}
+	if s.src.Listens != nil {
+		l := s.src.Listens()
+		gauge(s.listens, float64(l.Open))
+		gauge(s.listensMax, float64(l.Max))
+		// Two values of the label, whatever the clients: bounded.
+		counter(s.listensRefused, float64(l.Refused), "gateway")
+		counter(s.listensRefused, float64(l.RefusedPerClient), "client")
 	}
 }
 

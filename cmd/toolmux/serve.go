@@ -238,6 +238,7 @@ one more, 300ms after the last. See docs/operations.md.`,
 			opts := gateway.Options{Version: versionString(), Logger: a.logger(), MaxDepth: rt.Config.Limits.MaxDepth, LargeBody: rel.arm,
 				Sessions: sessionTasks(rt.Log, a.logger()), ToolSearch: search.apply(cmd, rt.Config.ToolSearch),
 				Tracer: rt.Telemetry.Tracer(), Propagator: rt.Telemetry.Propagator(), Reissue: gateway.ReissueFromConfig(rt.Config.Reissue)}
+			opts.Listens = gateway.ListensFromConfig(rt.Config.Subscriptions)
 			opts.API = api.New(api.Options{Catalog: rt.Pipeline, Caller: s, Health: rt.Manager.Health, Pins: rt.Pins, Presented: rt.Manager,
 				Policy: rt.Gate, Approvals: approvals, Log: rt.Log, Events: hub, Version: versionString(), MaxDepth: rt.Config.Limits.MaxDepth,
 				Fleet: fn.summary(), Reload: reloads.infoFunc()})
@@ -374,6 +375,10 @@ func metricSources(rt *toolmux.Runtime, g *gateway.Gateway, approvals *api.Appro
 	}
 	if reloads != nil {
 		src.Reloads = reloads.counts
+	}
+	src.Listens = func() metrics.Listens {
+		st := g.ListenStats()
+		return metrics.Listens{Open: st.Open, Max: st.Max, Refused: st.Refused, RefusedPerClient: st.RefusedPerClient}
 	}
 	return src
 }

@@ -1,7 +1,11 @@
 package testservers
 
 import (
+	"bufio"
+	"bytes"
 	"context"
+	"encoding/json"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -49,4 +53,61 @@ func AttachApprover(tb testing.TB, base string) (detach func()) {
 	}
 	tb.Cleanup(detach)
 	return detach
+}
+
+// Listen posts a subscriptions/listen for tool list changes, with
+// JSON-RPC id id, to the MCP endpoint url: of protocol 2026-07-28 from a
+// client named client (its _meta and headers), or, when header names an
+// Mcp-Session-Id, within that session of protocol 2025-11-25. header adds
+// or replaces headers. An answer that is a stream is returned once the
+// server's acknowledgement has been read from it (the caller closes it;
+// cancelling ctx ends it too); any other answer is returned unread.
+func Listen(ctx context.Context, url string, id int64, client string, header map[string]string) (*http.Response, error) {
+	params := map[string]any{"notifications": map[string]any{"toolsListChanged": true}}
+	h := map[string]string{"Mcp-Protocol-Version": "2025-11-25"}
+	if header["Mcp-Session-Id"] == "" {
+		params["_meta"] = map[string]any{
+			"io.modelcontextprotocol/protocolVersion":    "2026-07-28",
+			"io.modelcontextprotocol/clientCapabilities": map[string]any{},
+			"io.modelcontextprotocol/clientInfo":         map[string]any{"name": client, "version": "1"},
+		}
+		h = map[string]string{"Mcp-Protocol-Version": "2026-07-28", "Mcp-Method": "subscriptions/listen"}
+	}
+	body, err := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": id, "method": "subscriptions/listen", "params": params})
+	if err != nil {
+		return nil, err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	for k, v := range h {
+		req.Header.Set(k, v)
+	}
+	for k, v := range header {
+		req.Header.Set(k, v)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil || resp.StatusCode != http.StatusOK || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
+		return resp, err
+	}
+	// Open once the server acknowledged the subscription: the stream's
+	// first message.
+	r := bufio.NewReader(resp.Body)
+	for {
+		line, err := r.ReadString('\n')
+		if err != nil {
+			resp.Body.Close()
+			return nil, fmt.Errorf("the listen stream ended before its acknowledgement: %w", err)
+		}
+		if data, ok := strings.CutPrefix(line, "data: "); ok {
+			if !strings.Contains(data, "notifications/subscriptions/acknowledged") {
+				resp.Body.Close()
+				return nil, fmt.Errorf("the listen stream began with %s, not its acknowledgement", data)
+			}
+			return resp, nil
+		}
+	}
 }
