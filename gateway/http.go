@@ -1,7 +1,6 @@
 package gateway
 
 import (
-	"crypto/subtle"
 	"fmt"
 	"maps"
 	"net"
@@ -27,32 +26,6 @@ func IsLoopback(addr string) bool {
 	return ip != nil && ip.IsLoopback()
 }
 
-// RequireToken wraps h so that requests must carry "Authorization: Bearer
-// token" (the scheme in any case, as RFC 7235 has it: "bearer TOKEN"
-// passes too). An empty token lets every request through. A request
-// without the token gets 401 with a WWW-Authenticate challenge (what MCP
-// clients look for) and the JSON error body of the HTTP API,
-// {"error": {"kind": "unauthorized", "message": ...}}, on every route.
-// The token is compared in constant time.
-func RequireToken(token string, h http.Handler) http.Handler {
-	if token == "" {
-		return h
-	}
-	want := []byte(token)
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		got, ok := bearerToken(r.Header.Get("Authorization"))
-		if !ok || subtle.ConstantTimeCompare([]byte(got), want) != 1 {
-			w.Header().Set("WWW-Authenticate", `Bearer realm="toolmux"`)
-			w.Header().Set("Content-Type", "application/json")
-			w.Header().Set("Cache-Control", "no-store")
-			w.WriteHeader(http.StatusUnauthorized)
-			_, _ = w.Write(unauthorizedBody)
-			return
-		}
-		h.ServeHTTP(w, r)
-	})
-}
-
 // bearerToken reads the credentials of an Authorization header of the
 // Bearer scheme (RFC 6750 section 2.1, the scheme matched without regard
 // to case, RFC 7235 section 2.1): the token after the scheme and one or
@@ -68,36 +41,49 @@ func bearerToken(header string) (token string, ok bool) {
 	return token, token != ""
 }
 
-// unauthorizedBody is the answer to a request without the token.
-var unauthorizedBody = []byte(`{"error": {"kind": "unauthorized", "message": "missing or wrong bearer token: send Authorization: Bearer TOKEN"}}` + "\n")
+// Mux returns the gateway's HTTP routes behind one static bearer token
+// (none: every request goes through): MuxAuth with TokenAuth(token).
+func (g *Gateway) Mux(token string, sec Security) http.Handler {
+	return g.MuxAuth(TokenAuth(token), sec)
+}
 
-// Mux returns the gateway's HTTP routes: the aggregated MCP endpoint at
-// /mcp, a passthrough endpoint at /servers/{name}/mcp for each of
+// MuxAuth returns the gateway's HTTP routes: the aggregated MCP endpoint
+// at /mcp, a passthrough endpoint at /servers/{name}/mcp for each of
 // Options.Passthrough and one at /virtual/{name}/mcp for each of
-// Options.Virtual, behind the token when one is set, every route behind
-// the checks of sec.
+// Options.Virtual, each request's caller verified by auth (auth.go),
+// every route behind the checks of sec. With authorization servers, the
+// protected resource metadata is served at
+// /.well-known/oauth-protected-resource, of the gateway and of each route
+// below it, without a credential (it is how a client learns where to get
+// one).
 //
 // When the gateway serves the API, / is also the web page (docs/ui.md)
 // for a browser (a request whose Accept names text/html), with its files
-// under /ui/. The page and its files are served without the token: they
-// hold no data, and the page sends the token with every request it makes
+// under /ui/. The page and its files are served without a credential:
+// they hold no data, and the page sends one with every request it makes
 // to the API. Any other client gets the plain-text index of the endpoints
-// at /, behind the token like the rest (it names the servers).
-func (g *Gateway) Mux(token string, sec Security) http.Handler {
+// at /, behind the credential like the rest (it names the servers).
+func (g *Gateway) MuxAuth(auth Auth, sec Security) http.Handler {
 	mux := http.NewServeMux()
-	mux.Handle("/mcp", RequireToken(token, g.streamable(true)))
-	mux.Handle("/servers/{name}/mcp", RequireToken(token, http.HandlerFunc(g.servePassthrough)))
+	mcp := func(h http.Handler) http.Handler { return auth.authenticate(mcpRoute, h) }
+	api := func(h http.Handler) http.Handler { return auth.authenticate(apiRoute, h) }
+	mux.Handle("/mcp", mcp(g.streamable(true)))
+	mux.Handle("/servers/{name}/mcp", mcp(http.HandlerFunc(g.servePassthrough)))
+	mux.Handle("/virtual/{name}/mcp", mcp(http.HandlerFunc(g.serveVirtual)))
 	if g.metrics != nil {
-		mux.Handle("/metrics", RequireToken(token, g.metrics))
+		mux.Handle("/metrics", api(g.metrics))
 	}
-	mux.Handle("/virtual/{name}/mcp", RequireToken(token, http.HandlerFunc(g.serveVirtual)))
-	index := RequireToken(token, http.HandlerFunc(g.serveIndex))
+	if md := auth.metadata(); md != nil {
+		mux.Handle(metadataPath, md)
+		mux.Handle(metadataPath+"/", md)
+	}
+	index := api(http.HandlerFunc(g.serveIndex))
 	if g.api == nil {
 		// Without the API the page would have nothing to show.
 		mux.Handle("/{$}", index)
 		return Protect(sec, mux)
 	}
-	mux.Handle("/api/", RequireToken(token, g.api))
+	mux.Handle("/api/", api(g.api))
 	page := webui.Handler()
 	mux.Handle("/ui/", page)
 	mux.HandleFunc("/{$}", func(w http.ResponseWriter, r *http.Request) {

@@ -120,16 +120,23 @@ func TestHostAndOriginChecks(t *testing.T) {
 	}
 }
 
-// A wrong or missing token is 401, with a Bearer challenge and the API's
-// JSON error; the right one passes. A real MCP client is refused without
+// A wrong or missing token is 401, with a Bearer challenge (RFC 6750:
+// invalid_token for a wrong one) and, on an MCP route, a JSON-RPC error
+// saying why; the right one passes. A real MCP client is refused without
 // it and served with it.
 func TestTokenChecked(t *testing.T) {
 	url := serveGateway(t, "s3cret", gateway.Security{})
-	for name, header := range map[string]map[string]string{"no token": nil, "wrong token": {"Authorization": "Bearer wrong"}} {
+	for name, c := range map[string]struct {
+		header    map[string]string
+		challenge string
+	}{
+		"no token":    {nil, `Bearer realm="toolmux"`},
+		"wrong token": {map[string]string{"Authorization": "Bearer wrong"}, `Bearer realm="toolmux", error="invalid_token", error_description="wrong bearer token"`},
+	} {
 		req, _ := http.NewRequest(http.MethodPost, url+"/mcp", strings.NewReader(initialize))
 		req.Header.Set("Content-Type", "application/json")
 		req.Header.Set("Accept", "application/json, text/event-stream")
-		for k, v := range header {
+		for k, v := range c.header {
 			req.Header.Set(k, v)
 		}
 		resp, err := http.DefaultClient.Do(req)
@@ -137,12 +144,16 @@ func TestTokenChecked(t *testing.T) {
 			t.Fatal(err)
 		}
 		var body struct {
-			Error struct{ Kind, Message string }
+			JSONRPC string
+			Error   struct {
+				Code    int
+				Message string
+			}
 		}
 		err = json.NewDecoder(resp.Body).Decode(&body)
 		resp.Body.Close()
-		if resp.StatusCode != http.StatusUnauthorized || err != nil || body.Error.Kind != "unauthorized" || body.Error.Message == "" ||
-			resp.Header.Get("Content-Type") != "application/json" || !strings.HasPrefix(resp.Header.Get("WWW-Authenticate"), "Bearer ") {
+		if resp.StatusCode != http.StatusUnauthorized || err != nil || body.JSONRPC != "2.0" || body.Error.Code != -32000 || !strings.Contains(body.Error.Message, "bearer") ||
+			resp.Header.Get("Content-Type") != "application/json" || resp.Header.Get("WWW-Authenticate") != c.challenge {
 			t.Errorf("%s: %d %v %+v %v", name, resp.StatusCode, err, body, resp.Header)
 		}
 	}

@@ -75,7 +75,7 @@ func TestWebPageRoutes(t *testing.T) {
 
 	// The API's 401 is JSON like its other errors; the page reads the status.
 	if resp, body := do(http.MethodGet, "/api/tools", map[string]string{"Accept": browser}); resp.StatusCode != http.StatusUnauthorized ||
-		resp.Header.Get("Content-Type") != "application/json" || !strings.Contains(body, `"kind": "unauthorized"`) {
+		resp.Header.Get("Content-Type") != "application/json" || !strings.Contains(body, `"kind":"unauthorized"`) {
 		t.Errorf("the API without the token: %d %q", resp.StatusCode, body)
 	}
 	// What the page sends: same origin (POST carries Origin), the token.

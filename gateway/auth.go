@@ -1,0 +1,225 @@
+package gateway
+
+import (
+	"context"
+	"crypto/subtle"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+
+	sdkauth "github.com/modelcontextprotocol/go-sdk/auth"
+	"github.com/modelcontextprotocol/go-sdk/oauthex"
+
+	"github.com/toolmux/toolmux/identity"
+)
+
+// Who may call the gateway (docs/identity.md). Every route but the page's
+// files and the protected resource metadata is behind Auth: a request's
+// bearer credential is verified (an API key, a JWT of a trusted issuer, a
+// token introspected at its issuer: identity.Verifier), its caller put in
+// the request's context (identity.From) for every decision after, and a
+// request refused says why in a WWW-Authenticate challenge (RFC 6750)
+// naming the protected resource metadata (RFC 9728), which is how an MCP
+// client learns where to get a token. The credential itself goes no
+// further: it is never passed upstream, logged or recorded.
+
+// Auth configures who may call the gateway. The zero value lets every
+// request through without a caller (a gateway on loopback).
+type Auth struct {
+	// Verifier verifies a request's bearer credential; nil: no
+	// authentication.
+	Verifier identity.Verifier
+	// Resource is the gateway's canonical URL, scheme and authority
+	// ("https://gw.example.com"): the resource its tokens are issued for,
+	// each route's being it and the route's path. "" takes it from each
+	// request (its Host, http unless behind TLS).
+	Resource string
+	// AuthorizationServers are the issuers the protected resource
+	// metadata names, where clients get tokens; with none, no metadata is
+	// served (API keys only).
+	AuthorizationServers []string
+	// Audiences are accepted in a token's aud besides the resource and
+	// the route's URL.
+	Audiences []string
+	// Scopes must all be granted by a token (an API key is not held to
+	// them).
+	Scopes []string
+}
+
+// TokenAuth is the Auth of one static bearer token (serve --token): an
+// API key named "default" in group admin, which sees everything, as the
+// holder of the token always did.
+func TokenAuth(token string) Auth {
+	if token == "" {
+		return Auth{}
+	}
+	return Auth{Verifier: &staticToken{want: []byte(token)}}
+}
+
+// staticToken verifies the one token of TokenAuth, compared in constant
+// time (it is the user's choice, of any form).
+type staticToken struct{ want []byte }
+
+func (s *staticToken) Verify(_ context.Context, token string) (*identity.Caller, error) {
+	if subtle.ConstantTimeCompare([]byte(token), s.want) != 1 {
+		return nil, &identity.Error{Kind: identity.KindInvalid, Message: "wrong bearer token"}
+	}
+	return &identity.Caller{Subject: identity.KeySubject("default"), Name: "default", Groups: []string{AdminGroup}, Method: identity.MethodKey}, nil
+}
+
+// AdminGroup is the group whose members see everything (every caller's
+// tasks, approvals and listings).
+const AdminGroup = "admin"
+
+// routeKind says how a route answers a refusal: a JSON-RPC error on the
+// MCP routes, the API's error object elsewhere.
+type routeKind int
+
+const (
+	mcpRoute routeKind = iota
+	apiRoute
+)
+
+// metadataPath is where the protected resource metadata is served (RFC
+// 9728 section 3: the well-known path inserted before the resource's
+// path).
+const metadataPath = "/.well-known/oauth-protected-resource"
+
+// resourceOf returns the gateway's resource URL for r: Auth.Resource, or
+// the request's own scheme and host.
+func (a Auth) resourceOf(r *http.Request) string {
+	if a.Resource != "" {
+		return strings.TrimSuffix(a.Resource, "/")
+	}
+	scheme := "http"
+	if r.TLS != nil {
+		scheme = "https"
+	}
+	return scheme + "://" + r.Host
+}
+
+// authenticate wraps h so that a request's caller is verified and carried
+// in its context, or the request refused.
+func (a Auth) authenticate(kind routeKind, h http.Handler) http.Handler {
+	if a.Verifier == nil {
+		return h
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		c, err := a.verify(r)
+		if err != nil {
+			a.refuse(w, r, kind, err)
+			return
+		}
+		h.ServeHTTP(w, r.WithContext(identity.With(r.Context(), c)))
+	})
+}
+
+// verify returns the caller of r's credential, checked against the
+// resource r asks for and the scopes required.
+func (a Auth) verify(r *http.Request) (*identity.Caller, error) {
+	token, ok := bearerToken(r.Header.Get("Authorization"))
+	if !ok {
+		return nil, &identity.Error{Kind: identity.KindMissing, Message: "no bearer credential: send Authorization: Bearer TOKEN (an API key, or an access token of an issuer the gateway trusts)"}
+	}
+	c, err := a.Verifier.Verify(r.Context(), token)
+	if err != nil {
+		return nil, err
+	}
+	if c.Method == identity.MethodKey {
+		return c, nil
+	}
+	// A token is for the resources its aud names (RFC 8707): the gateway,
+	// the route asked for, or an audience configured.
+	base := a.resourceOf(r)
+	ok = slices.ContainsFunc(c.Audience, func(aud string) bool {
+		aud = strings.TrimSuffix(aud, "/")
+		return aud == base || aud == base+r.URL.Path || slices.Contains(a.Audiences, aud)
+	})
+	if !ok {
+		return nil, &identity.Error{Kind: identity.KindAudience, Message: fmt.Sprintf(
+			"the token was issued for %s, not for this gateway (%s): get a token with resource=%s", quoteList(c.Audience), base, base)}
+	}
+	for _, s := range a.Scopes {
+		if !slices.Contains(c.Scopes, s) {
+			return nil, &identity.Error{Kind: identity.KindScope, Scope: strings.Join(a.Scopes, " "),
+				Message: fmt.Sprintf("the token does not grant the scope %q", s)}
+		}
+	}
+	return c, nil
+}
+
+func quoteList(l []string) string {
+	if len(l) == 0 {
+		return "no audience"
+	}
+	q := make([]string, len(l))
+	for i, s := range l {
+		q[i] = fmt.Sprintf("%q", s)
+	}
+	return strings.Join(q, ", ")
+}
+
+// refuse answers a request whose credential was refused (err): the
+// status of its kind, a WWW-Authenticate challenge naming the protected
+// resource metadata, and the route's kind of error body.
+func (a Auth) refuse(w http.ResponseWriter, r *http.Request, kind routeKind, err error) {
+	k := identity.KindOf(err)
+	challenge := `Bearer realm="toolmux"`
+	if len(a.AuthorizationServers) > 0 {
+		challenge += fmt.Sprintf(`, resource_metadata="%s%s%s"`, a.resourceOf(r), metadataPath, r.URL.Path)
+	}
+	if code := k.OAuthError(); code != "" {
+		challenge += fmt.Sprintf(`, error="%s", error_description=%s`, code, quoteHeader(err.Error()))
+	}
+	if e, ok := err.(*identity.Error); ok && e.Scope != "" {
+		challenge += fmt.Sprintf(`, scope="%s"`, e.Scope)
+	}
+	h := w.Header()
+	h.Set("WWW-Authenticate", challenge)
+	h.Set("Cache-Control", "no-store")
+	status := k.Status()
+	if status == http.StatusServiceUnavailable {
+		h.Set("Retry-After", "5")
+	}
+	msg := "toolmux: " + err.Error()
+	if kind == mcpRoute {
+		writeRPCError(w, status, nil, codeServerError, msg)
+		return
+	}
+	b, _ := json.Marshal(map[string]any{"error": map[string]string{"kind": authErrorKind(k), "message": msg}})
+	h.Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_, _ = w.Write(append(b, '\n'))
+}
+
+// authErrorKind is the API's error kind of a refused credential.
+func authErrorKind(k identity.Kind) string {
+	switch k {
+	case identity.KindScope:
+		return "forbidden"
+	case identity.KindUnavailable:
+		return "unavailable"
+	}
+	return "unauthorized"
+}
+
+// metadata serves the protected resource metadata of the gateway (at
+// metadataPath) and of each route (below it, the route's path), naming
+// the authorization servers; nil without any.
+func (a Auth) metadata() http.Handler {
+	if a.Verifier == nil || len(a.AuthorizationServers) == 0 {
+		return nil
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		resource := a.resourceOf(r) + strings.TrimPrefix(r.URL.Path, metadataPath)
+		sdkauth.ProtectedResourceMetadataHandler(&oauthex.ProtectedResourceMetadata{
+			Resource:               resource,
+			AuthorizationServers:   a.AuthorizationServers,
+			ScopesSupported:        a.Scopes,
+			BearerMethodsSupported: []string{"header"},
+			ResourceName:           "toolmux",
+		}).ServeHTTP(w, r)
+	})
+}

@@ -1,0 +1,147 @@
+package gateway_test
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/toolmux/toolmux/builtin"
+	"github.com/toolmux/toolmux/gateway"
+	"github.com/toolmux/toolmux/identity"
+	"github.com/toolmux/toolmux/manager"
+)
+
+// tokens is a verifier of fixed tokens, each with the caller it stands
+// for: what an issuer's verifier answers, without the issuer (the JWT and
+// introspection verifiers are tested against a real one).
+type tokens map[string]*identity.Caller
+
+func (ts tokens) Verify(_ context.Context, token string) (*identity.Caller, error) {
+	if c, ok := ts[token]; ok {
+		return c, nil
+	}
+	return nil, identity.ErrNotMine
+}
+
+// Every route refuses a request without a caller, with the challenge an
+// MCP client follows (the protected resource metadata of the route), and
+// serves one with; a token for another resource is refused (RFC 8707), one
+// without a required scope gets 403 insufficient_scope; keys are not held
+// to audiences or scopes; the metadata itself needs no credential.
+func TestAuthOnEveryRoute(t *testing.T) {
+	src, err := builtin.New(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := manager.New(manager.WithSource(src, manager.ServerOptions{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := gateway.New(m, gateway.Options{API: http.NotFoundHandler(), Metrics: http.NotFoundHandler(),
+		Virtual: []gateway.Virtual{{Name: "v", Tools: []string{"builtin/*"}}}})
+	defer m.Close()
+	defer g.Close()
+	key := identity.NewKeySecret()
+	// The server's URL is the resource its tokens name: the handler is
+	// made once it is known.
+	var h http.Handler
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { h.ServeHTTP(w, r) }))
+	defer srv.Close()
+	auth := gateway.Auth{AuthorizationServers: []string{"https://idp.example"}, Scopes: []string{"mcp"}}
+	auth.Verifier = identity.Verifiers{
+		identity.NewKeys(identity.Key{Name: "ci", Hash: identity.HashKey(key)}),
+		tokens{
+			"good":       {Subject: "u1", Name: "ann", Method: identity.MethodJWT, Audience: []string{srv.URL}, Scopes: []string{"mcp"}},
+			"route":      {Subject: "u1", Name: "ann", Method: identity.MethodJWT, Audience: []string{srv.URL + "/mcp"}, Scopes: []string{"mcp"}},
+			"elsewhere":  {Subject: "u1", Name: "ann", Method: identity.MethodJWT, Audience: []string{"https://other.example"}, Scopes: []string{"mcp"}},
+			"few-scopes": {Subject: "u1", Name: "ann", Method: identity.MethodJWT, Audience: []string{srv.URL}},
+		},
+	}
+	h = g.MuxAuth(auth, gateway.Security{Loopback: true})
+	for _, route := range []string{"/mcp", "/virtual/v/mcp", "/api/tools", "/metrics", "/"} {
+		get := func(token string) *http.Response {
+			method, body := http.MethodGet, io.Reader(nil)
+			if strings.HasSuffix(route, "/mcp") {
+				method, body = http.MethodPost, strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"ping"}`)
+			}
+			req, _ := http.NewRequest(method, srv.URL+route, body)
+			req.Header.Set("Content-Type", "application/json")
+			req.Header.Set("Accept", "application/json, text/event-stream")
+			if token != "" {
+				req.Header.Set("Authorization", "Bearer "+token)
+			}
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			return resp
+		}
+		meta := `resource_metadata="` + srv.URL + "/.well-known/oauth-protected-resource" + route + `"`
+		for token, want := range map[string]struct {
+			status    int
+			challenge string
+		}{
+			"":           {401, `Bearer realm="toolmux", ` + meta},
+			"unknown":    {401, meta + `, error="invalid_token"`},
+			"elsewhere":  {401, `error="invalid_token"`},
+			"few-scopes": {403, `error="insufficient_scope"`},
+		} {
+			resp := get(token)
+			if resp.StatusCode != want.status || !strings.Contains(resp.Header.Get("WWW-Authenticate"), want.challenge) {
+				t.Errorf("%s with %q: %d %q", route, token, resp.StatusCode, resp.Header.Get("WWW-Authenticate"))
+			}
+			if token == "few-scopes" && !strings.Contains(resp.Header.Get("WWW-Authenticate"), `scope="mcp"`) {
+				t.Errorf("%s: the challenge names no scope: %q", route, resp.Header.Get("WWW-Authenticate"))
+			}
+		}
+		for _, token := range []string{"good", key} {
+			if resp := get(token); resp.StatusCode >= 400 && resp.StatusCode != http.StatusNotFound {
+				t.Errorf("%s with a good credential: %d", route, resp.StatusCode)
+			}
+		}
+	}
+	// A token for the route itself is good for the route, not for another.
+	if code, _ := postAuth(t, srv.URL+"/mcp", "route"); code != 200 {
+		t.Errorf("a token for /mcp on /mcp: %d", code)
+	}
+	if code, _ := postAuth(t, srv.URL+"/virtual/v/mcp", "route"); code != 401 {
+		t.Errorf("a token for /mcp on /virtual/v/mcp: %d", code)
+	}
+	// The metadata: public, naming the route's resource and the issuer.
+	resp, err := http.Get(srv.URL + "/.well-known/oauth-protected-resource/mcp")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var md struct {
+		Resource             string   `json:"resource"`
+		AuthorizationServers []string `json:"authorization_servers"`
+		Scopes               []string `json:"scopes_supported"`
+	}
+	err = json.NewDecoder(resp.Body).Decode(&md)
+	resp.Body.Close()
+	if err != nil || md.Resource != srv.URL+"/mcp" || len(md.AuthorizationServers) != 1 || md.AuthorizationServers[0] != "https://idp.example" || len(md.Scopes) != 1 {
+		t.Errorf("metadata: %v %+v", err, md)
+	}
+	// A real MCP client with a token of its own.
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "t"}, nil).Connect(context.Background(), &mcp.StreamableClientTransport{
+		Endpoint: srv.URL + "/mcp", HTTPClient: &http.Client{Transport: bearerTransport(key)}}, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	if _, err := cs.ListTools(context.Background(), nil); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func postAuth(t *testing.T, url, token string) (int, string) {
+	t.Helper()
+	return postBody(t, url, `{"jsonrpc":"2.0","id":1,"method":"ping"}`, map[string]string{"Authorization": "Bearer " + token})
+}
