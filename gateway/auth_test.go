@@ -11,10 +11,8 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/toolmux/toolmux/builtin"
 	"github.com/toolmux/toolmux/gateway"
 	"github.com/toolmux/toolmux/identity"
-	"github.com/toolmux/toolmux/manager"
 )
 
 // tokens is a verifier of fixed tokens, each with the caller it stands
@@ -35,18 +33,8 @@ func (ts tokens) Verify(_ context.Context, token string) (*identity.Caller, erro
 // without a required scope gets 403 insufficient_scope; keys are not held
 // to audiences or scopes; the metadata itself needs no credential.
 func TestAuthOnEveryRoute(t *testing.T) {
-	src, err := builtin.New(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := manager.New(manager.WithSource(src, manager.ServerOptions{}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	g := gateway.New(m, gateway.Options{API: http.NotFoundHandler(), Metrics: http.NotFoundHandler(),
+	g := builtinGateway(t, t.TempDir(), gateway.Options{API: http.NotFoundHandler(), Metrics: http.NotFoundHandler(),
 		Virtual: []gateway.Virtual{{Name: "v", Tools: []string{"builtin/*"}}}})
-	defer m.Close()
-	defer g.Close()
 	key := identity.NewKeySecret()
 	// The server's URL is the resource its tokens name: the handler is
 	// made once it is known.

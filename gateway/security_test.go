@@ -23,7 +23,17 @@ import (
 // real HTTP server, and returns its URL.
 func serveGateway(t *testing.T, token string, sec gateway.Security) string {
 	t.Helper()
-	src, err := builtin.New(t.TempDir())
+	g := builtinGateway(t, t.TempDir(), gateway.Options{})
+	srv := httptest.NewServer(g.Mux(token, sec))
+	t.Cleanup(srv.Close)
+	return srv.URL
+}
+
+// builtinGateway is a gateway of o over the built-in tools of dir, closed
+// (with its manager) when the test ends.
+func builtinGateway(t *testing.T, dir string, o gateway.Options) *gateway.Gateway {
+	t.Helper()
+	src, err := builtin.New(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -31,14 +41,12 @@ func serveGateway(t *testing.T, token string, sec gateway.Security) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	g := gateway.New(m, gateway.Options{})
-	srv := httptest.NewServer(g.Mux(token, sec))
+	g := gateway.New(m, o)
 	t.Cleanup(func() {
-		srv.Close()
 		g.Close()
 		m.Close()
 	})
-	return srv.URL
+	return g
 }
 
 const initialize = `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`
@@ -239,21 +247,9 @@ func TestRequestSizeLimit(t *testing.T) {
 // bound on arguments raised to let it).
 func TestRequestSizeLimitIsTheConfiguredOne(t *testing.T) {
 	dir := t.TempDir()
-	src, err := builtin.New(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := manager.New(manager.WithSource(src, manager.ServerOptions{}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	g := gateway.New(m, gateway.Options{MaxArgumentBytes: 8 << 20})
+	g := builtinGateway(t, dir, gateway.Options{MaxArgumentBytes: 8 << 20})
 	srv := httptest.NewServer(g.Mux("", gateway.Security{Loopback: true}))
-	t.Cleanup(func() {
-		srv.Close()
-		g.Close()
-		m.Close()
-	})
+	t.Cleanup(srv.Close)
 	cs, err := mcp.NewClient(&mcp.Implementation{Name: "t"}, nil).Connect(context.Background(),
 		&mcp.StreamableClientTransport{Endpoint: srv.URL + "/mcp"}, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
 	if err != nil {
