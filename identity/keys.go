@@ -29,9 +29,7 @@ type Key struct {
 }
 
 // HashKey returns what is kept of a key's secret.
-func HashKey(secret string) [sha256.Size]byte {
-	return sha256.Sum256([]byte(secret))
-}
+func HashKey(secret string) [sha256.Size]byte { return tokenHash(secret) }
 
 // NewKeySecret returns a new key's secret: KeyPrefix and 32 random bytes
 // in base64url.
