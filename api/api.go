@@ -17,9 +17,11 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strconv"
 	"time"
 
+	"github.com/toolmux/toolmux/identity"
 	"github.com/toolmux/toolmux/pipeline"
 	"github.com/toolmux/toolmux/policy"
 	"github.com/toolmux/toolmux/tasklog"
@@ -99,6 +101,19 @@ type Info struct {
 	// Reload is how the reloads of serve's configuration file went;
 	// absent when there is no file to reload.
 	Reload *ReloadInfo `json:"reload,omitempty"`
+	// Caller is who asked, as the gateway verified it: the page shows
+	// whose it is, a script checks which key it holds. Absent where no
+	// authentication is configured.
+	Caller *CallerInfo `json:"caller,omitempty"`
+}
+
+// CallerInfo is the caller of a request: its name (an API key's, or a
+// token's name claim), its groups, and how it proved who it is (key, jwt,
+// introspection). Never its credential.
+type CallerInfo struct {
+	Name   string   `json:"name"`
+	Groups []string `json:"groups"`
+	Method string   `json:"method"`
 }
 
 // ReloadInfo is how the reloads of a gateway's configuration file went
@@ -183,8 +198,14 @@ type server struct {
 	started time.Time
 }
 
-func (s *server) info(w http.ResponseWriter, _ *http.Request) {
+func (s *server) info(w http.ResponseWriter, r *http.Request) {
 	in := Info{Version: s.o.Version, Started: s.started}
+	if c := identity.From(r.Context()); c != nil {
+		in.Caller = &CallerInfo{Name: c.Name, Groups: slices.Clone(c.Groups), Method: c.Method}
+		if in.Caller.Groups == nil {
+			in.Caller.Groups = []string{}
+		}
+	}
 	if s.o.Approvals != nil {
 		in.Approvers, in.ApprovalTimeoutMS = s.o.Approvals.Approvers(), s.o.Approvals.Timeout().Milliseconds()
 	}

@@ -46,6 +46,11 @@ type Auth struct {
 	// Scopes must all be granted by a token (an API key is not held to
 	// them).
 	Scopes []string
+	// Required, when set, says whether a request must carry a credential
+	// now; while it says no, requests pass without a caller, as without a
+	// Verifier. serve sets it when it starts with no API key and no
+	// token, so that the first key added turns authentication on.
+	Required func() bool
 }
 
 // TokenAuth is the Auth of one static bearer token (serve --token): an
@@ -58,12 +63,26 @@ func TokenAuth(token string) Auth {
 	return Auth{Verifier: &staticToken{want: []byte(token)}}
 }
 
+// TokenVerifier verifies the static token of serve --token among other
+// verifiers (identity.Verifiers): its caller is TokenAuth's, and any
+// other credential is not its own (identity.ErrNotMine), for the next
+// verifier to know.
+func TokenVerifier(token string) identity.Verifier {
+	return &staticToken{want: []byte(token), amongOthers: true}
+}
+
 // staticToken verifies the one token of TokenAuth, compared in constant
 // time (it is the user's choice, of any form).
-type staticToken struct{ want []byte }
+type staticToken struct {
+	want        []byte
+	amongOthers bool
+}
 
 func (s *staticToken) Verify(_ context.Context, token string) (*identity.Caller, error) {
 	if subtle.ConstantTimeCompare([]byte(token), s.want) != 1 {
+		if s.amongOthers {
+			return nil, identity.ErrNotMine
+		}
 		return nil, &identity.Error{Kind: identity.KindInvalid, Message: "wrong bearer token"}
 	}
 	return &identity.Caller{Subject: identity.KeySubject("default"), Name: "default", Groups: []string{AdminGroup}, Method: identity.MethodKey}, nil
@@ -107,6 +126,10 @@ func (a Auth) authenticate(kind routeKind, h http.Handler) http.Handler {
 		return h
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if a.Required != nil && !a.Required() {
+			h.ServeHTTP(w, r)
+			return
+		}
 		c, err := a.verify(r)
 		if err != nil {
 			a.refuse(w, r, kind, err)

@@ -21,6 +21,7 @@ import (
 	"github.com/toolmux/toolmux/api"
 	"github.com/toolmux/toolmux/config"
 	"github.com/toolmux/toolmux/gateway"
+	"github.com/toolmux/toolmux/identity"
 	"github.com/toolmux/toolmux/manager"
 	"github.com/toolmux/toolmux/metrics"
 	"github.com/toolmux/toolmux/policy"
@@ -99,8 +100,12 @@ server_unavailable and the server's stderr; when it is back, its tools
 appear and clients are told the tool list changed.
 
 Listening beyond loopback requires a bearer token (--token or TOOLMUX_TOKEN;
-a blank one is refused, one shorter than 16 characters warned about);
-clients then send "Authorization: Bearer TOKEN". On loopback, requests must
+a blank one is refused, one shorter than 16 characters warned about) or an
+API key (toolmux keys add NAME); clients then send "Authorization: Bearer
+TOKEN" (or KEY). With API keys in the data directory, every request must
+carry one (or the token); keys added and revoked apply within a second,
+without a restart, and a serve started without any asks for one from the
+first key added (docs/identity-keys.md). On loopback, requests must
 be addressed to localhost, 127.0.0.1 or [::1] (--allowed-host adds names),
 which stops web pages from reaching the gateway through DNS rebinding.
 Browser requests from another origin are refused unless --allowed-origin
@@ -146,8 +151,15 @@ one more, 300ms after the last. See docs/operations.md.`,
 					return err
 				}
 			}
-			if onHTTP && !gateway.IsLoopback(addr) && token == "" {
-				return usageError("refusing to listen on %s without a token: set --token or TOOLMUX_TOKEN, or listen on 127.0.0.1", addr)
+			// Over HTTP, the API keys of the data directory (keys.go).
+			var keys *identity.StoreKeys
+			if onHTTP {
+				if keys, err = a.apiKeys(); err != nil {
+					return err
+				}
+			}
+			if onHTTP && !gateway.IsLoopback(addr) && token == "" && !hasKeys(keys) {
+				return usageError("refusing to listen on %s without a token: set --token or TOOLMUX_TOKEN, add an API key (toolmux keys add NAME), or listen on 127.0.0.1", addr)
 			}
 			// The address is taken before any server starts, so that a
 			// port in use is said at once.
@@ -296,10 +308,11 @@ one more, 300ms after the last. See docs/operations.md.`,
 					plural(cat.Len(), "tool"), cmp.Or(strings.Join(ts.Pinned, ", "), "none"))
 			}
 			sec.Loopback = gateway.IsLoopback(addr)
+			auth := a.gatewayAuth(keys, token)
 			if stdio {
 				var stopHTTP func()
 				if onHTTP {
-					stopHTTP = serveBeside(ctx, ln, g.Mux(token, sec))
+					stopHTTP = serveBeside(ctx, ln, g.MuxAuth(auth, sec))
 					fmt.Fprintf(a.stderr, "toolmux: web page (approvals, live calls) at %s\n", pageURL(ln.Addr()))
 				}
 				// The transport ends with the signal: the session's end
@@ -329,13 +342,13 @@ one more, 300ms after the last. See docs/operations.md.`,
 				}
 				return nil
 			}
-			return a.serveHTTP(ctx, ln, g, g.Mux(token, sec), cat, s, shutdownTimeout)
+			return a.serveHTTP(ctx, ln, g, g.MuxAuth(auth, sec), cat, s, shutdownTimeout)
 		},
 	}
 	search.flags(cmd)
 	cmd.Flags().StringVar(&addr, "addr", "127.0.0.1:8931", "address to listen on (with --stdio: also serve the web page there)")
 	cmd.Flags().BoolVar(&stdio, "stdio", false, "serve MCP over stdin/stdout instead of HTTP")
-	cmd.Flags().StringVar(&token, "token", "", "bearer token clients must send (default $TOOLMUX_TOKEN)")
+	cmd.Flags().StringVar(&token, "token", "", "bearer token clients must send (default $TOOLMUX_TOKEN); beside API keys, one more: the caller default, in group admin")
 	cmd.Flags().StringSliceVar(&sec.AllowedHosts, "allowed-host", nil, "further host names requests may be addressed to (repeatable)")
 	cmd.Flags().StringSliceVar(&sec.AllowedOrigins, "allowed-origin", nil, `origins whose pages may call the gateway, e.g. https://app.example.com ("*" for any; repeatable)`)
 	cmd.Flags().DurationVar(&approvalTimeout, "approval-timeout", api.DefaultApprovalTimeout, "how long a call waits for a person's answer (MCP elicitation or the web page) before it is refused")
