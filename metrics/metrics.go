@@ -12,8 +12,10 @@
 //
 // Label values are bounded: a server label is a configured server's name,
 // a tool label a tool of the catalog (a call of any other name counts
-// under tool=""), kinds and states come from fixed sets. Arguments, call
-// ids, task ids and session ids are never labels.
+// under tool=""), kinds and states come from fixed sets, a caller label a
+// configured caller's or an API key's name, or "anonymous" or "other"
+// (package ratelimit bounds them). Arguments, call ids, task ids,
+// session ids and tokens' subjects are never labels.
 package metrics
 
 import (
@@ -73,6 +75,35 @@ type Sources struct {
 	// Listens is the gateway's subscriptions/listen streams
 	// (gateway.Gateway.ListenStats, converted).
 	Listens func() Listens
+	// Callers is the tool calls admitted and refused by caller
+	// (ratelimit.Limiter.Stats, converted).
+	Callers func() Callers
+}
+
+// Callers counts the tool calls of each caller (ratelimit.Stats without
+// ratelimit). Its callers are bounded labels: a caller's name only when
+// the configuration names it or it is an API key (up to a bound),
+// "anonymous" without authentication, "other" for everyone else.
+type Callers struct {
+	// Calls are the calls admitted by caller.
+	Calls []CallerCalls
+	// Refused are the calls refused for a limit, by caller, group and
+	// limit.
+	Refused []CallerRefused
+}
+
+// CallerCalls counts the calls admitted of one caller.
+type CallerCalls struct {
+	Caller string
+	Calls  uint64
+}
+
+// CallerRefused counts the calls of one caller refused for one limit:
+// Group is the group whose budget refused them, "" for the caller's own
+// limit; Limit is calls_per_minute, concurrent, burst or max_callers.
+type CallerRefused struct {
+	Caller, Group, Limit string
+	Refused              uint64
 }
 
 // Reloads counts the reloads of a configuration file.
