@@ -12,7 +12,8 @@ import (
 
 // The cost of the check of one call (BENCHMARKS.md §24): admitted and
 // given back, by a caller held to its own rate and concurrency and to a
-// group's, among many callers kept; and with nothing configured.
+// group's, among many callers kept; counted by caller only (no limits);
+// and with nothing configured (no limits, no authentication).
 func BenchmarkAdmit(b *testing.B) {
 	o := ratelimit.Options{
 		PerCaller: ratelimit.Limit{CallsPerMinute: 120, Burst: 20, Concurrent: 8},
@@ -42,6 +43,16 @@ func BenchmarkAdmit(b *testing.B) {
 			}
 		})
 	}
+	// Authentication on, no limits: the call is counted by its caller.
+	b.Run("counted-only", func(b *testing.B) {
+		l := ratelimit.New(ratelimit.Options{})
+		ctx := key("ci-bot")
+		b.ReportAllocs()
+		for b.Loop() {
+			release, _ := l.Admit(ctx, 1)
+			release()
+		}
+	})
 	b.Run("nothing-configured", func(b *testing.B) {
 		l := ratelimit.New(ratelimit.Options{})
 		ctx := context.Background()
