@@ -267,6 +267,9 @@ func (l *Limiter) Admit(ctx context.Context, n int) (release func(), err error) 
 	now := l.now()
 	t := &ticket{l: l, n: n}
 	l.mu.Lock()
+	// The configuration again, under the lock Set takes: the entries
+	// are made and refreshed by the one in use.
+	s = l.snap.Load()
 	own, err := l.ownLocked(c, s, now)
 	if err != nil {
 		l.refusals[refusalKey{lab.name, "", LimitCallers}]++

@@ -359,3 +359,47 @@ func TestFromConfig(t *testing.T) {
 		t.Errorf("got %+v\nwant %+v", got, want)
 	}
 }
+
+// Many goroutines admitting and releasing while the limits are set
+// again: no race (under -race), and every place is given back: at the
+// end each caller and the group have their whole concurrency again.
+func TestConcurrentUse(t *testing.T) {
+	o := ratelimit.Options{PerCaller: ratelimit.Limit{Concurrent: 2}, MaxCallers: 4,
+		Groups: map[string]ratelimit.Limit{"ci": {Concurrent: 3}}}
+	l := ratelimit.New(o)
+	done := make(chan struct{})
+	for g := range 8 {
+		go func() {
+			defer func() { done <- struct{}{} }()
+			for i := range 300 {
+				ctx := jwt(fmt.Sprint("u", (g+i)%6), "ci")
+				if r, err := l.Admit(ctx, 1); err == nil {
+					r()
+				}
+				if i%100 == 0 {
+					l.Set(o)
+				}
+			}
+		}()
+	}
+	for range 8 {
+		<-done
+	}
+	var rs []func()
+	for i := range 3 {
+		r, err := l.Admit(jwt(fmt.Sprint("u", i), "ci"), 1)
+		if err != nil {
+			t.Fatalf("after the storm, call %d: %v", i+1, err)
+		}
+		rs = append(rs, r)
+	}
+	if _, err := l.Admit(jwt("u5", "ci"), 1); err == nil {
+		t.Error("the group's fourth call in flight admitted")
+	}
+	for _, r := range rs {
+		r()
+	}
+	if got := ratelimit.Kept(l); got > 4 {
+		t.Errorf("kept %d callers, at most 4", got)
+	}
+}
