@@ -188,6 +188,20 @@ func rpcID(raw []byte) json.RawMessage {
 	return raw
 }
 
+// isMethod reports whether a scanned method (raw JSON) is name: one
+// comparison for a method without escapes, as nearly all are, and no
+// allocation.
+func isMethod(raw []byte, name string) bool {
+	if len(raw) == len(name)+2 && raw[0] == '"' && string(raw[1:len(raw)-1]) == name {
+		return true
+	}
+	if bytes.IndexByte(raw, '\\') < 0 {
+		return false
+	}
+	m, _ := unquote(raw)
+	return m == name
+}
+
 // unquote reads a raw JSON string; isString is false for anything else.
 func unquote(raw []byte) (s string, isString bool) {
 	if len(raw) < 2 || raw[0] != '"' || raw[len(raw)-1] != '"' {

@@ -61,23 +61,10 @@ type rateLimitedData struct {
 	RetryAfter int `json:"retry_after,omitempty"`
 }
 
-var (
-	methodCall = []byte(`"tools/call"`)
-	callText   = []byte("tools/call")
-)
+var callText = []byte("tools/call")
 
-// isCall reports whether a scanned method is tools/call: one comparison
-// for a method without escapes, as nearly all are.
-func isCall(raw []byte) bool {
-	if bytes.Equal(raw, methodCall) {
-		return true
-	}
-	if bytes.IndexByte(raw, '\\') < 0 {
-		return false
-	}
-	m, _ := unquote(raw)
-	return m == "tools/call"
-}
+// isCall reports whether a scanned method is tools/call.
+func isCall(raw []byte) bool { return isMethod(raw, "tools/call") }
 
 // admitCall takes the places of the tools/calls a POST (body, scanned as
 // msg) holds from its caller's limits, until the returned function is

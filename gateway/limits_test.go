@@ -350,38 +350,21 @@ func TestStdioRateLimit(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer m.Close()
 	g := gateway.New(m, gateway.Options{Limits: ratelimit.New(ratelimit.Options{PerCaller: ratelimit.Limit{CallsPerMinute: 1}})})
-	defer g.Close()
-	inR, inW := io.Pipe()
-	outR, outW := io.Pipe()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- g.Server().Run(ctx, g.Stdio(inR, outW, 4000)) }()
-	defer func() {
-		cancel()
-		inW.Close()
-		outR.Close()
-		<-done
-	}()
-	out := json.NewDecoder(outR)
+	// Closed after the stdio session ends (cleanups run last first).
+	t.Cleanup(func() {
+		g.Close()
+		m.Close()
+	})
+	stdio := stdioClient(t, g, 4000)
 	send := func(line string) map[string]any {
 		t.Helper()
-		if _, err := io.WriteString(inW, line+"\n"); err != nil {
+		var m map[string]any
+		if err := json.Unmarshal([]byte(stdio(line)), &m); err != nil {
 			t.Fatal(err)
 		}
-		for {
-			var m map[string]any
-			if err := out.Decode(&m); err != nil {
-				t.Fatal(err)
-			}
-			if m["method"] == nil { // not a notification
-				return m
-			}
-		}
+		return m
 	}
-	send(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`)
-	io.WriteString(inW, `{"jsonrpc":"2.0","method":"notifications/initialized"}`+"\n")
 	call := `{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"fx__sink","arguments":{}}}`
 	if a := send(fmt.Sprintf(call, 2)); a["result"] == nil {
 		t.Fatalf("the first call: %v", a)

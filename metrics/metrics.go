@@ -27,6 +27,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/toolmux/toolmux/ratelimit"
 	"github.com/toolmux/toolmux/schedule"
 	"github.com/toolmux/toolmux/stream"
 	"github.com/toolmux/toolmux/tasklog"
@@ -76,34 +77,11 @@ type Sources struct {
 	// (gateway.Gateway.ListenStats, converted).
 	Listens func() Listens
 	// Callers is the tool calls admitted and refused by caller
-	// (ratelimit.Limiter.Stats, converted).
-	Callers func() Callers
-}
-
-// Callers counts the tool calls of each caller (ratelimit.Stats without
-// ratelimit). Its callers are bounded labels: a caller's name only when
-// the configuration names it or it is an API key (up to a bound),
-// "anonymous" without authentication, "other" for everyone else.
-type Callers struct {
-	// Calls are the calls admitted by caller.
-	Calls []CallerCalls
-	// Refused are the calls refused for a limit, by caller, group and
-	// limit.
-	Refused []CallerRefused
-}
-
-// CallerCalls counts the calls admitted of one caller.
-type CallerCalls struct {
-	Caller string
-	Calls  uint64
-}
-
-// CallerRefused counts the calls of one caller refused for one limit:
-// Group is the group whose budget refused them, "" for the caller's own
-// limit; Limit is calls_per_minute, concurrent, burst or max_callers.
-type CallerRefused struct {
-	Caller, Group, Limit string
-	Refused              uint64
+	// (ratelimit.Limiter.Stats), under the labels the limiter bounds: a
+	// caller's name only when the configuration names it or it is an
+	// API key (up to a bound), "anonymous" without authentication,
+	// "other" for everyone else.
+	Callers func() ratelimit.Stats
 }
 
 // Reloads counts the reloads of a configuration file.

@@ -185,17 +185,7 @@ func TestCallerLabelBounded(t *testing.T) {
 		}
 	}
 	m := metrics.New()
-	m.Watch(metrics.Sources{Callers: func() metrics.Callers {
-		st := lim.Stats()
-		var c metrics.Callers
-		for _, n := range st.Calls {
-			c.Calls = append(c.Calls, metrics.CallerCalls{Caller: n.Caller, Calls: n.Calls})
-		}
-		for _, r := range st.Refused {
-			c.Refused = append(c.Refused, metrics.CallerRefused{Caller: r.Caller, Group: r.Group, Limit: r.Limit, Refused: r.Count})
-		}
-		return c
-	}})
+	m.Watch(metrics.Sources{Callers: lim.Stats})
 	fams := scrape(t, m.Handler())
 	if n := len(fams["toolmux_caller_calls_total"].GetMetric()); n != maxLabels+1 {
 		t.Errorf("%d caller series, want %d keys and other", n, maxLabels)

@@ -171,7 +171,7 @@ func (s *scraped) Collect(ch chan<- prometheus.Metric) {
 			counter(s.callerCalls, float64(n.Calls), n.Caller)
 		}
 		for _, r := range c.Refused {
-			counter(s.rateLimited, float64(r.Refused), r.Caller, r.Group, r.Limit)
+			counter(s.rateLimited, float64(r.Count), r.Caller, r.Group, r.Limit)
 		}
 	}
 }

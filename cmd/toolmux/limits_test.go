@@ -17,15 +17,6 @@ import (
 	"github.com/toolmux/toolmux/internal/testservers"
 )
 
-// tokenTransport sends a bearer token with every request.
-type tokenTransport string
-
-func (tt tokenTransport) RoundTrip(r *http.Request) (*http.Response, error) {
-	r = r.Clone(r.Context())
-	r.Header.Set("Authorization", "Bearer "+string(tt))
-	return http.DefaultTransport.RoundTrip(r)
-}
-
 // rate_limits in toolmux.yaml limits a real serve's callers: with
 // --token, the caller default (group admin) gets one call a minute from
 // the admin group's budget, the next is refused with the JSON-RPC error
@@ -40,7 +31,11 @@ func TestServeRateLimits(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	cs, err := mcp.NewClient(&mcp.Implementation{Name: "test"}, nil).Connect(ctx, &mcp.StreamableClientTransport{
-		Endpoint: p.url("/mcp"), HTTPClient: &http.Client{Transport: tokenTransport(token)}}, &mcp.ClientSessionOptions{ProtocolVersion: legacyProtocol})
+		Endpoint: p.url("/mcp"), HTTPClient: &http.Client{Transport: roundTripFunc(func(r *http.Request) (*http.Response, error) {
+			r = r.Clone(r.Context())
+			r.Header.Set("Authorization", "Bearer "+token)
+			return http.DefaultTransport.RoundTrip(r)
+		})}}, &mcp.ClientSessionOptions{ProtocolVersion: legacyProtocol})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -385,7 +385,7 @@ func metricSources(rt *toolmux.Runtime, g *gateway.Gateway, approvals *api.Appro
 		st := g.ListenStats()
 		return metrics.Listens{Open: st.Open, Max: st.Max, Refused: st.Refused, RefusedPerClient: st.RefusedPerClient}
 	}
-	src.Callers = func() metrics.Callers { return callerMetrics(g.Limits().Stats()) }
+	src.Callers = g.Limits().Stats
 	return src
 }
 
