@@ -31,10 +31,11 @@ import (
 // "limit", "group", "retry_after"}, with an HTTP Retry-After header
 // (seconds until the limit admits it; 1 for calls in flight). A
 // 2026-07-28 request is answered 429, as that protocol maps errors to
-// statuses; a session's request 200, the status of any JSON-RPC answer,
-// since the clients of sessions (the go-sdk's, the TypeScript SDK's) give
-// their caller a JSON-RPC error only from a 200, and report any other
-// status without its body.
+// statuses; a session's request 200, the status of any JSON-RPC answer:
+// from a 200 the clients of sessions hand their caller the JSON-RPC
+// error, code and data, while the go-sdk's reports a 429 as a transient
+// failure without reading its body, and the TypeScript SDK's any status
+// but 2xx as a transport error.
 //
 // A call's place among the calls in flight is held for as long as its
 // POST is served. A call that outlives its request (one that became an
