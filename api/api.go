@@ -24,6 +24,7 @@ import (
 	"github.com/toolmux/toolmux/identity"
 	"github.com/toolmux/toolmux/pipeline"
 	"github.com/toolmux/toolmux/policy"
+	"github.com/toolmux/toolmux/ratelimit"
 	"github.com/toolmux/toolmux/tasklog"
 	"github.com/toolmux/toolmux/tool"
 )
@@ -84,6 +85,17 @@ type Options struct {
 	// Reload says how the reloads of the configuration file went, for
 	// /api/info; nil: the process does not reload one.
 	Reload func() *ReloadInfo
+	// Limits admits each call within the limits of its caller and of its
+	// caller's groups (a *ratelimit.Limiter, the gateway's): a call over
+	// one is answered 429 rate_limited without being made. nil: no
+	// limits.
+	Limits Limiter
+}
+
+// Limiter admits n calls of the caller ctx carries, or refuses them with
+// a *ratelimit.Error; release gives their places back once they ended.
+type Limiter interface {
+	Admit(ctx context.Context, n int) (release func(), err error)
 }
 
 // Info is the answer of GET /api/info: what this process is, so that a
@@ -386,6 +398,15 @@ type callRequest struct {
 }
 
 func (s *server) call(w http.ResponseWriter, r *http.Request) {
+	// The limits first: a call refused for them costs no decoding.
+	if s.o.Limits != nil {
+		release, err := s.o.Limits.Admit(r.Context(), 1)
+		if err != nil {
+			writeRateLimited(w, err)
+			return
+		}
+		defer release()
+	}
 	var req callRequest
 	body := http.MaxBytesReader(w, r.Body, s.o.MaxCallBytes)
 	dec := json.NewDecoder(body)
@@ -622,6 +643,15 @@ func writeError(w http.ResponseWriter, status int, kind, msg string) {
 	var e apiError
 	e.Error.Kind, e.Error.Message = kind, msg
 	writeJSON(w, status, e)
+}
+
+// writeRateLimited answers a call refused for a limit of its caller (err,
+// a *ratelimit.Error): 429, Retry-After, kind rate_limited.
+func writeRateLimited(w http.ResponseWriter, err error) {
+	if e, ok := errors.AsType[*ratelimit.Error](err); ok && e.RetryAfterSeconds() > 0 {
+		w.Header().Set("Retry-After", strconv.Itoa(e.RetryAfterSeconds()))
+	}
+	writeError(w, http.StatusTooManyRequests, ratelimit.Kind, err.Error())
 }
 
 func writeToolError(w http.ResponseWriter, err error) {

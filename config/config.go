@@ -124,6 +124,10 @@ type Config struct {
 	// MCPTasks configure MCP tasks on toolmux serve's /mcp and virtual
 	// servers (`mcp_tasks:`, docs/gateway.md "Tasks").
 	MCPTasks MCPTasks
+	// RateLimits are the calls per minute and at once of each caller and
+	// group on toolmux serve (`rate_limits:`, docs/operations.md "Limits
+	// per caller").
+	RateLimits RateLimits
 	// Limits bound what one call may cost in memory and storage
 	// (`limits:`).
 	Limits Limits

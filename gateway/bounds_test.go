@@ -143,35 +143,7 @@ func postBody(t *testing.T, url, body string, h map[string]string) (int, string)
 func TestStdioBounds(t *testing.T) {
 	const limit = 1000
 	g, calls := boundsGateway(t, limit)
-	inR, inW := io.Pipe()
-	outR, outW := io.Pipe()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- g.Server().Run(ctx, g.Stdio(inR, outW, 4000)) }()
-	defer func() {
-		cancel()
-		inW.Close()
-		outR.Close()
-		<-done
-	}()
-	out := bufio.NewReader(outR)
-	send := func(line string) string {
-		t.Helper()
-		if _, err := io.WriteString(inW, line+"\n"); err != nil {
-			t.Fatal(err)
-		}
-		for {
-			answer, err := out.ReadString('\n')
-			if err != nil {
-				t.Fatal(err)
-			}
-			if !strings.Contains(answer, `"method"`) { // not a notification
-				return answer
-			}
-		}
-	}
-	send(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`)
-	io.WriteString(inW, `{"jsonrpc":"2.0","method":"notifications/initialized"}`+"\n")
+	send := stdioClient(t, g, 4000)
 	call := func(id int, data string) string {
 		return send(fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"fx__sink","arguments":{"data":%q}}}`, id, data))
 	}
@@ -190,4 +162,45 @@ func TestStdioBounds(t *testing.T) {
 	if n := calls.Load(); n != 2 {
 		t.Errorf("the tool ran %d times, want 2", n)
 	}
+}
+
+// stdioClient serves g over stdio (lines of at most maxLine bytes) until
+// the end of the test, initializes a session, and returns how to send a
+// request and read its answer (the notifications before it skipped).
+func stdioClient(t *testing.T, g *gateway.Gateway, maxLine int64) func(line string) string {
+	t.Helper()
+	inR, inW := io.Pipe()
+	outR, outW := io.Pipe()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- g.Server().Run(ctx, g.Stdio(inR, outW, maxLine)) }()
+	t.Cleanup(func() {
+		cancel()
+		inW.Close()
+		outR.Close()
+		<-done
+	})
+	out := bufio.NewReader(outR)
+	write := func(line string) {
+		t.Helper()
+		if _, err := io.WriteString(inW, line+"\n"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	send := func(line string) string {
+		t.Helper()
+		write(line)
+		for {
+			answer, err := out.ReadString('\n')
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !strings.Contains(answer, `"method"`) { // not a notification
+				return answer
+			}
+		}
+	}
+	send(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`)
+	write(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	return send
 }

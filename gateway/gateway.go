@@ -22,6 +22,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/toolmux/toolmux/pipeline"
+	"github.com/toolmux/toolmux/ratelimit"
 	"github.com/toolmux/toolmux/tool"
 )
 
@@ -97,6 +98,10 @@ type Options struct {
 	// Listens bounds the subscriptions/listen streams open at once, on
 	// the gateway and per client (listens.go), on every HTTP route.
 	Listens Listens
+	// Limits admits every tools/call, on every route and in both eras,
+	// within the limits of its caller and of its caller's groups
+	// (limits.go); nil: no limits.
+	Limits *ratelimit.Limiter
 }
 
 // Gateway is an MCP server whose tools are the caller's catalog.
@@ -121,6 +126,7 @@ type Gateway struct {
 	clients   *clients
 	listens   *listens
 	tasks     *taskRunner // nil: MCP tasks are off
+	limits    *ratelimit.Limiter
 }
 
 // New returns a gateway in front of c. The catalog is read on the first
@@ -137,7 +143,7 @@ func New(c Caller, o Options) *Gateway {
 	}
 	g := &Gateway{caller: c, log: o.Logger, api: o.API, metrics: o.Metrics, onRefused: o.OnSessionRefused, depth: o.MaxDepth, maxArgs: o.MaxArgumentBytes, large: o.LargeBody,
 		clients: newClients(o.Sessions, o.SessionTimeout),
-		tracer:  o.Tracer, prop: o.Propagator, reissue: newReissue(o.Reissue, o.Sessions)}
+		tracer:  o.Tracer, prop: o.Propagator, reissue: newReissue(o.Reissue, o.Sessions), limits: o.Limits}
 	if g.log == nil {
 		g.log = slog.New(slog.DiscardHandler)
 	}
@@ -293,6 +299,12 @@ func (g *Gateway) sessionMiddleware(next mcp.MethodHandler) mcp.MethodHandler {
 		}
 		stdio := ss.ID() == ""
 		if stdio && method == "tools/call" {
+			// The limits, before anything else (limits.go).
+			release, err := g.admitStdio(ctx)
+			if err != nil {
+				return nil, err
+			}
+			defer release()
 			// Before the call, which must carry the session's task.
 			g.clients.track(ctx, ss, routeStdio, 0, nil)
 		}

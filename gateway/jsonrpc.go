@@ -61,6 +61,8 @@ var knownMethods = map[string]bool{
 // (limits.max_depth) are refused by the tool handlers, as error results.
 // A message whose parts weigh more than the gateway decodes is refused
 // before anything decodes it (admitBody, bounds.go).
+// A tools/call over a limit of its caller (rate_limits) is refused next,
+// before anything decodes it either (admitCall, limits.go).
 //
 // It is also where the gateway takes the messages it answers itself
 // (lean.go) from the go-sdk's way: route names the route, and lean
@@ -80,6 +82,13 @@ func (g *Gateway) jsonRPCErrors(h http.Handler, route string, lean leanFunc, nam
 			if !g.admitBody(w, r, body, msg, names) { // bounds.go
 				return
 			}
+			// A call takes a place of its caller's limits for the life
+			// of this POST (limits.go).
+			release, admitted := g.admitCall(w, r, body, msg, false)
+			if !admitted {
+				return
+			}
+			defer release()
 			if g.reissue != nil {
 				r = g.reissue.take(r, route, body, msg) // reissue.go
 			}
@@ -104,11 +113,11 @@ func (g *Gateway) jsonRPCErrors(h http.Handler, route string, lean leanFunc, nam
 			}
 			// A listen stream takes a place of its bounds for as long
 			// as it is open: the life of this POST (listens.go).
-			release, admitted := g.admitListen(w, r, route, body, msg)
+			releaseListen, admitted := g.admitListen(w, r, route, body, msg)
 			if !admitted {
 				return
 			}
-			defer release()
+			defer releaseListen()
 			if sid != "" && !modern {
 				if g.clients.intercept(w, sid, route, body, msg) || lean(w, r, sid, body, msg) {
 					return
@@ -177,6 +186,20 @@ func rpcID(raw []byte) json.RawMessage {
 		return nil
 	}
 	return raw
+}
+
+// isMethod reports whether a scanned method (raw JSON) is name: one
+// comparison for a method without escapes, as nearly all are, and no
+// allocation.
+func isMethod(raw []byte, name string) bool {
+	if len(raw) == len(name)+2 && raw[0] == '"' && string(raw[1:len(raw)-1]) == name {
+		return true
+	}
+	if bytes.IndexByte(raw, '\\') < 0 {
+		return false
+	}
+	m, _ := unquote(raw)
+	return m == name
 }
 
 // unquote reads a raw JSON string; isString is false for anything else.

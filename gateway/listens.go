@@ -111,23 +111,10 @@ func newListens(o Listens) *listens {
 	return &listens{max: o.Max, perClient: o.MaxPerClient, byClient: map[listenKey]int{}}
 }
 
-var (
-	methodListen = []byte(`"subscriptions/listen"`)
-	listenText   = []byte("subscriptions/listen")
-)
+var listenText = []byte("subscriptions/listen")
 
-// isListen reports whether a scanned method is subscriptions/listen: one
-// comparison for a method without escapes, as nearly all are.
-func isListen(raw []byte) bool {
-	if bytes.Equal(raw, methodListen) {
-		return true
-	}
-	if bytes.IndexByte(raw, '\\') < 0 {
-		return false
-	}
-	m, _ := unquote(raw)
-	return m == "subscriptions/listen"
-}
+// isListen reports whether a scanned method is subscriptions/listen.
+func isListen(raw []byte) bool { return isMethod(raw, "subscriptions/listen") }
 
 // admitListen takes a place for a POST of route (body, scanned as msg) that
 // opens a listen stream, until the returned function is called; ok is

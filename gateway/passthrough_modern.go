@@ -90,8 +90,9 @@ func (r *route) initModern(version string) {
 
 // modernErrors checks what the go-sdk would not before it serves a
 // 2026-07-28 request: the body's nesting (which the go-sdk's decoder
-// bounds by failing), a body over the gateway's limit, a listen stream
-// over its bounds (listens.go). Every refusal is a JSON-RPC error, as on
+// bounds by failing), a body over the gateway's limit, a tools/call over
+// a limit of its caller (limits.go), a listen stream over its bounds
+// (listens.go). Every refusal is a JSON-RPC error, as on
 // the stateful routes, with the same checks (checkMessage) and the same
 // writer: what the go-sdk's stateless handler refuses in plain text (a
 // Content-Type or Accept it does not take, a batch, an id that is not a
@@ -114,6 +115,11 @@ func (g *Gateway) modernErrors(h http.Handler, route string, names toolNamer) ht
 			if !g.admitBody(w, r, body, msg, names) { // bounds.go
 				return
 			}
+			releaseCall, admitted := g.admitCall(w, r, body, msg, true) // limits.go
+			if !admitted {
+				return
+			}
+			defer releaseCall()
 			if cw.id, ok = checkMessage(w, body, msg, true); !ok {
 				return
 			}

@@ -12,8 +12,10 @@
 //
 // Label values are bounded: a server label is a configured server's name,
 // a tool label a tool of the catalog (a call of any other name counts
-// under tool=""), kinds and states come from fixed sets. Arguments, call
-// ids, task ids and session ids are never labels.
+// under tool=""), kinds and states come from fixed sets, a caller label a
+// configured caller's or an API key's name, or "anonymous" or "other"
+// (package ratelimit bounds them). Arguments, call ids, task ids,
+// session ids and tokens' subjects are never labels.
 package metrics
 
 import (
@@ -25,6 +27,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/toolmux/toolmux/ratelimit"
 	"github.com/toolmux/toolmux/schedule"
 	"github.com/toolmux/toolmux/stream"
 	"github.com/toolmux/toolmux/tasklog"
@@ -73,6 +76,12 @@ type Sources struct {
 	// Listens is the gateway's subscriptions/listen streams
 	// (gateway.Gateway.ListenStats, converted).
 	Listens func() Listens
+	// Callers is the tool calls admitted and refused by caller
+	// (ratelimit.Limiter.Stats), under the labels the limiter bounds: a
+	// caller's name only when the configuration names it or it is an
+	// API key (up to a bound), "anonymous" without authentication,
+	// "other" for everyone else.
+	Callers func() ratelimit.Stats
 }
 
 // Reloads counts the reloads of a configuration file.

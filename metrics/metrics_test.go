@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -16,10 +17,12 @@ import (
 	"github.com/toolmux/toolmux"
 	"github.com/toolmux/toolmux/agent"
 	"github.com/toolmux/toolmux/config"
+	"github.com/toolmux/toolmux/identity"
 	"github.com/toolmux/toolmux/internal/llmtest"
 	"github.com/toolmux/toolmux/internal/testservers"
 	"github.com/toolmux/toolmux/llm"
 	"github.com/toolmux/toolmux/metrics"
+	"github.com/toolmux/toolmux/ratelimit"
 	"github.com/toolmux/toolmux/schedule"
 )
 
@@ -150,5 +153,56 @@ func TestModelLabelBounded(t *testing.T) {
 	}
 	if v := value(t, fams, "toolmux_agent_turns_total", map[string]string{"model": "other"}); v != 84 {
 		t.Errorf("other: %v turns, want 84", v)
+	}
+}
+
+// The caller label is bounded: a limiter that admitted the calls of more
+// API keys than its MaxLabels, and of tokens' subjects, is scraped with
+// one series per key within the bound and "other" for the rest; a
+// subject is never a label.
+func TestCallerLabelBounded(t *testing.T) {
+	t.Parallel()
+	const maxLabels = 4
+	lim := ratelimit.New(ratelimit.Options{PerCaller: ratelimit.Limit{CallsPerMinute: 1}, MaxLabels: maxLabels})
+	admit := func(c *identity.Caller) error {
+		release, err := lim.Admit(identity.With(context.Background(), c), 1)
+		if err == nil {
+			release()
+		}
+		return err
+	}
+	for i := range maxLabels + 1 { // one more key than labels allowed
+		name := fmt.Sprint("key-", i)
+		if err := admit(&identity.Caller{Subject: identity.KeySubject(name), Name: name, Method: identity.MethodKey}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range 10 {
+		c := &identity.Caller{Subject: fmt.Sprint("subject-", i), Name: fmt.Sprint("subject-", i), Method: identity.MethodJWT}
+		_ = admit(c)
+		if admit(c) == nil {
+			t.Fatal("a second call within the minute admitted")
+		}
+	}
+	m := metrics.New()
+	m.Watch(metrics.Sources{Callers: lim.Stats})
+	fams := scrape(t, m.Handler())
+	if n := len(fams["toolmux_caller_calls_total"].GetMetric()); n != maxLabels+1 {
+		t.Errorf("%d caller series, want %d keys and other", n, maxLabels)
+	}
+	if v := value(t, fams, "toolmux_caller_calls_total", map[string]string{"caller": "other"}); v != 1+10 {
+		t.Errorf("other: %v calls, want 11 (the key past the bound, the subjects)", v)
+	}
+	if v := value(t, fams, "toolmux_rate_limited_total", map[string]string{"caller": "other", "group": "", "limit": "calls_per_minute"}); v != 10 {
+		t.Errorf("refused: %v, want 10", v)
+	}
+	for _, name := range []string{"toolmux_caller_calls_total", "toolmux_rate_limited_total"} {
+		for _, s := range fams[name].GetMetric() {
+			for _, l := range s.GetLabel() {
+				if strings.HasPrefix(l.GetValue(), "subject-") {
+					t.Errorf("%s has a subject as a label: %v", name, s)
+				}
+			}
+		}
 	}
 }

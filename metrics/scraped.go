@@ -38,6 +38,8 @@ type scraped struct {
 	reloads, reloadOK *prometheus.Desc
 
 	listens, listensMax, listensRefused *prometheus.Desc
+
+	callerCalls, rateLimited *prometheus.Desc
 }
 
 func newScraped(src Sources) *scraped {
@@ -71,6 +73,9 @@ func newScraped(src Sources) *scraped {
 		listens:        desc("listen_streams", "subscriptions/listen streams open now, every route together."),
 		listensMax:     desc("listen_streams_max", "The most subscriptions/listen streams the gateway holds (subscriptions.max_listens)."),
 		listensRefused: desc("listen_streams_refused_total", "subscriptions/listen streams refused, by the bound that refused them: gateway (subscriptions.max_listens) or client (subscriptions.max_listens_per_client).", "limit"),
+		callerCalls:    desc("caller_calls_total", `Tool calls admitted, by caller: a configured caller's or an API key's name, "anonymous" without authentication, "other" for everyone else.`, "caller"),
+		rateLimited: desc("rate_limited_total", `Tool calls refused for a limit (rate_limits), by caller, the group whose budget refused them ("" for the caller's own limit) and the limit: calls_per_minute, concurrent, burst, max_callers.`,
+			"caller", "group", "limit"),
 	}
 }
 
@@ -80,7 +85,8 @@ func (s *scraped) Describe(ch chan<- *prometheus.Desc) {
 		s.passOpen, s.passMax, s.passRefused,
 		s.evPublished, s.evSubscribers, s.evDropped, s.evQueued, s.evPersistDropped, s.evPersistFailed,
 		s.logRecorded, s.logRetried, s.logLost, s.journalBytes, s.journalSegments, s.indexLag, s.approvers,
-		s.reissued, s.reissuedNotKept, s.reissuedAfterGrace, s.reloads, s.reloadOK, s.listens, s.listensMax, s.listensRefused} {
+		s.reissued, s.reissuedNotKept, s.reissuedAfterGrace, s.reloads, s.reloadOK, s.listens, s.listensMax, s.listensRefused,
+		s.callerCalls, s.rateLimited} {
 		ch <- d
 	}
 }
@@ -158,6 +164,15 @@ func (s *scraped) Collect(ch chan<- prometheus.Metric) {
 		// Two values of the label, whatever the clients: bounded.
 		counter(s.listensRefused, float64(l.Refused), "gateway")
 		counter(s.listensRefused, float64(l.RefusedPerClient), "client")
+	}
+	if s.src.Callers != nil {
+		c := s.src.Callers()
+		for _, n := range c.Calls {
+			counter(s.callerCalls, float64(n.Calls), n.Caller)
+		}
+		for _, r := range c.Refused {
+			counter(s.rateLimited, float64(r.Count), r.Caller, r.Group, r.Limit)
+		}
 	}
 }
 

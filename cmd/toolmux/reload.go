@@ -19,6 +19,7 @@ import (
 	"github.com/toolmux/toolmux/config"
 	"github.com/toolmux/toolmux/gateway"
 	"github.com/toolmux/toolmux/metrics"
+	"github.com/toolmux/toolmux/ratelimit"
 )
 
 // watchDebounce is how long a reload waits for quiet: after the last
@@ -238,6 +239,8 @@ func (r *reloader) reload(ctx context.Context, why string) {
 	if len(res.Unchanged) > 0 {
 		fmt.Fprintf(stderr, "toolmux: reload: %s changed in the file and take effect only at the next start\n", strings.Join(res.Unchanged, ", "))
 	}
+	// The limits per caller apply to the next call (budgets carry over).
+	r.g.Limits().Set(ratelimit.FromConfig(cfg.RateLimits))
 	// Lists the servers added and tells the clients what changed
 	// (notifications/tools/list_changed).
 	if err := r.g.Sync(ctx); err != nil && ctx.Err() == nil {

@@ -25,6 +25,7 @@ import (
 	"github.com/toolmux/toolmux/manager"
 	"github.com/toolmux/toolmux/metrics"
 	"github.com/toolmux/toolmux/policy"
+	"github.com/toolmux/toolmux/ratelimit"
 	"github.com/toolmux/toolmux/schedule"
 	"github.com/toolmux/toolmux/tool"
 )
@@ -251,9 +252,13 @@ one more, 300ms after the last. See docs/operations.md.`,
 				Sessions: sessionTasks(rt.Log, a.logger()), ToolSearch: search.apply(cmd, rt.Config.ToolSearch),
 				Tracer: rt.Telemetry.Tracer(), Propagator: rt.Telemetry.Propagator(), Reissue: gateway.ReissueFromConfig(rt.Config.Reissue)}
 			opts.Listens = gateway.ListensFromConfig(rt.Config.Subscriptions)
+			// Limits per caller (rate_limits), on every route and the API
+			// alike; made even when none is configured, for a reload may
+			// add some.
+			opts.Limits = ratelimit.New(ratelimit.FromConfig(rt.Config.RateLimits))
 			opts.API = api.New(api.Options{Catalog: rt.Pipeline, Caller: s, Health: rt.Manager.Health, Pins: rt.Pins, Presented: rt.Manager,
 				Policy: rt.Gate, Approvals: approvals, Log: rt.Log, Events: hub, Version: versionString(), MaxDepth: rt.Config.Limits.MaxDepth,
-				Fleet: fn.summary(), Reload: reloads.infoFunc()})
+				Fleet: fn.summary(), Reload: reloads.infoFunc(), Limits: opts.Limits})
 			if onHTTP {
 				opts.Virtual = gateway.VirtualFromConfig(rt.Config)
 				opts.Passthrough = passthroughServers(rt.Config, a.logger())
@@ -393,6 +398,7 @@ func metricSources(rt *toolmux.Runtime, g *gateway.Gateway, approvals *api.Appro
 		st := g.ListenStats()
 		return metrics.Listens{Open: st.Open, Max: st.Max, Refused: st.Refused, RefusedPerClient: st.RefusedPerClient}
 	}
+	src.Callers = g.Limits().Stats
 	return src
 }
 
