@@ -5,6 +5,13 @@
 //
 // Every answer is JSON; every error is {"error": {"kind", "message"}} with
 // a status that fits it. docs/api.md lists the routes.
+//
+// What callers make belongs to them (docs/identity.md, "Ownership"): the
+// caller a request carries (identity.From, put there by the gateway's
+// authentication) is shown its own tasks, MCP tasks and approval
+// questions only, and is answered 404, as for an id that does not exist,
+// for another's; members of Options.AdminGroups see everything, and so
+// does every request where no authentication is configured (no caller).
 package api
 
 import (
@@ -17,9 +24,11 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strconv"
 	"time"
 
+	"github.com/toolmux/toolmux/identity"
 	"github.com/toolmux/toolmux/pipeline"
 	"github.com/toolmux/toolmux/policy"
 	"github.com/toolmux/toolmux/tasklog"
@@ -82,6 +91,12 @@ type Options struct {
 	// Reload says how the reloads of the configuration file went, for
 	// /api/info; nil: the process does not reload one.
 	Reload func() *ReloadInfo
+	// AdminGroups are the groups whose members see every caller's tasks,
+	// MCP tasks and approval questions; nil means identity.AdminGroup.
+	AdminGroups []string
+	// ApproverGroups are the groups whose members see every caller's
+	// approval questions (besides AdminGroups).
+	ApproverGroups []string
 }
 
 // Info is the answer of GET /api/info: what this process is, so that a
@@ -156,7 +171,10 @@ func New(o Options) http.Handler {
 	if o.Presented == nil {
 		o.Presented = o.Catalog
 	}
-	s := &server{o: o, started: time.Now()}
+	if o.AdminGroups == nil {
+		o.AdminGroups = []string{identity.AdminGroup}
+	}
+	s := &server{o: o, started: time.Now(), approvers: append(slices.Clone(o.AdminGroups), o.ApproverGroups...)}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /api/info", s.info)
 	mux.HandleFunc("GET /api/servers", s.servers)
@@ -181,6 +199,13 @@ func New(o Options) http.Handler {
 type server struct {
 	o       Options
 	started time.Time
+	// approvers are the groups that see every approval question.
+	approvers []string
+}
+
+// scope is what the caller of r sees of what callers own.
+func (s *server) scope(r *http.Request) identity.Scope {
+	return identity.ScopeOf(identity.From(r.Context()), s.o.AdminGroups)
 }
 
 func (s *server) info(w http.ResponseWriter, _ *http.Request) {
@@ -391,13 +416,23 @@ func (s *server) call(w http.ResponseWriter, r *http.Request) {
 	}
 	call := tool.Call{Server: r.PathValue("server"), Tool: r.PathValue("tool"),
 		Arguments: req.Arguments, Task: req.Task, Session: req.Session}
+	if call.Task != "" && s.o.Log != nil {
+		// A call goes into a task of the caller's, or a new one (which
+		// its record creates, the caller's): another's is not found.
+		t, err := s.o.Log.Task(r.Context(), call.Task)
+		if err == nil && !s.scope(r).Sees(t.Caller) {
+			writeError(w, http.StatusNotFound, "not_found", (&tasklog.NotFoundError{Task: call.Task}).Error())
+			return
+		}
+	}
 	// Every call belongs to a task: one made without is a task of its own.
 	own := call.Task == "" && s.o.Log != nil
 	if own {
 		call.Task = tool.NewID()
 		err := s.o.Log.StartTask(r.Context(), tasklog.Task{ID: call.Task,
 			Input:    "API call of " + call.Server + "/" + call.Tool,
-			Metadata: map[string]any{"kind": "api_call", "server": call.Server, "tool": call.Tool}})
+			Metadata: map[string]any{"kind": "api_call", "server": call.Server, "tool": call.Tool},
+			Caller:   identity.RefFrom(r.Context())})
 		if err != nil {
 			writeError(w, http.StatusInternalServerError, "internal", "the task log failed: "+err.Error())
 			return
@@ -422,7 +457,7 @@ func (s *server) tasks(w http.ResponseWriter, r *http.Request) {
 	if !s.haveLog(w) {
 		return
 	}
-	f := tasklog.Filter{Status: tasklog.Status(r.URL.Query().Get("status"))}
+	f := tasklog.Filter{Status: tasklog.Status(r.URL.Query().Get("status")), Caller: s.scope(r).Key()}
 	var ok bool
 	if f.Limit, ok = listLimit(w, r); !ok {
 		return
@@ -468,7 +503,11 @@ func (s *server) task(w http.ResponseWriter, r *http.Request) {
 	if !s.haveLog(w) {
 		return
 	}
-	d, err := s.o.Log.Detail(r.Context(), r.PathValue("id"))
+	id := r.PathValue("id")
+	d, err := s.o.Log.Detail(r.Context(), id)
+	if err == nil && !s.scope(r).Sees(d.Caller) {
+		d, err = nil, &tasklog.NotFoundError{Task: id} // another caller's: as if it did not exist
+	}
 	writeFound(w, d, err, "")
 }
 
@@ -478,7 +517,7 @@ func (s *server) mcpTasks(w http.ResponseWriter, r *http.Request) {
 	if !s.haveLog(w) {
 		return
 	}
-	f := tasklog.MCPTaskFilter{Status: tasklog.MCPTaskStatus(r.URL.Query().Get("status"))}
+	f := tasklog.MCPTaskFilter{Status: tasklog.MCPTaskStatus(r.URL.Query().Get("status")), Caller: s.scope(r).Key()}
 	if f.Status != "" && !f.Status.Valid() {
 		writeError(w, http.StatusBadRequest, "bad_request", fmt.Sprintf("status must be working, input_required, completed, failed or cancelled, not %q", f.Status))
 		return
@@ -501,6 +540,9 @@ func (s *server) mcpTask(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	t, err := s.o.Log.MCPTask(r.Context(), r.PathValue("id"))
+	if err == nil && !s.scope(r).Sees(t.Caller) {
+		t, err = nil, &tasklog.NotFoundError{Task: r.PathValue("id")} // another caller's
+	}
 	writeFound(w, t, err, fmt.Sprintf("no MCP task %q (unknown, or expired)", r.PathValue("id")))
 }
 
@@ -509,7 +551,8 @@ func (s *server) approvals(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, []Pending{})
 		return
 	}
-	writeJSON(w, http.StatusOK, s.o.Approvals.Pending())
+	scope := identity.ScopeOf(identity.From(r.Context()), s.approvers)
+	writeJSON(w, http.StatusOK, slices.DeleteFunc(s.o.Approvals.Pending(), func(p Pending) bool { return !scope.Sees(p.Caller) }))
 }
 
 // decisionRequest is the body of an answer.
@@ -532,6 +575,12 @@ func (s *server) decide(w http.ResponseWriter, r *http.Request) {
 	ans, ok := policy.AnswerNamed(req.Decision)
 	if !ok {
 		writeError(w, http.StatusBadRequest, "bad_request", fmt.Sprintf("decision %q is not one of once, always_tool, always_server, deny", req.Decision))
+		return
+	}
+	// Another caller's question is not found, waiting or not.
+	if asker, ok := s.o.Approvals.Asker(r.PathValue("id")); ok &&
+		!identity.ScopeOf(identity.From(r.Context()), s.approvers).Sees(asker) {
+		writeError(w, http.StatusNotFound, "not_found", ErrUnknownApproval.Error())
 		return
 	}
 	if err := s.o.Approvals.Decide(r.PathValue("id"), ans); err != nil {

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/toolmux/toolmux/identity"
 	"github.com/toolmux/toolmux/policy"
 	"github.com/toolmux/toolmux/tool"
 )
@@ -40,6 +41,10 @@ type Pending struct {
 	Server    string         `json:"server"`
 	Tool      string         `json:"tool"`
 	Arguments map[string]any `json:"arguments"`
+	// Caller is who made the call; absent when no authentication is
+	// configured. A caller is shown its own calls' questions only,
+	// approvers every one.
+	Caller *identity.Ref `json:"caller,omitempty"`
 	// Rule and Message are the policy's reason for asking.
 	Rule    string    `json:"rule,omitempty"`
 	Message string    `json:"message,omitempty"`
@@ -120,6 +125,9 @@ type Approvals struct {
 	grace     *time.Timer // runs while nobody is attached but the grace is not over
 	ended     map[string]Ending
 	endedIDs  []string // oldest first, for eviction
+	// askers are the callers of the questions ended remembers (only
+	// those with a caller), by id.
+	askers map[string]*identity.Ref
 }
 
 type waiting struct {
@@ -135,7 +143,7 @@ type verdict struct {
 // NewApprovals returns an empty queue with nobody attached; nil options
 // take the defaults.
 func NewApprovals(o *ApprovalOptions) *Approvals {
-	a := &Approvals{pending: map[string]*waiting{}, ended: map[string]Ending{}}
+	a := &Approvals{pending: map[string]*waiting{}, ended: map[string]Ending{}, askers: map[string]*identity.Ref{}}
 	if o != nil {
 		a.o = *o
 	}
@@ -229,7 +237,7 @@ func (a *Approvals) unattended() {
 	e := Ending{Outcome: OutcomeUnattended, Message: reason, At: time.Now()}
 	for id, w := range a.pending {
 		delete(a.pending, id)
-		a.rememberLocked(w.info.ID, e)
+		a.rememberLocked(w.info, e)
 		w.done <- verdict{err: &policy.UnansweredError{Reason: reason}}
 		ended = append(ended, w)
 	}
@@ -290,8 +298,12 @@ func (a *Approvals) Approve(ctx context.Context, req policy.Request) (policy.Ans
 		id = tool.NewID()
 	}
 	now := time.Now()
+	caller := req.Call.Caller
+	if caller == nil {
+		caller = identity.RefFrom(ctx)
+	}
 	w := &waiting{done: make(chan verdict, 1), info: Pending{
-		ID: id, Task: req.Call.Task, Server: req.Call.Server, Tool: req.Call.Tool, Arguments: req.Call.Arguments,
+		ID: id, Task: req.Call.Task, Server: req.Call.Server, Tool: req.Call.Tool, Arguments: req.Call.Arguments, Caller: caller,
 		Rule: req.Decision.Rule, Message: req.Decision.Message, Since: now, Deadline: now.Add(a.o.Timeout),
 	}}
 	a.mu.Lock()
@@ -364,7 +376,7 @@ func (a *Approvals) end(id string, e Ending) bool {
 	w, ok := a.pending[id]
 	if ok {
 		delete(a.pending, id)
-		a.rememberLocked(id, e)
+		a.rememberLocked(w.info, e)
 	}
 	a.mu.Unlock()
 	if ok {
@@ -373,16 +385,37 @@ func (a *Approvals) end(id string, e Ending) bool {
 	return ok
 }
 
-// rememberLocked keeps how a wait ended, for a late answer; a.mu is held.
-func (a *Approvals) rememberLocked(id string, e Ending) {
+// rememberLocked keeps how the wait of p ended, and who asked, for a late
+// answer; a.mu is held.
+func (a *Approvals) rememberLocked(p Pending, e Ending) {
+	id := p.ID
 	if _, seen := a.ended[id]; !seen {
 		if len(a.endedIDs) >= endedMemory {
 			delete(a.ended, a.endedIDs[0])
+			delete(a.askers, a.endedIDs[0])
 			a.endedIDs = a.endedIDs[1:]
 		}
 		a.endedIDs = append(a.endedIDs, id)
 	}
 	a.ended[id] = e
+	if p.Caller != nil {
+		a.askers[id] = p.Caller
+	}
+}
+
+// Asker returns who made the call of the question id, waiting or ended
+// (as long as the queue remembers it); ok is false for an id it does not
+// know. A question of a call made with no caller has a nil asker.
+func (a *Approvals) Asker(id string) (asker *identity.Ref, ok bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if w, ok := a.pending[id]; ok {
+		return w.info.Caller, true
+	}
+	if _, ok := a.ended[id]; ok {
+		return a.askers[id], true
+	}
+	return nil, false
 }
 
 func (a *Approvals) told(p Pending, e Ending) {
@@ -406,7 +439,7 @@ func (a *Approvals) Decide(id string, ans policy.Answer) error {
 		return ErrUnknownApproval
 	}
 	delete(a.pending, id) // a second answer finds it ended
-	a.rememberLocked(id, e)
+	a.rememberLocked(w.info, e)
 	w.done <- verdict{ans: ans}
 	a.mu.Unlock()
 	a.told(w.info, e)

@@ -80,6 +80,9 @@ func (g *Gateway) jsonRPCErrors(h http.Handler, route string, lean leanFunc, nam
 			if !g.admitBody(w, r, body, msg, names) { // bounds.go
 				return
 			}
+			if g.refuseForeignSession(w, r, rpcID(msg.ID)) { // owners.go
+				return
+			}
 			if g.reissue != nil {
 				r = g.reissue.take(r, route, body, msg) // reissue.go
 			}
@@ -114,6 +117,9 @@ func (g *Gateway) jsonRPCErrors(h http.Handler, route string, lean leanFunc, nam
 					return
 				}
 			}
+		}
+		if r.Method != http.MethodPost && g.refuseForeignSession(w, r, nil) { // owners.go
+			return
 		}
 		cw := &rpcErrorWriter{ResponseWriter: w, id: id}
 		pick(h, modern).ServeHTTP(cw, r)
