@@ -31,6 +31,7 @@ import (
 	"github.com/toolmux/toolmux/identity"
 	"github.com/toolmux/toolmux/pipeline"
 	"github.com/toolmux/toolmux/policy"
+	"github.com/toolmux/toolmux/stream"
 	"github.com/toolmux/toolmux/tasklog"
 	"github.com/toolmux/toolmux/tool"
 )
@@ -605,11 +606,54 @@ func (s *server) events(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "not_configured", "there is no event stream here")
 		return
 	}
+	h := s.o.Events
+	if scope := s.scope(r); !scope.All() {
+		// A caller who sees its own things only gets its own tasks'
+		// events; a stream that cannot leave others' out is not its.
+		f, ok := h.(interface {
+			Handler(stream.HandlerOptions) http.Handler
+		})
+		if !ok || s.o.Log == nil {
+			writeError(w, http.StatusNotFound, "not_configured", "there is no event stream of your tasks here")
+			return
+		}
+		h = f.Handler(stream.HandlerOptions{Keep: s.ownEvents(r.Context(), scope)})
+	}
 	if s.o.Approvals != nil && r.Method == http.MethodGet && isTrue(r.URL.Query().Get("approver")) {
 		detach := s.o.Approvals.Attach()
 		defer detach()
 	}
-	s.o.Events.ServeHTTP(w, r)
+	h.ServeHTTP(w, r)
+}
+
+// maxOwnedTasks bounds the tasks one event stream remembers the owner
+// of; past it, it forgets them all and asks the task log again.
+const maxOwnedTasks = 4096
+
+// ownEvents says, of an event, whether it belongs to a task of scope: an
+// event of no task, or of a task the log does not hold, is no caller's.
+// Each task's owner is read from the task log once per stream.
+func (s *server) ownEvents(ctx context.Context, scope identity.Scope) func(stream.Event) bool {
+	owned := map[string]bool{}
+	return func(e stream.Event) bool {
+		if e.Task == "" {
+			return false
+		}
+		if v, ok := owned[e.Task]; ok {
+			return v
+		}
+		t, err := s.o.Log.Task(ctx, e.Task)
+		if err != nil {
+			// Not there yet (a task its first call's record makes), or
+			// unreadable now: left out, and asked again next time.
+			return false
+		}
+		if len(owned) >= maxOwnedTasks {
+			clear(owned)
+		}
+		owned[e.Task] = scope.Sees(t.Caller)
+		return owned[e.Task]
+	}
 }
 
 // isTrue reads a flag of a query: present and not "0" or "false".

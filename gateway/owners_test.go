@@ -1,6 +1,7 @@
 package gateway_test
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -25,6 +26,7 @@ import (
 	"github.com/toolmux/toolmux/pipeline"
 	"github.com/toolmux/toolmux/policy"
 	"github.com/toolmux/toolmux/schedule"
+	"github.com/toolmux/toolmux/stream"
 	"github.com/toolmux/toolmux/tasklog"
 )
 
@@ -85,10 +87,15 @@ func newOwnersRig(t *testing.T, dir string) *ownersRig {
 	if err != nil {
 		t.Fatal(err)
 	}
+	hub, err := stream.NewHub(ctx, stream.WithStore(log.StreamStore()), stream.WithHeartbeat(300*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
 	approvals := api.NewApprovals(&api.ApprovalOptions{Timeout: time.Minute})
-	s := schedule.New(p, schedule.WithGate(policy.NewGate(engine, policy.WithApprover(policy.FirstOf(approvals)), policy.WithConcurrentApprovals(true))))
+	s := schedule.New(p, schedule.WithGate(policy.NewGate(engine, policy.WithApprover(policy.FirstOf(approvals)), policy.WithConcurrentApprovals(true))),
+		schedule.WithSink(stream.SchedulerSink(hub)))
 	g := gateway.New(gateway.Scheduled{Catalog: p, Calls: s}, gateway.Options{
-		API:   api.New(api.Options{Catalog: p, Caller: s, Log: log, Approvals: approvals}),
+		API:   api.New(api.Options{Catalog: p, Caller: s, Log: log, Approvals: approvals, Events: hub}),
 		Tasks: gateway.Tasks{Store: log, Threshold: 200 * time.Millisecond}})
 	srv := httptest.NewServer(g.MuxAuth(ownersAuth(), gateway.Security{Loopback: true}))
 	var once sync.Once
@@ -97,6 +104,9 @@ func newOwnersRig(t *testing.T, dir string) *ownersRig {
 			srv.CloseClientConnections()
 			srv.Close()
 			g.Close()
+			cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			defer cancel()
+			_ = hub.Close(cctx)
 			m.Close()
 			log.Close()
 		})
@@ -454,5 +464,80 @@ func TestApprovalQueueOfCallers(t *testing.T) {
 	}
 	if code, _ := rig.apiDo(t, http.MethodPost, "/api/approvals/"+annQ[0].ID, "ann-1", `{"decision": "once"}`); code != http.StatusGone {
 		t.Errorf("ann answering her answered question: %d", code)
+	}
+}
+
+// streamTasks reads the event stream as the caller of token from its
+// beginning (every event the hub holds) until its first heartbeat (it
+// came to the end of them), and returns the tasks of the events it got,
+// and the names of the callers their tool_state events name.
+func (rig *ownersRig) streamTasks(t *testing.T, token string) (tasks, callers map[string]bool) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, rig.url+"/api/events", nil)
+	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set("Last-Event-ID", "0")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("/api/events: %s", resp.Status)
+	}
+	tasks, callers = map[string]bool{}, map[string]bool{}
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		data, ok := strings.CutPrefix(sc.Text(), "data: ")
+		if !ok {
+			continue
+		}
+		var e struct {
+			Event string `json:"event"`
+			Task  string `json:"task"`
+			Data  struct {
+				Caller string `json:"caller"`
+			} `json:"data"`
+		}
+		if err := json.Unmarshal([]byte(data), &e); err != nil {
+			t.Fatalf("%s: %v", data, err)
+		}
+		if e.Event == stream.EventHeartbeat {
+			return tasks, callers
+		}
+		tasks[e.Task] = true
+		if e.Event == stream.EventToolState {
+			callers[e.Data.Caller] = true
+		}
+	}
+	t.Fatalf("the stream ended without a heartbeat: %v", sc.Err())
+	return nil, nil
+}
+
+// The event stream shows a caller the events of its own tasks only, a
+// member of admin every one; the calls' events name their caller.
+func TestEventStreamOfCallers(t *testing.T) {
+	rig := newOwnersRig(t, t.TempDir())
+	var annTask, bobTask string
+	for _, c := range []struct {
+		token string
+		task  *string
+	}{{"ann-1", &annTask}, {bobKey, &bobTask}} {
+		code, b := rig.apiDo(t, http.MethodPost, "/api/tools/fx/greet/call", c.token, `{"arguments": {"name": "x"}}`)
+		var rec struct{ Task string }
+		if err := json.Unmarshal(b, &rec); code != http.StatusOK || err != nil || rec.Task == "" {
+			t.Fatalf("a call: %d %s", code, b)
+		}
+		*c.task = rec.Task
+	}
+	tasks, callers := rig.streamTasks(t, "ann-2")
+	if !tasks[annTask] || len(tasks) != 1 || !callers["ann"] || len(callers) != 1 {
+		t.Errorf("ann's stream: tasks %v (hers: %s), callers %v", tasks, annTask, callers)
+	}
+	tasks, callers = rig.streamTasks(t, "root")
+	if !tasks[annTask] || !tasks[bobTask] || !callers["ann"] || !callers["bob"] {
+		t.Errorf("root's stream: tasks %v, callers %v", tasks, callers)
 	}
 }
