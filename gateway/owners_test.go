@@ -21,8 +21,6 @@ import (
 	"github.com/toolmux/toolmux/identity"
 	"github.com/toolmux/toolmux/internal/taskclient"
 	"github.com/toolmux/toolmux/internal/testservers"
-	"github.com/toolmux/toolmux/manager"
-	"github.com/toolmux/toolmux/mcpsource"
 	"github.com/toolmux/toolmux/pipeline"
 	"github.com/toolmux/toolmux/policy"
 	"github.com/toolmux/toolmux/schedule"
@@ -66,14 +64,7 @@ func ownersAuth() gateway.Auth {
 func newOwnersRig(t *testing.T, dir string) *ownersRig {
 	t.Helper()
 	ctx := context.Background()
-	src, err := mcpsource.New(mcpsource.Config{Name: "fx", Transport: mcpsource.Stdio, Command: testservers.Fixture(t), Args: []string{"-task-jobs"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := manager.New(manager.WithSource(src, manager.ServerOptions{}))
-	if err != nil {
-		t.Fatal(err)
-	}
+	m := taskJobs(t)
 	log, err := tasklog.Open(ctx, dir)
 	if err != nil {
 		t.Fatal(err)
@@ -137,17 +128,27 @@ func (rig *ownersRig) session(t *testing.T, ctx context.Context, token string) *
 	return &taskclient.Client{URL: rig.url + "/mcp", Token: token, SessionID: cs.ID()}
 }
 
-// apiGet reads path of the API as the caller of token: the status and
-// the body.
-func (rig *ownersRig) apiDo(t *testing.T, method, path, token, body string) (int, []byte) {
+// send makes a request of the rig as the caller of token.
+func (rig *ownersRig) send(t *testing.T, ctx context.Context, method, path, token, body string, header ...string) *http.Response {
 	t.Helper()
-	req, _ := http.NewRequest(method, rig.url+path, strings.NewReader(body))
+	req, _ := http.NewRequestWithContext(ctx, method, rig.url+path, strings.NewReader(body))
 	req.Header.Set("Authorization", "Bearer "+token)
 	req.Header.Set("Content-Type", "application/json")
+	for i := 0; i+1 < len(header); i += 2 {
+		req.Header.Set(header[i], header[i+1])
+	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return resp
+}
+
+// apiDo makes a request of the API as the caller of token: the status
+// and the body.
+func (rig *ownersRig) apiDo(t *testing.T, method, path, token, body string) (int, []byte) {
+	t.Helper()
+	resp := rig.send(t, context.Background(), method, path, token, body)
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
 	return resp.StatusCode, b
@@ -371,16 +372,8 @@ func TestSessionOfAnotherCaller(t *testing.T) {
 			if method != http.MethodPost {
 				body = ""
 			}
-			req, _ := http.NewRequest(method, rig.url+"/mcp", strings.NewReader(body))
-			req.Header.Set("Authorization", "Bearer "+bobKey)
-			req.Header.Set("Content-Type", "application/json")
-			req.Header.Set("Accept", "application/json, text/event-stream")
-			req.Header.Set("Mcp-Session-Id", sid)
-			req.Header.Set("Mcp-Protocol-Version", "2025-11-25")
-			resp, err := http.DefaultClient.Do(req)
-			if err != nil {
-				t.Fatal(err)
-			}
+			resp := rig.send(t, context.Background(), method, "/mcp", bobKey, body, "Accept", "application/json, text/event-stream",
+				"Mcp-Session-Id", sid, "Mcp-Protocol-Version", "2025-11-25")
 			defer resp.Body.Close()
 			b, _ := io.ReadAll(resp.Body)
 			return resp.StatusCode, strings.TrimSpace(string(b))
@@ -475,13 +468,7 @@ func (rig *ownersRig) streamTasks(t *testing.T, token string) (tasks, callers ma
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, rig.url+"/api/events", nil)
-	req.Header.Set("Authorization", "Bearer "+token)
-	req.Header.Set("Last-Event-ID", "0")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
+	resp := rig.send(t, ctx, http.MethodGet, "/api/events", token, "", "Last-Event-ID", "0")
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("/api/events: %s", resp.Status)

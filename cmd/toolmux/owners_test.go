@@ -3,7 +3,6 @@ package main_test
 import (
 	"context"
 	"encoding/json"
-	"io"
 	"net/http"
 	"os"
 	"strings"
@@ -15,35 +14,6 @@ import (
 
 	"github.com/toolmux/toolmux/internal/taskclient"
 )
-
-// tokenTransport sends a bearer token with every request.
-type tokenTransport string
-
-func (tt tokenTransport) RoundTrip(r *http.Request) (*http.Response, error) {
-	r = r.Clone(r.Context())
-	r.Header.Set("Authorization", "Bearer "+string(tt))
-	return http.DefaultTransport.RoundTrip(r)
-}
-
-// getAs decodes the answer of a GET to the process's API, sent with
-// token.
-func (p *serveProc) getAs(t *testing.T, token, path string, v any) {
-	t.Helper()
-	req, _ := http.NewRequest(http.MethodGet, p.url(path), nil)
-	req.Header.Set("Authorization", "Bearer "+token)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("GET %s: %s %s", path, resp.Status, b)
-	}
-	if err := json.Unmarshal(b, v); err != nil {
-		t.Fatalf("GET %s: %v", path, err)
-	}
-}
 
 // The caller (with --token, the key named default) is in every record:
 // the gateway's server span and the call's execute_tool span carry
@@ -61,8 +31,13 @@ func TestServeCallerInRecords(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 
+	withToken := roundTripFunc(func(r *http.Request) (*http.Response, error) {
+		r = r.Clone(r.Context())
+		r.Header.Set("Authorization", "Bearer "+token)
+		return http.DefaultTransport.RoundTrip(r)
+	})
 	cs, err := mcp.NewClient(&mcp.Implementation{Name: "owners"}, nil).Connect(ctx,
-		&mcp.StreamableClientTransport{Endpoint: p.url("/mcp"), HTTPClient: &http.Client{Transport: tokenTransport(token)}},
+		&mcp.StreamableClientTransport{Endpoint: p.url("/mcp"), HTTPClient: &http.Client{Transport: withToken}},
 		&mcp.ClientSessionOptions{ProtocolVersion: legacyProtocol})
 	if err != nil {
 		t.Fatal(err)
