@@ -21,6 +21,7 @@ import (
 	"github.com/toolmux/toolmux/identity"
 	"github.com/toolmux/toolmux/internal/taskclient"
 	"github.com/toolmux/toolmux/internal/testservers"
+	"github.com/toolmux/toolmux/mcpsource"
 	"github.com/toolmux/toolmux/pipeline"
 	"github.com/toolmux/toolmux/policy"
 	"github.com/toolmux/toolmux/schedule"
@@ -86,8 +87,11 @@ func newOwnersRig(t *testing.T, dir string) *ownersRig {
 	s := schedule.New(p, schedule.WithGate(policy.NewGate(engine, policy.WithApprover(policy.FirstOf(approvals)), policy.WithConcurrentApprovals(true))),
 		schedule.WithSink(stream.SchedulerSink(hub)))
 	g := gateway.New(gateway.Scheduled{Catalog: p, Calls: s}, gateway.Options{
-		API:   api.New(api.Options{Catalog: p, Caller: s, Log: log, Approvals: approvals, Events: hub}),
-		Tasks: gateway.Tasks{Store: log, Threshold: 200 * time.Millisecond}})
+		API:     api.New(api.Options{Catalog: p, Caller: s, Log: log, Approvals: approvals, Events: hub}),
+		Tasks:   gateway.Tasks{Store: log, Threshold: 200 * time.Millisecond},
+		Virtual: []gateway.Virtual{{Name: "v", Tools: []string{"fx/*"}}},
+		Passthrough: []gateway.Route{{Server: mcpsource.Config{Name: "fx", Transport: mcpsource.Stdio, Command: testservers.Fixture(t),
+			Args: []string{"-task-jobs"}}}}})
 	srv := httptest.NewServer(g.MuxAuth(ownersAuth(), gateway.Security{Loopback: true}))
 	var once sync.Once
 	rig := &ownersRig{url: srv.URL, log: log, approvals: approvals, close: func() {
@@ -112,20 +116,24 @@ func (rig *ownersRig) client(token string) *taskclient.Client {
 	return &taskclient.Client{URL: rig.url + "/mcp", Token: token}
 }
 
-// session opens a 2025-11-25 session of /mcp declaring the tasks
-// extension with token, and returns a tasks client within it.
-func (rig *ownersRig) session(t *testing.T, ctx context.Context, token string) *taskclient.Client {
+// session opens a 2025-11-25 session of route ("" for /mcp) declaring
+// the tasks extension with token, and returns a tasks client within it.
+func (rig *ownersRig) session(t *testing.T, ctx context.Context, token string, route ...string) *taskclient.Client {
 	t.Helper()
+	url := rig.url + "/mcp"
+	if len(route) > 0 {
+		url = rig.url + route[0]
+	}
 	caps := &mcp.ClientCapabilities{}
 	caps.AddExtension(taskclient.Extension, map[string]any{})
 	cs, err := mcp.NewClient(&mcp.Implementation{Name: "tasks"}, &mcp.ClientOptions{Capabilities: caps}).Connect(ctx,
-		&mcp.StreamableClientTransport{Endpoint: rig.url + "/mcp", HTTPClient: &http.Client{Transport: bearerTransport(token)}},
+		&mcp.StreamableClientTransport{Endpoint: url, HTTPClient: &http.Client{Transport: bearerTransport(token)}},
 		&mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cs.Close() })
-	return &taskclient.Client{URL: rig.url + "/mcp", Token: token, SessionID: cs.ID()}
+	return &taskclient.Client{URL: url, Token: token, SessionID: cs.ID()}
 }
 
 // send makes a request of the rig as the caller of token.
@@ -356,37 +364,40 @@ func TestOwnership(t *testing.T) {
 	check(newOwnersRig(t, dir))
 }
 
-// A session is its opener's: another caller naming it is answered as for
-// a session that does not exist.
+// A session is its opener's, on every HTTP route: another caller naming
+// it is answered as for a session that does not exist; its opener, with
+// another token too, goes on using it.
 func TestSessionOfAnotherCaller(t *testing.T) {
 	rig := newOwnersRig(t, t.TempDir())
 	ctx := pollCtx(t)
-	annS := rig.session(t, ctx, "ann-1")
-	if _, err := (&taskclient.Client{URL: annS.URL, Token: "ann-2", SessionID: annS.SessionID}).Get(ctx, unknownMCPTask); err == nil ||
-		strings.Contains(err.Error(), "session") {
-		t.Fatalf("ann's session with her other token: %v", err)
-	}
-	for _, method := range []string{http.MethodPost, http.MethodGet, http.MethodDelete} {
-		answer := func(sid string) (int, string) {
+	for _, route := range []string{"/mcp", "/virtual/v/mcp", "/servers/fx/mcp"} {
+		annS := rig.session(t, ctx, "ann-1", route)
+		// A request of the session: tools/list, answered by the route.
+		list := func(token, sid, method string) (int, string) {
 			body := `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`
 			if method != http.MethodPost {
 				body = ""
 			}
-			resp := rig.send(t, context.Background(), method, "/mcp", bobKey, body, "Accept", "application/json, text/event-stream",
+			resp := rig.send(t, context.Background(), method, route, token, body, "Accept", "application/json, text/event-stream",
 				"Mcp-Session-Id", sid, "Mcp-Protocol-Version", "2025-11-25")
 			defer resp.Body.Close()
 			b, _ := io.ReadAll(resp.Body)
 			return resp.StatusCode, strings.TrimSpace(string(b))
 		}
-		code, body := answer(annS.SessionID)
-		ucode, ubody := answer("no-such-session")
-		if code != http.StatusNotFound || code != ucode || body != ubody {
-			t.Errorf("%s of ann's session by bob: %d %s; of none: %d %s", method, code, body, ucode, ubody)
+		if code, body := list("ann-2", annS.SessionID, http.MethodPost); code != http.StatusOK || !strings.Contains(body, `"tools"`) {
+			t.Fatalf("%s: ann's session with her other token: %d %s", route, code, body)
 		}
-	}
-	// Ann's session still works for her.
-	if _, err := annS.Get(ctx, unknownMCPTask); err == nil || strings.Contains(err.Error(), "session") {
-		t.Errorf("ann's session after bob's tries: %v", err)
+		for _, method := range []string{http.MethodPost, http.MethodGet, http.MethodDelete} {
+			code, body := list(bobKey, annS.SessionID, method)
+			ucode, ubody := list(bobKey, "no-such-session", method)
+			if code != http.StatusNotFound || code != ucode || body != ubody {
+				t.Errorf("%s: %s of ann's session by bob: %d %s; of none: %d %s", route, method, code, body, ucode, ubody)
+			}
+		}
+		// Ann's session still works for her.
+		if code, body := list("ann-1", annS.SessionID, http.MethodPost); code != http.StatusOK || !strings.Contains(body, `"tools"`) {
+			t.Errorf("%s: ann's session after bob's tries: %d %s", route, code, body)
+		}
 	}
 }
 
