@@ -553,7 +553,10 @@ func (s *server) approvals(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	scope := identity.ScopeOf(identity.From(r.Context()), s.approvers)
-	writeJSON(w, http.StatusOK, slices.DeleteFunc(s.o.Approvals.Pending(), func(p Pending) bool { return !scope.Sees(p.Caller) }))
+	writeJSON(w, http.StatusOK, slices.DeleteFunc(s.o.Approvals.Pending(), func(p Pending) bool {
+		asker, _ := s.o.Approvals.Asker(p.ID)
+		return !scope.Sees(asker)
+	}))
 }
 
 // decisionRequest is the body of an answer.

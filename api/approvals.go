@@ -41,10 +41,9 @@ type Pending struct {
 	Server    string         `json:"server"`
 	Tool      string         `json:"tool"`
 	Arguments map[string]any `json:"arguments"`
-	// Caller is who made the call; absent when no authentication is
-	// configured. A caller is shown its own calls' questions only,
-	// approvers every one.
-	Caller *identity.Ref `json:"caller,omitempty"`
+	// Caller names who made the call, and so asks; "" when no
+	// authentication is configured.
+	Caller string `json:"caller,omitempty"`
 	// Rule and Message are the policy's reason for asking.
 	Rule    string    `json:"rule,omitempty"`
 	Message string    `json:"message,omitempty"`
@@ -125,8 +124,8 @@ type Approvals struct {
 	grace     *time.Timer // runs while nobody is attached but the grace is not over
 	ended     map[string]Ending
 	endedIDs  []string // oldest first, for eviction
-	// askers are the callers of the questions ended remembers (only
-	// those with a caller), by id.
+	// askers are the callers of the questions waiting or remembered in
+	// ended (those with a caller), by id: whose each is (Asker).
 	askers map[string]*identity.Ref
 }
 
@@ -237,7 +236,7 @@ func (a *Approvals) unattended() {
 	e := Ending{Outcome: OutcomeUnattended, Message: reason, At: time.Now()}
 	for id, w := range a.pending {
 		delete(a.pending, id)
-		a.rememberLocked(w.info, e)
+		a.rememberLocked(w.info.ID, e)
 		w.done <- verdict{err: &policy.UnansweredError{Reason: reason}}
 		ended = append(ended, w)
 	}
@@ -298,12 +297,12 @@ func (a *Approvals) Approve(ctx context.Context, req policy.Request) (policy.Ans
 		id = tool.NewID()
 	}
 	now := time.Now()
-	caller := req.Call.Caller
-	if caller == nil {
-		caller = identity.RefFrom(ctx)
+	asker := req.Call.Caller
+	if asker == nil {
+		asker = identity.RefFrom(ctx)
 	}
 	w := &waiting{done: make(chan verdict, 1), info: Pending{
-		ID: id, Task: req.Call.Task, Server: req.Call.Server, Tool: req.Call.Tool, Arguments: req.Call.Arguments, Caller: caller,
+		ID: id, Task: req.Call.Task, Server: req.Call.Server, Tool: req.Call.Tool, Arguments: req.Call.Arguments, Caller: asker.String(),
 		Rule: req.Decision.Rule, Message: req.Decision.Message, Since: now, Deadline: now.Add(a.o.Timeout),
 	}}
 	a.mu.Lock()
@@ -318,6 +317,9 @@ func (a *Approvals) Approve(ctx context.Context, req policy.Request) (policy.Ans
 		return 0, fmt.Errorf("a call with id %s is already waiting for approval", id)
 	}
 	a.pending[id] = w
+	if asker != nil {
+		a.askers[id] = asker
+	}
 	a.mu.Unlock()
 	if a.o.OnPending != nil {
 		a.o.OnPending(w.info)
@@ -376,7 +378,7 @@ func (a *Approvals) end(id string, e Ending) bool {
 	w, ok := a.pending[id]
 	if ok {
 		delete(a.pending, id)
-		a.rememberLocked(w.info, e)
+		a.rememberLocked(id, e)
 	}
 	a.mu.Unlock()
 	if ok {
@@ -385,10 +387,8 @@ func (a *Approvals) end(id string, e Ending) bool {
 	return ok
 }
 
-// rememberLocked keeps how the wait of p ended, and who asked, for a late
-// answer; a.mu is held.
-func (a *Approvals) rememberLocked(p Pending, e Ending) {
-	id := p.ID
+// rememberLocked keeps how a wait ended, for a late answer; a.mu is held.
+func (a *Approvals) rememberLocked(id string, e Ending) {
 	if _, seen := a.ended[id]; !seen {
 		if len(a.endedIDs) >= endedMemory {
 			delete(a.ended, a.endedIDs[0])
@@ -398,24 +398,17 @@ func (a *Approvals) rememberLocked(p Pending, e Ending) {
 		a.endedIDs = append(a.endedIDs, id)
 	}
 	a.ended[id] = e
-	if p.Caller != nil {
-		a.askers[id] = p.Caller
-	}
 }
 
 // Asker returns who made the call of the question id, waiting or ended
-// (as long as the queue remembers it); ok is false for an id it does not
+// (while the queue remembers it); ok is false for an id it does not
 // know. A question of a call made with no caller has a nil asker.
 func (a *Approvals) Asker(id string) (asker *identity.Ref, ok bool) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if w, ok := a.pending[id]; ok {
-		return w.info.Caller, true
-	}
-	if _, ok := a.ended[id]; ok {
-		return a.askers[id], true
-	}
-	return nil, false
+	_, waits := a.pending[id]
+	_, ended := a.ended[id]
+	return a.askers[id], waits || ended
 }
 
 func (a *Approvals) told(p Pending, e Ending) {
@@ -439,7 +432,7 @@ func (a *Approvals) Decide(id string, ans policy.Answer) error {
 		return ErrUnknownApproval
 	}
 	delete(a.pending, id) // a second answer finds it ended
-	a.rememberLocked(w.info, e)
+	a.rememberLocked(id, e)
 	w.done <- verdict{ans: ans}
 	a.mu.Unlock()
 	a.told(w.info, e)

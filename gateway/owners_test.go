@@ -440,8 +440,7 @@ func TestApprovalQueueOfCallers(t *testing.T) {
 		return l
 	}
 	annQ, bobQ := mine("ann-2"), mine(bobKey)
-	if len(annQ) != 1 || annQ[0].Caller == nil || annQ[0].Caller.Name != "ann" || annQ[0].Arguments["label"] != "ask-ann" ||
-		len(bobQ) != 1 || bobQ[0].Caller == nil || bobQ[0].Caller.Name != "bob" {
+	if len(annQ) != 1 || annQ[0].Caller != "ann" || annQ[0].Arguments["label"] != "ask-ann" || len(bobQ) != 1 || bobQ[0].Caller != "bob" {
 		t.Fatalf("ann sees %+v, bob %+v", annQ, bobQ)
 	}
 	ucode, unknown := rig.apiDo(t, http.MethodPost, "/api/approvals/nope", bobKey, `{"decision": "once"}`)
