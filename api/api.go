@@ -5,6 +5,13 @@
 //
 // Every answer is JSON; every error is {"error": {"kind", "message"}} with
 // a status that fits it. docs/api.md lists the routes.
+//
+// What callers make belongs to them (docs/identity.md, "Ownership"): the
+// caller a request carries (identity.From, put there by the gateway's
+// authentication) is shown its own tasks, MCP tasks and approval
+// questions only, and is answered 404, as for an id that does not exist,
+// for another's; members of Options.AdminGroups see everything, and so
+// does every request where no authentication is configured (no caller).
 package api
 
 import (
@@ -25,6 +32,7 @@ import (
 	"github.com/toolmux/toolmux/pipeline"
 	"github.com/toolmux/toolmux/policy"
 	"github.com/toolmux/toolmux/ratelimit"
+	"github.com/toolmux/toolmux/stream"
 	"github.com/toolmux/toolmux/tasklog"
 	"github.com/toolmux/toolmux/tool"
 )
@@ -90,6 +98,12 @@ type Options struct {
 	// one is answered 429 rate_limited without being made. nil: no
 	// limits.
 	Limits Limiter
+	// AdminGroups are the groups whose members see every caller's tasks,
+	// MCP tasks and approval questions; nil means identity.AdminGroup.
+	AdminGroups []string
+	// ApproverGroups are the groups whose members see every caller's
+	// approval questions (besides AdminGroups).
+	ApproverGroups []string
 }
 
 // Limiter admits n calls of the caller ctx carries, or refuses them with
@@ -183,7 +197,10 @@ func New(o Options) http.Handler {
 	if o.Presented == nil {
 		o.Presented = o.Catalog
 	}
-	s := &server{o: o, started: time.Now()}
+	if o.AdminGroups == nil {
+		o.AdminGroups = []string{identity.AdminGroup}
+	}
+	s := &server{o: o, started: time.Now(), approvers: append(slices.Clone(o.AdminGroups), o.ApproverGroups...)}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /api/info", s.info)
 	mux.HandleFunc("GET /api/servers", s.servers)
@@ -208,6 +225,13 @@ func New(o Options) http.Handler {
 type server struct {
 	o       Options
 	started time.Time
+	// approvers are the groups that see every approval question.
+	approvers []string
+}
+
+// scope is what the caller of r sees of what callers own.
+func (s *server) scope(r *http.Request) identity.Scope {
+	return identity.ScopeOf(identity.From(r.Context()), s.o.AdminGroups)
 }
 
 func (s *server) info(w http.ResponseWriter, r *http.Request) {
@@ -433,13 +457,23 @@ func (s *server) call(w http.ResponseWriter, r *http.Request) {
 	}
 	call := tool.Call{Server: r.PathValue("server"), Tool: r.PathValue("tool"),
 		Arguments: req.Arguments, Task: req.Task, Session: req.Session}
+	if call.Task != "" && s.o.Log != nil {
+		// A call goes into a task of the caller's, or a new one (which
+		// its record creates, the caller's): another's is not found.
+		t, err := s.o.Log.Task(r.Context(), call.Task)
+		if err == nil && !s.scope(r).Sees(t.Caller) {
+			writeError(w, http.StatusNotFound, "not_found", (&tasklog.NotFoundError{Task: call.Task}).Error())
+			return
+		}
+	}
 	// Every call belongs to a task: one made without is a task of its own.
 	own := call.Task == "" && s.o.Log != nil
 	if own {
 		call.Task = tool.NewID()
 		err := s.o.Log.StartTask(r.Context(), tasklog.Task{ID: call.Task,
 			Input:    "API call of " + call.Server + "/" + call.Tool,
-			Metadata: map[string]any{"kind": "api_call", "server": call.Server, "tool": call.Tool}})
+			Metadata: map[string]any{"kind": "api_call", "server": call.Server, "tool": call.Tool},
+			Caller:   identity.RefFrom(r.Context())})
 		if err != nil {
 			writeError(w, http.StatusInternalServerError, "internal", "the task log failed: "+err.Error())
 			return
@@ -464,7 +498,7 @@ func (s *server) tasks(w http.ResponseWriter, r *http.Request) {
 	if !s.haveLog(w) {
 		return
 	}
-	f := tasklog.Filter{Status: tasklog.Status(r.URL.Query().Get("status"))}
+	f := tasklog.Filter{Status: tasklog.Status(r.URL.Query().Get("status")), Caller: s.scope(r).Key()}
 	var ok bool
 	if f.Limit, ok = listLimit(w, r); !ok {
 		return
@@ -510,7 +544,11 @@ func (s *server) task(w http.ResponseWriter, r *http.Request) {
 	if !s.haveLog(w) {
 		return
 	}
-	d, err := s.o.Log.Detail(r.Context(), r.PathValue("id"))
+	id := r.PathValue("id")
+	d, err := s.o.Log.Detail(r.Context(), id)
+	if err == nil && !s.scope(r).Sees(d.Caller) {
+		d, err = nil, &tasklog.NotFoundError{Task: id} // another caller's: as if it did not exist
+	}
 	writeFound(w, d, err, "")
 }
 
@@ -520,7 +558,7 @@ func (s *server) mcpTasks(w http.ResponseWriter, r *http.Request) {
 	if !s.haveLog(w) {
 		return
 	}
-	f := tasklog.MCPTaskFilter{Status: tasklog.MCPTaskStatus(r.URL.Query().Get("status"))}
+	f := tasklog.MCPTaskFilter{Status: tasklog.MCPTaskStatus(r.URL.Query().Get("status")), Caller: s.scope(r).Key()}
 	if f.Status != "" && !f.Status.Valid() {
 		writeError(w, http.StatusBadRequest, "bad_request", fmt.Sprintf("status must be working, input_required, completed, failed or cancelled, not %q", f.Status))
 		return
@@ -543,6 +581,9 @@ func (s *server) mcpTask(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	t, err := s.o.Log.MCPTask(r.Context(), r.PathValue("id"))
+	if err == nil && !s.scope(r).Sees(t.Caller) {
+		t, err = nil, &tasklog.NotFoundError{Task: r.PathValue("id")} // another caller's
+	}
 	writeFound(w, t, err, fmt.Sprintf("no MCP task %q (unknown, or expired)", r.PathValue("id")))
 }
 
@@ -551,7 +592,11 @@ func (s *server) approvals(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, []Pending{})
 		return
 	}
-	writeJSON(w, http.StatusOK, s.o.Approvals.Pending())
+	scope := identity.ScopeOf(identity.From(r.Context()), s.approvers)
+	writeJSON(w, http.StatusOK, slices.DeleteFunc(s.o.Approvals.Pending(), func(p Pending) bool {
+		asker, _ := s.o.Approvals.Asker(p.ID)
+		return !scope.Sees(asker)
+	}))
 }
 
 // decisionRequest is the body of an answer.
@@ -576,6 +621,12 @@ func (s *server) decide(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "bad_request", fmt.Sprintf("decision %q is not one of once, always_tool, always_server, deny", req.Decision))
 		return
 	}
+	// Another caller's question is not found, waiting or not.
+	if asker, ok := s.o.Approvals.Asker(r.PathValue("id")); ok &&
+		!identity.ScopeOf(identity.From(r.Context()), s.approvers).Sees(asker) {
+		writeError(w, http.StatusNotFound, "not_found", ErrUnknownApproval.Error())
+		return
+	}
 	if err := s.o.Approvals.Decide(r.PathValue("id"), ans); err != nil {
 		if _, ok := errors.AsType[*EndedError](err); ok {
 			// It waited, and no longer does: withdrawn, timed out, or
@@ -598,11 +649,54 @@ func (s *server) events(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "not_configured", "there is no event stream here")
 		return
 	}
+	h := s.o.Events
+	if scope := s.scope(r); !scope.All() {
+		// A caller who sees its own things only gets its own tasks'
+		// events; a stream that cannot leave others' out is not its.
+		f, ok := h.(interface {
+			Handler(stream.HandlerOptions) http.Handler
+		})
+		if !ok || s.o.Log == nil {
+			writeError(w, http.StatusNotFound, "not_configured", "there is no event stream of your tasks here")
+			return
+		}
+		h = f.Handler(stream.HandlerOptions{Keep: s.ownEvents(r.Context(), scope)})
+	}
 	if s.o.Approvals != nil && r.Method == http.MethodGet && isTrue(r.URL.Query().Get("approver")) {
 		detach := s.o.Approvals.Attach()
 		defer detach()
 	}
-	s.o.Events.ServeHTTP(w, r)
+	h.ServeHTTP(w, r)
+}
+
+// maxOwnedTasks bounds the tasks one event stream remembers the owner
+// of; past it, it forgets them all and asks the task log again.
+const maxOwnedTasks = 4096
+
+// ownEvents says, of an event, whether it belongs to a task of scope: an
+// event of no task, or of a task the log does not hold, is no caller's.
+// Each task's owner is read from the task log once per stream.
+func (s *server) ownEvents(ctx context.Context, scope identity.Scope) func(stream.Event) bool {
+	owned := map[string]bool{}
+	return func(e stream.Event) bool {
+		if e.Task == "" {
+			return false
+		}
+		if v, ok := owned[e.Task]; ok {
+			return v
+		}
+		t, err := s.o.Log.Task(ctx, e.Task)
+		if err != nil {
+			// Not there yet (a task its first call's record makes), or
+			// unreadable now: left out, and asked again next time.
+			return false
+		}
+		if len(owned) >= maxOwnedTasks {
+			clear(owned)
+		}
+		owned[e.Task] = scope.Sees(t.Caller)
+		return owned[e.Task]
+	}
 }
 
 // isTrue reads a flag of a query: present and not "0" or "false".

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/toolmux/toolmux/identity"
 	"github.com/toolmux/toolmux/policy"
 	"github.com/toolmux/toolmux/tool"
 )
@@ -40,6 +41,9 @@ type Pending struct {
 	Server    string         `json:"server"`
 	Tool      string         `json:"tool"`
 	Arguments map[string]any `json:"arguments"`
+	// Caller names who made the call, and so asks; "" when no
+	// authentication is configured.
+	Caller string `json:"caller,omitempty"`
 	// Rule and Message are the policy's reason for asking.
 	Rule    string    `json:"rule,omitempty"`
 	Message string    `json:"message,omitempty"`
@@ -120,6 +124,9 @@ type Approvals struct {
 	grace     *time.Timer // runs while nobody is attached but the grace is not over
 	ended     map[string]Ending
 	endedIDs  []string // oldest first, for eviction
+	// askers are the callers of the questions waiting or remembered in
+	// ended (those with a caller), by id: whose each is (Asker).
+	askers map[string]*identity.Ref
 }
 
 type waiting struct {
@@ -135,7 +142,7 @@ type verdict struct {
 // NewApprovals returns an empty queue with nobody attached; nil options
 // take the defaults.
 func NewApprovals(o *ApprovalOptions) *Approvals {
-	a := &Approvals{pending: map[string]*waiting{}, ended: map[string]Ending{}}
+	a := &Approvals{pending: map[string]*waiting{}, ended: map[string]Ending{}, askers: map[string]*identity.Ref{}}
 	if o != nil {
 		a.o = *o
 	}
@@ -290,8 +297,12 @@ func (a *Approvals) Approve(ctx context.Context, req policy.Request) (policy.Ans
 		id = tool.NewID()
 	}
 	now := time.Now()
+	asker := req.Call.Caller
+	if asker == nil {
+		asker = identity.RefFrom(ctx)
+	}
 	w := &waiting{done: make(chan verdict, 1), info: Pending{
-		ID: id, Task: req.Call.Task, Server: req.Call.Server, Tool: req.Call.Tool, Arguments: req.Call.Arguments,
+		ID: id, Task: req.Call.Task, Server: req.Call.Server, Tool: req.Call.Tool, Arguments: req.Call.Arguments, Caller: asker.String(),
 		Rule: req.Decision.Rule, Message: req.Decision.Message, Since: now, Deadline: now.Add(a.o.Timeout),
 	}}
 	a.mu.Lock()
@@ -306,6 +317,9 @@ func (a *Approvals) Approve(ctx context.Context, req policy.Request) (policy.Ans
 		return 0, fmt.Errorf("a call with id %s is already waiting for approval", id)
 	}
 	a.pending[id] = w
+	if asker != nil {
+		a.askers[id] = asker
+	}
 	a.mu.Unlock()
 	if a.o.OnPending != nil {
 		a.o.OnPending(w.info)
@@ -378,11 +392,23 @@ func (a *Approvals) rememberLocked(id string, e Ending) {
 	if _, seen := a.ended[id]; !seen {
 		if len(a.endedIDs) >= endedMemory {
 			delete(a.ended, a.endedIDs[0])
+			delete(a.askers, a.endedIDs[0])
 			a.endedIDs = a.endedIDs[1:]
 		}
 		a.endedIDs = append(a.endedIDs, id)
 	}
 	a.ended[id] = e
+}
+
+// Asker returns who made the call of the question id, waiting or ended
+// (while the queue remembers it); ok is false for an id it does not
+// know. A question of a call made with no caller has a nil asker.
+func (a *Approvals) Asker(id string) (asker *identity.Ref, ok bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	_, waits := a.pending[id]
+	_, ended := a.ended[id]
+	return a.askers[id], waits || ended
 }
 
 func (a *Approvals) told(p Pending, e Ending) {

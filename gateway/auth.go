@@ -90,7 +90,7 @@ func (s *staticToken) Verify(_ context.Context, token string) (*identity.Caller,
 
 // AdminGroup is the group whose members see everything (every caller's
 // tasks, approvals and listings).
-const AdminGroup = "admin"
+const AdminGroup = identity.AdminGroup
 
 // routeKind says how a route answers a refusal: a JSON-RPC error on the
 // MCP routes, the API's error object elsewhere.

@@ -11,6 +11,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/toolmux/toolmux/identity"
 	"github.com/toolmux/toolmux/tool"
 )
 
@@ -40,10 +41,15 @@ type Session struct {
 	Protocol string
 	// Sessionless says the "session" is a client of protocol 2026-07-28
 	// or later over HTTP, which has none: the task holds the calls of
-	// one client identity (ClientName, ClientVersion) on the route, and
-	// ends after the idle timeout without a call (docs/gateway.md).
+	// one client identity (ClientName, ClientVersion) of one caller on
+	// the route, and ends after the idle timeout without a call
+	// (docs/gateway.md).
 	Sessionless bool
-	Started     time.Time
+	// Caller is who opened the session (its initialize request's
+	// caller; a sessionless client's); nil when no authentication is
+	// configured. The session is its alone (owners.go).
+	Caller  *identity.Ref
+	Started time.Time
 }
 
 // How a session ended, in [SessionEnd.How].
@@ -136,7 +142,7 @@ func (s *clients) track(ctx context.Context, ss *mcp.ServerSession, route string
 	if idle <= 0 {
 		idle = s.idle
 	}
-	rec := &tracked{Session: Session{Task: ss.ID(), Route: route, Started: time.Now()}, idle: idle, ss: ss}
+	rec := &tracked{Session: Session{Task: ss.ID(), Route: route, Caller: identity.RefFrom(ctx), Started: time.Now()}, idle: idle, ss: ss}
 	if rec.Task == "" {
 		// A stdio session has no id of its own.
 		rec.Task = tool.NewID()
@@ -326,6 +332,10 @@ func (s *clients) bind(ctx context.Context, extra *mcp.RequestExtra) (context.Co
 		return ctx, func() {}
 	}
 	ctx, cancel := context.WithCancelCause(carryOrigin(ctx, post))
+	if c := identity.From(post); c != nil {
+		// The request's caller, not the session's context's.
+		ctx = identity.With(ctx, c)
+	}
 	stop := context.AfterFunc(post, func() { cancel(errClientGone) })
 	return ctx, func() {
 		stop()

@@ -11,6 +11,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/toolmux/toolmux/identity"
 	"github.com/toolmux/toolmux/tool"
 )
 
@@ -185,7 +186,12 @@ func (s *clients) client(ctx context.Context, ss *mcp.ServerSession, route strin
 			name, version = p.ClientInfo.Name, p.ClientInfo.Version
 		}
 	}
+	// One caller's client is not another's, whatever it calls itself.
+	caller := identity.RefFrom(ctx)
 	key := route + "\x00" + name + "\x00" + version
+	if caller != nil {
+		key += "\x00" + caller.Key
+	}
 	s.mu.Lock()
 	c := s.byClient[key]
 	started := c == nil
@@ -195,7 +201,7 @@ func (s *clients) client(ctx context.Context, ss *mcp.ServerSession, route strin
 			evicted = s.oldestIdleLocked()
 		}
 		c = &client{Session: Session{Task: tool.NewID(), Route: route, ClientName: name, ClientVersion: version,
-			Protocol: protocol, Sessionless: true, Started: time.Now()}, key: key, idle: s.idle}
+			Protocol: protocol, Sessionless: true, Caller: caller, Started: time.Now()}, key: key, idle: s.idle}
 		s.byClient[key] = c
 		s.wg.Add(1)
 	}

@@ -102,6 +102,9 @@ type Options struct {
 	// within the limits of its caller and of its caller's groups
 	// (limits.go); nil: no limits.
 	Limits *ratelimit.Limiter
+	// AdminGroups are the groups whose members see every caller's MCP
+	// tasks (owners.go); nil means AdminGroup.
+	AdminGroups []string
 }
 
 // Gateway is an MCP server whose tools are the caller's catalog.
@@ -127,6 +130,7 @@ type Gateway struct {
 	listens   *listens
 	tasks     *taskRunner // nil: MCP tasks are off
 	limits    *ratelimit.Limiter
+	admins    []string // Options.AdminGroups
 }
 
 // New returns a gateway in front of c. The catalog is read on the first
@@ -148,6 +152,10 @@ func New(c Caller, o Options) *Gateway {
 		g.log = slog.New(slog.DiscardHandler)
 	}
 	g.listens = newListens(o.Listens)
+	g.admins = o.AdminGroups
+	if g.admins == nil {
+		g.admins = []string{AdminGroup}
+	}
 	if g.reissue != nil {
 		g.clients.ended = g.reissue.sessionEnded
 	}
@@ -164,9 +172,10 @@ func New(c Caller, o Options) *Gateway {
 	g.main = newView(g, routeMCP, g.server, nil, o.ToolSearch)
 	g.server.AddReceivingMiddleware(g.sessionMiddleware, g.main.syncMiddleware)
 	if g.tracer != nil {
-		// Added last, so outermost: the span covers the other two.
+		// Added late, so outer: the span covers the other two.
 		g.server.AddReceivingMiddleware(g.traceMiddleware)
 	}
+	g.server.AddReceivingMiddleware(g.callerMiddleware) // outermost (owners.go)
 	g.virtual = make(map[string]*view, len(o.Virtual))
 	for _, vs := range o.Virtual {
 		g.virtual[vs.Name] = newVirtual(g, vs, o.Version)

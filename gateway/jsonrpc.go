@@ -82,6 +82,9 @@ func (g *Gateway) jsonRPCErrors(h http.Handler, route string, lean leanFunc, nam
 			if !g.admitBody(w, r, body, msg, names) { // bounds.go
 				return
 			}
+			if g.refuseForeignSession(w, r, rpcID(msg.ID)) { // owners.go
+				return
+			}
 			// A call takes a place of its caller's limits for the life
 			// of this POST (limits.go).
 			release, admitted := g.admitCall(w, r, body, msg, false)
@@ -123,6 +126,9 @@ func (g *Gateway) jsonRPCErrors(h http.Handler, route string, lean leanFunc, nam
 					return
 				}
 			}
+		}
+		if r.Method != http.MethodPost && g.refuseForeignSession(w, r, nil) { // owners.go
+			return
 		}
 		cw := &rpcErrorWriter{ResponseWriter: w, id: id}
 		pick(h, modern).ServeHTTP(cw, r)

@@ -200,7 +200,7 @@ func listenLimitError(key string, max int, scope string) *jsonrpc.Error {
 }
 
 // listenClient returns the key of the client of a listen request: its
-// route, its credential, and its clientInfo (the _meta of a 2026-07-28
+// route, its caller (requesterOf), and its clientInfo (the _meta of a 2026-07-28
 // request, else the initialize of its session; none: "").
 func (g *Gateway) listenClient(r *http.Request, route string, body []byte) listenKey {
 	var m struct {
@@ -220,7 +220,7 @@ func (g *Gateway) listenClient(r *http.Request, route string, body []byte) liste
 	} else if rec := g.clients.lookup(r.Header.Get(sessionHeader), route); rec != nil {
 		name, version = rec.ClientName, rec.ClientVersion
 	}
-	auth := hashAuth(r)
+	auth := requesterOf(r)
 	h := sha256.New()
 	for _, f := range [][]byte{[]byte(route), auth[:], []byte(name), []byte(version)} {
 		writeField(h, f)

@@ -104,6 +104,7 @@ func newRoute(g *Gateway, rt Route, version string) *route {
 		Capabilities: &mcp.ServerCapabilities{},
 	})
 	r.server.AddReceivingMiddleware(r.receive)
+	r.server.AddReceivingMiddleware(g.callerMiddleware) // outermost (owners.go)
 	r.server.AddSendingMiddleware(rewriteNotification)
 	// Routes are served by Mux only, behind Protect; their sessions idle
 	// out sooner than /mcp's, for each holds a server session.

@@ -74,6 +74,7 @@ func (r *route) initModern(version string) {
 		},
 	})
 	r.modern.AddReceivingMiddleware(r.receiveModern)
+	r.modern.AddReceivingMiddleware(r.g.callerMiddleware) // outermost (owners.go)
 	r.modern.AddSendingMiddleware(rewriteNotification)
 	// As on /mcp, a request's handler ends with its HTTP request
 	// (statelessOptions): a call the window of re-issued requests keeps

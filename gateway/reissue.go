@@ -153,20 +153,16 @@ func (g *Gateway) ReissueStats() ReissueStats {
 type callOrigin struct {
 	route string
 	id    json.RawMessage // the JSON-RPC id, as the client wrote it (a copy: the body is not kept)
-	auth  authHash        // of the Authorization header
+	auth  authHash        // who asked (requesterOf)
 	// answered is the execution whose result this request was given:
 	// once the answer went out whole (served), the execution no longer
 	// answers re-issues.
 	answered atomic.Pointer[execution]
 }
 
-// authHash is the SHA-256 of a request's Authorization header: the
-// credential a key holds, never the credential itself.
+// authHash says who made a request (requesterOf, owners.go): a SHA-256,
+// never the credential itself.
 type authHash [sha256.Size]byte
-
-func hashAuth(r *http.Request) authHash {
-	return sha256.Sum256([]byte(r.Header.Get("Authorization")))
-}
 
 // maxWindowedID bounds the JSON-RPC id of a call the window keeps: a
 // request with a longer id (clients send numbers and short strings) is
@@ -180,7 +176,7 @@ func withOrigin(r *http.Request, route string, id json.RawMessage) *http.Request
 	if len(id) == 0 || len(id) > maxWindowedID {
 		return r
 	}
-	o := &callOrigin{route: route, id: bytes.Clone(id), auth: hashAuth(r)}
+	o := &callOrigin{route: route, id: bytes.Clone(id), auth: requesterOf(r)}
 	return r.WithContext(context.WithValue(r.Context(), originKey{}, o))
 }
 
@@ -229,8 +225,9 @@ func carryOrigin(ctx, post context.Context) context.Context {
 	return ctx
 }
 
-// reissueKey identifies a client's request: the SHA-256 of the route, the
-// client's credential (its Authorization header), the client (a
+// reissueKey identifies a client's request: the SHA-256 of the route, its
+// caller (requesterOf: the caller's key, else the Authorization header),
+// the client (a
 // 2026-07-28 request's clientInfo from _meta; an older client's session),
 // the JSON-RPC id, the tool, its arguments and the answers to questions
 // the request carries. A call that reuses an id with other arguments, or
@@ -274,7 +271,7 @@ func (g *Gateway) reissueKeyOf(o *callOrigin, t tool.Tool, in callInput, args ma
 }
 
 // reissueRequestKey returns the key of a client's request id: the route, the
-// credential, the client (from a 2026-07-28 request's _meta, else its
+// caller, the client (from a 2026-07-28 request's _meta, else its
 // session sid) and the id.
 func reissueRequestKey(route string, auth authHash, meta map[string]any, sid string, id json.RawMessage) (k reissueKey, ok bool) {
 	var client string
@@ -299,7 +296,7 @@ func reissueRequestKey(route string, auth authHash, meta map[string]any, sid str
 }
 
 // looseKey identifies a request of a 2026-07-28 client without the
-// client: its route, credential and id. A cancellation names its request
+// client: its route, caller and id. A cancellation names its request
 // by these alone when it carries no _meta (the go-sdk's client sends
 // none), and there is no session to tell the client by.
 func looseKey(route string, auth authHash, id json.RawMessage) (k reissueKey) {
@@ -340,7 +337,7 @@ func (w *reissue) cancelled(r *http.Request, route string, body []byte) {
 	if json.Unmarshal(body, &m) != nil {
 		return
 	}
-	auth := hashAuth(r)
+	auth := requesterOf(r)
 	sid := r.Header.Get(sessionHeader)
 	k, ok := reissueRequestKey(route, auth, m.Params.Meta, sid, m.Params.RequestID)
 	w.mu.Lock()
@@ -351,7 +348,7 @@ func (w *reissue) cancelled(r *http.Request, route string, body []byte) {
 		e = w.byRequest[k]
 	case sid == "" && len(m.Params.RequestID) > 0 && r.Header.Get("Mcp-Protocol-Version") >= multiRoundTrip:
 		// A 2026-07-28 client's cancellation without _meta: the one
-		// running call of that id and credential, if only one has it.
+		// running call of that id and caller, if only one has it.
 		if es := w.byLoose[looseKey(route, auth, m.Params.RequestID)]; len(es) == 1 {
 			e = es[0]
 		}

@@ -38,7 +38,9 @@ type reissueRig struct {
 	steps *reissueRecorder
 }
 
-func newReissueRig(t *testing.T, o Reissue) *reissueRig {
+// newReissueRig serves the rig's routes; with auth, the gateway's own
+// (MuxAuth: /mcp, both eras, behind auth) instead.
+func newReissueRig(t *testing.T, o Reissue, auth ...Auth) *reissueRig {
 	t.Helper()
 	src, err := mcpsource.New(mcpsource.Config{Name: "fx", Transport: mcpsource.Stdio, Command: testservers.Fixture(t)})
 	if err != nil {
@@ -56,7 +58,11 @@ func newReissueRig(t *testing.T, o Reissue) *reissueRig {
 		&mcp.StreamableHTTPOptions{Stateless: true})
 	mux.Handle("/stateless/mcp", rig.g.jsonRPCErrors(rig.g.clients.serveHTTP(stateless), routeMCP,
 		func(http.ResponseWriter, *http.Request, string, []byte, jsonscan.Message) bool { return false }, nil))
-	srv := httptest.NewServer(mux)
+	var h http.Handler = mux
+	if len(auth) > 0 {
+		h = rig.g.MuxAuth(auth[0], Security{Loopback: true})
+	}
+	srv := httptest.NewServer(h)
 	rig.url = srv.URL
 	t.Cleanup(func() {
 		srv.CloseClientConnections()

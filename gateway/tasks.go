@@ -15,6 +15,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/toolmux/toolmux/identity"
 	"github.com/toolmux/toolmux/internal/jsonscan"
 	"github.com/toolmux/toolmux/internal/jsontype"
 	"github.com/toolmux/toolmux/internal/toolglob"
@@ -379,8 +380,9 @@ func (lt *liveTask) answer(ctx context.Context, answers map[string]json.RawMessa
 	return lt.setLocked(ctx, lt.pendingLocked)
 }
 
-// newTaskID is an unguessable task id: whoever knows it (and the route's
-// token) may read the task.
+// newTaskID is an unguessable task id: whoever knows it may read the task
+// where no authentication is configured; else only its caller (and those
+// who see everything, owners.go).
 func newTaskID() string {
 	var b [16]byte
 	_, _ = rand.Read(b[:])
@@ -582,6 +584,10 @@ func (tr *taskRunner) serveMethod(w http.ResponseWriter, r *http.Request, id jso
 	taskID := *req.Params.TaskID
 	ctx := r.Context()
 	st, err := tr.o.Store.MCPTask(ctx, taskID)
+	if err == nil && !tr.g.scope(ctx).Sees(st.Caller) {
+		// Another caller's task: not found, as an unknown id (owners.go).
+		st, err = nil, &tasklog.NotFoundError{Task: taskID}
+	}
 	if errors.Is(err, tasklog.ErrNotFound) {
 		writeRPCError(w, http.StatusOK, id, codeInvalidParams, fmt.Sprintf("toolmux: no task %q (unknown, or expired)", taskID))
 		return
@@ -698,7 +704,7 @@ func (tr *taskRunner) call(w http.ResponseWriter, r *http.Request, v *view, rec 
 	}
 	lt := &liveTask{tr: tr, done: make(chan struct{}), promote: make(chan struct{}, 1),
 		state: tasklog.MCPTask{ID: newTaskID(), Status: tasklog.MCPWorking, Route: v.route, Tool: req.Params.Name,
-			Server: tg.t.Server, ServerTool: tg.t.Name, Session: session}}
+			Server: tg.t.Server, ServerTool: tg.t.Name, Session: session, Caller: identity.RefFrom(ctx)}}
 	tr.running[lt.state.ID] = lt
 	// Added under tr.mu, where close stops the runner: no call starts
 	// once close waits.
@@ -706,6 +712,8 @@ func (tr *taskRunner) call(w http.ResponseWriter, r *http.Request, v *view, rec 
 	tr.mu.Unlock()
 	cctx, cancel := context.WithCancelCause(tr.ctx)
 	lt.cancel = cancel
+	// The call is its caller's, though it outlives its request.
+	cctx = identity.With(cctx, identity.From(ctx))
 	keyed = keyed && tr.keep(key, reqKey, lt)
 	// Until it becomes a task, the call ends with its request; a keyed
 	// call becomes a task then instead (below).

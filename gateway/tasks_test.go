@@ -36,10 +36,10 @@ func tasksGateway(t *testing.T, dir string, o gateway.Tasks, approver ...policy.
 	return tasksGatewayWith(t, dir, gateway.Options{Tasks: o}, approver...)
 }
 
-// tasksGatewayWith is tasksGateway with the gateway's other options.
-func tasksGatewayWith(t *testing.T, dir string, opts gateway.Options, approver ...policy.Approver) (url string, log *tasklog.Log, g *gateway.Gateway) {
+// taskJobs is a manager of the fixture server with its task jobs, as
+// server fx; the caller closes it.
+func taskJobs(t *testing.T) *manager.Manager {
 	t.Helper()
-	o := opts.Tasks
 	src, err := mcpsource.New(mcpsource.Config{Name: "fx", Transport: mcpsource.Stdio, Command: testservers.Fixture(t), Args: []string{"-task-jobs"}})
 	if err != nil {
 		t.Fatal(err)
@@ -48,6 +48,15 @@ func tasksGatewayWith(t *testing.T, dir string, opts gateway.Options, approver .
 	if err != nil {
 		t.Fatal(err)
 	}
+	return m
+}
+
+// tasksGatewayWith is tasksGateway with the gateway's other options.
+func tasksGatewayWith(t *testing.T, dir string, opts gateway.Options, approver ...policy.Approver) (url string, log *tasklog.Log, g *gateway.Gateway) {
+	t.Helper()
+	o := opts.Tasks
+	m := taskJobs(t)
+	var err error
 	engine, err := policy.New(policy.ModeDefault, []policy.Rule{{Name: "ask", Tools: []string{"fx/slow_compute"},
 		Args: map[string]string{"label": "^ask"}, Action: policy.Ask}, {Name: "rest", Tools: []string{"fx/*"}, Action: policy.Allow}})
 	if err != nil {

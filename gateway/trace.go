@@ -14,6 +14,7 @@ import (
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/toolmux/toolmux/identity"
 	"github.com/toolmux/toolmux/internal/otelconv"
 )
 
@@ -31,6 +32,7 @@ var (
 	keyToolName  = otelconv.GenAIToolName
 	keyErrorType = otelconv.ErrorType
 	keyTransport = otelconv.NetworkTransport
+	keyEndUser   = otelconv.EndUserID
 )
 
 // traceMiddleware makes the span of each request the go-sdk serves (every
@@ -73,7 +75,7 @@ func (g *Gateway) startSpan(ctx context.Context, method, target string, meta map
 	if target != "" {
 		name += " " + target
 	}
-	attrs := make([]attribute.KeyValue, 0, 5)
+	attrs := make([]attribute.KeyValue, 0, 6)
 	attrs = append(attrs, keyMethod.String(method))
 	if method == "tools/call" && target != "" {
 		attrs = append(attrs, keyToolName.String(target))
@@ -88,6 +90,9 @@ func (g *Gateway) startSpan(ctx context.Context, method, target string, meta map
 	}
 	if len(id) > 0 {
 		attrs = append(attrs, keyRequestID.String(string(id)))
+	}
+	if c := identity.From(ctx); c != nil {
+		attrs = append(attrs, keyEndUser.String(c.Key()))
 	}
 	return g.tracer.Start(ctx, name, trace.WithSpanKind(trace.SpanKindServer), trace.WithAttributes(attrs...))
 }

@@ -68,6 +68,7 @@ func newVirtual(g *Gateway, vs Virtual, version string) *view {
 	}
 	v := newView(g, route, server, pick, vs.ToolSearch)
 	server.AddReceivingMiddleware(v.sessionMiddleware, v.syncMiddleware)
+	server.AddReceivingMiddleware(g.callerMiddleware) // outermost (owners.go)
 	v.handler = g.jsonRPCErrors(g.eras(server, true), route, v.leanCall, v.toolName)
 	return v
 }

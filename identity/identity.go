@@ -56,12 +56,18 @@ const (
 
 // Key returns what identifies the caller across requests: the same
 // person with two tokens of one issuer is one caller. Ownership (tasks,
-// approvals, re-issued requests) is keyed by it.
+// approvals, re-issued requests) is keyed by it, and records keep it, so
+// it is printable: a key's subject ("key:NAME"), or the issuer and the
+// subject with a space between (an issuer is a URL, which has none, and
+// never begins with "key:").
 func (c *Caller) Key() string {
 	if c == nil {
 		return ""
 	}
-	return c.Issuer + "\x00" + c.Subject
+	if c.Issuer == "" {
+		return c.Subject
+	}
+	return c.Issuer + " " + c.Subject
 }
 
 // In reports whether the caller is in group. A nil caller (no

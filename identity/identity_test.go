@@ -70,3 +70,49 @@ func TestKinds(t *testing.T) {
 		t.Error("context")
 	}
 }
+
+// A caller sees its own things only; a member of an all-seeing group, and
+// no caller at all (no authentication configured), see everything; a
+// thing of no owner is seen only by those who see everything; two tokens
+// of one issuer and subject are one caller, the same subject at another
+// issuer is another.
+func TestScope(t *testing.T) {
+	ann := &identity.Caller{Subject: "u1", Name: "ann", Issuer: "https://idp", Method: identity.MethodJWT}
+	annAgain := &identity.Caller{Subject: "u1", Name: "Ann B.", Issuer: "https://idp", Method: identity.MethodJWT, Scopes: []string{"mcp"}}
+	elsewhere := &identity.Caller{Subject: "u1", Name: "ann", Issuer: "https://other", Method: identity.MethodJWT}
+	root := &identity.Caller{Subject: "key:root", Name: "root", Groups: []string{"ops"}, Method: identity.MethodKey}
+	all := []string{identity.AdminGroup, "ops"}
+	mine := ann.Ref()
+	if mine.Name != "ann" || mine.Key != ann.Key() || mine.String() != "ann" {
+		t.Fatalf("ref %+v", mine)
+	}
+	for _, c := range []struct {
+		who   *identity.Caller
+		owner *identity.Ref
+		sees  bool
+	}{
+		{ann, mine, true},
+		{annAgain, mine, true},
+		{elsewhere, mine, false},
+		{ann, nil, false},
+		{ann, root.Ref(), false},
+		{root, mine, true},
+		{root, nil, true},
+		{nil, mine, true},
+		{nil, nil, true},
+	} {
+		s := identity.ScopeOf(c.who, all)
+		if got := s.Sees(c.owner); got != c.sees {
+			t.Errorf("%v sees %+v: %v", c.who, c.owner, got)
+		}
+		if s.All() != (c.who == nil || c.who == root) || !s.All() && s.Key() != c.who.Key() {
+			t.Errorf("%v: scope %+v", c.who, s)
+		}
+	}
+	if (*identity.Caller)(nil).Ref() != nil || identity.RefFrom(context.Background()) != nil || (*identity.Ref)(nil).String() != "" {
+		t.Error("no caller has a ref")
+	}
+	if r := identity.RefFrom(identity.With(context.Background(), ann)); r == nil || *r != *mine {
+		t.Errorf("RefFrom: %+v", r)
+	}
+}

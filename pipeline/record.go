@@ -7,6 +7,7 @@ import (
 	"runtime/debug"
 	"time"
 
+	"github.com/toolmux/toolmux/identity"
 	"github.com/toolmux/toolmux/tool"
 )
 
@@ -76,6 +77,12 @@ func (r *recordStep) after(ctx context.Context, call tool.Call, rec *tool.Record
 // name, secrets masked, cut to the limits, handed to the sink.
 func (r *recordStep) finish(ctx context.Context, call tool.Call, rec *tool.Record, start time.Time) *tool.Record {
 	rec.ID, rec.Task, rec.Session = call.ID, call.Task, call.Session
+	// Who made the call: the scheduler names it on the call; a call
+	// made on the pipeline directly is its context's caller.
+	rec.Caller = call.Caller
+	if rec.Caller == nil {
+		rec.Caller = identity.RefFrom(ctx)
+	}
 	rec.Started, rec.Ended = start, time.Now()
 	rec.Duration = rec.Ended.Sub(rec.Started)
 	if rec.Name == "" {

@@ -19,6 +19,7 @@ import (
 
 	"go.opentelemetry.io/otel/trace"
 
+	callers "github.com/toolmux/toolmux/identity"
 	"github.com/toolmux/toolmux/tool"
 )
 
@@ -190,9 +191,15 @@ func (s *Scheduler) newBatch(ctx context.Context, calls []tool.Call) *Batch {
 	if len(calls) > byIDAbove {
 		b.byID = make(map[string]*entry, len(calls))
 	}
+	// Who makes the calls (the gateway's or the API's caller), named on
+	// each call so that its record and events name it.
+	caller := callers.RefFrom(ctx)
 	for i, c := range calls {
 		if c.ID == "" {
 			c.ID = tool.NewID()
+		}
+		if c.Caller == nil {
+			c.Caller = caller
 		}
 		if c.Arguments == nil {
 			c.Arguments = map[string]any{}
@@ -586,12 +593,13 @@ func (b *Batch) enter(e *entry, state State, msg string) {
 
 // identity is what names a call in its events.
 type identity struct {
-	batch, call, task, server, tool string
-	index                           int
+	batch, call, task, server, tool, caller string
+	index                                   int
 }
 
 func (b *Batch) identity(e *entry) identity {
-	return identity{batch: b.id, call: e.call.ID, task: e.call.Task, server: e.call.Server, tool: e.call.Tool, index: e.index}
+	return identity{batch: b.id, call: e.call.ID, task: e.call.Task, server: e.call.Server, tool: e.call.Tool,
+		caller: e.call.Caller.String(), index: e.index}
 }
 
 // emit fills in the call's identity and hands ev to the sink.
@@ -607,7 +615,7 @@ func (s *Scheduler) emit(id *identity, ev Event) {
 		return
 	}
 	ev.Batch, ev.Call, ev.Index = id.batch, id.call, id.index
-	ev.Task, ev.Server, ev.Tool = id.task, id.server, id.tool
+	ev.Task, ev.Server, ev.Tool, ev.Caller = id.task, id.server, id.tool, id.caller
 	if ev.Time.IsZero() {
 		ev.Time = time.Now()
 	}

@@ -65,12 +65,15 @@ type Event struct {
 	Type EventType `json:"type"`
 	// Batch identifies the batch, Call the call within it (tool.Call.ID),
 	// Index its position in the batch as the model issued it.
-	Batch  string    `json:"batch"`
-	Call   string    `json:"call"`
-	Index  int       `json:"index"`
-	Task   string    `json:"task,omitempty"`
-	Server string    `json:"server"`
-	Tool   string    `json:"tool"`
+	Batch  string `json:"batch"`
+	Call   string `json:"call"`
+	Index  int    `json:"index"`
+	Task   string `json:"task,omitempty"`
+	Server string `json:"server"`
+	Tool   string `json:"tool"`
+	// Caller is the name of who made the call (tool.Call.Caller); ""
+	// when no authentication is configured.
+	Caller string    `json:"caller,omitempty"`
 	Time   time.Time `json:"time"`
 	// State is the state entered, for EventState.
 	State State `json:"state,omitempty"`

@@ -25,6 +25,7 @@ var (
 	keyOutcome   = otelconv.Outcome
 	keyErrorType = otelconv.ErrorType
 	keyLayer     = otelconv.Layer
+	keyEndUser   = otelconv.EndUserID
 )
 
 // startSpan starts e's execute_tool span, a child of whatever span the
@@ -36,6 +37,9 @@ func (b *Batch) startSpan(e *entry) {
 		keyCallID.String(e.call.ID), keyToolType.String("extension"), keyServer.String(e.call.Server)}
 	if e.call.Task != "" {
 		attrs = append(attrs, keyTask.String(e.call.Task))
+	}
+	if c := e.call.Caller; c != nil {
+		attrs = append(attrs, keyEndUser.String(c.Key))
 	}
 	e.ctx, e.span = b.s.tracer.Start(e.ctx, "execute_tool "+e.call.Tool,
 		trace.WithSpanKind(trace.SpanKindInternal), trace.WithAttributes(attrs...))

@@ -51,6 +51,10 @@ func appendCallHead(b []byte, callID, batch string, index int, server, tool stri
 
 func (d ToolStateData) appendJSON(b []byte) ([]byte, bool) {
 	b = appendCallHead(b, d.CallID, d.Batch, d.Index, d.Server, d.Tool)
+	if d.Caller != "" {
+		b = append(b, `,"caller":`...)
+		b = appendString(b, d.Caller)
+	}
 	b = append(b, `,"state":`...)
 	b = appendString(b, d.State)
 	if d.Message != "" {

@@ -33,7 +33,7 @@ func FuzzAppendJSON(f *testing.F) {
 	f.Add("id", "m", "k", math.Inf(1), math.NaN(), []byte(`"\u00e9\ud800"`))
 	f.Add("z", "\\\"", "\b\f\r", 123456789.125, 5e-324, []byte(`{"":"","\u2028":[[]],"é":1.5e300}`))
 	f.Fuzz(func(t *testing.T, s1, s2, s3 string, f1, f2 float64, doc []byte) {
-		st := ToolStateData{CallID: s1, Batch: s2, Index: len(s3), Server: s3, Tool: s1, State: s2, Message: s3,
+		st := ToolStateData{CallID: s1, Batch: s2, Index: len(s3), Server: s3, Tool: s1, Caller: s3, State: s2, Message: s3,
 			Kind: s1, PreviousState: s2, PreviousMS: f1, TotalMS: f2}
 		b, ok := st.appendJSON(nil)
 		sameAsEncodingJSON(t, st, b, ok)

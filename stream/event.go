@@ -295,6 +295,9 @@ type ToolStateData struct {
 	// Server and Tool name the tool.
 	Server string `json:"server"`
 	Tool   string `json:"tool"`
+	// Caller is the name of who made the call; absent when no
+	// authentication is configured.
+	Caller string `json:"caller,omitempty"`
 	// State is the state entered.
 	State string `json:"state"`
 	// Message is the approval question (awaiting_approval) or the error's
@@ -333,6 +336,9 @@ type ApprovalRequestData struct {
 	Index  int    `json:"index"`
 	Server string `json:"server"`
 	Tool   string `json:"tool"`
+	// Caller is the name of who made the call; absent when no
+	// authentication is configured.
+	Caller string `json:"caller,omitempty"`
 	// Arguments are the call's arguments, when the publisher knows them.
 	Arguments map[string]any `json:"arguments,omitempty"`
 	// Message is the question to show.

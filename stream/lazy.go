@@ -69,7 +69,7 @@ func (p posted) resolve() Event {
 const payloadOverhead = 160
 
 func (d ToolStateData) sizeHint() int {
-	return payloadOverhead + len(d.CallID) + len(d.Batch) + len(d.Server) + len(d.Tool) + len(d.State) +
+	return payloadOverhead + len(d.CallID) + len(d.Batch) + len(d.Server) + len(d.Tool) + len(d.Caller) + len(d.State) +
 		len(d.Message) + len(d.Kind) + len(d.PreviousState)
 }
 

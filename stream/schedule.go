@@ -202,7 +202,7 @@ func (k *ScheduleSink) state(e schedule.Event) {
 		startLate = e.State.Terminal() && prev != schedule.Executing
 	}
 
-	st := ToolStateData{CallID: e.Call, Batch: e.Batch, Index: e.Index, Server: e.Server, Tool: e.Tool,
+	st := ToolStateData{CallID: e.Call, Batch: e.Batch, Index: e.Index, Server: e.Server, Tool: e.Tool, Caller: e.Caller,
 		State: string(e.State), Message: msg, PreviousState: string(prev), TotalMS: ms(at.Sub(first))}
 	if prev != "" {
 		st.PreviousMS = ms(at.Sub(prevSince))
@@ -239,7 +239,7 @@ func (k *ScheduleSink) state(e schedule.Event) {
 		// came before it.
 		out.flush(k.hub)
 		k.hub.Publish(EventApprovalRequest, e.Task, ApprovalRequestData{CallID: e.Call, Batch: e.Batch,
-			Index: e.Index, Server: e.Server, Tool: e.Tool, Arguments: args, Message: msg})
+			Index: e.Index, Server: e.Server, Tool: e.Tool, Caller: e.Caller, Arguments: args, Message: msg})
 	}
 	if startNow || startLate {
 		out.add(k.input(e, args))

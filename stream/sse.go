@@ -31,6 +31,12 @@ type HandlerOptions struct {
 	Retry time.Duration
 	// WriteTimeout bounds each write (default DefaultWriteTimeout).
 	WriteTimeout time.Duration
+	// Keep, when set, is asked of every event before it is sent (gap
+	// markers and heartbeats aside): false leaves it out, as if it did
+	// not match the filter (the API keeps a caller's own tasks' events,
+	// docs/identity.md). It is called on the handler's goroutine, never
+	// the hub's, so it may take its time (read a database).
+	Keep func(Event) bool
 }
 
 // ServeHTTP serves the event stream with the default HandlerOptions; see
@@ -179,7 +185,9 @@ func (h *Hub) serveSSE(w http.ResponseWriter, r *http.Request, opts HandlerOptio
 			}
 			// Whatever else is already queued goes in the same write.
 			for n := 0; ; n++ {
-				buf = AppendSSE(buf, e)
+				if opts.Keep == nil || e.ID == 0 || opts.Keep(e) {
+					buf = AppendSSE(buf, e)
+				}
 				if e.ID > 0 {
 					lastID = e.ID
 				}
@@ -194,6 +202,9 @@ func (h *Hub) serveSSE(w http.ResponseWriter, r *http.Request, opts HandlerOptio
 				if !ok {
 					break
 				}
+			}
+			if len(buf) == 0 {
+				continue // all left out: still silent, the heartbeat runs on
 			}
 			if !write() {
 				return

@@ -96,16 +96,16 @@ func (l *Log) callPayload(rec *tool.Record) (payload []byte, id, owner string) {
 	if c.Ended.IsZero() {
 		c.Ended = c.Started.Add(c.Duration)
 	}
-	jc := &jCall{Session: c.Session, Started: c.Started.UnixNano(), Ended: c.Ended.UnixNano(), Duration: int64(c.Duration)}
+	jc := &jCall{Session: c.Session, Started: c.Started.UnixNano(), Ended: c.Ended.UnixNano(), Duration: int64(c.Duration), Caller: c.Caller}
 	if c.Error != nil {
 		jc.Kind = string(c.Error.Kind)
 	}
 	owner = l.claim(c.Task)
 	r := &jrec{Type: recCall, ID: c.ID, Task: c.Task, Owner: owner, Call: jc}
-	// The envelope holds the id, task and session: the record does not
-	// repeat them (decodeCall puts them back).
+	// The envelope holds the id, task, session and caller: the record
+	// does not repeat them (decodeCall puts them back).
 	body := c
-	body.ID, body.Task, body.Session = "", "", ""
+	body.ID, body.Task, body.Session, body.Caller = "", "", "", nil
 	b, err := json.Marshal(body)
 	if err != nil {
 		body.Arguments, body.Result = nil, nil
@@ -208,7 +208,7 @@ func decodeCall(payload []byte) (*tool.Record, error) {
 		rec.Note("tasklog", "stored record unreadable: "+err.Error(), nil)
 	}
 	// The envelope is authoritative for what it holds.
-	rec.ID, rec.Task, rec.Session = r.ID, r.Task, r.Call.Session
+	rec.ID, rec.Task, rec.Session, rec.Caller = r.ID, r.Task, r.Call.Session, r.Call.Caller
 	rec.Started, rec.Ended, rec.Duration = fromNS(r.Call.Started), fromNS(r.Call.Ended), time.Duration(r.Call.Duration)
 	if rec.Error == nil && r.Call.Kind != "" {
 		rec.Error = &tool.Error{Kind: tool.Kind(r.Call.Kind)}

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"modernc.org/sqlite"
+
+	"github.com/toolmux/toolmux/identity"
 )
 
 // IndexName is the index's file in the journal directory: SQLite, built
@@ -35,9 +37,13 @@ var indexSchema = []string{
 		owner        TEXT NOT NULL DEFAULT '',
 		calls        INTEGER NOT NULL DEFAULT 0,
 		errors       INTEGER NOT NULL DEFAULT 0,
-		first_pos    INTEGER NOT NULL
+		first_pos    INTEGER NOT NULL,
+		caller_key   TEXT NOT NULL DEFAULT '',
+		caller_name  TEXT NOT NULL DEFAULT ''
 	)`,
 	`CREATE INDEX tasks_created ON tasks (created_at, id)`,
+	// A caller's own tasks, for its listings (docs/identity.md).
+	`CREATE INDEX tasks_caller ON tasks (caller_key, created_at, id)`,
 	`CREATE INDEX tasks_status ON tasks (status, created_at, id)`,
 	`CREATE INDEX tasks_first ON tasks (first_pos)`,
 	`CREATE TABLE steps (
@@ -97,14 +103,18 @@ var indexSchema = []string{
 		created_at  INTEGER NOT NULL,
 		updated_at  INTEGER NOT NULL,
 		owner       TEXT NOT NULL DEFAULT '',
-		pos         INTEGER NOT NULL
+		pos         INTEGER NOT NULL,
+		caller_key  TEXT NOT NULL DEFAULT '',
+		caller_name TEXT NOT NULL DEFAULT ''
 	) WITHOUT ROWID`,
 	`CREATE INDEX mcp_tasks_created ON mcp_tasks (created_at, id)`,
+	`CREATE INDEX mcp_tasks_caller ON mcp_tasks (caller_key, created_at, id)`,
 }
 
 // SchemaVersion is the version of the index's schema (versions 1 to 3
-// were tasklog.db's, before the journal; 5 added mcp_tasks).
-const SchemaVersion = 5
+// were tasklog.db's, before the journal; 5 added mcp_tasks, 6 the
+// callers tasks belong to).
+const SchemaVersion = 6
 
 // The keys of meta.
 const (
@@ -435,8 +445,11 @@ func (ix *indexer) apply(pos Pos, payload []byte) error {
 		if meta == "" {
 			meta = "{}"
 		}
-		_, err := ix.exec(`INSERT INTO tasks (id, status, created_at, updated_at, input, metadata, owner, first_pos)
-			VALUES (?, 'running', ?, ?, ?, ?, ?, ?)
+		// A task's first caller stays its owner: resuming it, or a
+		// record that created it first, does not hand it to another.
+		c := colsOf(r.Start.Caller)
+		_, err := ix.exec(`INSERT INTO tasks (id, status, created_at, updated_at, input, metadata, owner, first_pos, caller_key, caller_name)
+			VALUES (?, 'running', ?, ?, ?, ?, ?, ?, ?, ?)
 			ON CONFLICT (id) DO UPDATE SET
 				status = 'running',
 				ended_at = NULL,
@@ -444,8 +457,10 @@ func (ix *indexer) apply(pos Pos, payload []byte) error {
 				created_at = min(created_at, excluded.created_at),
 				input = CASE WHEN excluded.input <> '' THEN excluded.input ELSE input END,
 				metadata = CASE WHEN excluded.metadata <> '{}' THEN excluded.metadata ELSE metadata END,
-				owner = excluded.owner`,
-			r.Task, r.Start.Created, r.At, r.Start.Input, meta, r.Owner, int64(pos))
+				owner = excluded.owner,
+				caller_name = CASE WHEN caller_key = '' THEN excluded.caller_name ELSE caller_name END,
+				caller_key = CASE WHEN caller_key = '' THEN excluded.caller_key ELSE caller_key END`,
+			r.Task, r.Start.Created, r.At, r.Start.Input, meta, r.Owner, int64(pos), c.key, c.name)
 		return err
 	case recEnd:
 		if r.End == nil {
@@ -468,7 +483,7 @@ func (ix *indexer) apply(pos Pos, payload []byte) error {
 		if r.Step == nil {
 			return nil
 		}
-		if err := ix.ensureTask(r.Task, r.Step.Time, r.At, r.Owner, pos); err != nil {
+		if err := ix.ensureTask(r.Task, r.Step.Time, r.At, r.Owner, nil, pos); err != nil {
 			return err
 		}
 		return ix.step(r.Task, ord, r.Step)
@@ -476,7 +491,7 @@ func (ix *indexer) apply(pos Pos, payload []byte) error {
 		if r.Msgs == nil || len(r.Msgs.Messages) == 0 {
 			return nil
 		}
-		if err := ix.ensureTask(r.Task, r.Msgs.Messages[0].Time, r.At, r.Owner, pos); err != nil {
+		if err := ix.ensureTask(r.Task, r.Msgs.Messages[0].Time, r.At, r.Owner, nil, pos); err != nil {
 			return err
 		}
 		for i, m := range r.Msgs.Messages {
@@ -490,7 +505,7 @@ func (ix *indexer) apply(pos Pos, payload []byte) error {
 			return nil
 		}
 		if r.Task != "" {
-			if err := ix.ensureTask(r.Task, r.Call.Started, r.At, r.Owner, pos); err != nil {
+			if err := ix.ensureTask(r.Task, r.Call.Started, r.At, r.Owner, r.Call.Caller, pos); err != nil {
 				return err
 			}
 		}
@@ -537,9 +552,13 @@ func (ix *indexer) apply(pos Pos, payload []byte) error {
 	return nil
 }
 
-func (ix *indexer) ensureTask(id string, first, at int64, owner string, pos Pos) error {
-	_, err := ix.exec(`INSERT INTO tasks (id, status, created_at, updated_at, owner, first_pos) VALUES (?, 'running', ?, ?, ?, ?)
-		ON CONFLICT (id) DO UPDATE SET updated_at = max(updated_at, excluded.updated_at)`, id, first, at, owner, int64(pos))
+// ensureTask creates the task a record belongs to, if it is new: owned
+// by caller, the caller of the call whose record creates it (nil for
+// steps and messages).
+func (ix *indexer) ensureTask(id string, first, at int64, owner string, caller *identity.Ref, pos Pos) error {
+	c := colsOf(caller)
+	_, err := ix.exec(`INSERT INTO tasks (id, status, created_at, updated_at, owner, first_pos, caller_key, caller_name) VALUES (?, 'running', ?, ?, ?, ?, ?, ?)
+		ON CONFLICT (id) DO UPDATE SET updated_at = max(updated_at, excluded.updated_at)`, id, first, at, owner, int64(pos), c.key, c.name)
 	return err
 }
 
@@ -579,15 +598,18 @@ func (ix *indexer) carry(r jrec, pos Pos) error {
 	if meta == "" {
 		meta = "{}"
 	}
-	if _, err := ix.exec(`INSERT INTO tasks (id, status, created_at, updated_at, input, metadata, owner, first_pos)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+	who := colsOf(c.Caller)
+	if _, err := ix.exec(`INSERT INTO tasks (id, status, created_at, updated_at, input, metadata, owner, first_pos, caller_key, caller_name)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT (id) DO UPDATE SET
 			first_pos = excluded.first_pos,
 			created_at = min(created_at, excluded.created_at),
 			input = CASE WHEN excluded.input <> '' THEN excluded.input ELSE input END,
 			metadata = CASE WHEN excluded.metadata <> '{}' THEN excluded.metadata ELSE metadata END,
-			owner = CASE WHEN excluded.owner <> '' THEN excluded.owner ELSE owner END`,
-		r.Task, string(c.Status), c.Created, c.Updated, c.Input, meta, r.Owner, int64(pos)); err != nil {
+			owner = CASE WHEN excluded.owner <> '' THEN excluded.owner ELSE owner END,
+			caller_name = CASE WHEN excluded.caller_key <> '' THEN excluded.caller_name ELSE caller_name END,
+			caller_key = CASE WHEN excluded.caller_key <> '' THEN excluded.caller_key ELSE caller_key END`,
+		r.Task, string(c.Status), c.Created, c.Updated, c.Input, meta, r.Owner, int64(pos), who.key, who.name); err != nil {
 		return err
 	}
 	for _, s := range c.Steps {

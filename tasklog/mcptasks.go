@@ -6,7 +6,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
+
+	"github.com/toolmux/toolmux/identity"
 )
 
 // MCP tasks are the gateway's answer to a client that declared the
@@ -48,7 +51,8 @@ func (s MCPTaskStatus) Valid() bool {
 // MCPTask is an MCP task's state.
 type MCPTask struct {
 	// ID is the task's id, as the client names it: unguessable, since
-	// whoever knows it may read the task.
+	// whoever knows it may read the task where no authentication is
+	// configured (else only its Caller may).
 	ID     string        `json:"id"`
 	Status MCPTaskStatus `json:"status"`
 	// StatusMessage says more about the status (why it failed, what it
@@ -81,6 +85,11 @@ type MCPTask struct {
 	// Owner is the process running the task (host/pid/start); set by
 	// PutMCPTask.
 	Owner string `json:"owner,omitempty"`
+	// Caller is who the task belongs to (docs/identity.md): who made
+	// the call; nil when no authentication is configured. Only its
+	// caller (and those who see everything) may read, answer or cancel
+	// it.
+	Caller *identity.Ref `json:"caller,omitempty"`
 }
 
 // MCPTaskFilter selects MCP tasks for [Log.MCPTasks].
@@ -89,6 +98,9 @@ type MCPTaskFilter struct {
 	Status MCPTaskStatus
 	// Limit caps the number of tasks (newest first); 0 or less means 100.
 	Limit int
+	// Caller keeps only the tasks of the caller of that key
+	// (identity.Caller.Key); "" keeps every caller's and none's.
+	Caller string
 }
 
 // PutMCPTask records an MCP task's state: the task as it now is, whole.
@@ -164,11 +176,19 @@ func (l *Log) MCPTasks(ctx context.Context, f MCPTaskFilter) ([]MCPTask, error) 
 	if limit <= 0 {
 		limit = 100
 	}
-	q := `SELECT id, status, route, tool, server, server_tool, session, call, created_at, updated_at, owner FROM mcp_tasks`
+	q := `SELECT id, status, route, tool, server, server_tool, session, call, created_at, updated_at, owner, caller_key, caller_name FROM mcp_tasks`
+	var where []string
 	args := []any{}
 	if f.Status != "" {
-		q += ` WHERE status = ?`
+		where = append(where, `status = ?`)
 		args = append(args, string(f.Status))
+	}
+	if f.Caller != "" {
+		where = append(where, `caller_key = ?`)
+		args = append(args, f.Caller)
+	}
+	if len(where) > 0 {
+		q += ` WHERE ` + strings.Join(where, ` AND `)
 	}
 	q += ` ORDER BY created_at DESC, id DESC LIMIT ?`
 	args = append(args, limit)
@@ -182,11 +202,13 @@ func (l *Log) MCPTasks(ctx context.Context, f MCPTaskFilter) ([]MCPTask, error) 
 		for rows.Next() {
 			var t MCPTask
 			var created, updated int64
+			var caller callerCols
 			if err := rows.Scan(&t.ID, &t.Status, &t.Route, &t.Tool, &t.Server, &t.ServerTool, &t.Session, &t.Call,
-				&created, &updated, &t.Owner); err != nil {
+				&created, &updated, &t.Owner, &caller.key, &caller.name); err != nil {
 				return err
 			}
 			t.Created, t.Updated = fromNS(created), fromNS(updated)
+			t.Caller = caller.ref()
 			out = append(out, t)
 		}
 		return rows.Err()
@@ -259,12 +281,14 @@ func (ix *indexer) indexMCPTask(r jrec, pos Pos) error {
 	if len(r.MCP) == 0 || json.Unmarshal(r.MCP, &t) != nil || t.ID == "" {
 		return nil
 	}
-	_, err := ix.exec(`INSERT INTO mcp_tasks (id, status, route, tool, server, server_tool, session, call, created_at, updated_at, owner, pos)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+	// The caller is the first record's: a task changes hands never.
+	c := colsOf(t.Caller)
+	_, err := ix.exec(`INSERT INTO mcp_tasks (id, status, route, tool, server, server_tool, session, call, created_at, updated_at, owner, pos, caller_key, caller_name)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT (id) DO UPDATE SET status = excluded.status, call = excluded.call, updated_at = excluded.updated_at,
 			owner = excluded.owner, pos = excluded.pos
 		WHERE excluded.pos > mcp_tasks.pos`,
 		t.ID, string(t.Status), t.Route, t.Tool, t.Server, t.ServerTool, t.Session, t.Call,
-		t.Created.UnixNano(), t.Updated.UnixNano(), t.Owner, int64(pos))
+		t.Created.UnixNano(), t.Updated.UnixNano(), t.Owner, int64(pos), c.key, c.name)
 	return err
 }

@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"io"
 	"sync"
+
+	"github.com/toolmux/toolmux/identity"
 )
 
 // FormatVersion is the version of the journal's record format, in every
@@ -69,6 +71,8 @@ type jStart struct {
 	Created  int64           `json:"created"`
 	Input    string          `json:"input,omitempty"`
 	Metadata json.RawMessage `json:"metadata,omitempty"`
+	// Caller is who started the task (its owner, docs/identity.md).
+	Caller *identity.Ref `json:"caller,omitempty"`
 }
 
 type jEnd struct {
@@ -113,6 +117,9 @@ type jCall struct {
 	Started  int64  `json:"started"`
 	Ended    int64  `json:"ended"`
 	Duration int64  `json:"duration"`
+	// Caller is who made the call (tool.Record.Caller); the owner of
+	// the task the record creates, if it does.
+	Caller *identity.Ref `json:"caller,omitempty"`
 }
 
 // jEvent is one stream event. Data is the payload, or, for a tool_call
@@ -143,6 +150,7 @@ type jCarry struct {
 	Updated  int64           `json:"updated"`
 	Input    string          `json:"input,omitempty"`
 	Metadata json.RawMessage `json:"metadata,omitempty"`
+	Caller   *identity.Ref   `json:"caller,omitempty"`
 	Steps    []jCarriedStep  `json:"steps,omitempty"`
 	Messages []jCarriedMsg   `json:"messages,omitempty"`
 }

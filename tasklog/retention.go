@@ -313,18 +313,20 @@ func (l *Log) dropSegments(ctx context.Context, segs []segUsage, rep *RetentionR
 	bound := int64(mkPos(before, 0))
 	var carries []*jrec
 	err := l.read(ctx, func(tx *sql.Tx) error {
-		rows, err := tx.QueryContext(ctx, `SELECT id, status, created_at, updated_at, input, metadata, owner FROM tasks WHERE first_pos < ? ORDER BY created_at`, bound)
+		rows, err := tx.QueryContext(ctx, `SELECT id, status, created_at, updated_at, input, metadata, owner, caller_key, caller_name
+			FROM tasks WHERE first_pos < ? ORDER BY created_at`, bound)
 		if err != nil {
 			return err
 		}
 		type task struct {
 			id, status, input, meta, owner string
 			created, updated               int64
+			caller                         callerCols
 		}
 		var tasks []task
 		for rows.Next() {
 			var t task
-			if err := rows.Scan(&t.id, &t.status, &t.created, &t.updated, &t.input, &t.meta, &t.owner); err != nil {
+			if err := rows.Scan(&t.id, &t.status, &t.created, &t.updated, &t.input, &t.meta, &t.owner, &t.caller.key, &t.caller.name); err != nil {
 				rows.Close()
 				return err
 			}
@@ -339,7 +341,7 @@ func (l *Log) dropSegments(ctx context.Context, segs []segUsage, rep *RetentionR
 				rep.Tasks = append(rep.Tasks, t.id)
 				continue
 			}
-			c := &jCarry{Status: StatusRunning, Created: t.created, Updated: t.updated, Input: t.input}
+			c := &jCarry{Status: StatusRunning, Created: t.created, Updated: t.updated, Input: t.input, Caller: t.caller.ref()}
 			if t.meta != "" && t.meta != "{}" {
 				c.Metadata = json.RawMessage(t.meta)
 			}

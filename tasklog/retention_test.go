@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/toolmux/toolmux/identity"
 	"github.com/toolmux/toolmux/tasklog"
 	"github.com/toolmux/toolmux/tool"
 )
@@ -46,7 +47,8 @@ func TestRetentionByBytes(t *testing.T) {
 	opts := []tasklog.Option{tasklog.WithSegmentBytes(16 << 10), tasklog.WithDurability(tasklog.DurabilityProcess),
 		tasklog.WithRetention(tasklog.Retention{MaxBytes: budget}), tasklog.NoBackgroundRetention()}
 	l := open(t, dir, opts...)
-	if err := l.StartTask(ctx, tasklog.Task{ID: "long", Input: "runs throughout", Metadata: map[string]any{"k": "v"}}); err != nil {
+	owner := &identity.Ref{Name: "ann", Key: "key:ann"}
+	if err := l.StartTask(ctx, tasklog.Task{ID: "long", Input: "runs throughout", Metadata: map[string]any{"k": "v"}, Caller: owner}); err != nil {
 		t.Fatal(err)
 	}
 	if err := l.Step(ctx, "long", tasklog.Step{Name: "first step"}); err != nil {
@@ -104,7 +106,7 @@ func TestRetentionByBytes(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if d.Status != tasklog.StatusRunning || d.Input != "runs throughout" || d.Metadata["k"] != "v" ||
+		if d.Status != tasklog.StatusRunning || d.Input != "runs throughout" || d.Metadata["k"] != "v" || !sameRef(d.Caller, owner) ||
 			len(d.Steps) != 2 || d.Steps[0].Name != "first step" || d.Steps[1].Name != "last step" ||
 			len(d.Sessions) != 1 || len(d.Sessions[0].Messages) != 1 {
 			t.Fatalf("the running task: %+v", d)

@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/toolmux/toolmux/identity"
 )
 
 // Status is where a task stands.
@@ -64,6 +66,11 @@ type Task struct {
 	FinalAnswer string `json:"final_answer"`
 	// Metadata is free-form JSON (model, agent, benchmark, ...).
 	Metadata map[string]any `json:"metadata,omitempty"`
+	// Caller is who the task belongs to (docs/identity.md): who started
+	// it (StartTask), or who made the call whose record created it. nil
+	// for a task of no caller (no authentication configured, an agent
+	// run of the command line). A task's first caller stays its owner.
+	Caller *identity.Ref `json:"caller,omitempty"`
 }
 
 // TaskSummary is a task as listed by [Log.Tasks].
@@ -74,6 +81,8 @@ type TaskSummary struct {
 	Updated time.Time `json:"updated_at"`
 	Ended   time.Time `json:"ended_at,omitzero"`
 	Input   string    `json:"input"`
+	// Caller is who the task belongs to, as Task.Caller.
+	Caller *identity.Ref `json:"caller,omitempty"`
 	// Calls counts the task's tool calls; Errors those that failed.
 	Calls  int `json:"calls"`
 	Errors int `json:"errors"`
@@ -89,6 +98,9 @@ type Filter struct {
 	// pass the Created of the last task of the previous page); zero keeps
 	// all.
 	Before time.Time
+	// Caller keeps only the tasks of the caller of that key
+	// (identity.Caller.Key); "" keeps every caller's and none's.
+	Caller string
 }
 
 // StartTask records that a task started. A task of that id may already
@@ -118,7 +130,7 @@ func (l *Log) StartTask(ctx context.Context, t Task) error {
 	}
 	l.claim(t.ID)
 	_, err := l.appendRecs(ctx, &jrec{Type: recStart, Task: t.ID, At: now.UnixNano(), Owner: l.ownerStr,
-		Start: &jStart{Created: created.UnixNano(), Input: t.Input, Metadata: meta}})
+		Start: &jStart{Created: created.UnixNano(), Input: t.Input, Metadata: meta, Caller: t.Caller}})
 	return err
 }
 
@@ -153,9 +165,10 @@ func readTask(ctx context.Context, tx *sql.Tx, id string) (*Task, error) {
 		created, updated int64
 		ended            sql.NullInt64
 		meta             string
+		caller           callerCols
 	)
-	err := tx.QueryRowContext(ctx, `SELECT id, status, created_at, updated_at, ended_at, input, final_answer, metadata
-		FROM tasks WHERE id = ?`, id).Scan(&t.ID, &t.Status, &created, &updated, &ended, &t.Input, &t.FinalAnswer, &meta)
+	err := tx.QueryRowContext(ctx, `SELECT id, status, created_at, updated_at, ended_at, input, final_answer, metadata, caller_key, caller_name
+		FROM tasks WHERE id = ?`, id).Scan(&t.ID, &t.Status, &created, &updated, &ended, &t.Input, &t.FinalAnswer, &meta, &caller.key, &caller.name)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, &NotFoundError{Task: id}
 	}
@@ -163,6 +176,7 @@ func readTask(ctx context.Context, tx *sql.Tx, id string) (*Task, error) {
 		return nil, err
 	}
 	t.Created, t.Updated, t.Ended = fromNS(created), fromNS(updated), fromNullNS(ended)
+	t.Caller = caller.ref()
 	if meta != "" && meta != "{}" {
 		if err := json.Unmarshal([]byte(meta), &t.Metadata); err != nil {
 			return nil, fmt.Errorf("task %s: metadata: %w", id, err)
@@ -261,7 +275,11 @@ func (l *Log) Tasks(ctx context.Context, f Filter) ([]TaskSummary, error) {
 		where = append(where, "created_at < ?")
 		args = append(args, f.Before.UnixNano())
 	}
-	q := `SELECT id, status, created_at, updated_at, ended_at, input, calls, errors FROM tasks t`
+	if f.Caller != "" {
+		where = append(where, "caller_key = ?")
+		args = append(args, f.Caller)
+	}
+	q := `SELECT id, status, created_at, updated_at, ended_at, input, calls, errors, caller_key, caller_name FROM tasks t`
 	if len(where) > 0 {
 		q += " WHERE " + strings.Join(where, " AND ")
 	}
@@ -282,11 +300,13 @@ func (l *Log) Tasks(ctx context.Context, f Filter) ([]TaskSummary, error) {
 				s                TaskSummary
 				created, updated int64
 				ended            sql.NullInt64
+				caller           callerCols
 			)
-			if err := rows.Scan(&s.ID, &s.Status, &created, &updated, &ended, &s.Input, &s.Calls, &s.Errors); err != nil {
+			if err := rows.Scan(&s.ID, &s.Status, &created, &updated, &ended, &s.Input, &s.Calls, &s.Errors, &caller.key, &caller.name); err != nil {
 				return err
 			}
 			s.Created, s.Updated, s.Ended = fromNS(created), fromNS(updated), fromNullNS(ended)
+			s.Caller = caller.ref()
 			out = append(out, s)
 		}
 		return rows.Err()
@@ -447,4 +467,24 @@ func (l *Log) recoverOrphans(ctx context.Context) ([]string, error) {
 		return nil, err
 	}
 	return l.interrupt(ctx, found)
+}
+
+// callerCols are the index's columns of a caller: its key and name, ""
+// for none.
+type callerCols struct{ key, name string }
+
+// ref returns the caller the columns hold; nil for none.
+func (c callerCols) ref() *identity.Ref {
+	if c.key == "" {
+		return nil
+	}
+	return &identity.Ref{Name: c.name, Key: c.key}
+}
+
+// colsOf returns the columns of a caller.
+func colsOf(r *identity.Ref) callerCols {
+	if r == nil {
+		return callerCols{}
+	}
+	return callerCols{key: r.Key, name: r.Name}
 }

@@ -7,6 +7,8 @@ import (
 	"encoding/json"
 	"math"
 	"time"
+
+	"github.com/toolmux/toolmux/identity"
 )
 
 // Call is a request to run one tool.
@@ -24,6 +26,10 @@ type Call struct {
 	// Session names the agent within the task that made the call ("main", a
 	// sub-agent's session); duplicate detection counts per session.
 	Session string `json:"session,omitempty"`
+	// Caller is who made the call (docs/identity.md): nil when no
+	// authentication is configured. The scheduler sets it from the
+	// caller its context carries (identity.From) when it is not set.
+	Caller *identity.Ref `json:"caller,omitempty"`
 	// Definition, when set, is the definition of the tool the call was
 	// admitted against (the scheduler sets it): the layers below use it
 	// (see [Call.Def]) instead of looking the tool up again, so that the
@@ -52,7 +58,7 @@ func NewRecord(call *Call, name string) *Record {
 	if name == "" {
 		name = ExposedName(call.Server, call.Tool)
 	}
-	return &Record{ID: call.ID, Task: call.Task, Session: call.Session, Server: call.Server, Tool: call.Tool,
+	return &Record{ID: call.ID, Task: call.Task, Session: call.Session, Caller: call.Caller, Server: call.Server, Tool: call.Tool,
 		Name: name, Arguments: call.Arguments, Started: time.Now()}
 }
 
@@ -71,8 +77,11 @@ type Record struct {
 	ID      string `json:"id"`
 	Task    string `json:"task,omitempty"`
 	Session string `json:"session,omitempty"`
-	Server  string `json:"server"`
-	Tool    string `json:"tool"`
+	// Caller is who made the call: its name and key, never its
+	// credential; absent when no authentication is configured.
+	Caller *identity.Ref `json:"caller,omitempty"`
+	Server string        `json:"server"`
+	Tool   string        `json:"tool"`
 	// Name is the tool's exposed name, when the call went through a catalog.
 	Name string `json:"name,omitempty"`
 	// Arguments are the arguments as sent to the tool.

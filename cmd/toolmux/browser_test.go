@@ -720,8 +720,20 @@ func TestBrowserToken(t *testing.T) {
 	b.do(chromedp.Navigate(s.url("/#live")))
 	b.visible(`#conn[data-state="live"]`)
 	_, rec := uiAPICall(t, s, token, "builtin", "list_directory", `{"arguments": {"path": "."}}`)
-	b.visible(`#live-rows .row[data-call-id="` + fmt.Sprint(rec["id"]) + `"][data-state="success"]`)
+	row := `#live-rows .row[data-call-id="` + fmt.Sprint(rec["id"]) + `"]`
+	b.visible(row + `[data-state="success"]`)
 	b.shot("with-token")
+	// The token is the key named default: the call's row, and its task,
+	// name their caller.
+	if got := uiEval[string](b, `document.querySelector('`+row+` .c-what').textContent`); got != "builtin__list_directory · default" {
+		t.Errorf("the live row names %q", got)
+	}
+	b.do(chromedp.Navigate(s.url("/#tasks")))
+	task := `#tasks tr[data-task="` + fmt.Sprint(rec["task"]) + `"]`
+	b.visible(task)
+	if got := uiEval[string](b, `document.querySelector('`+task+` td.caller').textContent`); got != "default" {
+		t.Errorf("the task's caller shows as %q", got)
+	}
 }
 
 // Thousands of events: the page keeps up, stays responsive and keeps a

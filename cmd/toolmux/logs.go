@@ -241,13 +241,13 @@ func printTaskTable(a *app, tasks []tasklog.TaskSummary) {
 		return
 	}
 	tw := tabwriter.NewWriter(a.stdout, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tSTATUS\tSTARTED\tDURATION\tCALLS\tINPUT")
+	fmt.Fprintln(tw, "ID\tSTATUS\tCALLER\tSTARTED\tDURATION\tCALLS\tINPUT")
 	for _, t := range tasks {
 		calls := fmt.Sprint(t.Calls)
 		if t.Errors > 0 {
 			calls += fmt.Sprintf(" (%d failed)", t.Errors)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", t.ID, t.Status, t.Created.Local().Format(timeLayout),
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", t.ID, t.Status, orDash(t.Caller.String()), t.Created.Local().Format(timeLayout),
 			taskDuration(t.Created, t.Ended), calls, orDash(oneLine(t.Input, 60)))
 	}
 	tw.Flush()
@@ -316,6 +316,9 @@ func printTask(a *app, d *tasklog.TaskDetail) {
 	w := a.stdout
 	fmt.Fprintf(w, "task      %s\n", d.ID)
 	fmt.Fprintf(w, "status    %s\n", d.Status)
+	if d.Caller != nil {
+		fmt.Fprintf(w, "caller    %s (%s)\n", d.Caller.Name, d.Caller.Key)
+	}
 	fmt.Fprintf(w, "started   %s\n", d.Created.Local().Format(timeLayout))
 	if !d.Ended.IsZero() {
 		fmt.Fprintf(w, "ended     %s (%s)\n", d.Ended.Local().Format(timeLayout), taskDuration(d.Created, d.Ended))
@@ -357,6 +360,14 @@ func printTask(a *app, d *tasklog.TaskDetail) {
 	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	for _, r := range d.Calls {
 		state, kind, msg := callState(r)
+		if r.Caller != nil && (d.Caller == nil || r.Caller.Key != d.Caller.Key) {
+			// Made by another than the task's caller (one who sees
+			// everything): said, the rest of the line as usual.
+			if msg != "" {
+				msg = "; " + msg
+			}
+			msg = "by " + r.Caller.Name + msg
+		}
 		fmt.Fprintf(tw, "  %s\t%s\t%s/%s\t%s\t%s\t%s", r.Started.Local().Format("15:04:05.000"), orDash(r.Session),
 			r.Server, r.Tool, state, roundDuration(r.Duration), orDash(kind))
 		if msg != "" {

@@ -155,7 +155,20 @@ func stdioServe(t *testing.T, dir string) (*exec.Cmd, *testservers.SyncBuffer) {
 // getJSON decodes the answer of a GET to the process's API.
 func (p *serveProc) getJSON(t *testing.T, path string, v any) {
 	t.Helper()
-	resp, err := http.Get(p.url(path))
+	p.getAs(t, "", path, v)
+}
+
+// getAs is getJSON with a bearer token ("": none).
+func (p *serveProc) getAs(t *testing.T, token, path string, v any) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodGet, p.url(path), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}

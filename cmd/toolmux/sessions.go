@@ -45,7 +45,7 @@ func (s sessionLog) SessionStarted(ctx context.Context, sess gateway.Session) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, taskWriteTimeout)
 	defer cancel()
-	err := s.log.StartTask(ctx, tasklog.Task{ID: sess.Task, Created: sess.Started,
+	err := s.log.StartTask(ctx, tasklog.Task{ID: sess.Task, Created: sess.Started, Caller: sess.Caller,
 		Input: input,
 		Metadata: map[string]any{"kind": kind, "route": sess.Route, "protocol": sess.Protocol,
 			"client": map[string]any{"name": sess.ClientName, "version": sess.ClientVersion}}})

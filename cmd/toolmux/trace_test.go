@@ -180,7 +180,8 @@ func TestServeTraces(t *testing.T) {
 		if hex.EncodeToString(server.TraceId) != traceID || hex.EncodeToString(server.ParentSpanId) != clientSpan {
 			t.Errorf("%s: gateway span in trace %x under %x, want the client's %s under %s", name, server.TraceId, server.ParentSpanId, traceID, clientSpan)
 		}
-		if server.Kind != tracepb.Span_SPAN_KIND_SERVER || attr(server, "mcp.method.name") != "tools/call" || attr(server, "mcp.session.id") == "" {
+		if server.Kind != tracepb.Span_SPAN_KIND_SERVER || attr(server, "mcp.method.name") != "tools/call" || attr(server, "mcp.session.id") == "" ||
+			attr(server, "enduser.id") != "" { // no authentication: no caller
 			t.Errorf("%s: gateway span %v %v", name, server.Kind, server.Attributes)
 		}
 		tool := strings.TrimPrefix(strings.TrimPrefix(name, "web__"), "local__")

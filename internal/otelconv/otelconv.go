@@ -28,6 +28,9 @@ const (
 	NetworkTransport = attribute.Key("network.transport")
 	ServerAddress    = attribute.Key("server.address")
 	ErrorType        = attribute.Key("error.type")
+	// EndUserID is who made the request: the caller's key
+	// (identity.Caller.Key), never a credential.
+	EndUserID = attribute.Key("enduser.id")
 
 	Server   = attribute.Key("toolmux.server")
 	Task     = attribute.Key("toolmux.task.id")

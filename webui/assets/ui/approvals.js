@@ -98,6 +98,7 @@ export class Approvals {
     const el = h('article', {class: 'approval', dataset: {callId: item.id}},
       h('header', {},
         h('span', {class: 'mono name', text: `${item.server}__${item.tool}`}),
+        item.caller ? h('span', {class: 'caller', text: `asked by ${item.caller}`}) : null,
         item.task ? h('span', {class: 'task', text: `task ${item.task}`}) : null,
         waited),
       item.message || item.rule ? h('p', {class: 'why', text: item.message || `policy rule "${item.rule}"`}) : null,

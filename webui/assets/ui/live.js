@@ -189,6 +189,7 @@ export class Live {
     if (!e) return;
     e.server = d.server || e.server;
     e.tool = d.tool || e.tool;
+    if (d.caller) e.caller = d.caller; // who made the call (with authentication)
     if (d.batch) { e.batch = d.batch; e.index = d.index; }
     if (env.task) e.task = env.task;
     if (e.states.some((s) => s.id === env.id)) return;
@@ -266,6 +267,7 @@ export class Live {
     e.server = d.server || e.server;
     e.tool = d.tool || e.tool;
     if (d.arguments && e.args === undefined) e.args = d.arguments;
+    if (d.caller) e.caller = d.caller;
     e.approval = {...(e.approval || {}), message: d.message, rule: d.rule, asked: parseTime(env.time)};
     this.touch(e);
   }
@@ -597,8 +599,10 @@ export class Live {
       }
       default: break;
     }
-    setText(c.what, what);
-    c.what.title = what;
+    // The caller, when calls have one, after the tool: who asked for it.
+    const shown = e.kind === 'call' && e.caller ? `${what} · ${e.caller}` : what;
+    setText(c.what, shown);
+    c.what.title = shown;
     setText(c.detail, oneLine(detail, 240));
     if (e.kind === 'gap') this.gapButton(e);
     if (c.task.dataset.task !== e.task) {
@@ -610,7 +614,7 @@ export class Live {
       }
     }
     setText(c.dur, fmtDuration(this.elapsed(e)));
-    e.search = [e.kind, e.state, what, e.server, e.tool, e.task, e.callId, e.errKind, detail.slice(0, 500)].join(' ').toLowerCase();
+    e.search = [e.kind, e.state, what, e.server, e.tool, e.task, e.callId, e.caller, e.errKind, detail.slice(0, 500)].join(' ').toLowerCase();
     el.hidden = !this.matches(e);
     if (e.open) this.renderBody(e);
   }
@@ -644,7 +648,7 @@ export class Live {
     switch (e.kind) {
       case 'call': {
         parts.push(h('div', {class: 'kvs'},
-          kv('call', e.callId), kv('server', e.server), kv('tool', e.tool), kv('task', e.task),
+          kv('call', e.callId), kv('server', e.server), kv('tool', e.tool), kv('caller', e.caller), kv('task', e.task),
           kv('batch', e.batch ? `${e.batch} #${e.index}` : ''), kv('pid', e.pid)));
         if (e.states.length) {
           const chain = h('ol', {class: 'states'});

@@ -1,7 +1,7 @@
 // The gateway's MCP tasks (the io.modelcontextprotocol/tasks extension:
 // calls that outlived their request), from GET /api/mcp-tasks, below the
-// task list: each with its tool, status, times, and the session task it
-// belongs to (a link to it) and its call.
+// task list: each with its tool, status, caller, times, and the session
+// task it belongs to (a link to it) and its call.
 
 import {api} from './api.js';
 import {h, fmtDateTime, showError, truncate} from './util.js';
@@ -34,6 +34,7 @@ export class MCPTasks {
       h('td', {}, h('div', {class: 'mono', text: truncate(t.id, 40), title: t.id}),
         h('div', {class: 'muted', text: `${t.route || ''} ${t.tool}`})),
       h('td', {}, h('span', {class: `badge mcp-${t.status}`, text: t.status})),
+      h('td', {class: 'caller', text: t.caller ? t.caller.name : '–', title: t.caller ? t.caller.key : 'no caller (no authentication)'}),
       h('td', {class: 'when', text: fmtDateTime(t.created_at)}),
       h('td', {class: 'when', text: fmtDateTime(t.updated_at)}),
       h('td', {}, t.session

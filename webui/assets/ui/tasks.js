@@ -51,6 +51,7 @@ export class Tasks {
         }},
       h('td', {}, h('div', {class: 'mono', text: truncate(t.id, 40), title: t.id}), t.input ? h('div', {class: 'muted', text: truncate(t.input, 80)}) : null),
       h('td', {}, h('span', {class: `badge task-${t.status}`, text: t.status})),
+      h('td', {class: 'caller', text: t.caller ? t.caller.name : '–', title: t.caller ? t.caller.key : 'no caller (no authentication)'}),
       h('td', {class: 'when', text: fmtDateTime(t.created_at)}),
       h('td', {class: 'num', text: dur}),
       h('td', {class: 'num', text: String(t.calls ?? '')}),
@@ -133,7 +134,7 @@ export class Tasks {
         t.status === 'running' && this.onFollow ? h('button', {type: 'button', class: 'btn small follow', text: 'Follow live',
           title: 'Show this task\'s rows in the Live view as they happen', on: {click: () => this.onFollow(t.id)}}) : null),
       h('div', {class: 'kvs'},
-        kv('status', t.status), kv('started', fmtDateTime(t.created_at)),
+        kv('status', t.status), kv('caller', t.caller ? t.caller.name : ''), kv('started', fmtDateTime(t.created_at)),
         kv('ended', t.ended_at ? fmtDateTime(t.ended_at) : ''),
         kv('calls', (t.calls || []).length)),
     ];
