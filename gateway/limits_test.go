@@ -37,6 +37,9 @@ type limitsGateway struct {
 	calls   atomic.Int64
 	started chan struct{}
 	release chan struct{}
+	// sessions are the 2025-11-25 sessions opened by call, by route and
+	// token: a session is its caller's own.
+	sessions map[string]string
 }
 
 func newLimitsGateway(t *testing.T, ts tokens, lim *ratelimit.Limiter) *limitsGateway {
@@ -124,11 +127,25 @@ type limitedAnswer struct {
 // callCase is a way a tool call reaches the gateway: a route and an era,
 // or the API.
 type callCase struct {
-	name    string
-	route   string // "" for the API
-	tool    string // as the route names it
-	modern  bool
-	session string // a 2025-11-25 session of the route
+	name   string
+	route  string // "" for the API
+	tool   string // as the route names it
+	modern bool
+}
+
+// sessionID returns the id of the caller of token's 2025-11-25 session of
+// route, opening it the first time.
+func (lg *limitsGateway) sessionID(t *testing.T, route, token string) string {
+	t.Helper()
+	key := route + "\x00" + token
+	if id, ok := lg.sessions[key]; ok {
+		return id
+	}
+	if lg.sessions == nil {
+		lg.sessions = map[string]string{}
+	}
+	lg.sessions[key] = lg.session(t, route, token).ID()
+	return lg.sessions[key]
 }
 
 // call makes one call of c as the caller of token.
@@ -147,7 +164,7 @@ func (lg *limitsGateway) call(t *testing.T, c callCase, token string) limitedAns
 		header.Set("Mcp-Name", c.tool)
 	default:
 		body = fmt.Sprintf(`{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":%q,"arguments":{}}}`, c.tool)
-		header.Set("Mcp-Session-Id", c.session)
+		header.Set("Mcp-Session-Id", lg.sessionID(t, c.route, token))
 		header.Set("Mcp-Protocol-Version", "2025-11-25")
 	}
 	req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
@@ -222,11 +239,6 @@ func TestGroupRateLimitOnEveryRoute(t *testing.T) {
 	}
 	lim := ratelimit.New(ratelimit.Options{Groups: groups})
 	lg := newLimitsGateway(t, ts, lim)
-	for i, c := range cases {
-		if c.route != "" && !c.modern {
-			cases[i].session = lg.session(t, c.route, "free").ID()
-		}
-	}
 	for i, c := range cases {
 		before := lg.calls.Load()
 		if a := lg.call(t, c, fmt.Sprint("a", i)); !a.admitted() {
@@ -305,9 +317,9 @@ func TestConcurrentLimit(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("the slow call did not start")
 	}
-	session := cs.ID()
+	lg.sessions = map[string]string{"/mcp\x00ann": cs.ID()}
 	cases := []callCase{
-		{name: "/mcp 2025-11-25", route: "/mcp", tool: "fx__sink", session: session},
+		{name: "/mcp 2025-11-25", route: "/mcp", tool: "fx__sink"},
 		{name: "/mcp 2026-07-28", route: "/mcp", tool: "fx__sink", modern: true},
 		{name: "passthrough 2026-07-28", route: "/servers/up/mcp", tool: "echo", modern: true},
 		{name: "API", tool: "sink"},
