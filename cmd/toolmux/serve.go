@@ -147,7 +147,14 @@ one more, 300ms after the last. See docs/operations.md.`,
 				}
 			}
 			if onHTTP && !gateway.IsLoopback(addr) && token == "" {
-				return usageError("refusing to listen on %s without a token: set --token or TOOLMUX_TOKEN, or listen on 127.0.0.1", addr)
+				// The configuration's issuers may guard it instead.
+				cfg, err := a.loadConfig()
+				if err != nil {
+					return err
+				}
+				if !guardedByConfig(cfg) {
+					return usageError("refusing to listen on %s without a token: set --token or TOOLMUX_TOKEN, or auth.issuers in the configuration (docs/identity.md), or listen on 127.0.0.1", addr)
+				}
 			}
 			// The address is taken before any server starts, so that a
 			// port in use is said at once.
@@ -296,10 +303,22 @@ one more, 300ms after the last. See docs/operations.md.`,
 					plural(cat.Len(), "tool"), cmp.Or(strings.Join(ts.Pinned, ", "), "none"))
 			}
 			sec.Loopback = gateway.IsLoopback(addr)
+			var h http.Handler
+			if onHTTP {
+				sa, err := a.gatewayAuth(ctx, rt.Config, token)
+				if err != nil {
+					return err
+				}
+				if !sec.Loopback && sa.auth.Verifier == nil {
+					// The file changed since it was checked above.
+					return usageError("refusing to listen on %s: nothing says who may call (--token, auth.issuers)", addr)
+				}
+				h = g.MuxAuth(sa.auth, sec)
+			}
 			if stdio {
 				var stopHTTP func()
 				if onHTTP {
-					stopHTTP = serveBeside(ctx, ln, g.Mux(token, sec))
+					stopHTTP = serveBeside(ctx, ln, h)
 					fmt.Fprintf(a.stderr, "toolmux: web page (approvals, live calls) at %s\n", pageURL(ln.Addr()))
 				}
 				// The transport ends with the signal: the session's end
@@ -329,7 +348,7 @@ one more, 300ms after the last. See docs/operations.md.`,
 				}
 				return nil
 			}
-			return a.serveHTTP(ctx, ln, g, g.Mux(token, sec), cat, s, shutdownTimeout)
+			return a.serveHTTP(ctx, ln, g, h, cat, s, shutdownTimeout)
 		},
 	}
 	search.flags(cmd)
