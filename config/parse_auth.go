@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"net"
 	"net/url"
-	"strings"
+	"regexp"
 
 	"go.yaml.in/yaml/v3"
 )
@@ -30,6 +30,9 @@ const (
 	maxAuthIssuers     = 100
 	maxAuthTimeoutSecs = 5 * 60
 )
+
+// envNameRE is the name of an environment variable, as a shell writes it.
+var envNameRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
 // auth reads the auth section.
 func (p *parser) auth(n *yaml.Node, kp string) Auth {
@@ -181,9 +184,11 @@ func (p *parser) introspection(n *yaml.Node, kp string) *Introspection {
 			in.ClientID, _ = p.text(e.v, fp)
 		case "client_secret_env":
 			env = e.v
-			if s, ok := p.text(e.v, fp); ok {
-				if !validEnvName(s) || strings.HasPrefix(s, "$") {
-					p.errAt(e.v, fp, "%s is not the name of an environment variable (write its name, such as IDP_CLIENT_SECRET, not its value)", quote(s))
+			// Not expanded, and not quoted back: what is written here by
+			// mistake may be the secret itself.
+			if s, ok := p.str(e.v, fp); ok {
+				if !envNameRE.MatchString(s) {
+					p.errAt(e.v, fp, "must be the name of an environment variable (letters, digits and _), such as IDP_CLIENT_SECRET: not the secret itself, nor ${...}")
 				} else {
 					in.ClientSecretEnv = s
 				}

@@ -12,6 +12,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/toolmux/toolmux/builtin"
+	"github.com/toolmux/toolmux/config"
 	"github.com/toolmux/toolmux/gateway"
 	"github.com/toolmux/toolmux/identity"
 	"github.com/toolmux/toolmux/manager"
@@ -144,4 +145,51 @@ func TestAuthOnEveryRoute(t *testing.T) {
 func postAuth(t *testing.T, url, token string) (int, string) {
 	t.Helper()
 	return postBody(t, url, `{"jsonrpc":"2.0","id":1,"method":"ping"}`, map[string]string{"Authorization": "Bearer " + token})
+}
+
+// AuthFromConfig: the auth section's issuers are the authorization
+// servers the metadata names; an issuer's audiences are accepted in its
+// own tokens only; the resource configured is the one tokens must name,
+// whatever Host the request has.
+func TestAuthFromConfig(t *testing.T) {
+	src, err := builtin.New(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := manager.New(manager.WithSource(src, manager.ServerOptions{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	g := gateway.New(m, gateway.Options{})
+	defer g.Close()
+	auth := gateway.AuthFromConfig(config.Auth{
+		Resource: "https://gw.example.com",
+		Issuers:  []config.Issuer{{Issuer: "https://a.example", Audiences: []string{"toolmux"}}, {Issuer: "https://b.example"}},
+		Scopes:   []string{"mcp"},
+	}, tokens{
+		"a-own":      {Subject: "u", Method: identity.MethodJWT, Issuer: "https://a.example", Audience: []string{"toolmux"}, Scopes: []string{"mcp"}},
+		"b-a's":      {Subject: "u", Method: identity.MethodJWT, Issuer: "https://b.example", Audience: []string{"toolmux"}, Scopes: []string{"mcp"}},
+		"b-resource": {Subject: "u", Method: identity.MethodJWT, Issuer: "https://b.example", Audience: []string{"https://gw.example.com/"}, Scopes: []string{"mcp"}},
+	})
+	srv := httptest.NewServer(g.MuxAuth(auth, gateway.Security{Loopback: true}))
+	defer srv.Close()
+	for token, want := range map[string]int{"a-own": 200, "b-a's": 401, "b-resource": 200} {
+		if code, body := postAuth(t, srv.URL+"/mcp", token); code != want {
+			t.Errorf("%s: %d %s", token, code, body)
+		}
+	}
+	resp, err := http.Get(srv.URL + "/.well-known/oauth-protected-resource")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var md struct {
+		Resource             string   `json:"resource"`
+		AuthorizationServers []string `json:"authorization_servers"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&md); err != nil || md.Resource != "https://gw.example.com" ||
+		strings.Join(md.AuthorizationServers, " ") != "https://a.example https://b.example" {
+		t.Errorf("metadata: %v %+v", err, md)
+	}
 }
