@@ -7,7 +7,9 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -392,4 +394,48 @@ func TestServeAuthPagesHydra(t *testing.T) {
 			t.Errorf("exit %d: %s", r.code, r.stderr)
 		}
 	})
+}
+
+// The walk-through of docs/identity.md works as written, against Hydra:
+// its client registered as its curl says, its toolmux.yaml (the issuer's
+// address made the test's Hydra's), a request refused with the challenge
+// it shows, and served with the token the agent gets.
+func TestIdentityDocWalkthrough(t *testing.T) {
+	t.Parallel()
+	doc, err := os.ReadFile(filepath.Join("..", "..", "docs", "identity.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	yamlBlock := regexp.MustCompile("(?ms)^```yaml toolmux.yaml\n(.*?)^```$").FindSubmatch(doc)
+	clientJSON := regexp.MustCompile(`(?s)/admin/clients -H 'Content-Type: application/json' -d '(\{.*?\})'`).FindSubmatch(doc)
+	challenge := regexp.MustCompile(`# Www-Authenticate: (.*)`).FindSubmatch(doc)
+	if yamlBlock == nil || clientJSON == nil || challenge == nil {
+		t.Fatal("the walk-through's toolmux.yaml, client or challenge not found")
+	}
+	var client struct {
+		ID       string   `json:"client_id"`
+		Secret   string   `json:"client_secret"`
+		Scope    string   `json:"scope"`
+		Audience []string `json:"audience"`
+	}
+	if err := json.Unmarshal(clientJSON[1], &client); err != nil {
+		t.Fatal(err)
+	}
+	h := testservers.StartHydra(t)
+	h.CreateClient(t, testservers.HydraClient{ID: client.ID, Secret: client.Secret, Scope: client.Scope, Audience: client.Audience})
+	dir := workspace(t, strings.ReplaceAll(string(yamlBlock[1]), "http://127.0.0.1:4444", h.Issuer))
+	p := startServeProc(t, dir, "")
+	if !strings.Contains(p.stderr.String(), "accepting access tokens of "+h.Issuer) {
+		t.Errorf("serve did not say it accepts Hydra's tokens:\n%s", p.stderr.String())
+	}
+	// The resource of the file (port 8931) is the gateway's, whatever
+	// port this one has: the challenge names it.
+	a := ask(t, "http://"+p.addr, "/api/tools", "")
+	if a.status != http.StatusUnauthorized || a.challenge != string(challenge[1]) {
+		t.Errorf("without a token: %d %q, the doc says %q", a.status, a.challenge, challenge[1])
+	}
+	tok := h.Token(t, client.ID, client.Secret, client.Audience[0], client.Scope)
+	if a := ask(t, "http://"+p.addr, "/api/tools", tok); a.status != http.StatusOK {
+		t.Errorf("with the agent's token: %+v", a)
+	}
 }
