@@ -172,3 +172,29 @@ func TestReloadKeepsSubscriptions(t *testing.T) {
 		t.Errorf("reload said %v, in use %+v", res.Unchanged, rt.CurrentConfig().Subscriptions)
 	}
 }
+
+// auth (who may call the gateway, its verifiers made at start) is
+// reported by a reload that changes it, and kept as in use.
+func TestReloadKeepsAuth(t *testing.T) {
+	ctx := context.Background()
+	parse := func(body string) *config.Config {
+		t.Helper()
+		cfg, err := config.ParseWith("toolmux.yaml", []byte(body), config.Options{Dir: t.TempDir()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cfg
+	}
+	rt, err := toolmux.Open(ctx, parse("builtin: {enabled: false}\nauth: {issuers: [{issuer: https://a.example}]}\n"), toolmux.Options{NoTaskLog: true, NoAgents: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rt.Close(ctx)
+	res, err := rt.Reload(ctx, parse("builtin: {enabled: false}\nauth: {issuers: [{issuer: https://b.example}]}\n"), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if in := rt.CurrentConfig().Auth; !slices.Equal(res.Unchanged, []string{"auth"}) || len(in.Issuers) != 1 || in.Issuers[0].Issuer != "https://a.example" {
+		t.Errorf("reload said %v, in use %+v", res.Unchanged, in)
+	}
+}

@@ -100,7 +100,12 @@ appear and clients are told the tool list changed.
 
 Listening beyond loopback requires a bearer token (--token or TOOLMUX_TOKEN;
 a blank one is refused, one shorter than 16 characters warned about);
-clients then send "Authorization: Bearer TOKEN". On loopback, requests must
+clients then send "Authorization: Bearer TOKEN". With auth.issuers in the
+configuration, clients may send instead an access token of a trusted
+identity provider (checked against its keys, or introspected; its audience,
+expiry and scopes checked), and serve may listen beyond loopback without
+--token; a refusal names the protected resource metadata, which names the
+provider. See docs/identity.md. On loopback, requests must
 be addressed to localhost, 127.0.0.1 or [::1] (--allowed-host adds names),
 which stops web pages from reaching the gateway through DNS rebinding.
 Browser requests from another origin are refused unless --allowed-origin
