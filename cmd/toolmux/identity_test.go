@@ -7,15 +7,19 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/modelcontextprotocol/go-sdk/oauthex"
 
 	"github.com/toolmux/toolmux/internal/llmtest"
 	"github.com/toolmux/toolmux/internal/testservers"
@@ -201,6 +205,13 @@ func TestServeAuthHydra(t *testing.T) {
 				t.Errorf("%s with %s: %+v", route, what, a)
 			}
 		}
+	}
+	// Asked with resource= (RFC 8707), as MCP clients ask: Hydra 2.3.0
+	// does not implement it, and its token names no audience, which the
+	// gateway refuses (docs/identity.md says so).
+	noAud := h.TokenForm(t, "agent", hydraSecret, url.Values{"resource": {gwResource}, "scope": {"mcp"}})
+	if a := ask(t, base, "/mcp", noAud); !authRefused(a, "/mcp", false) || !strings.Contains(a.challenge, "no audience") {
+		t.Errorf("a token asked with resource=: %+v", a)
 	}
 	// A token without the scope the gateway requires: 403.
 	reader := h.Token(t, "reader", hydraSecret, gwResource, "read")
@@ -437,5 +448,31 @@ func TestIdentityDocWalkthrough(t *testing.T) {
 	tok := h.Token(t, client.ID, client.Secret, client.Audience[0], client.Scope)
 	if a := ask(t, "http://"+p.addr, "/api/tools", tok); a.status != http.StatusOK {
 		t.Errorf("with the agent's token: %+v", a)
+	}
+}
+
+// An MCP client that speaks OAuth, the Go SDK's, follows the challenge:
+// the route's protected resource metadata (checked against the URL it
+// asked, RFC 9728) names Hydra, and Hydra's metadata is found from it.
+func TestServeAuthDiscoveryHydra(t *testing.T) {
+	t.Parallel()
+	h := testservers.StartHydra(t)
+	// No resource: the gateway's is its address, as the client reaches it.
+	cfg := fmt.Sprintf("auth:\n  issuers:\n    - issuer: %s\n  scopes: [mcp]\n", h.Issuer)
+	p := startServeProc(t, workspace(t, cfg), "")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	a := ask(t, "http://"+p.addr, "/mcp", "")
+	challenges, err := oauthex.ParseWWWAuthenticate([]string{a.challenge})
+	if err != nil || len(challenges) != 1 || challenges[0].Params["resource_metadata"] == "" {
+		t.Fatalf("challenge %q: %v %+v", a.challenge, err, challenges)
+	}
+	prm, err := oauthex.GetProtectedResourceMetadata(ctx, challenges[0].Params["resource_metadata"], p.url("/mcp"), http.DefaultClient)
+	if err != nil || prm == nil || len(prm.AuthorizationServers) != 1 || prm.AuthorizationServers[0] != h.Issuer || !slices.Equal(prm.ScopesSupported, []string{"mcp"}) {
+		t.Fatalf("protected resource metadata: %v %+v", err, prm)
+	}
+	asm, err := auth.GetAuthServerMetadata(ctx, prm.AuthorizationServers[0], http.DefaultClient)
+	if err != nil || asm == nil || asm.Issuer != h.Issuer || asm.TokenEndpoint != h.Issuer+"/oauth2/token" {
+		t.Fatalf("Hydra's metadata: %v %+v", err, asm)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -294,10 +295,19 @@ func (h *HydraServer) CreateClient(tb testing.TB, c HydraClient) {
 // grant, for audience (none: the token names none) and scope.
 func (h *HydraServer) Token(tb testing.TB, id, secret, audience, scope string) string {
 	tb.Helper()
-	form := url.Values{"grant_type": {"client_credentials"}, "scope": {scope}}
+	form := url.Values{"scope": {scope}}
 	if audience != "" {
 		form.Set("audience", audience)
 	}
+	return h.TokenForm(tb, id, secret, form)
+}
+
+// TokenForm gets an access token of client id by the client_credentials
+// grant, with the further parameters of form (resource, say).
+func (h *HydraServer) TokenForm(tb testing.TB, id, secret string, form url.Values) string {
+	tb.Helper()
+	form = maps.Clone(form)
+	form.Set("grant_type", "client_credentials")
 	var tok struct {
 		AccessToken string `json:"access_token"`
 	}
