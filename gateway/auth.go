@@ -4,7 +4,9 @@ import (
 	"context"
 	"crypto/subtle"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"slices"
 	"strings"
@@ -50,6 +52,10 @@ type Auth struct {
 	// Scopes must all be granted by a token (an API key is not held to
 	// them).
 	Scopes []string
+
+	// log receives why a credential could not be checked (MuxAuth sets
+	// the gateway's).
+	log *slog.Logger
 }
 
 // TokenAuth is the Auth of one static bearer token (serve --token): an
@@ -207,6 +213,14 @@ func (a Auth) refuse(w http.ResponseWriter, r *http.Request, kind routeKind, err
 		h.Set("Retry-After", "5")
 	}
 	msg := "toolmux: " + err.Error()
+	if e, ok := errors.AsType[*identity.Error](err); ok && k == identity.KindUnavailable {
+		// Why the issuer could not be asked (its address, the network's
+		// error) is for the operator, not for whoever sent the request.
+		msg = "toolmux: " + e.Message
+		if a.log != nil {
+			a.log.Warn("a credential could not be checked", "route", r.URL.Path, "error", err)
+		}
+	}
 	if kind == mcpRoute {
 		writeRPCError(w, status, nil, codeServerError, msg)
 		return

@@ -3,10 +3,13 @@ package gateway_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -193,3 +196,61 @@ func TestAuthFromConfig(t *testing.T) {
 		t.Errorf("metadata: %v %+v", err, md)
 	}
 }
+
+// unavailableVerifier cannot reach its issuer.
+type unavailableVerifier struct{}
+
+func (unavailableVerifier) Verify(context.Context, string) (*identity.Caller, error) {
+	return nil, &identity.Error{Kind: identity.KindUnavailable, Message: "the token cannot be checked now",
+		Err: errors.New(`Post "http://10.0.0.5:4445/admin/oauth2/introspect": dial tcp: connection refused`)}
+}
+
+// A credential that could not be checked gets 503 and Retry-After; why
+// (the issuer's address, the network's error) goes to the gateway's log,
+// not to whoever sent the request.
+func TestAuthUnavailableKeepsItsCause(t *testing.T) {
+	src, err := builtin.New(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := manager.New(manager.WithSource(src, manager.ServerOptions{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	var logged strings.Builder
+	var mu sync.Mutex
+	g := gateway.New(m, gateway.Options{API: http.NotFoundHandler(), Logger: slog.New(slog.NewTextHandler(writerFunc(func(b []byte) (int, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		return logged.Write(b)
+	}), nil))})
+	defer g.Close()
+	srv := httptest.NewServer(g.MuxAuth(gateway.Auth{Verifier: unavailableVerifier{}}, gateway.Security{Loopback: true}))
+	defer srv.Close()
+	for _, route := range []string{"/mcp", "/api/tools"} {
+		req, _ := http.NewRequest(http.MethodPost, srv.URL+route, strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"ping"}`))
+		req.Header.Set("Authorization", "Bearer some-opaque-token")
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") == "" ||
+			strings.Contains(string(body), "10.0.0.5") || strings.Contains(resp.Header.Get("WWW-Authenticate"), "10.0.0.5") || !strings.Contains(string(body), "cannot be checked now") {
+			t.Errorf("%s: %d %q %s", route, resp.StatusCode, resp.Header, body)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if !strings.Contains(logged.String(), "10.0.0.5:4445") || strings.Contains(logged.String(), "some-opaque-token") {
+		t.Errorf("the log: %s", logged.String())
+	}
+}
+
+type writerFunc func([]byte) (int, error)
+
+func (f writerFunc) Write(b []byte) (int, error) { return f(b) }

@@ -58,8 +58,10 @@ func (e *unavailableError) Error() string {
 func (e *unavailableError) Unwrap() error { return e.err }
 
 // unavailable is the refusal of a token whose issuer could not be asked.
+// Its message says no more (what failed, at which address, is in Err, for
+// the operator).
 func unavailable(err error) *Error {
-	return &Error{Kind: KindUnavailable, Message: "the token cannot be checked now", Err: err}
+	return &Error{Kind: KindUnavailable, Message: "the token cannot be checked now: its issuer did not answer; try again later", Err: err}
 }
 
 // discover returns the issuer's discovery document: OpenID Connect
