@@ -39,17 +39,8 @@ func (ts tokens) Verify(_ context.Context, token string) (*identity.Caller, erro
 // without a required scope gets 403 insufficient_scope; keys are not held
 // to audiences or scopes; the metadata itself needs no credential.
 func TestAuthOnEveryRoute(t *testing.T) {
-	src, err := builtin.New(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := manager.New(manager.WithSource(src, manager.ServerOptions{}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	g := gateway.New(m, gateway.Options{API: http.NotFoundHandler(), Metrics: http.NotFoundHandler(),
+	g := gateway.New(builtinManager(t), gateway.Options{API: http.NotFoundHandler(), Metrics: http.NotFoundHandler(),
 		Virtual: []gateway.Virtual{{Name: "v", Tools: []string{"builtin/*"}}}})
-	defer m.Close()
 	defer g.Close()
 	key := identity.NewKeySecret()
 	// The server's URL is the resource its tokens name: the handler is
@@ -155,15 +146,7 @@ func postAuth(t *testing.T, url, token string) (int, string) {
 // own tokens only; the resource configured is the one tokens must name,
 // whatever Host the request has.
 func TestAuthFromConfig(t *testing.T) {
-	src, err := builtin.New(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := manager.New(manager.WithSource(src, manager.ServerOptions{}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer m.Close()
+	m := builtinManager(t)
 	g := gateway.New(m, gateway.Options{})
 	defer g.Close()
 	auth := gateway.AuthFromConfig(config.Auth{
@@ -209,15 +192,7 @@ func (unavailableVerifier) Verify(context.Context, string) (*identity.Caller, er
 // (the issuer's address, the network's error) goes to the gateway's log,
 // not to whoever sent the request.
 func TestAuthUnavailableKeepsItsCause(t *testing.T) {
-	src, err := builtin.New(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := manager.New(manager.WithSource(src, manager.ServerOptions{}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer m.Close()
+	m := builtinManager(t)
 	var logged strings.Builder
 	var mu sync.Mutex
 	g := gateway.New(m, gateway.Options{API: http.NotFoundHandler(), Logger: slog.New(slog.NewTextHandler(writerFunc(func(b []byte) (int, error) {
@@ -254,3 +229,19 @@ func TestAuthUnavailableKeepsItsCause(t *testing.T) {
 type writerFunc func([]byte) (int, error)
 
 func (f writerFunc) Write(b []byte) (int, error) { return f(b) }
+
+// builtinManager is a manager of the built-in tools on a directory of the
+// test's own, closed when the test ends.
+func builtinManager(t *testing.T) *manager.Manager {
+	t.Helper()
+	src, err := builtin.New(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := manager.New(manager.WithSource(src, manager.ServerOptions{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Close() })
+	return m
+}
