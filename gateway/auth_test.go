@@ -39,8 +39,17 @@ func (ts tokens) Verify(_ context.Context, token string) (*identity.Caller, erro
 // without a required scope gets 403 insufficient_scope; keys are not held
 // to audiences or scopes; the metadata itself needs no credential.
 func TestAuthOnEveryRoute(t *testing.T) {
-	g := gateway.New(builtinManager(t), gateway.Options{API: http.NotFoundHandler(), Metrics: http.NotFoundHandler(),
+	src, err := builtin.New(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := manager.New(manager.WithSource(src, manager.ServerOptions{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := gateway.New(m, gateway.Options{API: http.NotFoundHandler(), Metrics: http.NotFoundHandler(),
 		Virtual: []gateway.Virtual{{Name: "v", Tools: []string{"builtin/*"}}}})
+	defer m.Close()
 	defer g.Close()
 	key := identity.NewKeySecret()
 	// The server's URL is the resource its tokens name: the handler is

@@ -21,8 +21,8 @@ import (
 // section.
 const (
 	DefaultClockSkew           = 60 * time.Second
-	DefaultCacheMaxAge         = 60 * time.Second
-	DefaultCacheMaxEntries     = 10_000
+	DefaultTokenCacheMaxAge    = 60 * time.Second
+	DefaultTokenCacheEntries   = 10_000
 	DefaultTimeout             = 10 * time.Second
 	DefaultJWKSRefetchInterval = 5 * time.Second
 	DefaultSubjectClaim        = "sub"
@@ -103,10 +103,10 @@ func (o TokenOptions) withDefaults() TokenOptions {
 		o.ClockSkew = DefaultClockSkew
 	}
 	if o.CacheMaxAge <= 0 {
-		o.CacheMaxAge = DefaultCacheMaxAge
+		o.CacheMaxAge = DefaultTokenCacheMaxAge
 	}
 	if o.CacheMaxEntries <= 0 {
-		o.CacheMaxEntries = DefaultCacheMaxEntries
+		o.CacheMaxEntries = DefaultTokenCacheEntries
 	}
 	if o.Timeout <= 0 {
 		o.Timeout = DefaultTimeout

@@ -31,13 +31,13 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 const gwAudience = "https://gw.test"
 
-// clock is a verifier's clock that a test moves: time passes without a
+// tokenClock is a verifier's clock that a test moves: time passes without a
 // test waiting for it.
-type clock struct{ off atomic.Int64 }
+type tokenClock struct{ off atomic.Int64 }
 
-func (c *clock) now() time.Time          { return time.Now().Add(time.Duration(c.off.Load())) }
-func (c *clock) advance(d time.Duration) { c.off.Add(int64(d)) }
-func (c *clock) set(d time.Duration)     { c.off.Store(int64(d)) }
+func (c *tokenClock) now() time.Time          { return time.Now().Add(time.Duration(c.off.Load())) }
+func (c *tokenClock) advance(d time.Duration) { c.off.Add(int64(d)) }
+func (c *tokenClock) set(d time.Duration)     { c.off.Store(int64(d)) }
 
 // counter is a transport to the issuers that counts the requests by path
 // and can be cut off.
@@ -93,7 +93,7 @@ func TestJWTOfHydra(t *testing.T) {
 	const secret = "agent-secret-0123456789"
 	h.CreateClient(t, testservers.HydraClient{ID: "agent", Secret: secret, Audience: []string{gwAudience, "https://other.test"}, Scope: "mcp read",
 		Claims: map[string]any{"groups": []string{"eng", "approvers"}, "name": "Build Agent"}})
-	ct, clk := newCounter(t), &clock{}
+	ct, clk := newCounter(t), &tokenClock{}
 	tokens := identity.NewTokens(identity.TokenOptions{Issuers: []identity.Issuer{{URL: h.Issuer}},
 		Claims: identity.Claims{Name: "ext.name", Groups: "ext.groups"}, Transport: ct, Now: clk.now, JWKSRefetchInterval: 30 * time.Minute})
 	if errs := tokens.Check(ctx); len(errs) > 0 {
@@ -346,7 +346,7 @@ func TestIntrospectionOfHydra(t *testing.T) {
 	h.CreateClient(t, testservers.HydraClient{ID: "robot", Secret: secret, Audience: []string{gwAudience}, Scope: "mcp", Opaque: true,
 		Claims: map[string]any{"groups": "eng, ops", "name": "Robot"}})
 	proxy := newIntrospectionProxy(t, h)
-	ct, clk := newCounter(t), &clock{}
+	ct, clk := newCounter(t), &tokenClock{}
 	opts := identity.TokenOptions{Issuers: []identity.Issuer{{URL: h.Issuer,
 		Introspection: &identity.IntrospectionClient{URL: proxy.URL, ClientID: gwClientID, ClientSecret: gwClientSecret}}},
 		Claims: identity.Claims{Name: "ext.name", Groups: "ext.groups"}, CacheMaxAge: time.Minute, Transport: ct, Now: clk.now}

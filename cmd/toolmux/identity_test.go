@@ -150,8 +150,8 @@ func tamper(t *testing.T, token string) string {
 	return parts[0] + "." + base64.RawURLEncoding.EncodeToString(b) + "." + parts[2]
 }
 
-// bearer is an HTTP client sending token on every request.
-func bearer(token string) *http.Client {
+// bearerClient is an HTTP client sending token on every request.
+func bearerClient(token string) *http.Client {
 	return &http.Client{Transport: roundTripFunc(func(r *http.Request) (*http.Response, error) {
 		r = r.Clone(r.Context())
 		r.Header.Set("Authorization", "Bearer "+token)
@@ -228,7 +228,7 @@ func TestServeAuthHydra(t *testing.T) {
 		if c.version != "" {
 			opts = &mcp.ClientSessionOptions{ProtocolVersion: c.version}
 		}
-		cs, err := mcp.NewClient(&mcp.Implementation{Name: "test"}, nil).Connect(ctx, &mcp.StreamableClientTransport{Endpoint: base + c.route, HTTPClient: bearer(good)}, opts)
+		cs, err := mcp.NewClient(&mcp.Implementation{Name: "test"}, nil).Connect(ctx, &mcp.StreamableClientTransport{Endpoint: base + c.route, HTTPClient: bearerClient(good)}, opts)
 		if err != nil {
 			t.Fatalf("%s %s: %v", c.route, c.version, err)
 		}

@@ -322,7 +322,7 @@ func (a *app) serveRun(ctx context.Context, addr, token string, rt *toolmux.Runt
 	if mx != nil {
 		mx.Watch(metricSources(rt, g, approvals, nil))
 	}
-	sa, err := a.gatewayAuth(ctx, rt.Config, token)
+	sa, err := a.withIssuers(ctx, rt.Config, gateway.TokenAuth(token), token, nil)
 	if err != nil {
 		ln.Close()
 		g.Close()

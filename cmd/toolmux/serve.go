@@ -310,7 +310,7 @@ one more, 300ms after the last. See docs/operations.md.`,
 			sec.Loopback = gateway.IsLoopback(addr)
 			var h http.Handler
 			if onHTTP {
-				sa, err := a.gatewayAuth(ctx, rt.Config, token)
+				sa, err := a.withIssuers(ctx, rt.Config, gateway.TokenAuth(token), token, nil)
 				if err != nil {
 					return err
 				}
