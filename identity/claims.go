@@ -53,14 +53,21 @@ func claimList(m map[string]any, name string) (list []string, ok bool) {
 	case string:
 		return strings.FieldsFunc(v, func(r rune) bool { return r == ' ' || r == ',' }), true
 	case []any:
-		for _, e := range v {
-			if s, ok := e.(string); ok && s != "" && !slices.Contains(list, s) {
-				list = append(list, s)
-			}
-		}
-		return list, true
+		return stringsOf(v), true
 	}
 	return nil, false
+}
+
+// stringsOf returns the non-empty strings of a JSON list, in order, each
+// once; other elements are ignored.
+func stringsOf(l []any) []string {
+	out := make([]string, 0, len(l))
+	for _, e := range l {
+		if s, ok := e.(string); ok && s != "" && !slices.Contains(out, s) {
+			out = append(out, s)
+		}
+	}
+	return out
 }
 
 // callerOf reads the caller of a token's claims m: its subject, name,
@@ -101,13 +108,7 @@ func scopesOf(m map[string]any) []string {
 	case string:
 		return strings.Fields(v)
 	case []any:
-		out := make([]string, 0, len(v))
-		for _, e := range v {
-			if s, ok := e.(string); ok && s != "" {
-				out = append(out, s)
-			}
-		}
-		return out
+		return stringsOf(v)
 	}
 	return nil
 }
@@ -118,13 +119,7 @@ func audienceOf(m map[string]any) []string {
 	case string:
 		return []string{v}
 	case []any:
-		out := make([]string, 0, len(v))
-		for _, e := range v {
-			if s, ok := e.(string); ok {
-				out = append(out, s)
-			}
-		}
-		return out
+		return stringsOf(v)
 	}
 	return nil
 }
