@@ -2,7 +2,8 @@
 #
 #   make serve   run the MCP gateway on the built-in tools of this directory
 #   make test    install the npm test peers and Debian's chromium (for the
-#                browser tests), then vet, run every test with -race, and run
+#                browser tests), build ORY Hydra (the identity tests' IdP),
+#                then vet, run every test with -race, and run
 #                each fuzz target briefly
 #   make bench   run the benchmarks recorded in BENCHMARKS.md
 
@@ -11,7 +12,7 @@ NPM     ?= npm
 PEERS   := testdata/npm
 STAMP   := $(PEERS)/node_modules/.installed
 
-.PHONY: all build serve test check peers browser fuzz bench clean
+.PHONY: all build serve test check peers browser idp fuzz bench clean
 
 # Fuzz targets (package:target), each run briefly by `make test`; their
 # corpora are committed under the packages' testdata/fuzz.
@@ -23,7 +24,7 @@ FUZZ := ./config:FuzzParse ./builtin:FuzzResolvePath ./internal/ringbuf:FuzzRing
         ./internal/jsonscan:FuzzScan ./internal/jsonscan:FuzzMembers ./internal/mcpwire:FuzzReadRequest ./mcpsource:FuzzDecodeAnswer ./tasklog:FuzzScan \
         ./stream:FuzzAppendJSON ./internal/toolglob:FuzzPattern ./internal/editdist:FuzzDistance \
         ./internal/jsonfloat:FuzzAppend ./fleet:FuzzReadRequests ./gateway:FuzzNewEra ./mcpsource:FuzzTaskSSE ./gateway:FuzzOpenState \
-        ./gateway:FuzzBearerToken
+        ./gateway:FuzzBearerToken ./identity:FuzzJWT ./identity:FuzzClaims
 FUZZTIME ?= 5s
 # Fuzz targets run this many at a time, sharing the cores (scripts/fuzz.sh).
 FUZZJOBS ?= 4
@@ -46,6 +47,12 @@ $(STAMP): $(PEERS)/package.json $(PEERS)/package-lock.json
 	cd $(PEERS) && $(NPM) ci --no-audit --no-fund --loglevel=error
 	touch $@
 
+# The identity provider the identity tests run against: ORY Hydra, built
+# from its module on the Go module proxy into the user's cache directory
+# (internal/testservers/hydra.go); a second run finds it there.
+idp:
+	$(GO) run ./internal/testservers/buildhydra
+
 # The browser the web UI's tests drive (chromedp): Debian's chromium. Test
 # tools may not download a browser of their own.
 CHROMIUM ?= /usr/bin/chromium
@@ -67,7 +74,7 @@ check:
 
 # TOOLMUX_REQUIRE_PEERS turns "peer not installed" skips into failures, so a
 # broken install cannot pass silently.
-test: peers browser check
+test: peers browser idp check
 	TOOLMUX_REQUIRE_PEERS=1 $(GO) test -race -count=1 -parallel $(PARALLEL) ./...
 	$(GO) test -count=1 -run 'Allocat' ./policy
 	$(MAKE) fuzz

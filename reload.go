@@ -87,6 +87,8 @@ func (rt *Runtime) Reload(ctx context.Context, cfg *config.Config, drain time.Du
 		{"virtual_servers", old.VirtualServers, cfg.VirtualServers},
 		{"mcp_tasks", old.MCPTasks, cfg.MCPTasks},
 		{"subscriptions", old.Subscriptions, cfg.Subscriptions},
+		// Held by the gateway's routes, made at start.
+		{"auth", old.Auth, cfg.Auth},
 	}
 	if !rt.noAgents {
 		fixed = append(fixed, []struct {
@@ -193,7 +195,7 @@ func (rt *Runtime) Reload(ctx context.Context, cfg *config.Config, drain time.Du
 	cfg.Limits.MaxDepth, cfg.Limits.MaxEventBytes = old.Limits.MaxDepth, old.Limits.MaxEventBytes
 	cfg.Policy.Persist, cfg.TaskLog, cfg.Passthrough = old.Policy.Persist, old.TaskLog, old.Passthrough
 	cfg.Pinning, cfg.ToolSearch, cfg.VirtualServers = old.Pinning, old.ToolSearch, old.VirtualServers
-	cfg.MCPTasks, cfg.Subscriptions = old.MCPTasks, old.Subscriptions
+	cfg.MCPTasks, cfg.Subscriptions, cfg.Auth = old.MCPTasks, old.Subscriptions, old.Auth
 	rt.current = cfg
 	return r, nil
 }

@@ -151,24 +151,45 @@ func TestRuntimeReloadRefusesNoServers(t *testing.T) {
 // start) is reported by a reload that changes it, and kept as in use.
 func TestReloadKeepsSubscriptions(t *testing.T) {
 	ctx := context.Background()
-	parse := func(body string) *config.Config {
-		t.Helper()
-		cfg, err := config.ParseWith("toolmux.yaml", []byte(body), config.Options{Dir: t.TempDir()})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return cfg
-	}
-	rt, err := toolmux.Open(ctx, parse("builtin: {enabled: false}\nsubscriptions: {max_listens: 10}\n"), toolmux.Options{NoTaskLog: true, NoAgents: true})
+	rt, err := toolmux.Open(ctx, parseIn(t, "builtin: {enabled: false}\nsubscriptions: {max_listens: 10}\n"), toolmux.Options{NoTaskLog: true, NoAgents: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer rt.Close(ctx)
-	res, err := rt.Reload(ctx, parse("builtin: {enabled: false}\nsubscriptions: {max_listens: 20, max_listens_per_client: 2}\n"), 0)
+	res, err := rt.Reload(ctx, parseIn(t, "builtin: {enabled: false}\nsubscriptions: {max_listens: 20, max_listens_per_client: 2}\n"), 0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if want := (config.Subscriptions{MaxListens: 10}); !slices.Equal(res.Unchanged, []string{"subscriptions"}) || rt.CurrentConfig().Subscriptions != want {
 		t.Errorf("reload said %v, in use %+v", res.Unchanged, rt.CurrentConfig().Subscriptions)
 	}
+}
+
+// auth (who may call the gateway, its verifiers made at start) is
+// reported by a reload that changes it, and kept as in use.
+func TestReloadKeepsAuth(t *testing.T) {
+	ctx := context.Background()
+	rt, err := toolmux.Open(ctx, parseIn(t, "builtin: {enabled: false}\nauth: {issuers: [{issuer: https://a.example}]}\n"), toolmux.Options{NoTaskLog: true, NoAgents: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rt.Close(ctx)
+	res, err := rt.Reload(ctx, parseIn(t, "builtin: {enabled: false}\nauth: {issuers: [{issuer: https://b.example}]}\n"), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if in := rt.CurrentConfig().Auth; !slices.Equal(res.Unchanged, []string{"auth"}) || len(in.Issuers) != 1 || in.Issuers[0].Issuer != "https://a.example" {
+		t.Errorf("reload said %v, in use %+v", res.Unchanged, in)
+	}
+}
+
+// parseIn parses a toolmux.yaml of body, relative paths in a directory of
+// the test's own.
+func parseIn(t *testing.T, body string) *config.Config {
+	t.Helper()
+	cfg, err := config.ParseWith("toolmux.yaml", []byte(body), config.Options{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg
 }

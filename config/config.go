@@ -113,6 +113,8 @@ type Config struct {
 	// serve's MCP routes (`subscriptions:`, docs/gateway.md "Listen
 	// streams").
 	Subscriptions Subscriptions
+	// Auth says who may call toolmux serve (`auth:`, docs/identity.md).
+	Auth Auth
 	// ToolSearch is tool search on toolmux serve's /mcp (`tool_search:`):
 	// only pinned tools and the meta-tools find_tools and call_tool are
 	// listed. The zero value is off.
@@ -667,4 +669,83 @@ type MCPTasks struct {
 type ToolThreshold struct {
 	Tools string
 	After time.Duration
+}
+
+// Auth is the `auth:` section: who may call toolmux serve
+// (docs/identity.md): access tokens of identity providers (the issuers),
+// checked as an OAuth resource server checks them, and the API keys. Zero
+// values mean the defaults of package identity; without the section (and
+// without --token) serve listens on loopback only, with no caller.
+type Auth struct {
+	// Resource is the gateway's canonical URL ("https://gw.example.com"):
+	// the audience its tokens must name, and what its protected resource
+	// metadata says; "" takes it from each request.
+	Resource string
+	// Issuers are the identity providers whose access tokens are
+	// accepted, in file order.
+	Issuers []Issuer
+	// Claims name the claims a caller is read from.
+	Claims Claims
+	// ClockSkew is how far exp, nbf and iat may be off the gateway's
+	// clock.
+	ClockSkew time.Duration
+	// Scopes must all be granted by a token (not by an API key).
+	Scopes []string
+	// AdminGroup is the group whose members see every caller's tasks,
+	// approvals and listings; ApproversGroup the group whose members
+	// answer approvals.
+	AdminGroup, ApproversGroup string
+	// Keys is the file of the API keys; "" for the default in the data
+	// directory.
+	Keys string
+	// TokenCache bounds the verified tokens (and introspection answers)
+	// kept, so that a token sent on every request is checked once.
+	TokenCache TokenCache
+	// Timeout bounds one request to an issuer (discovery, its keys,
+	// introspection).
+	Timeout time.Duration
+	// JWKSRefetchInterval is the least time between two fetches of an
+	// issuer's keys, which a token signed by a key not held makes.
+	JWKSRefetchInterval time.Duration
+}
+
+// Issuer is one identity provider of `auth.issuers`.
+type Issuer struct {
+	// Issuer is its issuer identifier, the iss of its tokens and the base
+	// of its discovery documents.
+	Issuer string
+	// JWKSURL is where its keys are; "" finds them by discovery.
+	JWKSURL string
+	// Audiences are further audiences its tokens may name instead of the
+	// gateway's resource.
+	Audiences []string
+	// Introspection, when set, checks its opaque tokens at its
+	// introspection endpoint (RFC 7662).
+	Introspection *Introspection
+}
+
+// Introspection is how an issuer's opaque tokens are introspected.
+type Introspection struct {
+	// URL is the introspection endpoint; "" finds it by discovery.
+	URL string
+	// ClientID and ClientSecretEnv authenticate the gateway there
+	// (client_secret_basic); the secret is read from the environment
+	// variable named, never from the file. Both empty: no client
+	// authentication.
+	ClientID, ClientSecretEnv string
+}
+
+// Claims names the claims of a token a caller is read from; "" means the
+// default of package identity.
+type Claims struct {
+	Subject, Name, Groups string
+}
+
+// TokenCache is `auth.token_cache`.
+type TokenCache struct {
+	// MaxAge is the longest a verified token (or an introspection's
+	// answer) is kept, however long the token lives.
+	MaxAge time.Duration
+	// MaxEntries bounds the tokens kept; the oldest goes first.
+	MaxEntries int
 }

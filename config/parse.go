@@ -32,7 +32,7 @@ import (
 // order is also the order "expected one of" lists them in.
 var topKeys = []string{"workspace", "data_dir", "builtin", "connect_timeout", "timeout",
 	"allow", "deny", "retry", "circuit_breaker", "health_check", "servers", "mcpServers", "pipeline", "policy", "task_log",
-	"pinning", "limits", "model", "agent", "agents", "passthrough", "reissue", "subscriptions", "tool_search", "virtual_servers", "telemetry", "mcp_tasks", "rate_limits"}
+	"pinning", "limits", "model", "agent", "agents", "passthrough", "reissue", "subscriptions", "tool_search", "virtual_servers", "telemetry", "mcp_tasks", "rate_limits", "auth"}
 
 type parser struct {
 	file   string
@@ -337,6 +337,8 @@ func (p *parser) topLevel(e entry, cfg *Config, agents *agentDecls) {
 		cfg.Reissue = p.reissue(e.v, kp)
 	case "subscriptions":
 		cfg.Subscriptions = p.subscriptions(e.v, kp)
+	case "auth":
+		cfg.Auth = p.auth(e.v, kp)
 	case "tool_search":
 		cfg.ToolSearch = p.toolSearch(e.v, kp)
 	case "virtual_servers":

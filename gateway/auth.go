@@ -4,7 +4,9 @@ import (
 	"context"
 	"crypto/subtle"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"slices"
 	"strings"
@@ -12,6 +14,7 @@ import (
 	sdkauth "github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/oauthex"
 
+	"github.com/toolmux/toolmux/config"
 	"github.com/toolmux/toolmux/identity"
 )
 
@@ -43,6 +46,9 @@ type Auth struct {
 	// Audiences are accepted in a token's aud besides the resource and
 	// the route's URL.
 	Audiences []string
+	// IssuerAudiences are accepted in the aud of a token of the issuer
+	// they are keyed by (its Caller.Issuer), besides Audiences.
+	IssuerAudiences map[string][]string
 	// Scopes must all be granted by a token (an API key is not held to
 	// them).
 	Scopes []string
@@ -51,6 +57,10 @@ type Auth struct {
 	// Verifier. serve sets it when it starts with no API key and no
 	// token, so that the first key added turns authentication on.
 	Required func() bool
+
+	// log receives why a credential could not be checked (MuxAuth sets
+	// the gateway's).
+	log *slog.Logger
 }
 
 // TokenAuth is the Auth of one static bearer token (serve --token): an
@@ -86,6 +96,25 @@ func (s *staticToken) Verify(_ context.Context, token string) (*identity.Caller,
 		return nil, &identity.Error{Kind: identity.KindInvalid, Message: "wrong bearer token"}
 	}
 	return &identity.Caller{Subject: identity.KeySubject("default"), Name: "default", Groups: []string{AdminGroup}, Method: identity.MethodKey}, nil
+}
+
+// AuthFromConfig is the Auth of the `auth:` section (docs/identity.md):
+// its resource, its issuers (the authorization servers the protected
+// resource metadata names) and the audiences each accepts, its scopes;
+// credentials verified by v, which the caller builds from the section
+// (identity.FromConfig, the API keys, --token).
+func AuthFromConfig(c config.Auth, v identity.Verifier) Auth {
+	a := Auth{Verifier: v, Resource: c.Resource, Scopes: c.Scopes}
+	for _, is := range c.Issuers {
+		a.AuthorizationServers = append(a.AuthorizationServers, is.Issuer)
+		if len(is.Audiences) > 0 {
+			if a.IssuerAudiences == nil {
+				a.IssuerAudiences = map[string][]string{}
+			}
+			a.IssuerAudiences[is.Issuer] = is.Audiences
+		}
+	}
+	return a
 }
 
 // AdminGroup is the group whose members see everything (every caller's
@@ -158,7 +187,7 @@ func (a Auth) verify(r *http.Request) (*identity.Caller, error) {
 	base := a.resourceOf(r)
 	ok = slices.ContainsFunc(c.Audience, func(aud string) bool {
 		aud = strings.TrimSuffix(aud, "/")
-		return aud == base || aud == base+r.URL.Path || slices.Contains(a.Audiences, aud)
+		return aud == base || aud == base+r.URL.Path || slices.Contains(a.Audiences, aud) || slices.Contains(a.IssuerAudiences[c.Issuer], aud)
 	})
 	if !ok {
 		return nil, &identity.Error{Kind: identity.KindAudience, Message: fmt.Sprintf(
@@ -207,6 +236,14 @@ func (a Auth) refuse(w http.ResponseWriter, r *http.Request, kind routeKind, err
 		h.Set("Retry-After", "5")
 	}
 	msg := "toolmux: " + err.Error()
+	if e, ok := errors.AsType[*identity.Error](err); ok && k == identity.KindUnavailable {
+		// Why the issuer could not be asked (its address, the network's
+		// error) is for the operator, not for whoever sent the request.
+		msg = "toolmux: " + e.Message
+		if a.log != nil {
+			a.log.Warn("a credential could not be checked", "route", r.URL.Path, "error", err)
+		}
+	}
 	if kind == mcpRoute {
 		writeRPCError(w, status, nil, codeServerError, msg)
 		return

@@ -64,6 +64,7 @@ func (g *Gateway) Mux(token string, sec Security) http.Handler {
 // to the API. Any other client gets the plain-text index of the endpoints
 // at /, behind the credential like the rest (it names the servers).
 func (g *Gateway) MuxAuth(auth Auth, sec Security) http.Handler {
+	auth.log = g.log
 	mux := http.NewServeMux()
 	mcp := func(h http.Handler) http.Handler { return auth.authenticate(mcpRoute, h) }
 	api := func(h http.Handler) http.Handler { return auth.authenticate(apiRoute, h) }

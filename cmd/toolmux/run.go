@@ -181,8 +181,8 @@ func (a *app) runTask(ctx context.Context, task string, f runFlags) error {
 	if f.metrics && f.serve == "" {
 		return usageError("--metrics needs --serve ADDR: the metrics are served there, at /metrics")
 	}
-	if f.serve != "" && !gateway.IsLoopback(f.serve) && token == "" {
-		return usageError("refusing to serve on %s without a token: set --token or TOOLMUX_TOKEN, or use 127.0.0.1", f.serve)
+	if f.serve != "" && !gateway.IsLoopback(f.serve) && token == "" && !guardedByConfig(cfg) {
+		return usageError("refusing to serve on %s without a token: set --token or TOOLMUX_TOKEN, or auth.issuers in the configuration (docs/identity.md), or use 127.0.0.1", f.serve)
 	}
 	// Approvals: the terminal when there is one (stdin is free: the task
 	// is an argument), else the web UI with --serve, else nobody.
@@ -322,7 +322,13 @@ func (a *app) serveRun(ctx context.Context, addr, token string, rt *toolmux.Runt
 	if mx != nil {
 		mx.Watch(metricSources(rt, g, approvals, nil))
 	}
-	stopHTTP := serveBeside(ctx, ln, g.Mux(token, gateway.Security{Loopback: gateway.IsLoopback(addr)}))
+	sa, err := a.withIssuers(ctx, rt.Config, gateway.TokenAuth(token), token, nil)
+	if err != nil {
+		ln.Close()
+		g.Close()
+		return nil, err
+	}
+	stopHTTP := serveBeside(ctx, ln, g.MuxAuth(sa.auth, gateway.Security{Loopback: gateway.IsLoopback(addr)}))
 	fmt.Fprintf(a.stderr, "toolmux: watch the run at %s\n", page.url)
 	return func() {
 		stopHTTP()

@@ -106,7 +106,12 @@ API key (toolmux keys add NAME); clients then send "Authorization: Bearer
 TOKEN" (or KEY). With API keys in the data directory, every request must
 carry one (or the token); keys added and revoked apply within a second,
 without a restart, and a serve started without any asks for one from the
-first key added (docs/identity-keys.md). On loopback, requests must
+first key added. With auth.issuers in the configuration, clients may send
+instead an access token of a trusted identity provider (checked against its
+keys, or introspected; its audience, expiry and scopes checked), and serve
+may listen beyond loopback without --token; a refusal names the protected
+resource metadata, which names the provider. See docs/identity.md. On
+loopback, requests must
 be addressed to localhost, 127.0.0.1 or [::1] (--allowed-host adds names),
 which stops web pages from reaching the gateway through DNS rebinding.
 Browser requests from another origin are refused unless --allowed-origin
@@ -160,7 +165,14 @@ one more, 300ms after the last. See docs/operations.md.`,
 				}
 			}
 			if onHTTP && !gateway.IsLoopback(addr) && token == "" && !hasKeys(keys) {
-				return usageError("refusing to listen on %s without a token: set --token or TOOLMUX_TOKEN, add an API key (toolmux keys add NAME), or listen on 127.0.0.1", addr)
+				// The configuration's issuers may guard it instead.
+				cfg, err := a.loadConfig()
+				if err != nil {
+					return err
+				}
+				if !guardedByConfig(cfg) {
+					return usageError("refusing to listen on %s without a token: set --token or TOOLMUX_TOKEN, add an API key (toolmux keys add NAME), or auth.issuers in the configuration (docs/identity.md), or listen on 127.0.0.1", addr)
+				}
 			}
 			// The address is taken before any server starts, so that a
 			// port in use is said at once.
@@ -313,11 +325,26 @@ one more, 300ms after the last. See docs/operations.md.`,
 					plural(cat.Len(), "tool"), cmp.Or(strings.Join(ts.Pinned, ", "), "none"))
 			}
 			sec.Loopback = gateway.IsLoopback(addr)
-			auth := a.gatewayAuth(keys, token)
+			var h http.Handler
+			if onHTTP {
+				var kv identity.Verifier // a nil *StoreKeys is no verifier
+				if keys != nil {
+					kv = keys
+				}
+				sa, err := a.withIssuers(ctx, rt.Config, a.gatewayAuth(keys, token), token, kv)
+				if err != nil {
+					return err
+				}
+				if !sec.Loopback && sa.auth.Verifier == nil {
+					// The file changed since it was checked above.
+					return usageError("refusing to listen on %s: nothing says who may call (--token, an API key, auth.issuers)", addr)
+				}
+				h = g.MuxAuth(sa.auth, sec)
+			}
 			if stdio {
 				var stopHTTP func()
 				if onHTTP {
-					stopHTTP = serveBeside(ctx, ln, g.MuxAuth(auth, sec))
+					stopHTTP = serveBeside(ctx, ln, h)
 					fmt.Fprintf(a.stderr, "toolmux: web page (approvals, live calls) at %s\n", pageURL(ln.Addr()))
 				}
 				// The transport ends with the signal: the session's end
@@ -347,7 +374,7 @@ one more, 300ms after the last. See docs/operations.md.`,
 				}
 				return nil
 			}
-			return a.serveHTTP(ctx, ln, g, g.MuxAuth(auth, sec), cat, s, shutdownTimeout)
+			return a.serveHTTP(ctx, ln, g, h, cat, s, shutdownTimeout)
 		},
 	}
 	search.flags(cmd)
