@@ -17,7 +17,7 @@ import (
 	"github.com/toolmux/toolmux/tool"
 )
 
-// API keys (docs/identity-keys.md): named secrets with groups, for
+// API keys (docs/identity.md): named secrets with groups, for
 // callers without an identity provider, kept hashed in the data
 // directory's keys.json. `toolmux keys` writes the store; serve verifies
 // with it, following the file while it runs.
@@ -39,7 +39,7 @@ never again.
 A toolmux serve with keys requires one (or its --token) on every route,
 and may listen beyond loopback without --token. A running serve sees keys
 added, replaced and revoked within a second, without a restart.
-See docs/identity-keys.md.
+See docs/identity.md.
 
 Exit status: 0 success; 1 no key of that name, a key of that name
 already, or a key store that cannot be used (its file named); 2 usage or

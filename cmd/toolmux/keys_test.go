@@ -133,11 +133,11 @@ func TestKeysCommands(t *testing.T) {
 	if strings.Contains(r.stdout, "sha256") || strings.Contains(r.stdout, "tmx_") {
 		t.Errorf("list --json shows a key or a hash: %s", r.stdout)
 	}
-	// The example of docs/identity-keys.md has the fields sent, no other.
+	// The example of docs/identity.md has the fields sent, no other.
 	var doc []map[string]any
 	docExample(t, "<!-- output: toolmux keys list --json -->", &doc)
 	if len(doc) == 0 || !sameKeys(doc[0], listed[0]) {
-		t.Errorf("docs/identity-keys.md shows %v, keys list --json says %v", doc, listed[0])
+		t.Errorf("docs/identity.md shows %v, keys list --json says %v", doc, listed[0])
 	}
 
 	for _, c := range []struct {
@@ -308,7 +308,7 @@ func TestServeWithAPIKeys(t *testing.T) {
 	if c := callerOf(t, p, key); c == nil || c.Name != "ci" || !slices.Equal(c.Groups, []string{"dev"}) || c.Method != "key" {
 		t.Errorf("the key's caller: %+v", c)
 	}
-	// The example of docs/identity-keys.md: the caller's fields as sent.
+	// The example of docs/identity.md: the caller's fields as sent.
 	var doc, real struct{ Caller map[string]any }
 	docExample(t, "<!-- response: GET /api/info with the key ci -->", &doc)
 	resp, err = bearer(key).Get(p.url("/api/info"))
@@ -318,7 +318,7 @@ func TestServeWithAPIKeys(t *testing.T) {
 	err = json.NewDecoder(resp.Body).Decode(&real)
 	resp.Body.Close()
 	if err != nil || !sameKeys(doc.Caller, real.Caller) || doc.Caller["name"] != real.Caller["name"] || doc.Caller["method"] != real.Caller["method"] {
-		t.Errorf("docs/identity-keys.md shows the caller %v, /api/info says %v (%v)", doc.Caller, real.Caller, err)
+		t.Errorf("docs/identity.md shows the caller %v, /api/info says %v (%v)", doc.Caller, real.Caller, err)
 	}
 	if c := callerOf(t, p, token); c == nil || c.Name != "default" || !slices.Equal(c.Groups, []string{"admin"}) {
 		t.Errorf("the token's caller: %+v", c)
@@ -471,17 +471,17 @@ func regexpMatch(pattern, s string) bool { return regexp.MustCompile(pattern).Ma
 func sha256Of(s string) [sha256.Size]byte { return sha256.Sum256([]byte(s)) }
 
 // docExample decodes the JSON block that follows marker in
-// docs/identity-keys.md.
+// docs/identity.md.
 func docExample(t *testing.T, marker string, v any) {
 	t.Helper()
-	doc, err := os.ReadFile(filepath.Join("..", "..", "docs", "identity-keys.md"))
+	doc, err := os.ReadFile(filepath.Join("..", "..", "docs", "identity.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	_, after, ok := strings.Cut(string(doc), marker+"\n```json\n")
 	block, _, ok2 := strings.Cut(after, "```")
 	if !ok || !ok2 {
-		t.Fatalf("docs/identity-keys.md has no example after %s", marker)
+		t.Fatalf("docs/identity.md has no example after %s", marker)
 	}
 	if err := json.Unmarshal([]byte(block), v); err != nil {
 		t.Fatalf("the example after %s: %v", marker, err)
