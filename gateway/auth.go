@@ -66,11 +66,15 @@ type Auth struct {
 // TokenAuth is the Auth of one static bearer token (serve --token): an
 // API key named "default" in group admin, which sees everything, as the
 // holder of the token always did.
-func TokenAuth(token string) Auth {
+func TokenAuth(token string) Auth { return TokenAuthIn(token, AdminGroup) }
+
+// TokenAuthIn is TokenAuth whose caller is in group (the admin group
+// auth.admin_group names).
+func TokenAuthIn(token, group string) Auth {
 	if token == "" {
 		return Auth{}
 	}
-	return Auth{Verifier: &staticToken{want: []byte(token)}}
+	return Auth{Verifier: &staticToken{want: []byte(token), group: group}}
 }
 
 // TokenVerifier verifies the static token of serve --token among other
@@ -78,7 +82,13 @@ func TokenAuth(token string) Auth {
 // other credential is not its own (identity.ErrNotMine), for the next
 // verifier to know.
 func TokenVerifier(token string) identity.Verifier {
-	return &staticToken{want: []byte(token), amongOthers: true}
+	return TokenVerifierIn(token, AdminGroup)
+}
+
+// TokenVerifierIn is TokenVerifier whose caller is in group (the admin
+// group auth.admin_group names).
+func TokenVerifierIn(token, group string) identity.Verifier {
+	return &staticToken{want: []byte(token), amongOthers: true, group: group}
 }
 
 // staticToken verifies the one token of TokenAuth, compared in constant
@@ -86,6 +96,7 @@ func TokenVerifier(token string) identity.Verifier {
 type staticToken struct {
 	want        []byte
 	amongOthers bool
+	group       string // "": AdminGroup
 }
 
 func (s *staticToken) Verify(_ context.Context, token string) (*identity.Caller, error) {
@@ -95,7 +106,11 @@ func (s *staticToken) Verify(_ context.Context, token string) (*identity.Caller,
 		}
 		return nil, &identity.Error{Kind: identity.KindInvalid, Message: "wrong bearer token"}
 	}
-	return &identity.Caller{Subject: identity.KeySubject("default"), Name: "default", Groups: []string{AdminGroup}, Method: identity.MethodKey}, nil
+	group := s.group
+	if group == "" {
+		group = AdminGroup
+	}
+	return &identity.Caller{Subject: identity.KeySubject("default"), Name: "default", Groups: []string{group}, Method: identity.MethodKey}, nil
 }
 
 // AuthFromConfig is the Auth of the `auth:` section (docs/identity.md):

@@ -12,6 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/toolmux/toolmux/config"
 	"github.com/toolmux/toolmux/gateway"
 	"github.com/toolmux/toolmux/identity"
 	"github.com/toolmux/toolmux/tool"
@@ -24,6 +25,18 @@ import (
 
 // keysPath is where the data directory keeps the API keys.
 func keysPath(dataDir string) string { return filepath.Join(dataDir, "keys.json") }
+
+// keysFile is the API key store of cfg: auth.keys when it names one,
+// else keys.json in the data directory ("" when there is none).
+func (a *app) keysFile(cfg *config.Config) string {
+	if cfg.Auth.Keys != "" {
+		return cfg.Auth.Keys
+	}
+	if dir := a.resolveDataDir(cfg); dir != "" {
+		return keysPath(dir)
+	}
+	return ""
+}
 
 func (a *app) keysCommand() *cobra.Command {
 	cmd := &cobra.Command{
@@ -190,11 +203,11 @@ func (a *app) keyStore() (*identity.KeyStore, error) {
 	if err != nil {
 		return nil, err
 	}
-	dir := a.resolveDataDir(cfg)
-	if dir == "" {
-		return nil, usageError("no data directory to keep API keys in: pass --data-dir or set data_dir in the configuration")
+	path := a.keysFile(cfg)
+	if path == "" {
+		return nil, usageError("no data directory to keep API keys in: pass --data-dir or set data_dir (or auth.keys) in the configuration")
 	}
-	return identity.NewKeyStore(keysPath(dir)), nil
+	return identity.NewKeyStore(path), nil
 }
 
 // keysError is the exit of a keys command whose store refused: 1, in the
@@ -238,11 +251,10 @@ func (a *app) apiKeys() (*identity.StoreKeys, error) {
 	if err != nil {
 		return nil, err
 	}
-	dir := a.resolveDataDir(cfg)
-	if dir == "" {
+	path := a.keysFile(cfg)
+	if path == "" {
 		return nil, nil
 	}
-	path := keysPath(dir)
 	keys, err := identity.NewKeyStore(path).Follow(identity.FollowOptions{OnChange: func(n int, err error) {
 		if err != nil {
 			fmt.Fprintf(a.stderr, "toolmux: every API key is refused until its store is put right: %v\n", err)
@@ -265,15 +277,15 @@ func hasKeys(keys *identity.StoreKeys) bool { return keys != nil && keys.Len() >
 // token nor a key (on loopback), serve asks for no credential until the
 // first key is added; from then on it asks for one on every request
 // until it stops, even should every key be revoked again.
-func (a *app) gatewayAuth(keys *identity.StoreKeys, token string) gateway.Auth {
+func (a *app) gatewayAuth(keys *identity.StoreKeys, token, adminGroup string) gateway.Auth {
 	if keys == nil {
-		return gateway.TokenAuth(token)
+		return gateway.TokenAuthIn(token, adminGroup)
 	}
 	var vs identity.Verifiers
 	if token != "" {
 		// The token first: it is compared in constant time, and may have
 		// any form, the key prefix included.
-		vs = append(vs, gateway.TokenVerifier(token))
+		vs = append(vs, gateway.TokenVerifierIn(token, adminGroup))
 	}
 	auth := gateway.Auth{Verifier: append(vs, keys)}
 	n := keys.Len()

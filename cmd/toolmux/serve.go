@@ -260,17 +260,25 @@ one more, 300ms after the last. See docs/operations.md.`,
 			defer rel.stop()
 			s, hub := rt.Scheduler, rt.Events
 			reloads := newReloadStatus(rt.Config.Path)
+			// The auth: section's groups: who sees everything, who
+			// answers approvals (docs/identity.md).
+			authSettings, err := identity.FromConfig(rt.Config.Auth, os.Getenv)
+			if err != nil {
+				return usageError("%v", err)
+			}
 			opts := gateway.Options{Version: versionString(), Logger: a.logger(), MaxDepth: rt.Config.Limits.MaxDepth, LargeBody: rel.arm,
 				Sessions: sessionTasks(rt.Log, a.logger()), ToolSearch: search.apply(cmd, rt.Config.ToolSearch),
 				Tracer: rt.Telemetry.Tracer(), Propagator: rt.Telemetry.Propagator(), Reissue: gateway.ReissueFromConfig(rt.Config.Reissue)}
 			opts.Listens = gateway.ListensFromConfig(rt.Config.Subscriptions)
+			opts.AdminGroups = []string{authSettings.AdminGroup}
 			// Limits per caller (rate_limits), on every route and the API
 			// alike; made even when none is configured, for a reload may
 			// add some.
 			opts.Limits = ratelimit.New(ratelimit.FromConfig(rt.Config.RateLimits))
 			opts.API = api.New(api.Options{Catalog: rt.Pipeline, Caller: s, Health: rt.Manager.Health, Pins: rt.Pins, Presented: rt.Manager,
 				Policy: rt.Gate, Approvals: approvals, Log: rt.Log, Events: hub, Version: versionString(), MaxDepth: rt.Config.Limits.MaxDepth,
-				Fleet: fn.summary(), Reload: reloads.infoFunc(), Limits: opts.Limits})
+				Fleet: fn.summary(), Reload: reloads.infoFunc(), Limits: opts.Limits,
+				AdminGroups: []string{authSettings.AdminGroup}, ApproverGroups: []string{authSettings.ApproversGroup}})
 			if onHTTP {
 				opts.Virtual = gateway.VirtualFromConfig(rt.Config)
 				opts.Passthrough = passthroughServers(rt.Config, a.logger())
@@ -331,7 +339,7 @@ one more, 300ms after the last. See docs/operations.md.`,
 				if keys != nil {
 					kv = keys
 				}
-				sa, err := a.withIssuers(ctx, rt.Config, a.gatewayAuth(keys, token), token, kv)
+				sa, err := a.withIssuers(ctx, rt.Config, a.gatewayAuth(keys, token, authSettings.AdminGroup), token, kv)
 				if err != nil {
 					return err
 				}
