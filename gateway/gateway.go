@@ -22,6 +22,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/toolmux/toolmux/pipeline"
+	"github.com/toolmux/toolmux/policy"
 	"github.com/toolmux/toolmux/tool"
 )
 
@@ -97,6 +98,13 @@ type Options struct {
 	// Listens bounds the subscriptions/listen streams open at once, on
 	// the gateway and per client (listens.go), on every HTTP route.
 	Listens Listens
+	// Visibility says which tools each caller may see and call (the
+	// groups section, policy.VisibilityFromConfig; a reload may change
+	// it): on every route, tools/list shows a caller its tools only, and
+	// its call of another is answered as the call of a tool that does
+	// not exist (callers.go). nil, or a nil result: every caller sees
+	// every tool.
+	Visibility func() *policy.Visibility
 }
 
 // Gateway is an MCP server whose tools are the caller's catalog.
@@ -121,6 +129,7 @@ type Gateway struct {
 	clients   *clients
 	listens   *listens
 	tasks     *taskRunner // nil: MCP tasks are off
+	visible   func() *policy.Visibility
 }
 
 // New returns a gateway in front of c. The catalog is read on the first
@@ -135,7 +144,7 @@ func New(c Caller, o Options) *Gateway {
 	if o.SessionTimeout <= 0 {
 		o.SessionTimeout = SessionIdleTimeout
 	}
-	g := &Gateway{caller: c, log: o.Logger, api: o.API, metrics: o.Metrics, onRefused: o.OnSessionRefused, depth: o.MaxDepth, maxArgs: o.MaxArgumentBytes, large: o.LargeBody,
+	g := &Gateway{caller: c, log: o.Logger, api: o.API, metrics: o.Metrics, onRefused: o.OnSessionRefused, depth: o.MaxDepth, maxArgs: o.MaxArgumentBytes, large: o.LargeBody, visible: o.Visibility,
 		clients: newClients(o.Sessions, o.SessionTimeout),
 		tracer:  o.Tracer, prop: o.Propagator, reissue: newReissue(o.Reissue, o.Sessions)}
 	if g.log == nil {

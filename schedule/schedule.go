@@ -15,10 +15,12 @@ import (
 	"log/slog"
 	"runtime/debug"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.opentelemetry.io/otel/trace"
 
+	callers "github.com/toolmux/toolmux/identity"
 	"github.com/toolmux/toolmux/tool"
 )
 
@@ -336,6 +338,11 @@ type entry struct {
 	trbuf       [5]Transition // room for every state a call goes through
 	span        trace.Span    // nil unless the scheduler traces
 	approval    trace.Span    // the wait for an answer, while traced
+	// caller names who made the call (identity.Caller.Name), "" without
+	// authentication; answeredBy who answered its approval question,
+	// once an approver has said (tool.Answered).
+	caller     string
+	answeredBy atomic.Pointer[string]
 }
 
 // ID returns the batch's identifier, the Batch field of its events.
@@ -419,7 +426,15 @@ func (b *Batch) admit() {
 		e.exclusive = !b.s.parallel(def, e.call)
 		b.enter(e, Scheduled, "")
 		if g := b.s.gate; g != nil {
-			err := g.Admit(e.ctx, def, e.call, func(msg string) {
+			actx := e.ctx
+			if c := callers.From(e.ctx); c != nil {
+				// Who asks and who answers are people only where
+				// callers are known: without, the context is left as it
+				// is (no cost).
+				e.caller = c.Name
+				actx = tool.WithAnswered(actx, func(by string) { e.answeredBy.Store(&by) })
+			}
+			err := g.Admit(actx, def, e.call, func(msg string) {
 				if e.span != nil && e.approval == nil {
 					e.approval = b.approvalSpan(e)
 				}
@@ -577,7 +592,12 @@ func (b *Batch) enter(e *entry, state State, msg string) {
 		return
 	}
 	ev := Event{Type: EventState, State: state, Message: msg, Time: now, Arguments: e.call.Arguments,
-		Previous: prev.State, PreviousAt: prev.Time, FirstAt: e.transitions[0].Time}
+		Previous: prev.State, PreviousAt: prev.Time, FirstAt: e.transitions[0].Time, Caller: e.caller}
+	if prev.State == AwaitingApproval {
+		if by := e.answeredBy.Load(); by != nil {
+			ev.AnsweredBy = *by
+		}
+	}
 	if state.Terminal() {
 		ev.Record = e.record
 	}

@@ -339,6 +339,9 @@ type ApprovalRequestData struct {
 	Message string `json:"message"`
 	// Rule names the policy rule that asked, when the publisher knows it.
 	Rule string `json:"rule,omitempty"`
+	// Caller names who made the call (and so asks), when callers are
+	// known (authentication is configured).
+	Caller string `json:"caller,omitempty"`
 }
 
 // The outcomes of an approval request.
@@ -367,6 +370,11 @@ type ApprovalResolvedData struct {
 	Message string `json:"message,omitempty"`
 	// WaitedMS is how long the call waited, in milliseconds.
 	WaitedMS float64 `json:"waited_ms"`
+	// Caller names who made the call, and AnsweredBy who answered its
+	// question, when callers are known (authentication is configured)
+	// and the approver said.
+	Caller     string `json:"caller,omitempty"`
+	AnsweredBy string `json:"answered_by,omitempty"`
 }
 
 // HeartbeatData is the payload of heartbeat.

@@ -217,7 +217,7 @@ func (k *ScheduleSink) state(e schedule.Event) {
 
 	if prev == schedule.AwaitingApproval && e.State != schedule.AwaitingApproval {
 		r := ApprovalResolvedData{CallID: e.Call, Batch: e.Batch, Index: e.Index, Server: e.Server, Tool: e.Tool,
-			Outcome: OutcomeApproved, WaitedMS: ms(at.Sub(prevSince))}
+			Outcome: OutcomeApproved, WaitedMS: ms(at.Sub(prevSince)), Caller: e.Caller, AnsweredBy: e.AnsweredBy}
 		switch e.State {
 		case schedule.Cancelled:
 			r.Outcome, r.Message = OutcomeCancelled, msg
@@ -239,7 +239,7 @@ func (k *ScheduleSink) state(e schedule.Event) {
 		// came before it.
 		out.flush(k.hub)
 		k.hub.Publish(EventApprovalRequest, e.Task, ApprovalRequestData{CallID: e.Call, Batch: e.Batch,
-			Index: e.Index, Server: e.Server, Tool: e.Tool, Arguments: args, Message: msg})
+			Index: e.Index, Server: e.Server, Tool: e.Tool, Arguments: args, Message: msg, Caller: e.Caller})
 	}
 	if startNow || startLate {
 		out.add(k.input(e, args))

@@ -1,0 +1,374 @@
+package gateway_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/toolmux/toolmux/api"
+	"github.com/toolmux/toolmux/gateway"
+	"github.com/toolmux/toolmux/identity"
+	"github.com/toolmux/toolmux/internal/testservers"
+	"github.com/toolmux/toolmux/manager"
+	"github.com/toolmux/toolmux/mcpsource"
+	"github.com/toolmux/toolmux/policy"
+)
+
+// The callers of these tests, by their tokens.
+var teamTokens = tokens{
+	"alice-token": {Subject: "key:alice", Name: "alice", Groups: []string{"dev"}, Method: identity.MethodKey},
+	"bob-token":   {Subject: "key:bob", Name: "bob", Groups: []string{"ops"}, Method: identity.MethodKey},
+	"root-token":  {Subject: "key:root", Name: "root", Groups: []string{gateway.AdminGroup}, Method: identity.MethodKey},
+	"nobody":      {Subject: "key:guest", Name: "guest", Method: identity.MethodKey},
+}
+
+// teamGateway serves the upstream test server as two servers, up and up2,
+// to the callers of teamTokens: dev sees parts and log, ops progress and
+// roots (of either server); the virtual server devs is dev's alone, all
+// everyone's; the passthrough route of up2 is ops'. It returns the
+// gateway's URL.
+func teamGateway(t *testing.T, search gateway.ToolSearch) string {
+	t.Helper()
+	up := startUpstream(t)
+	var opts []manager.Option
+	var routes []gateway.Route
+	for _, name := range []string{"up", "up2"} {
+		cfg := mcpsource.Config{Name: name, Transport: mcpsource.StreamableHTTP, URL: up.url}
+		src, err := mcpsource.New(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		opts = append(opts, manager.WithSource(src, manager.ServerOptions{}))
+		rt := gateway.Route{Server: cfg}
+		if name == "up2" {
+			rt.Groups = []string{"ops"}
+		}
+		routes = append(routes, rt)
+	}
+	m, err := manager.New(opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	vis, err := policy.NewVisibility(map[string][]string{"dev": {"*/parts", "*/log"}, "ops": {"*/progress", "*/roots"}}, gateway.AdminGroup)
+	if err != nil {
+		t.Fatal(err)
+	}
+	visible := func() *policy.Visibility { return vis }
+	g := gateway.New(m, gateway.Options{
+		Passthrough: routes,
+		Virtual: []gateway.Virtual{
+			{Name: "devs", Tools: []string{"up/*"}, Groups: []string{"dev"}},
+			{Name: "all", Tools: []string{"up/*"}},
+		},
+		ToolSearch: search,
+		Visibility: visible,
+		API:        api.New(api.Options{Catalog: m, Caller: m, Visibility: visible}),
+	})
+	hs := httptest.NewServer(g.MuxAuth(gateway.Auth{Verifier: teamTokens}, gateway.Security{Loopback: true}))
+	t.Cleanup(func() {
+		hs.CloseClientConnections()
+		hs.Close()
+		g.Close()
+		m.Close()
+	})
+	return hs.URL
+}
+
+// connectAs connects an MCP client with token to url, on protocol.
+func connectAs(t *testing.T, url, token, protocol string) *mcp.ClientSession {
+	t.Helper()
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "team", Version: "1"}, nil).Connect(context.Background(),
+		&mcp.StreamableClientTransport{Endpoint: url, HTTPClient: &http.Client{Transport: bearerTransport(token)}},
+		&mcp.ClientSessionOptions{ProtocolVersion: protocol})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cs.Close() })
+	if v := cs.InitializeResult().ProtocolVersion; v != protocol {
+		t.Fatalf("the client speaks %s, not %s", v, protocol)
+	}
+	return cs
+}
+
+// rpcError is the JSON-RPC error of err, with name written as NAME, and
+// the suggestion its data makes, if any.
+func rpcError(t *testing.T, err error, name string) (string, string) {
+	t.Helper()
+	var we *jsonrpc.Error
+	if !errors.As(err, &we) {
+		t.Fatalf("not a JSON-RPC error: %v", err)
+	}
+	var data map[string]any
+	_ = json.Unmarshal(we.Data, &data)
+	sug, _ := data["suggestion"].(string)
+	delete(data, "suggestion")
+	b, _ := json.Marshal(map[string]any{"code": we.Code, "message": strings.ReplaceAll(we.Message, name, "NAME"), "data": data})
+	return string(b), sug
+}
+
+// Two callers in different groups see different tools on every MCP
+// route, in both eras: tools/list shows each its own, a call of a tool
+// it may not see is answered exactly as the call of a tool that does not
+// exist, and its own tools are called. The admin group sees everything.
+// One caller's requests in another's session get their own view: what a
+// request sees is its caller's, whatever session it names.
+func TestCallersSeeTheirTools(t *testing.T) {
+	base := teamGateway(t, gateway.ToolSearch{})
+	everything := []string{"add_prompt", "ask", "ask_gated", "caps", "hold", "log", "parts", "progress", "progress_gated",
+		"reject", "roots", "sample", "secret", "slow", "touch", "write"}
+	for _, route := range []string{"/mcp", "/virtual/all/mcp", "/servers/up/mcp"} {
+		prefix := "up__"
+		if route == "/servers/up/mcp" {
+			prefix = ""
+		}
+		for _, era := range []string{legacyProtocol, "2026-07-28"} {
+			t.Run(route+" "+era, func(t *testing.T) {
+				for _, tc := range []struct {
+					token         string
+					sees          []string
+					hidden, owned string
+				}{
+					{"alice-token", []string{"log", "parts"}, "progress", "parts"},
+					{"bob-token", []string{"progress", "roots"}, "parts", "roots"},
+					{"nobody", nil, "parts", ""},
+				} {
+					cs := connectAs(t, base+route, tc.token, era)
+					var got []string
+					for _, n := range listNames(t, cs) {
+						if route == "/mcp" && !strings.HasPrefix(n, prefix) {
+							continue // up2's, the same tools
+						}
+						got = append(got, strings.TrimPrefix(n, prefix))
+					}
+					if !slices.Equal(got, tc.sees) {
+						t.Errorf("%s lists %v, want %v", tc.token, got, tc.sees)
+					}
+					// A hidden tool is answered as an unknown one; what
+					// either suggests (the closest name, on /mcp) is a
+					// tool the caller sees, never a hidden one: a name one
+					// letter off a hidden tool's suggests nothing of it.
+					_, hidden := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: prefix + tc.hidden})
+					_, unknown := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: prefix + "no_such_tool"})
+					_, near := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: prefix + tc.hidden + "s"})
+					h, hsug := rpcError(t, hidden, prefix+tc.hidden)
+					u, _ := rpcError(t, unknown, prefix+"no_such_tool")
+					n, nsug := rpcError(t, near, prefix+tc.hidden+"s")
+					if h != u || n != u {
+						t.Errorf("%s: a hidden tool is answered\n%s\nan unknown one\n%s\none near a hidden one\n%s", tc.token, h, u, n)
+					}
+					for _, sug := range []string{hsug, nsug} {
+						if sug != "" && !slices.Contains(tc.sees, strings.TrimPrefix(sug, prefix)) {
+							t.Errorf("%s: the answer suggests %q, which it does not see", tc.token, sug)
+						}
+					}
+					if tc.owned != "" {
+						res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: prefix + tc.owned})
+						if err != nil || res.IsError {
+							t.Errorf("%s calls %s: %v %+v", tc.token, tc.owned, err, res)
+						}
+					}
+				}
+				root := connectAs(t, base+route, "root-token", era)
+				var all []string
+				for _, n := range listNames(t, root) {
+					if route != "/mcp" || strings.HasPrefix(n, prefix) {
+						all = append(all, strings.TrimPrefix(n, prefix))
+					}
+				}
+				if !slices.Equal(all, everything) {
+					t.Errorf("admin lists %v", all)
+				}
+			})
+		}
+	}
+	// bob's requests in alice's session see bob's tools.
+	resp, _ := postRaw(t, base+"/mcp", `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"a","version":"1"}}}`,
+		map[string]string{"Authorization": "Bearer alice-token"})
+	sid := resp.Header.Get("Mcp-Session-Id")
+	if sid == "" {
+		t.Fatal("no session")
+	}
+	hdr := func(token string) map[string]string {
+		return map[string]string{"Authorization": "Bearer " + token, "Mcp-Session-Id": sid, "Mcp-Protocol-Version": "2025-11-25"}
+	}
+	postRaw(t, base+"/mcp", `{"jsonrpc":"2.0","method":"notifications/initialized"}`, hdr("alice-token"))
+	for token, want := range map[string]string{"alice-token": "up__parts", "bob-token": "up__progress"} {
+		_, body := postRaw(t, base+"/mcp", `{"jsonrpc":"2.0","id":2,"method":"tools/list"}`, hdr(token))
+		if !strings.Contains(string(body), `"`+want+`"`) || strings.Count(string(body), `"name":"up__`) != 2 {
+			t.Errorf("%s's tools/list in alice's session: %s", token, body)
+		}
+	}
+}
+
+// A virtual server or a passthrough route limited to groups is, to
+// anyone else, one that does not exist: the same 404 as an unknown name,
+// which lists only the routes the caller may use; the index does too.
+func TestRoutesByGroup(t *testing.T) {
+	base := teamGateway(t, gateway.ToolSearch{})
+	ping := `{"jsonrpc":"2.0","id":1,"method":"ping"}`
+	status := func(route, token string) (int, string) {
+		return postBody(t, base+route, ping, map[string]string{"Authorization": "Bearer " + token})
+	}
+	for _, tc := range []struct {
+		route, token string
+		ok           bool
+	}{
+		{"/virtual/devs/mcp", "alice-token", true},
+		{"/virtual/devs/mcp", "bob-token", false},
+		{"/virtual/devs/mcp", "root-token", true},
+		{"/virtual/all/mcp", "bob-token", true},
+		{"/servers/up2/mcp", "bob-token", true},
+		{"/servers/up2/mcp", "alice-token", false},
+		{"/servers/up/mcp", "alice-token", true},
+	} {
+		code, body := status(tc.route, tc.token)
+		if tc.ok != (code == http.StatusOK) {
+			t.Errorf("%s as %s: %d %s", tc.route, tc.token, code, body)
+		}
+		if tc.ok {
+			continue
+		}
+		kind, name, _ := strings.Cut(strings.TrimPrefix(tc.route, "/"), "/")
+		name = strings.TrimSuffix(name, "/mcp")
+		ucode, ubody := status("/"+kind+"/nosuch/mcp", tc.token)
+		if code != http.StatusNotFound || ucode != code || strings.ReplaceAll(body, name, "X") != strings.ReplaceAll(ubody, "nosuch", "X") {
+			t.Errorf("%s as %s: %d %s\nunknown: %d %s", tc.route, tc.token, code, body, ucode, ubody)
+		}
+	}
+	// Both eras are refused alike (the route is refused before any).
+	if code, _ := postBody(t, base+"/virtual/devs/mcp", ping, map[string]string{"Authorization": "Bearer bob-token", "Mcp-Protocol-Version": "2026-07-28"}); code != http.StatusNotFound {
+		t.Errorf("2026-07-28 on a hidden virtual server: %d", code)
+	}
+	index := func(token string) string {
+		req, _ := http.NewRequest(http.MethodGet, base+"/", nil)
+		req.Header.Set("Authorization", "Bearer "+token)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return string(b)
+	}
+	if a := index("alice-token"); !strings.Contains(a, "/virtual/devs/mcp") || strings.Contains(a, "/servers/up2/mcp") {
+		t.Errorf("alice's index:\n%s", a)
+	}
+	if b := index("bob-token"); strings.Contains(b, "/virtual/devs/mcp") || !strings.Contains(b, "/servers/up2/mcp") {
+		t.Errorf("bob's index:\n%s", b)
+	}
+}
+
+// Tool search shows each caller its own tools: find_tools finds only
+// them, call_tool calls only them, and answers for another as for a name
+// that does not exist.
+func TestToolSearchByCaller(t *testing.T) {
+	base := teamGateway(t, gateway.ToolSearch{Enabled: true})
+	for _, era := range []string{legacyProtocol, "2026-07-28"} {
+		alice := connectAs(t, base+"/mcp", "alice-token", era)
+		bob := connectAs(t, base+"/mcp", "bob-token", era)
+		find := func(cs *mcp.ClientSession, q string) string {
+			res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "find_tools", Arguments: map[string]any{"query": q, "limit": 50}})
+			if err != nil || res.IsError {
+				t.Fatalf("find_tools: %v %+v", err, res)
+			}
+			b, _ := json.Marshal(res.StructuredContent)
+			return string(b)
+		}
+		if f := find(alice, "progress"); strings.Contains(f, "progress") {
+			t.Errorf("%s: alice finds %s", era, f)
+		}
+		if f := find(alice, "up__progress"); strings.Contains(f, "progress") {
+			t.Errorf("%s: alice finds by exact name %s", era, f)
+		}
+		if f := find(bob, "progress"); !strings.Contains(f, `"up__progress"`) {
+			t.Errorf("%s: bob does not find progress: %s", era, f)
+		}
+		callTool := func(cs *mcp.ClientSession, name string) string {
+			res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "call_tool", Arguments: map[string]any{"name": name}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return strings.ReplaceAll(testservers.ResultText(res), name, "NAME")
+		}
+		if h, u := callTool(alice, "up__progress"), callTool(alice, "up__no_such_tool"); h != u || !strings.Contains(h, "no tool is named") {
+			t.Errorf("%s: call_tool of a hidden tool: %q; of an unknown one: %q", era, h, u)
+		}
+		if r := callTool(alice, "up__parts"); strings.Contains(r, "no tool is named") {
+			t.Errorf("%s: alice's call_tool of parts: %s", era, r)
+		}
+	}
+}
+
+// The API shows each caller its tools; a call of another is answered as
+// the call of a tool that does not exist (404, the same record).
+func TestAPIToolsByCaller(t *testing.T) {
+	base := teamGateway(t, gateway.ToolSearch{})
+	do := func(method, path, token, body string) (int, string) {
+		req, _ := http.NewRequest(method, base+path, strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+token)
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	var tools []struct {
+		Server string
+		Name   string `json:"tool"`
+	}
+	_, body := do(http.MethodGet, "/api/tools", "alice-token", "")
+	if err := json.Unmarshal([]byte(body), &tools); err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, tl := range tools {
+		names = append(names, tl.Server+"/"+tl.Name)
+	}
+	if want := []string{"up/log", "up/parts", "up2/log", "up2/parts"}; !slices.Equal(names, want) {
+		t.Errorf("alice's /api/tools: %v", names)
+	}
+	type record struct {
+		Error struct{ Kind, Message, Suggestion string }
+	}
+	call := func(tl string) (int, record) {
+		code, body := do(http.MethodPost, "/api/tools/"+tl+"/call", "alice-token", `{"arguments":{}}`)
+		var r record
+		if err := json.Unmarshal([]byte(body), &r); err != nil {
+			t.Fatalf("%s: %s", tl, body)
+		}
+		return code, r
+	}
+	hc, hidden := call("up/progress")
+	uc, unknown := call("up/no_such_tool")
+	hidden.Error.Message = strings.ReplaceAll(hidden.Error.Message, "progress", "X")
+	unknown.Error.Message = strings.ReplaceAll(unknown.Error.Message, "no_such_tool", "X")
+	if hc != http.StatusNotFound || hc != uc || hidden != unknown || hidden.Error.Kind != "tool_not_registered" {
+		t.Errorf("a hidden tool: %d %+v; an unknown one: %d %+v", hc, hidden, uc, unknown)
+	}
+	// A server none of whose tools the caller sees is one that does not
+	// exist to it.
+	sc, server := call("up3/parts")
+	hc, hidden = call("nobodys/parts")
+	if sc != hc || server.Error.Kind != "server_not_found" || strings.ReplaceAll(server.Error.Message, "up3", "X") != strings.ReplaceAll(hidden.Error.Message, "nobodys", "X") {
+		t.Errorf("unknown servers: %+v %+v", server, hidden)
+	}
+	if code, body := do(http.MethodPost, "/api/tools/up/parts/call", "alice-token", `{"arguments":{}}`); code != http.StatusOK {
+		t.Errorf("alice calls parts: %d %s", code, body)
+	}
+	_, body = do(http.MethodGet, "/api/tools", "root-token", "")
+	if !strings.Contains(body, `"progress"`) {
+		t.Errorf("admin's /api/tools lacks progress")
+	}
+}
