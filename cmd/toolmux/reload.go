@@ -44,6 +44,7 @@ type reloader struct {
 	drain  time.Duration
 	path   string
 	status *reloadStatus
+	vis    *visibility // what each caller sees, taken again at each reload
 
 	watcher *fsnotify.Watcher
 	stopSig func()
@@ -55,8 +56,9 @@ type reloader struct {
 // changes of its file when watch is set, telling status how the reloads
 // go. A configuration that did not come from a file cannot be reloaded:
 // SIGHUP is then answered with a line saying so.
-func (a *app) startReloader(ctx context.Context, rt *toolmux.Runtime, g *gateway.Gateway, status *reloadStatus, watch bool, drain time.Duration) (*reloader, error) {
-	r := &reloader{a: a, rt: rt, g: g, drain: drain, path: rt.Config.Path, status: status}
+func (a *app) startReloader(ctx context.Context, rt *toolmux.Runtime, g *gateway.Gateway, status *reloadStatus, watch bool, drain time.Duration,
+	vis *visibility) (*reloader, error) {
+	r := &reloader{a: a, rt: rt, g: g, drain: drain, path: rt.Config.Path, status: status, vis: vis}
 	if watch {
 		if r.path == "" {
 			return nil, usageError("--watch: there is no configuration file to watch (give one with --config)")
@@ -237,6 +239,11 @@ func (r *reloader) reload(ctx context.Context, why string) {
 	fmt.Fprintf(stderr, "toolmux: reloaded %s (%s): %s; policy and pipeline settings apply to the next call\n", r.path, why, strings.Join(parts, "; "))
 	if len(res.Unchanged) > 0 {
 		fmt.Fprintf(stderr, "toolmux: reload: %s changed in the file and take effect only at the next start\n", strings.Join(res.Unchanged, ", "))
+	}
+	// What each caller sees (groups.NAME.tools), from the next request
+	// on: the file was checked, so it does not fail.
+	if err := r.vis.set(cfg); err != nil {
+		fmt.Fprintf(stderr, "toolmux: reload: the groups' tools: %v; those in use stay\n", err)
 	}
 	// Lists the servers added and tells the clients what changed
 	// (notifications/tools/list_changed).
