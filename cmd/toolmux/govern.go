@@ -19,7 +19,9 @@ import (
 // visibility holds what each caller may see (the groups section's
 // tools), for the gateway and the API, which read it for every request;
 // a reload replaces it.
-type visibility struct{ v atomic.Pointer[policy.Visibility] }
+type visibility struct {
+	v atomic.Pointer[policy.Visibility]
+}
 
 // newVisibility returns the visibility of cfg.
 func newVisibility(cfg *config.Config) (*visibility, error) {
