@@ -61,6 +61,12 @@ func (s *clients) post(id string) context.Context {
 	return s.posts[id]
 }
 
+// cachePrivate is the cache scope of a list only its caller may be
+// served from a cache (a 2026-07-28 result's cacheScope, as HTTP's
+// Cache-Control: private): one filtered for its caller, or of a route
+// limited to groups.
+const cachePrivate = "private"
+
 // visibility is what each caller may see now (Options.Visibility).
 func (g *Gateway) visibility() *policy.Visibility {
 	if g.visible == nil {

@@ -142,6 +142,15 @@ func TestCallersSeeTheirTools(t *testing.T) {
 					{"nobody", nil, "parts", ""},
 				} {
 					cs := connectAs(t, base+route, tc.token, era)
+					// A list of the caller's own is for its client alone
+					// to cache.
+					lr, err := cs.ListTools(context.Background(), nil)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if lr.CacheScope != "private" {
+						t.Errorf("%s's tools/list: cache scope %q", tc.token, lr.CacheScope)
+					}
 					var got []string
 					for _, n := range listNames(t, cs) {
 						if route == "/mcp" && !strings.HasPrefix(n, prefix) {
@@ -178,6 +187,13 @@ func TestCallersSeeTheirTools(t *testing.T) {
 					}
 				}
 				root := connectAs(t, base+route, "root-token", era)
+				lr, err := root.ListTools(context.Background(), nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if route != "/servers/up/mcp" && lr.CacheScope != "public" {
+					t.Errorf("admin's tools/list: cache scope %q", lr.CacheScope)
+				}
 				var all []string
 				for _, n := range listNames(t, root) {
 					if route != "/mcp" || strings.HasPrefix(n, prefix) {

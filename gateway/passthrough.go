@@ -914,6 +914,9 @@ func (l *link) forward(ctx context.Context, method string, req mcp.Request, next
 			_, ok := cat.Find(l.r.cfg.Name, t.Name)
 			return !ok || !sc.Sees(l.r.cfg.Name, t.Name)
 		})
+		if sc.Limited() || len(l.r.groups) > 0 {
+			res.CacheScope = cachePrivate // the caller's own list
+		}
 		for i, t := range res.Tools {
 			c, _ := cat.Find(l.r.cfg.Name, t.Name)
 			res.Tools[i] = listedAs(t, c)

@@ -331,11 +331,14 @@ func (v *view) syncMiddleware(next mcp.MethodHandler) mcp.MethodHandler {
 			}
 		}
 		res, err := next(ctx, method, req)
-		if lr, ok := res.(*mcp.ListToolsResult); ok && err == nil && sc.Limited() {
+		if lr, ok := res.(*mcp.ListToolsResult); ok && err == nil && (sc.Limited() || len(v.groups) > 0) {
 			// The go-sdk's list is the route's: what this caller may not
-			// see is taken out of it (a copy: the go-sdk may keep it).
+			// see is taken out of it (a copy: the go-sdk may keep it). A
+			// list that is the caller's own, or of a route only some may
+			// use, is not for an intermediary to serve to anyone else.
 			out := *lr
 			out.Tools = slices.DeleteFunc(slices.Clone(lr.Tools), func(t *mcp.Tool) bool { return !v.shownTo(sc, t.Name) })
+			out.CacheScope = cachePrivate
 			return &out, nil
 		}
 		return res, err
