@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -17,10 +18,13 @@ import (
 	"github.com/toolmux/toolmux/api"
 	"github.com/toolmux/toolmux/gateway"
 	"github.com/toolmux/toolmux/identity"
+	"github.com/toolmux/toolmux/internal/taskclient"
 	"github.com/toolmux/toolmux/internal/testservers"
 	"github.com/toolmux/toolmux/manager"
 	"github.com/toolmux/toolmux/mcpsource"
 	"github.com/toolmux/toolmux/policy"
+	"github.com/toolmux/toolmux/schedule"
+	"github.com/toolmux/toolmux/tasklog"
 )
 
 // The callers of these tests, by their tokens.
@@ -386,5 +390,74 @@ func TestAPIToolsByCaller(t *testing.T) {
 	_, body = do(http.MethodGet, "/api/tools", "root-token", "")
 	if !strings.Contains(body, `"progress"`) {
 		t.Errorf("admin's /api/tools lacks progress")
+	}
+}
+
+// An MCP task's call is its caller's: a tool the caller may not see is
+// unknown as a task too, and the call a task runs detached from its
+// request is still decided for its caller (a rule for its group denies
+// it).
+func TestTasksByCaller(t *testing.T) {
+	dir := t.TempDir()
+	src, err := mcpsource.New(mcpsource.Config{Name: "fx", Transport: mcpsource.Stdio, Command: testservers.Fixture(t), Args: []string{"-task-jobs"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := manager.New(manager.WithSource(src, manager.ServerOptions{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	engine, err := policy.New(policy.ModeDefault, []policy.Rule{
+		{Name: "not ops", Groups: []string{"ops"}, Tools: []string{"fx/slow_compute"}, Args: map[string]string{"label": "^deny"}, Action: policy.Deny},
+		{Name: "rest", Tools: []string{"fx/*"}, Action: policy.Allow}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	log, err := tasklog.Open(context.Background(), dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	vis, err := policy.NewVisibility(map[string][]string{"dev": {"fx/greet"}, "ops": {"fx/*"}}, gateway.AdminGroup)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := schedule.New(m, schedule.WithGate(policy.NewGate(engine)))
+	g := gateway.New(governed{m, s}, gateway.Options{Tasks: gateway.Tasks{Store: log, Threshold: 100 * time.Millisecond, TTL: time.Hour},
+		Visibility: func() *policy.Visibility { return vis }})
+	srv := httptest.NewServer(g.MuxAuth(gateway.Auth{Verifier: teamTokens}, gateway.Security{Loopback: true}))
+	t.Cleanup(func() {
+		srv.CloseClientConnections()
+		srv.Close()
+		g.Close()
+		m.Close()
+		log.Close()
+	})
+	ctx := pollCtx(t)
+	alice := &taskclient.Client{URL: srv.URL + "/mcp", Token: "alice-token"}
+	_, hidden := alice.CallTool(ctx, "fx__slow_compute", map[string]any{"seconds": 1, "label": "x"})
+	_, unknown := alice.CallTool(ctx, "fx__no_such_tool", map[string]any{"seconds": 1, "label": "x"})
+	if hidden == nil || strings.ReplaceAll(hidden.Error(), "slow_compute", "X") != strings.ReplaceAll(unknown.Error(), "no_such_tool", "X") {
+		t.Errorf("alice's task of a hidden tool: %v; of an unknown one: %v", hidden, unknown)
+	}
+	// The task's call runs apart from its request (on the task runner's
+	// context), answered at once when it ends before the threshold (a
+	// refusal), else as a task.
+	bob := &taskclient.Client{URL: srv.URL + "/mcp", Token: "bob-token"}
+	for label, wantErr := range map[string]bool{"x": false, "deny": true} {
+		done, err := bob.CallTool(ctx, "fx__slow_compute", map[string]any{"seconds": 1, "label": label})
+		if err != nil {
+			t.Fatalf("bob's call: %v", err)
+		}
+		if done.TaskID != "" {
+			if done, err = bob.Poll(ctx, done.TaskID, nil); err != nil || done.Status != "completed" {
+				t.Fatalf("bob's task: %+v %v", done, err)
+			}
+		} else if wantErr == false {
+			t.Errorf("bob's slow call was no task: %s", done.Raw)
+		}
+		r, _ := done.ToolResult()
+		if r.IsError != wantErr || wantErr && !strings.Contains(r.Text(), `"not ops"`) {
+			t.Errorf("bob's task labelled %s: %s", label, done.Result)
+		}
 	}
 }
