@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -14,29 +13,15 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/toolmux/toolmux/api"
-	"github.com/toolmux/toolmux/builtin"
 	"github.com/toolmux/toolmux/gateway"
-	"github.com/toolmux/toolmux/identity"
 	"github.com/toolmux/toolmux/internal/testservers"
-	"github.com/toolmux/toolmux/manager"
-	"github.com/toolmux/toolmux/policy"
-	"github.com/toolmux/toolmux/schedule"
 	"github.com/toolmux/toolmux/stream"
 )
-
-// approvalTokens are the callers of the approval tests: alice and bob
-// make calls, ann and the admin may answer.
-var approvalTokens = tokens{
-	"alice": {Subject: "key:alice", Name: "alice", Groups: []string{"dev"}, Method: identity.MethodKey},
-	"bob":   {Subject: "key:bob", Name: "bob", Groups: []string{"dev"}, Method: identity.MethodKey},
-	"ann":   {Subject: "key:ann", Name: "ann", Groups: []string{"dev", api.DefaultApproversGroup}, Method: identity.MethodKey},
-	"root":  {Subject: "key:root", Name: "root", Groups: []string{gateway.AdminGroup}, Method: identity.MethodKey},
-}
 
 // team is a gateway over the built-in tools of a directory, in default
 // mode (a write asks), its approvals asked of the calling client by
 // elicitation, else on the API's queue, behind MuxAuth with
-// approvalTokens; hub carries the calls' events.
+// teamTokens; hub carries the calls' events.
 type team struct {
 	url   string
 	dir   string
@@ -47,37 +32,16 @@ type team struct {
 func newTeam(t *testing.T, o api.ApprovalOptions, elicit gateway.ElicitApprover) *team {
 	t.Helper()
 	dir := t.TempDir()
-	src, err := builtin.New(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := manager.New(manager.WithSource(src, manager.ServerOptions{}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	engine, err := policy.New(policy.ModeDefault, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	hub, err := stream.NewHub(context.Background(), stream.WithHeartbeat(time.Second))
-	if err != nil {
-		t.Fatal(err)
-	}
 	o.Timeout, o.Grace = time.Minute, -1
 	queue := api.NewApprovals(&o)
 	elicit.Timeout = time.Minute
-	s := schedule.New(m, schedule.WithGate(policy.NewGate(engine, policy.WithApprover(policy.FirstOf(elicit, queue)),
-		policy.WithConcurrentApprovals(true))), schedule.WithSink(stream.SchedulerSink(hub)))
+	m, s, hub := builtinGoverned(t, dir, elicit, queue)
 	g := gateway.New(governed{m, s}, gateway.Options{API: api.New(api.Options{Catalog: m, Caller: s, Approvals: queue, Events: hub})})
-	srv := httptest.NewServer(g.MuxAuth(gateway.Auth{Verifier: approvalTokens}, gateway.Security{Loopback: true}))
+	srv := httptest.NewServer(g.MuxAuth(gateway.Auth{Verifier: teamTokens}, gateway.Security{Loopback: true}))
 	t.Cleanup(func() {
 		srv.CloseClientConnections()
 		srv.Close()
 		g.Close()
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		hub.Close(ctx)
-		m.Close()
 	})
 	return &team{url: srv.URL, dir: dir, queue: queue, hub: hub}
 }
@@ -85,16 +49,7 @@ func newTeam(t *testing.T, o api.ApprovalOptions, elicit gateway.ElicitApprover)
 // api makes a request of the API as the caller of token.
 func (tm *team) api(t *testing.T, method, path, token, body string) (int, string) {
 	t.Helper()
-	req, _ := http.NewRequest(method, tm.url+path, strings.NewReader(body))
-	req.Header.Set("Authorization", "Bearer "+token)
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(b)
+	return asCaller(t, method, tm.url+path, token, body)
 }
 
 // attach opens the page's event stream as the caller of token, which
@@ -164,16 +119,16 @@ func TestApprovalsByApprovers(t *testing.T) {
 
 	// A non-approver's page is no approver: alice's call is refused at
 	// once, nobody who may answer being there.
-	tm.attach(t, "bob")
-	if res := <-tm.write(t, "alice", "a.txt"); !res.IsError || res.Meta["toolmux/error_kind"] != "approval_unavailable" ||
+	tm.attach(t, "bob-token")
+	if res := <-tm.write(t, "alice-token", "a.txt"); !res.IsError || res.Meta["toolmux/error_kind"] != "approval_unavailable" ||
 		!strings.Contains(testservers.ResultText(res), "a member of the approvers group") {
 		t.Fatalf("with only a non-approver attached: %+v", res)
 	}
-	tm.attach(t, "ann")
-	done := tm.write(t, "alice", "a.txt")
+	tm.attach(t, "ann-token")
+	done := tm.write(t, "alice-token", "a.txt")
 	var p api.Pending
 	if !testservers.Eventually(10*time.Second, func() bool {
-		ps := tm.pending(t, "ann")
+		ps := tm.pending(t, "ann-token")
 		if len(ps) == 1 {
 			p = ps[0]
 		}
@@ -184,16 +139,16 @@ func TestApprovalsByApprovers(t *testing.T) {
 	if p.Caller != "alice" || !p.CanAnswer {
 		t.Errorf("ann's listing: %+v", p)
 	}
-	if ps := tm.pending(t, "alice"); len(ps) != 1 || ps[0].CanAnswer {
+	if ps := tm.pending(t, "alice-token"); len(ps) != 1 || ps[0].CanAnswer {
 		t.Errorf("alice's listing of her own call: %+v", ps)
 	}
-	if ps := tm.pending(t, "bob"); len(ps) != 0 {
+	if ps := tm.pending(t, "bob-token"); len(ps) != 0 {
 		t.Errorf("bob's listing: %+v", ps)
 	}
 	decide := func(token, decision string) (int, string) {
 		return tm.api(t, http.MethodPost, "/api/approvals/"+p.ID, token, `{"decision":"`+decision+`"}`)
 	}
-	code, body := decide("alice", "once")
+	code, body := decide("alice-token", "once")
 	var refusal struct {
 		Error struct{ Kind, Message string }
 	}
@@ -201,13 +156,13 @@ func TestApprovalsByApprovers(t *testing.T) {
 		!strings.Contains(refusal.Error.Message, "approvers") {
 		t.Errorf("alice answers her own call: %d %s", code, body)
 	}
-	if code, body := decide("bob", "once"); code != http.StatusNotFound {
+	if code, body := decide("bob-token", "once"); code != http.StatusNotFound {
 		t.Errorf("bob answers alice's call: %d %s", code, body)
 	}
-	if len(tm.pending(t, "ann")) != 1 {
+	if len(tm.pending(t, "ann-token")) != 1 {
 		t.Fatal("the call no longer waits after refused answers")
 	}
-	if code, body := decide("ann", "once"); code != http.StatusNoContent {
+	if code, body := decide("ann-token", "once"); code != http.StatusNoContent {
 		t.Fatalf("ann answers: %d %s", code, body)
 	}
 	if res := <-done; res.IsError {
@@ -269,26 +224,26 @@ func TestSelfApproval(t *testing.T) {
 	}
 
 	on := newTeam(t, api.ApprovalOptions{}, gateway.ElicitApprover{})
-	if res := write(connectElicit(t, on, "bob"), "b.txt"); res.IsError {
+	if res := write(connectElicit(t, on, "bob-token"), "b.txt"); res.IsError {
 		t.Fatalf("bob approves his own call by elicitation: %+v", res)
 	}
 
 	off := newTeam(t, api.ApprovalOptions{NoSelfApproval: true}, gateway.ElicitApprover{NoSelfApproval: true})
 	// Nobody else attached: refused at once, saying why.
-	res := write(connectElicit(t, off, "bob"), "b.txt")
+	res := write(connectElicit(t, off, "bob-token"), "b.txt")
 	if !res.IsError || res.Meta["toolmux/error_kind"] != "approval_unavailable" || !strings.Contains(testservers.ResultText(res), "self_approval") {
 		t.Fatalf("bob's call with nobody else to ask: %+v", res)
 	}
 	// ann is an approver, but her own call waits for someone else.
-	off.attach(t, "ann")
-	if res := <-off.write(t, "ann", "a.txt"); !res.IsError || res.Meta["toolmux/error_kind"] != "approval_unavailable" {
+	off.attach(t, "ann-token")
+	if res := <-off.write(t, "ann-token", "a.txt"); !res.IsError || res.Meta["toolmux/error_kind"] != "approval_unavailable" {
 		t.Fatalf("ann's call with only ann attached: %+v", res)
 	}
-	off.attach(t, "root")
-	done := off.write(t, "ann", "a.txt")
+	off.attach(t, "root-token")
+	done := off.write(t, "ann-token", "a.txt")
 	var id string
 	if !testservers.Eventually(10*time.Second, func() bool {
-		ps := off.pending(t, "ann")
+		ps := off.pending(t, "ann-token")
 		if len(ps) == 1 {
 			id = ps[0].ID
 			if ps[0].CanAnswer {
@@ -299,10 +254,10 @@ func TestSelfApproval(t *testing.T) {
 	}) {
 		t.Fatal("ann's call does not wait")
 	}
-	if code, body := off.api(t, http.MethodPost, "/api/approvals/"+id, "ann", `{"decision":"once"}`); code != http.StatusForbidden || !strings.Contains(body, "self_approval") {
+	if code, body := off.api(t, http.MethodPost, "/api/approvals/"+id, "ann-token", `{"decision":"once"}`); code != http.StatusForbidden || !strings.Contains(body, "self_approval") {
 		t.Errorf("ann answers her own call: %d %s", code, body)
 	}
-	if code, body := off.api(t, http.MethodPost, "/api/approvals/"+id, "root", `{"decision":"once"}`); code != http.StatusNoContent {
+	if code, body := off.api(t, http.MethodPost, "/api/approvals/"+id, "root-token", `{"decision":"once"}`); code != http.StatusNoContent {
 		t.Fatalf("root answers: %d %s", code, body)
 	}
 	if res := <-done; res.IsError {

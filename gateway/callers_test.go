@@ -27,10 +27,12 @@ import (
 	"github.com/toolmux/toolmux/tasklog"
 )
 
-// The callers of these tests, by their tokens.
+// The callers of these tests, by their tokens: ann may answer
+// approvals, root is an admin.
 var teamTokens = tokens{
 	"alice-token": {Subject: "key:alice", Name: "alice", Groups: []string{"dev"}, Method: identity.MethodKey},
 	"bob-token":   {Subject: "key:bob", Name: "bob", Groups: []string{"ops"}, Method: identity.MethodKey},
+	"ann-token":   {Subject: "key:ann", Name: "ann", Groups: []string{"dev", api.DefaultApproversGroup}, Method: identity.MethodKey},
 	"root-token":  {Subject: "key:root", Name: "root", Groups: []string{gateway.AdminGroup}, Method: identity.MethodKey},
 	"nobody":      {Subject: "key:guest", Name: "guest", Method: identity.MethodKey},
 }
@@ -101,6 +103,22 @@ func connectAs(t *testing.T, url, token, protocol string) *mcp.ClientSession {
 		t.Fatalf("the client speaks %s, not %s", v, protocol)
 	}
 	return cs
+}
+
+// asCaller makes a request with token's credential (a JSON body, if
+// any), and returns the status and the body of the answer.
+func asCaller(t *testing.T, method, url, token, body string) (int, string) {
+	t.Helper()
+	req, _ := http.NewRequest(method, url, strings.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
 }
 
 // rpcError is the JSON-RPC error of err, with name written as NAME, and
@@ -269,15 +287,8 @@ func TestRoutesByGroup(t *testing.T) {
 		t.Errorf("2026-07-28 on a hidden virtual server: %d", code)
 	}
 	index := func(token string) string {
-		req, _ := http.NewRequest(http.MethodGet, base+"/", nil)
-		req.Header.Set("Authorization", "Bearer "+token)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return string(b)
+		_, body := asCaller(t, http.MethodGet, base+"/", token, "")
+		return body
 	}
 	if a := index("alice-token"); !strings.Contains(a, "/virtual/devs/mcp") || strings.Contains(a, "/servers/up2/mcp") {
 		t.Errorf("alice's index:\n%s", a)
@@ -333,16 +344,7 @@ func TestToolSearchByCaller(t *testing.T) {
 func TestAPIToolsByCaller(t *testing.T) {
 	base := teamGateway(t, gateway.ToolSearch{})
 	do := func(method, path, token, body string) (int, string) {
-		req, _ := http.NewRequest(method, base+path, strings.NewReader(body))
-		req.Header.Set("Authorization", "Bearer "+token)
-		req.Header.Set("Content-Type", "application/json")
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, string(b)
+		return asCaller(t, method, base+path, token, body)
 	}
 	var tools []struct {
 		Server string

@@ -65,32 +65,12 @@ func TestServeGovernancePerCaller(t *testing.T) {
 	}
 	get := func(t *testing.T, p *serveProc, tok, path string) (int, string) {
 		t.Helper()
-		req, _ := http.NewRequest(http.MethodGet, p.url(path), nil)
-		if tok != "" {
-			req.Header.Set("Authorization", "Bearer "+tok)
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, string(b)
+		return authed(t, http.MethodGet, p.url(path), tok, "")
 	}
 	ping := func(t *testing.T, p *serveProc, tok, route string) int {
 		t.Helper()
-		req, _ := http.NewRequest(http.MethodPost, p.url(route), strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"ping"}`))
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("Accept", "application/json, text/event-stream")
-		if tok != "" {
-			req.Header.Set("Authorization", "Bearer "+tok)
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
-		return resp.StatusCode
+		code, _ := authed(t, http.MethodPost, p.url(route), tok, `{"jsonrpc":"2.0","id":1,"method":"ping"}`)
+		return code
 	}
 
 	t.Run("with a token", func(t *testing.T) {
@@ -128,15 +108,8 @@ func TestServeGovernancePerCaller(t *testing.T) {
 			t.Fatalf("no question of default's: %s\n%s", pending, p.stderr.String())
 		}
 		id := between(pending, `"id": "`, `"`)
-		req, _ := http.NewRequest(http.MethodPost, p.url("/api/approvals/"+id), strings.NewReader(`{"decision": "once"}`))
-		req.Header.Set("Authorization", "Bearer "+token)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusNoContent {
-			t.Fatalf("the admin answers: %s", resp.Status)
+		if code, body := authed(t, http.MethodPost, p.url("/api/approvals/"+id), token, `{"decision": "once"}`); code != http.StatusNoContent {
+			t.Fatalf("the admin answers: %d %s", code, body)
 		}
 		if res := <-done; res.IsError {
 			t.Fatalf("the approved edit: %+v", res)
@@ -180,18 +153,31 @@ func attachAs(t *testing.T, p *serveProc, token string) {
 		resp.Body.Close()
 	})
 	if !testservers.Eventually(10*time.Second, func() bool {
-		req, _ := http.NewRequest(http.MethodGet, p.url("/api/info"), nil)
-		req.Header.Set("Authorization", "Bearer "+token)
-		r, err := http.DefaultClient.Do(req)
-		if err != nil {
-			return false
-		}
-		defer r.Body.Close()
-		b, _ := io.ReadAll(r.Body)
-		return strings.Contains(string(b), `"approvers": 1`)
+		_, info := authed(t, http.MethodGet, p.url("/api/info"), token, "")
+		return strings.Contains(info, `"approvers": 1`)
 	}) {
 		t.Fatal("the approver never counted")
 	}
+}
+
+// authed makes a request with token's credential ("" for none) and a
+// JSON body (a POST's, as MCP routes take them), and returns the status
+// and the body of the answer.
+func authed(t *testing.T, method, url, token, body string) (int, string) {
+	t.Helper()
+	req, _ := http.NewRequest(method, url, strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
 }
 
 // between returns the text of s after the first from, up to the next to.
