@@ -226,8 +226,8 @@ type ToolInfo struct {
 	Approval string `json:"approval,omitempty"`
 }
 
-// scope is what the caller of r may see (Options.Visibility).
-func (s *server) scope(r *http.Request) policy.Scope {
+// toolScope is what the caller of r may see of the tools (Options.Visibility).
+func (s *server) toolScope(r *http.Request) policy.Scope {
 	if s.o.Visibility == nil {
 		return policy.Scope{}
 	}
@@ -235,7 +235,7 @@ func (s *server) scope(r *http.Request) policy.Scope {
 }
 
 func (s *server) servers(w http.ResponseWriter, r *http.Request) {
-	sc := s.scope(r)
+	sc := s.toolScope(r)
 	var health []tool.ServerHealth
 	var cat *tool.Catalog
 	if s.o.Health == nil || sc.Limited() {
@@ -266,7 +266,7 @@ func (s *server) tools(w http.ResponseWriter, r *http.Request) {
 		writeToolError(w, err)
 		return
 	}
-	sc, caller := s.scope(r), identity.From(r.Context())
+	sc, caller := s.toolScope(r), identity.From(r.Context())
 	out := make([]ToolInfo, 0, cat.Len())
 	for _, t := range cat.Tools() {
 		if !sc.Sees(t.Server, t.Name) {
@@ -299,7 +299,7 @@ func (s *server) pins(w http.ResponseWriter, r *http.Request) {
 		writeToolError(w, err)
 		return
 	}
-	sc := s.scope(r)
+	sc := s.toolScope(r)
 	out := make([]pipeline.PinStatus, 0, cat.Len())
 	for _, t := range cat.Tools() {
 		if !sc.Sees(t.Server, t.Name) {
@@ -361,7 +361,7 @@ func (s *server) acceptPin(w http.ResponseWriter, r *http.Request) {
 	}
 	server, name := r.PathValue("server"), r.PathValue("tool")
 	def, ok := cat.Find(server, name)
-	if !ok || !s.scope(r).Sees(server, name) {
+	if !ok || !s.toolScope(r).Sees(server, name) {
 		writeError(w, http.StatusNotFound, string(tool.KindToolNotRegistered), fmt.Sprintf("no tool %s/%s", server, name))
 		return
 	}
@@ -434,7 +434,7 @@ func (s *server) call(w http.ResponseWriter, r *http.Request) {
 	}
 	call := tool.Call{Server: r.PathValue("server"), Tool: r.PathValue("tool"),
 		Arguments: req.Arguments, Task: req.Task, Session: req.Session}
-	if sc := s.scope(r); !sc.Sees(call.Server, call.Tool) {
+	if sc := s.toolScope(r); !sc.Sees(call.Server, call.Tool) {
 		// As the call of a tool that does not exist: the caller learns
 		// nothing of tools it may not see.
 		s.unseen(w, r, sc, call)

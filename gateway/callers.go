@@ -75,8 +75,8 @@ func (g *Gateway) visibility() *policy.Visibility {
 	return g.visible()
 }
 
-// scope is what c may see.
-func (g *Gateway) scope(c *identity.Caller) policy.Scope { return g.visibility().For(c) }
+// toolScope is what c may see of the tools.
+func (g *Gateway) toolScope(c *identity.Caller) policy.Scope { return g.visibility().For(c) }
 
 // mayUse reports whether c may use a route limited to groups (nil or
 // empty: everyone): members of one of them and of the admin group, and

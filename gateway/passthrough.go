@@ -909,7 +909,7 @@ func (l *link) forward(ctx context.Context, method string, req mcp.Request, next
 		}
 		// Neither a tool the manager does not allow nor one the caller
 		// may not see (callers.go) is listed.
-		sc := l.r.g.scope(l.r.g.clients.callerOf(ctx, req.GetExtra()))
+		sc := l.r.g.toolScope(l.r.g.clients.callerOf(ctx, req.GetExtra()))
 		res.Tools = slices.DeleteFunc(res.Tools, func(t *mcp.Tool) bool {
 			_, ok := cat.Find(l.r.cfg.Name, t.Name)
 			return !ok || !sc.Sees(l.r.cfg.Name, t.Name)

@@ -872,7 +872,7 @@ func (r *route) admit(ctx context.Context, params *mcp.CallToolParamsRaw) (*tool
 		return nil, nil, nil, err
 	}
 	t, ok := cat.Find(r.cfg.Name, params.Name)
-	if !r.g.scope(identity.From(ctx)).Sees(r.cfg.Name, params.Name) {
+	if !r.g.toolScope(identity.From(ctx)).Sees(r.cfg.Name, params.Name) {
 		// Whatever the server's state: as a tool it does not have.
 		return nil, nil, nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("unknown tool %q", params.Name)}
 	}

@@ -247,7 +247,7 @@ func (v *view) callTool(ctx context.Context, in callInput) *mcp.CallToolResult {
 		return errorResult(&tool.Error{Kind: tool.KindInvalidParams, Tool: metaCallTool,
 			Message: "call_tool's arguments must be a JSON object (the tool's arguments)"})
 	}
-	sc := v.g.scope(identity.From(ctx))
+	sc := v.g.toolScope(identity.From(ctx))
 	v.mu.Lock()
 	t, ok := v.lookupLocked(name)
 	if !ok {

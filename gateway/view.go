@@ -278,7 +278,7 @@ func downServerTool(cat *tool.Catalog, name string) (tool.Tool, bool) {
 func (v *view) dispatch(ctx context.Context, tg target, in callInput) *mcp.CallToolResult {
 	switch tg.meta {
 	case metaFindTools:
-		return v.findTools(v.g.scope(identity.From(ctx)), in)
+		return v.findTools(v.g.toolScope(identity.From(ctx)), in)
 	case metaCallTool:
 		return v.callTool(ctx, in)
 	}
@@ -318,7 +318,7 @@ func (v *view) syncMiddleware(next mcp.MethodHandler) mcp.MethodHandler {
 		if err := v.sync(ctx); err != nil {
 			return nil, err
 		}
-		sc := v.g.scope(v.g.clients.callerOf(ctx, req.GetExtra()))
+		sc := v.g.toolScope(v.g.clients.callerOf(ctx, req.GetExtra()))
 		if call, ok := req.(*mcp.CallToolRequest); ok && method == "tools/call" {
 			tg, registered, err := v.resolve(sc, call.Params.Name)
 			if err != nil {
@@ -364,7 +364,7 @@ func (v *view) leanCall(w http.ResponseWriter, r *http.Request, sid string, body
 		if err := v.sync(ctx); err != nil {
 			return nil, err
 		}
-		tg, _, err := v.resolve(v.g.scope(identity.From(ctx)), params.Name)
+		tg, _, err := v.resolve(v.g.toolScope(identity.From(ctx)), params.Name)
 		if err != nil {
 			return nil, err
 		}
