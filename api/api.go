@@ -104,6 +104,12 @@ type Options struct {
 	// ApproverGroups are the groups whose members see every caller's
 	// approval questions (besides AdminGroups).
 	ApproverGroups []string
+	// Visibility says which tools each caller may see and call (the
+	// groups section; a reload may change it): /api/tools, /api/pins and
+	// /api/servers show a caller its tools only, and its call of another
+	// tool is answered as the call of a tool that does not exist. nil,
+	// or a nil result: every caller sees every tool.
+	Visibility func() *policy.Visibility
 }
 
 // Limiter admits n calls of the caller ctx carries, or refuses them with
@@ -270,22 +276,43 @@ func (s *server) fleet(w http.ResponseWriter, r *http.Request) {
 // ToolInfo is one tool as /api/tools lists it.
 type ToolInfo struct {
 	*tool.Tool
-	// Approval is what the policy does with a call of the tool in the
-	// current mode: allow, ask or deny.
+	// Approval is what the policy does with a call of the tool by the
+	// caller asking, in its mode: allow, ask or deny.
 	Approval string `json:"approval,omitempty"`
 }
 
+// toolScope is what the caller of r may see of the tools (Options.Visibility).
+func (s *server) toolScope(r *http.Request) policy.Scope {
+	if s.o.Visibility == nil {
+		return policy.Scope{}
+	}
+	return s.o.Visibility().For(identity.From(r.Context()))
+}
+
 func (s *server) servers(w http.ResponseWriter, r *http.Request) {
+	sc := s.toolScope(r)
+	var health []tool.ServerHealth
+	var cat *tool.Catalog
+	if s.o.Health == nil || sc.Limited() {
+		var err error
+		if cat, err = s.o.Catalog.Tools(r.Context()); err != nil {
+			writeToolError(w, err)
+			return
+		}
+	}
 	if s.o.Health != nil {
-		writeJSON(w, http.StatusOK, s.o.Health())
-		return
+		health = s.o.Health()
+	} else {
+		health = cat.Servers()
 	}
-	cat, err := s.o.Catalog.Tools(r.Context())
-	if err != nil {
-		writeToolError(w, err)
-		return
+	if sc.Limited() {
+		// A server the caller sees no tool of is not there for it.
+		health = slices.DeleteFunc(health, func(h tool.ServerHealth) bool {
+			return !slices.ContainsFunc(cat.Tools(), func(t tool.Tool) bool { return t.Server == h.Name && sc.Sees(t.Server, t.Name) }) &&
+				(h.State == tool.StateReady || !sc.SeesServer(h.Name))
+		})
 	}
-	writeJSON(w, http.StatusOK, cat.Servers())
+	writeJSON(w, http.StatusOK, health)
 }
 
 func (s *server) tools(w http.ResponseWriter, r *http.Request) {
@@ -294,11 +321,21 @@ func (s *server) tools(w http.ResponseWriter, r *http.Request) {
 		writeToolError(w, err)
 		return
 	}
+	sc, caller := s.toolScope(r), identity.From(r.Context())
 	out := make([]ToolInfo, 0, cat.Len())
 	for _, t := range cat.Tools() {
+		if !sc.Sees(t.Server, t.Name) {
+			continue
+		}
 		info := ToolInfo{Tool: &t}
 		if s.o.Policy != nil && !isNilPolicy(s.o.Policy) {
-			info.Approval = string(s.o.Policy.Requires(t))
+			if pf, ok := s.o.Policy.(interface {
+				RequiresFor(*identity.Caller, tool.Tool) policy.Action
+			}); ok {
+				info.Approval = string(pf.RequiresFor(caller, t))
+			} else {
+				info.Approval = string(s.o.Policy.Requires(t))
+			}
 		}
 		out = append(out, info)
 	}
@@ -317,8 +354,12 @@ func (s *server) pins(w http.ResponseWriter, r *http.Request) {
 		writeToolError(w, err)
 		return
 	}
+	sc := s.toolScope(r)
 	out := make([]pipeline.PinStatus, 0, cat.Len())
 	for _, t := range cat.Tools() {
+		if !sc.Sees(t.Server, t.Name) {
+			continue
+		}
 		st, err := s.o.Pins.Status(t)
 		if err != nil {
 			writeError(w, http.StatusInternalServerError, "pin_failed", err.Error())
@@ -375,7 +416,7 @@ func (s *server) acceptPin(w http.ResponseWriter, r *http.Request) {
 	}
 	server, name := r.PathValue("server"), r.PathValue("tool")
 	def, ok := cat.Find(server, name)
-	if !ok {
+	if !ok || !s.toolScope(r).Sees(server, name) {
 		writeError(w, http.StatusNotFound, string(tool.KindToolNotRegistered), fmt.Sprintf("no tool %s/%s", server, name))
 		return
 	}
@@ -457,6 +498,12 @@ func (s *server) call(w http.ResponseWriter, r *http.Request) {
 	}
 	call := tool.Call{Server: r.PathValue("server"), Tool: r.PathValue("tool"),
 		Arguments: req.Arguments, Task: req.Task, Session: req.Session}
+	if sc := s.toolScope(r); !sc.Sees(call.Server, call.Tool) {
+		// As the call of a tool that does not exist: the caller learns
+		// nothing of tools it may not see.
+		s.unseen(w, r, sc, call)
+		return
+	}
 	if call.Task != "" && s.o.Log != nil {
 		// A call goes into a task of the caller's, or a new one (which
 		// its record creates, the caller's): another's is not found.
@@ -492,6 +539,37 @@ func (s *server) call(w http.ResponseWriter, r *http.Request) {
 		status = statusOf(rec.Error.Kind)
 	}
 	writeJSON(w, status, rec)
+}
+
+// unseen answers the call of a tool the caller may not see, whether the
+// tool exists or not, as the manager answers the call of one that does
+// not: no server of that name, or no tool of that name on it, with a
+// suggestion among what the caller sees.
+func (s *server) unseen(w http.ResponseWriter, r *http.Request, sc policy.Scope, call tool.Call) {
+	cat, err := s.o.Catalog.Tools(r.Context())
+	if err != nil {
+		writeToolError(w, err)
+		return
+	}
+	var servers, names []string
+	for _, t := range cat.Tools() {
+		if !sc.Sees(t.Server, t.Name) {
+			continue
+		}
+		if !slices.Contains(servers, t.Server) {
+			servers = append(servers, t.Server)
+		}
+		if t.Server == call.Server {
+			names = append(names, t.Name)
+		}
+	}
+	e := &tool.Error{Kind: tool.KindServerNotFound, Server: call.Server, Tool: call.Tool,
+		Message: fmt.Sprintf("no server named %q is configured", call.Server), Suggestion: tool.Closest(call.Server, servers)}
+	if slices.Contains(servers, call.Server) {
+		e = &tool.Error{Kind: tool.KindToolNotRegistered, Server: call.Server, Tool: call.Tool,
+			Message: fmt.Sprintf("server %s has no tool named %q", call.Server, call.Tool), Suggestion: tool.Closest(call.Tool, names)}
+	}
+	writeJSON(w, statusOf(e.Kind), tool.Refused(&call, e))
 }
 
 func (s *server) tasks(w http.ResponseWriter, r *http.Request) {
@@ -592,11 +670,7 @@ func (s *server) approvals(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, []Pending{})
 		return
 	}
-	scope := identity.ScopeOf(identity.From(r.Context()), s.approvers)
-	writeJSON(w, http.StatusOK, slices.DeleteFunc(s.o.Approvals.Pending(), func(p Pending) bool {
-		asker, _ := s.o.Approvals.Asker(p.ID)
-		return !scope.Sees(asker)
-	}))
+	writeJSON(w, http.StatusOK, s.o.Approvals.PendingFor(identity.From(r.Context())))
 }
 
 // decisionRequest is the body of an answer.
@@ -627,7 +701,12 @@ func (s *server) decide(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "not_found", ErrUnknownApproval.Error())
 		return
 	}
-	if err := s.o.Approvals.Decide(r.PathValue("id"), ans); err != nil {
+	if err := s.o.Approvals.DecideAs(r.PathValue("id"), ans, identity.From(r.Context())); err != nil {
+		if _, ok := errors.AsType[*ForbiddenError](err); ok {
+			// The question still waits, for someone who may answer.
+			writeError(w, http.StatusForbidden, "forbidden", err.Error())
+			return
+		}
 		if _, ok := errors.AsType[*EndedError](err); ok {
 			// It waited, and no longer does: withdrawn, timed out, or
 			// answered by someone else.
@@ -663,7 +742,8 @@ func (s *server) events(w http.ResponseWriter, r *http.Request) {
 		h = f.Handler(stream.HandlerOptions{Keep: s.ownEvents(r.Context(), scope)})
 	}
 	if s.o.Approvals != nil && r.Method == http.MethodGet && isTrue(r.URL.Query().Get("approver")) {
-		detach := s.o.Approvals.Attach()
+		// Only someone who may answer is counted as an approver.
+		detach := s.o.Approvals.AttachAs(identity.From(r.Context()))
 		defer detach()
 	}
 	h.ServeHTTP(w, r)

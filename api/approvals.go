@@ -33,6 +33,15 @@ const DefaultProgressInterval = 10 * time.Second
 // remembers, so that a late answer gets a reason rather than "unknown".
 const endedMemory = 1024
 
+// Who may answer approvals when callers are known (docs/gateway.md
+// "Approvals by approvers"): members of the approvers group, and of the
+// admin group, who may do everything. The groups are configurable
+// (ApprovalOptions); these are their defaults.
+const (
+	DefaultApproversGroup = "approvers"
+	DefaultAdminGroup     = "admin"
+)
+
 // Pending is a call waiting for approval, as the API lists it.
 type Pending struct {
 	// ID is the call's ID, the call_id of the stream's approval_request.
@@ -50,6 +59,12 @@ type Pending struct {
 	Since   time.Time `json:"since"`
 	// Deadline is when the call is refused if nobody answers.
 	Deadline time.Time `json:"deadline"`
+	// CanAnswer says whether whoever listed the queue may answer this
+	// question (ListFor); always true without authentication.
+	CanAnswer bool `json:"can_answer"`
+
+	// askerKey is the asker's identity.Caller.Key, for who may answer.
+	askerKey string
 }
 
 // The ways a wait ends, in [Ending.Outcome].
@@ -71,6 +86,8 @@ type Ending struct {
 	Outcome string    `json:"outcome"`
 	Message string    `json:"message"`
 	At      time.Time `json:"at"`
+	// By names who answered, for OutcomeAnswered, when callers are known.
+	By string `json:"by,omitempty"`
 }
 
 // ApprovalOptions configure an [Approvals] queue; zero fields take the
@@ -97,6 +114,16 @@ type ApprovalOptions struct {
 	// they are called outside the queue's lock.
 	OnPending func(Pending)
 	OnEnded   func(Pending, Ending)
+	// ApproversGroup and AdminGroup name the groups whose members may
+	// answer when callers are known (DefaultApproversGroup,
+	// DefaultAdminGroup): auth.approvers_group and auth.admin_group.
+	// Anyone else's answer is refused with a *ForbiddenError, and their
+	// event stream does not attach them as an approver.
+	ApproversGroup, AdminGroup string
+	// NoSelfApproval refuses the answer of the caller who made the call
+	// (auth.self_approval: false): someone else must approve it, even
+	// an approver's own call. Off, an approver may answer their own.
+	NoSelfApproval bool
 }
 
 // Approvals is an approver whose questions wait for an answer given
@@ -121,9 +148,13 @@ type Approvals struct {
 	mu        sync.Mutex
 	pending   map[string]*waiting
 	approvers int
-	grace     *time.Timer // runs while nobody is attached but the grace is not over
-	ended     map[string]Ending
-	endedIDs  []string // oldest first, for eviction
+	// attached counts the approvers attached by caller
+	// (identity.Caller.Key; "" for those without), for NoSelfApproval:
+	// a question whose only approver is its asker has nobody to go to.
+	attached map[string]int
+	grace    *time.Timer // runs while nobody is attached but the grace is not over
+	ended    map[string]Ending
+	endedIDs []string // oldest first, for eviction
 	// askers are the callers of the questions waiting or remembered in
 	// ended (those with a caller), by id: whose each is (Asker).
 	askers map[string]*identity.Ref
@@ -137,14 +168,21 @@ type waiting struct {
 type verdict struct {
 	ans policy.Answer
 	err error
+	by  string // who answered, when known
 }
 
 // NewApprovals returns an empty queue with nobody attached; nil options
 // take the defaults.
 func NewApprovals(o *ApprovalOptions) *Approvals {
-	a := &Approvals{pending: map[string]*waiting{}, ended: map[string]Ending{}, askers: map[string]*identity.Ref{}}
+	a := &Approvals{pending: map[string]*waiting{}, ended: map[string]Ending{}, askers: map[string]*identity.Ref{}, attached: map[string]int{}}
 	if o != nil {
 		a.o = *o
+	}
+	if a.o.ApproversGroup == "" {
+		a.o.ApproversGroup = DefaultApproversGroup
+	}
+	if a.o.AdminGroup == "" {
+		a.o.AdminGroup = DefaultAdminGroup
 	}
 	if a.o.Timeout <= 0 {
 		a.o.Timeout = DefaultApprovalTimeout
@@ -188,24 +226,54 @@ func (e *EndedError) Error() string {
 // Is makes an EndedError match ErrUnknownApproval.
 func (e *EndedError) Is(target error) bool { return target == ErrUnknownApproval }
 
+// ForbiddenError refuses the answer of someone who may not give it: not
+// a member of the approvers (or admin) group, or, with NoSelfApproval,
+// the caller who made the call. The question still waits.
+type ForbiddenError struct {
+	ID      string
+	Message string
+}
+
+func (e *ForbiddenError) Error() string { return e.Message }
+
+// mayApprove reports whether c may answer questions at all: anyone when
+// callers are not known (nil), else the members of the approvers and
+// admin groups.
+func (a *Approvals) mayApprove(c *identity.Caller) bool {
+	return c == nil || c.In(a.o.ApproversGroup) || c.In(a.o.AdminGroup)
+}
+
 // Attach registers an approver: someone who can answer now. Questions
 // are put while at least one is attached; detach (safe to call more than
 // once) says it went away. When the last one goes, questions are still
 // taken for the grace, then the calls still waiting are refused.
-func (a *Approvals) Attach() (detach func()) {
+func (a *Approvals) Attach() (detach func()) { return a.AttachAs(nil) }
+
+// AttachAs is Attach for someone known as c (nil: callers are not known):
+// a caller who may not answer (mayApprove) is not counted, and detach
+// does nothing.
+func (a *Approvals) AttachAs(c *identity.Caller) (detach func()) {
+	if !a.mayApprove(c) {
+		return func() {}
+	}
+	key := c.Key()
 	a.mu.Lock()
 	a.approvers++
+	a.attached[key]++
 	if a.grace != nil {
 		a.grace.Stop()
 		a.grace = nil
 	}
 	a.mu.Unlock()
 	var once sync.Once
-	return func() { once.Do(a.detach) }
+	return func() { once.Do(func() { a.detach(key) }) }
 }
 
-func (a *Approvals) detach() {
+func (a *Approvals) detach(key string) {
 	a.mu.Lock()
+	if a.attached[key]--; a.attached[key] == 0 {
+		delete(a.attached, key)
+	}
 	if a.approvers--; a.approvers > 0 || a.o.Expect {
 		a.mu.Unlock()
 		return
@@ -258,11 +326,18 @@ func (a *Approvals) Approvers() int {
 func (a *Approvals) Attached() bool {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	return a.attachedLocked()
+	return a.attachedLocked("")
 }
 
-func (a *Approvals) attachedLocked() bool {
-	return a.o.Expect || a.approvers > 0 || a.grace != nil
+// attachedLocked reports whether a question of the caller keyed asker
+// would be taken; a.mu is held. With NoSelfApproval, the asker attached
+// does not count for its own question.
+func (a *Approvals) attachedLocked(asker string) bool {
+	n := a.approvers
+	if a.o.NoSelfApproval && asker != "" {
+		n -= a.attached[asker]
+	}
+	return a.o.Expect || n > 0 || a.grace != nil
 }
 
 // where names the place to answer, for messages.
@@ -275,18 +350,26 @@ func (a *Approvals) whereLocked() string {
 
 // Available implements policy.Availability: nil while a question put now
 // would be taken, else why not and where to answer.
-func (a *Approvals) Available(context.Context, policy.Request) error {
+func (a *Approvals) Available(_ context.Context, req policy.Request) error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if a.attachedLocked() {
+	if a.attachedLocked(req.Caller.Key()) {
 		return nil
 	}
-	return a.unavailableLocked()
+	return a.unavailableLocked(req.Caller)
 }
 
-func (a *Approvals) unavailableLocked() error {
+func (a *Approvals) unavailableLocked(asker *identity.Caller) error {
+	if asker == nil {
+		return &policy.NoApproverError{Hints: []string{
+			"approvals are asked on " + a.whereLocked() + " only while it is open: open it first, then make the call"}}
+	}
+	who := fmt.Sprintf("a member of the %s group", a.o.ApproversGroup)
+	if a.o.NoSelfApproval {
+		who += " other than " + asker.Name
+	}
 	return &policy.NoApproverError{Hints: []string{
-		"approvals are asked on " + a.whereLocked() + " only while it is open: open it first, then make the call"}}
+		"approvals are asked on " + a.whereLocked() + " only while " + who + " has it open"}}
 }
 
 // Approve implements policy.Approver: the request waits in the queue, if
@@ -304,11 +387,15 @@ func (a *Approvals) Approve(ctx context.Context, req policy.Request) (policy.Ans
 	w := &waiting{done: make(chan verdict, 1), info: Pending{
 		ID: id, Task: req.Call.Task, Server: req.Call.Server, Tool: req.Call.Tool, Arguments: req.Call.Arguments, Caller: asker.String(),
 		Rule: req.Decision.Rule, Message: req.Decision.Message, Since: now, Deadline: now.Add(a.o.Timeout),
+		askerKey: req.Caller.Key(), CanAnswer: true,
 	}}
+	if req.Caller != nil {
+		w.info.Caller = req.Caller.Name
+	}
 	a.mu.Lock()
 	where := a.whereLocked()
-	if !a.attachedLocked() {
-		err := a.unavailableLocked()
+	if !a.attachedLocked(w.info.askerKey) {
+		err := a.unavailableLocked(req.Caller)
 		a.mu.Unlock()
 		return 0, err
 	}
@@ -345,6 +432,9 @@ func (a *Approvals) Approve(ctx context.Context, req policy.Request) (policy.Ans
 	for {
 		select {
 		case v := <-w.done:
+			if v.by != "" {
+				tool.Answered(ctx, v.by)
+			}
 			return v.ans, v.err
 		case at := <-tick.C:
 			tell(at)
@@ -420,31 +510,77 @@ func (a *Approvals) told(p Pending, e Ending) {
 // Decide answers the call waiting under id. A call that no longer waits
 // gets an *EndedError saying why (or ErrUnknownApproval, for an id never
 // seen): an answer given after the call's client went away never runs it.
-func (a *Approvals) Decide(id string, ans policy.Answer) error {
+func (a *Approvals) Decide(id string, ans policy.Answer) error { return a.DecideAs(id, ans, nil) }
+
+// DecideAs is Decide by someone known as by (nil: callers are not known,
+// anyone answers). A member of neither the approvers nor the admin group
+// is refused with a *ForbiddenError, and so is the caller who made the
+// call with NoSelfApproval; the question goes on waiting. A question by
+// may not see (another caller's, by may not answer) is ErrUnknownApproval,
+// as one that does not exist. The answer, and its ending, name by.
+func (a *Approvals) DecideAs(id string, ans policy.Answer, by *identity.Caller) error {
 	e := Ending{Outcome: OutcomeAnswered, Message: ans.String(), At: time.Now()}
+	if by != nil {
+		e.By = by.Name
+	}
 	a.mu.Lock()
 	w, ok := a.pending[id]
 	if !ok {
 		defer a.mu.Unlock()
-		if e, ok := a.ended[id]; ok {
+		if e, ok := a.ended[id]; ok && a.mayApprove(by) {
 			return &EndedError{ID: id, Ending: e}
 		}
 		return ErrUnknownApproval
 	}
+	if err := a.forbiddenLocked(w.info, by); err != nil {
+		a.mu.Unlock()
+		return err
+	}
 	delete(a.pending, id) // a second answer finds it ended
 	a.rememberLocked(id, e)
-	w.done <- verdict{ans: ans}
+	w.done <- verdict{ans: ans, by: e.By}
 	a.mu.Unlock()
 	a.told(w.info, e)
 	return nil
 }
 
+// forbiddenLocked says why by may not answer the question p, nil if it
+// may; a.mu is held. A question by may not even see is unknown to it.
+func (a *Approvals) forbiddenLocked(p Pending, by *identity.Caller) error {
+	switch {
+	case by == nil:
+		return nil
+	case !a.mayApprove(by) && p.askerKey != by.Key():
+		return ErrUnknownApproval
+	case !a.mayApprove(by):
+		return &ForbiddenError{ID: p.ID, Message: fmt.Sprintf(
+			"%s may not answer approvals: only members of the %s group may (or %s); the call still waits for one",
+			by.Name, a.o.ApproversGroup, a.o.AdminGroup)}
+	case a.o.NoSelfApproval && p.askerKey == by.Key():
+		return &ForbiddenError{ID: p.ID, Message: fmt.Sprintf(
+			"%s made this call and may not approve it (auth.self_approval is false): another approver must; the call still waits",
+			by.Name)}
+	}
+	return nil
+}
+
 // Pending lists the calls waiting, oldest first.
-func (a *Approvals) Pending() []Pending {
+func (a *Approvals) Pending() []Pending { return a.PendingFor(nil) }
+
+// PendingFor lists the calls waiting that c may see, oldest first, each
+// saying whether c may answer it (CanAnswer): every call for an approver
+// (and for anyone when callers are not known, nil), a caller's own calls
+// for anyone else.
+func (a *Approvals) PendingFor(c *identity.Caller) []Pending {
 	a.mu.Lock()
 	out := make([]Pending, 0, len(a.pending))
 	for _, w := range a.pending {
-		out = append(out, w.info)
+		p := w.info
+		if c != nil && !a.mayApprove(c) && p.askerKey != c.Key() {
+			continue
+		}
+		p.CanAnswer = a.forbiddenLocked(p, c) == nil
+		out = append(out, p)
 	}
 	a.mu.Unlock()
 	slices.SortFunc(out, func(x, y Pending) int { return x.Since.Compare(y.Since) })

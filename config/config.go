@@ -98,6 +98,10 @@ type Config struct {
 	// Policy is the approval mode and the rules that allow, deny or ask
 	// before a call (docs/policy.md).
 	Policy Policy
+	// Groups are the settings of callers' groups (`groups:`): the
+	// approval mode of their calls and the tools they may see and call,
+	// by group name. Nil when the file has none.
+	Groups map[string]Group
 	// TaskLog controls the task log kept in DataDir (docs/tasklog.md).
 	TaskLog TaskLog
 	// Pinning says what happens when a server changes a tool's definition
@@ -365,6 +369,26 @@ type Passthrough struct {
 	// ParkTimeout is how long such a call waits for the client's retry
 	// before it is withdrawn and cancelled upstream.
 	ParkTimeout time.Duration
+	// Groups, when set, are the only groups whose members may use the
+	// route (others are answered as for a route that does not exist);
+	// nil lets every caller use it.
+	Groups []string
+}
+
+// Group is the settings of one group of callers (`groups.NAME`,
+// docs/identity.md "Governance per caller"). Package policy gives them
+// their meaning.
+type Group struct {
+	// ApprovalMode is the approval mode of the group's members' calls
+	// ("plan", "default", "auto_edit" or "yolo"); "" leaves them in the
+	// policy's mode.
+	ApprovalMode string
+	// Tools are the tool patterns (server/tool globs) of the tools the
+	// group's members may see and call; nil when the group does not say
+	// (it grants no tool). An empty list grants none on purpose.
+	Tools []string
+	// Line is where the group starts in the file.
+	Line int
 }
 
 // ToolSearch is tool search on an MCP endpoint of toolmux serve
@@ -437,6 +461,10 @@ type VirtualServer struct {
 	Descriptions map[string]string
 	// ToolSearch is tool search on the virtual server.
 	ToolSearch ToolSearch
+	// Groups, when set, are the only groups whose members may use the
+	// virtual server (others are answered as for one that does not
+	// exist); nil lets every caller use it.
+	Groups []string
 }
 
 // HealthCheck says how a server that stopped answering is found out, and
@@ -695,6 +723,10 @@ type Auth struct {
 	// approvals and listings; ApproversGroup the group whose members
 	// answer approvals.
 	AdminGroup, ApproversGroup string
+	// SelfApproval, when false, refuses a caller's answer to the approval
+	// of its own call (its client's elicitation, its page); nil means
+	// true, the default.
+	SelfApproval *bool
 	// Keys is the file of the API keys; "" for the default in the data
 	// directory.
 	Keys string

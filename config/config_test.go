@@ -505,7 +505,7 @@ passthrough:
   max_sessions: 4
   max_parked: 3
 `)
-	if cfg.Passthrough != (config.Passthrough{MaxSessions: 4, MaxParked: 3}) {
+	if !reflect.DeepEqual(cfg.Passthrough, config.Passthrough{MaxSessions: 4, MaxParked: 3}) {
 		t.Errorf("global: %+v", cfg.Passthrough)
 	}
 	want := []*config.Passthrough{{MaxSessions: 4, IdleTimeout: time.Minute, MaxParked: 3}, nil,
@@ -515,7 +515,7 @@ passthrough:
 			t.Errorf("%s: %+v, want %+v", s.Name, s.Passthrough, want[i])
 		}
 	}
-	if def := config.Default(); def.Passthrough != (config.Passthrough{}) {
+	if def := config.Default(); !reflect.DeepEqual(def.Passthrough, config.Passthrough{}) {
 		t.Errorf("default: %+v (zero means the gateway's defaults)", def.Passthrough)
 	}
 }

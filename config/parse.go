@@ -32,7 +32,7 @@ import (
 // order is also the order "expected one of" lists them in.
 var topKeys = []string{"workspace", "data_dir", "builtin", "connect_timeout", "timeout",
 	"allow", "deny", "retry", "circuit_breaker", "health_check", "servers", "mcpServers", "pipeline", "policy", "task_log",
-	"pinning", "limits", "model", "agent", "agents", "passthrough", "reissue", "subscriptions", "tool_search", "virtual_servers", "telemetry", "mcp_tasks", "rate_limits", "auth"}
+	"pinning", "limits", "model", "agent", "agents", "passthrough", "reissue", "subscriptions", "tool_search", "virtual_servers", "telemetry", "mcp_tasks", "rate_limits", "auth", "groups"}
 
 type parser struct {
 	file   string
@@ -367,6 +367,8 @@ func (p *parser) topLevel(e entry, cfg *Config, agents *agentDecls) {
 		cfg.Pipeline = p.pipeline(e.v, kp)
 	case "policy":
 		cfg.Policy = p.policy(e.v, kp)
+	case "groups":
+		cfg.Groups = p.groups(e.v, kp)
 	case "model":
 		cfg.Model = p.model(e, kp)
 	case "agent":

@@ -14,7 +14,7 @@ import (
 
 var (
 	authKeys = []string{"resource", "issuers", "claims", "clock_skew", "scopes", "admin_group", "approvers_group",
-		"keys", "token_cache", "timeout", "jwks_refetch_interval"}
+		"self_approval", "keys", "token_cache", "timeout", "jwks_refetch_interval"}
 	issuerKeys        = []string{"issuer", "jwks_url", "audiences", "introspection"}
 	introspectionKeys = []string{"url", "client_id", "client_secret_env"}
 	claimsKeys        = []string{"subject", "name", "groups"}
@@ -75,6 +75,10 @@ func (p *parser) auth(n *yaml.Node, kp string) Auth {
 			a.AdminGroup, _ = p.text(e.v, fp)
 		case "approvers_group":
 			a.ApproversGroup, _ = p.text(e.v, fp)
+		case "self_approval":
+			if b, ok := p.boolean(e.v, fp); ok {
+				a.SelfApproval = &b
+			}
 		case "keys":
 			if s, ok := p.text(e.v, fp); ok {
 				if r, err := resolvePath(s, p.dir, p.lookup); err != nil {

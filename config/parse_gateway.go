@@ -15,7 +15,7 @@ import (
 
 var (
 	toolSearchKeys    = []string{"enabled", "above", "pinned", "limit"}
-	virtualServerKeys = []string{"name", "description", "tools", "rename", "descriptions", "tool_search"}
+	virtualServerKeys = []string{"name", "description", "tools", "rename", "descriptions", "tool_search", "groups"}
 )
 
 // maxToolSearchAbove bounds tool_search.above: a typo of a few digits more
@@ -104,6 +104,8 @@ func (p *parser) virtualServer(n *yaml.Node, kp string) (vs VirtualServer, name 
 			descriptions, descriptionsKP = e.v, fp
 		case "tool_search":
 			vs.ToolSearch = p.toolSearch(e.v, fp)
+		case "groups":
+			vs.Groups = p.nonEmptyStrings(e.v, fp, checkGroupName)
 		}
 	})
 	if !ok {

@@ -3,6 +3,7 @@ package config
 import (
 	"errors"
 	"fmt"
+	"path"
 
 	"go.yaml.in/yaml/v3"
 
@@ -12,7 +13,7 @@ import (
 // Keys of the policy section, in the order docs/policy.md documents them.
 var (
 	policyKeys     = []string{"mode", "persist", "rules"}
-	policyRuleKeys = []string{"name", "tools", "server", "args", "read_only", "destructive", "modes", "action", "priority", "message"}
+	policyRuleKeys = []string{"name", "tools", "server", "args", "read_only", "destructive", "callers", "groups", "modes", "action", "priority", "message"}
 
 	// The words of package policy (config does not import it; a test there
 	// keeps the two in step).
@@ -72,6 +73,10 @@ func (p *parser) policyRule(n *yaml.Node, kp string) PolicyRule {
 			if b, ok := p.boolean(e.v, fp); ok {
 				r.Destructive = &b
 			}
+		case "callers":
+			r.Callers = p.nonEmptyStrings(e.v, fp, checkCallerGlob)
+		case "groups":
+			r.Groups = p.nonEmptyStrings(e.v, fp, checkGroupName)
 		case "modes":
 			r.Modes = p.nonEmptyStrings(e.v, fp, checkMode)
 		case "action":
@@ -128,6 +133,17 @@ func checkServerGlob(s string) string {
 	var e *toolglob.Error
 	if err := toolglob.CheckServer(s); errors.As(err, &e) {
 		return e.Explain(quote)
+	}
+	return ""
+}
+
+// checkCallerGlob checks a glob over callers' names and subjects.
+func checkCallerGlob(s string) string {
+	if s == "" {
+		return "a caller pattern must not be empty"
+	}
+	if _, err := path.Match(s, ""); err != nil {
+		return fmt.Sprintf("%s is not a valid glob: %v", quote(s), err)
 	}
 	return ""
 }

@@ -28,7 +28,7 @@ var (
 	healthCheckKeys = []string{"enabled", "ping_after", "ping_timeout", "ping_interval", "min_backoff", "max_backoff"}
 	// passthroughKeys are the keys of a passthrough section, global or a
 	// server's.
-	passthroughKeys = []string{"max_sessions", "idle_timeout", "max_parked", "park_timeout"}
+	passthroughKeys = []string{"max_sessions", "idle_timeout", "max_parked", "park_timeout", "groups"}
 
 	// mcpServers entries as Claude Desktop, Cursor and Gemini CLI write them.
 	commonKeys = []string{"command", "args", "env", "cwd", "url", "httpUrl", "type",
@@ -586,6 +586,8 @@ func (p *parser) passthrough(n *yaml.Node, kp string, base Passthrough) Passthro
 			}
 		case "park_timeout":
 			p.setDuration(&pt.ParkTimeout, e.v, fp)
+		case "groups":
+			pt.Groups = p.nonEmptyStrings(e.v, fp, checkGroupName)
 		}
 	})
 	return pt

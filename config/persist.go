@@ -237,6 +237,18 @@ func ruleFields(r PolicyRule) []field {
 	if r.Destructive != nil {
 		fs = append(fs, field{"destructive", *r.Destructive})
 	}
+	for _, list := range []struct {
+		key    string
+		values []string
+	}{{"callers", r.Callers}, {"groups", r.Groups}} {
+		if len(list.values) > 0 {
+			l := make([]any, len(list.values))
+			for i, v := range list.values {
+				l[i] = esc(v)
+			}
+			fs = append(fs, field{list.key, l})
+		}
+	}
 	if len(r.Modes) > 0 {
 		l := make([]any, len(r.Modes))
 		for i, m := range r.Modes {

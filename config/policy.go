@@ -33,6 +33,12 @@ type PolicyRule struct {
 	// ReadOnly and Destructive match the tool's readOnlyHint and
 	// destructiveHint; nil matches either.
 	ReadOnly, Destructive *bool
+	// Callers are globs over the calling caller's name or subject; nil
+	// matches any caller.
+	Callers []string
+	// Groups are group names, one of which the caller must be in; nil
+	// matches any caller.
+	Groups []string
 	// Modes restricts the rule to these approval modes; nil means all.
 	Modes []string
 	// Action is "allow", "deny" or "ask".

@@ -139,7 +139,7 @@ func TestPolicyErrors(t *testing.T) {
     - {name: "", message: [a], action: deny}
 `,
 			want: []wantErr{
-				{3, 8, "policy.rules[0].tool", "unknown key (expected one of: name, tools, server, args, read_only, destructive, modes, action, priority, message); did you mean tools?"},
+				{3, 8, "policy.rules[0].tool", "unknown key (expected one of: name, tools, server, args, read_only, destructive, callers, groups, modes, action, priority, message); did you mean tools?"},
 				{4, 7, "policy.rules[1]", "expected a mapping, got null"},
 				{5, 7, "policy.rules[2]", "expected a mapping, got a list"},
 				{6, 15, "policy.rules[3].tools", "must not be empty"},

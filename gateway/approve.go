@@ -14,6 +14,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/toolmux/toolmux/policy"
+	"github.com/toolmux/toolmux/tool"
 )
 
 type requestKey struct{}
@@ -100,11 +101,39 @@ type ElicitApprover struct {
 	// answer a task's question too. The first answer wins; the other
 	// question is withdrawn.
 	Also policy.Approver
+	// NoSelfApproval never asks the client of a call whose caller is
+	// known (auth.self_approval: false): the client's user is the caller
+	// itself, and someone else must approve its calls. The approver then
+	// answers policy.ErrNoApprover with a hint, so that the next approver
+	// (the page, where approvers answer) is asked. Calls without a caller
+	// (no authentication) are asked as before.
+	NoSelfApproval bool
+}
+
+// selfRefused is the approver's answer to a call of a caller who may not
+// approve its own calls.
+func (e ElicitApprover) selfRefused(req policy.Request) error {
+	if !e.NoSelfApproval || req.Caller == nil {
+		return nil
+	}
+	return &policy.NoApproverError{Hints: []string{fmt.Sprintf(
+		"%s's own MCP client is not asked: callers do not approve their own calls here (auth.self_approval: false)", req.Caller.Name)}}
+}
+
+// answered tells the call's context (the scheduler's events) that the
+// client's user, the caller itself, answered.
+func answeredByCaller(ctx context.Context, req policy.Request) {
+	if req.Caller != nil {
+		tool.Answered(ctx, req.Caller.Name)
+	}
 }
 
 // Available implements policy.Availability: a client can be asked when
 // it declared elicitation.
-func (ElicitApprover) Available(ctx context.Context, _ policy.Request) error {
+func (e ElicitApprover) Available(ctx context.Context, req policy.Request) error {
+	if err := e.selfRefused(req); err != nil {
+		return err
+	}
 	if r := requestFrom(ctx); r != nil && r.task != nil {
 		if r.taskElicits {
 			return nil
@@ -137,6 +166,9 @@ const instantDecline = 250 * time.Millisecond
 
 // Approve implements policy.Approver.
 func (e ElicitApprover) Approve(ctx context.Context, req policy.Request) (policy.Answer, error) {
+	if err := e.selfRefused(req); err != nil {
+		return 0, err
+	}
 	r := requestFrom(ctx)
 	if r != nil && r.task != nil {
 		return e.approveInTask(ctx, r, req)
@@ -158,7 +190,11 @@ func (e ElicitApprover) Approve(ctx context.Context, req policy.Request) (policy
 			}
 			// The question went out with an earlier request, of which
 			// nothing is kept: how soon this answer came is not known.
-			return r.answer(res, untimed)
+			ans, err := r.answer(res, untimed)
+			if err == nil {
+				answeredByCaller(ctx, req)
+			}
+			return ans, err
 		}
 		r.ask(key, form)
 		return 0, policy.ErrInputRequired
@@ -184,7 +220,11 @@ func (e ElicitApprover) Approve(ctx context.Context, req policy.Request) (policy
 		}
 		return 0, fmt.Errorf("the client could not show the question: %w", err)
 	}
-	return r.answer(res, time.Since(sent))
+	ans, err := r.answer(res, time.Since(sent))
+	if err == nil {
+		answeredByCaller(ctx, req)
+	}
+	return ans, err
 }
 
 // approveInTask asks through the call's MCP task: the question shows on
@@ -199,6 +239,7 @@ func (e ElicitApprover) approveInTask(ctx context.Context, r *request, req polic
 		ans    policy.Answer
 		err    error
 		client bool
+		by     string // who answered, as the page's queue says
 	}
 	actx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -220,8 +261,11 @@ func (e ElicitApprover) approveInTask(ctx context.Context, r *request, req polic
 	if e.Also != nil && availableNow(actx, e.Also, req) {
 		n++
 		go func() {
-			ans, err := e.Also.Approve(actx, req)
-			out <- verdict{ans: ans, err: err}
+			// Who answered on the page is told the call only if that
+			// answer is the one taken (below).
+			v := verdict{}
+			v.ans, v.err = e.Also.Approve(tool.WithAnswered(actx, func(by string) { v.by = by }), req)
+			out <- v
 		}()
 	}
 	// The first answer wins (the other question is withdrawn); a side
@@ -246,6 +290,11 @@ func (e ElicitApprover) approveInTask(ctx context.Context, r *request, req polic
 		}
 	}
 	if first != nil {
+		if first.client {
+			answeredByCaller(ctx, req)
+		} else if first.by != "" {
+			tool.Answered(ctx, first.by)
+		}
 		return first.ans, nil
 	}
 	if alsoErr != nil && !errors.Is(alsoErr, policy.ErrNoApprover) && errors.Is(clientErr, policy.ErrNoApprover) {

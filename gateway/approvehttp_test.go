@@ -37,9 +37,12 @@ type approvalsGateway struct {
 	calls    *callTasks
 }
 
-func newApprovalsGateway(t *testing.T, elicitTimeout, sessionTimeout time.Duration) *approvalsGateway {
+// builtinGoverned is the runtime of serve over the built-in tools of
+// dir, in default mode: the manager, and the scheduler whose gate asks
+// elicit, else queue, with the calls' events on hub. They are closed when
+// the test ends, after whatever serves them (cleaned up later).
+func builtinGoverned(t *testing.T, dir string, elicit gateway.ElicitApprover, queue *api.Approvals) (*manager.Manager, *schedule.Scheduler, *stream.Hub) {
 	t.Helper()
-	dir := t.TempDir()
 	src, err := builtin.New(dir)
 	if err != nil {
 		t.Fatal(err)
@@ -56,10 +59,22 @@ func newApprovalsGateway(t *testing.T, elicitTimeout, sessionTimeout time.Durati
 	if err != nil {
 		t.Fatal(err)
 	}
-	queue := api.NewApprovals(&api.ApprovalOptions{Timeout: time.Minute, ProgressInterval: 50 * time.Millisecond})
-	approver := policy.FirstOf(gateway.ElicitApprover{Timeout: elicitTimeout}, queue)
-	s := schedule.New(m, schedule.WithGate(policy.NewGate(engine, policy.WithApprover(approver), policy.WithConcurrentApprovals(true))),
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		hub.Close(ctx)
+		m.Close()
+	})
+	s := schedule.New(m, schedule.WithGate(policy.NewGate(engine, policy.WithApprover(policy.FirstOf(elicit, queue)), policy.WithConcurrentApprovals(true))),
 		schedule.WithSink(stream.SchedulerSink(hub)))
+	return m, s, hub
+}
+
+func newApprovalsGateway(t *testing.T, elicitTimeout, sessionTimeout time.Duration) *approvalsGateway {
+	t.Helper()
+	dir := t.TempDir()
+	queue := api.NewApprovals(&api.ApprovalOptions{Timeout: time.Minute, ProgressInterval: 50 * time.Millisecond})
+	m, s, hub := builtinGoverned(t, dir, gateway.ElicitApprover{Timeout: elicitTimeout}, queue)
 	calls := &callTasks{}
 	caller := governed{m, s}
 	a := &approvalsGateway{dir: dir, queue: queue, sessions: &sessionRecorder{}, calls: calls}
@@ -71,10 +86,6 @@ func newApprovalsGateway(t *testing.T, elicitTimeout, sessionTimeout time.Durati
 		srv.CloseClientConnections()
 		srv.Close()
 		a.g.Close()
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		hub.Close(ctx)
-		m.Close()
 	})
 	return a
 }

@@ -83,6 +83,7 @@ type clients struct {
 
 	stopping atomic.Bool   // BeginShutdown was called
 	nextPost atomic.Uint64 // names the POSTs in flight (the client cannot set the header: it is overwritten)
+	authOn   atomic.Bool   // MuxAuth verifies callers (callerOf)
 	wg       sync.WaitGroup
 
 	mu      sync.Mutex
@@ -320,15 +321,18 @@ func (s *clients) markDeletedLocked(sid string) {
 // still waiting for approval must be withdrawn (and one running
 // cancelled) rather than go on for nobody. Calls that did not arrive over
 // HTTP (stdio, in memory) are bound by their session alone.
+//
+// The call's context carries the caller of the request it came in
+// (callerOf), for every decision after: the policy's, the approver's.
 func (s *clients) bind(ctx context.Context, extra *mcp.RequestExtra) (context.Context, context.CancelFunc) {
 	if extra == nil || extra.Header == nil {
 		return ctx, func() {}
 	}
-	id := extra.Header.Get(postHeader)
-	s.mu.Lock()
-	post := s.posts[id]
-	s.mu.Unlock()
+	post := s.post(extra.Header.Get(postHeader))
 	if post == nil {
+		if s.authOn.Load() {
+			return identity.With(ctx, unknownCaller), func() {}
+		}
 		return ctx, func() {}
 	}
 	ctx, cancel := context.WithCancelCause(carryOrigin(ctx, post))

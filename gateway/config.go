@@ -14,7 +14,8 @@ func RouteFromConfig(c *config.Config, sc config.Server, src mcpsource.Config) R
 	if sc.Passthrough != nil {
 		p = *sc.Passthrough
 	}
-	return Route{Server: src, MaxSessions: p.MaxSessions, IdleTimeout: p.IdleTimeout, MaxParked: p.MaxParked, ParkTimeout: p.ParkTimeout}
+	return Route{Server: src, MaxSessions: p.MaxSessions, IdleTimeout: p.IdleTimeout, MaxParked: p.MaxParked, ParkTimeout: p.ParkTimeout,
+		Groups: p.Groups}
 }
 
 // ToolSearchFromConfig returns the tool search of a tool_search section.
@@ -27,7 +28,7 @@ func VirtualFromConfig(c *config.Config) []Virtual {
 	out := make([]Virtual, 0, len(c.VirtualServers))
 	for _, vs := range c.VirtualServers {
 		out = append(out, Virtual{Name: vs.Name, Description: vs.Description, Tools: vs.Tools,
-			Rename: vs.Rename, Describe: vs.Descriptions, ToolSearch: ToolSearchFromConfig(vs.ToolSearch)})
+			Rename: vs.Rename, Describe: vs.Descriptions, ToolSearch: ToolSearchFromConfig(vs.ToolSearch), Groups: vs.Groups})
 	}
 	return out
 }

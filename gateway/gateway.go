@@ -23,6 +23,7 @@ import (
 
 	"github.com/toolmux/toolmux/pipeline"
 	"github.com/toolmux/toolmux/ratelimit"
+	"github.com/toolmux/toolmux/policy"
 	"github.com/toolmux/toolmux/tool"
 )
 
@@ -105,6 +106,13 @@ type Options struct {
 	// AdminGroups are the groups whose members see every caller's MCP
 	// tasks (owners.go); nil means AdminGroup.
 	AdminGroups []string
+	// Visibility says which tools each caller may see and call (the
+	// groups section, policy.VisibilityFromConfig; a reload may change
+	// it): on every route, tools/list shows a caller its tools only, and
+	// its call of another is answered as the call of a tool that does
+	// not exist (callers.go). nil, or a nil result: every caller sees
+	// every tool.
+	Visibility func() *policy.Visibility
 }
 
 // Gateway is an MCP server whose tools are the caller's catalog.
@@ -131,6 +139,7 @@ type Gateway struct {
 	tasks     *taskRunner // nil: MCP tasks are off
 	limits    *ratelimit.Limiter
 	admins    []string // Options.AdminGroups
+	visible   func() *policy.Visibility
 }
 
 // New returns a gateway in front of c. The catalog is read on the first
@@ -145,7 +154,7 @@ func New(c Caller, o Options) *Gateway {
 	if o.SessionTimeout <= 0 {
 		o.SessionTimeout = SessionIdleTimeout
 	}
-	g := &Gateway{caller: c, log: o.Logger, api: o.API, metrics: o.Metrics, onRefused: o.OnSessionRefused, depth: o.MaxDepth, maxArgs: o.MaxArgumentBytes, large: o.LargeBody,
+	g := &Gateway{caller: c, log: o.Logger, api: o.API, metrics: o.Metrics, onRefused: o.OnSessionRefused, depth: o.MaxDepth, maxArgs: o.MaxArgumentBytes, large: o.LargeBody, visible: o.Visibility,
 		clients: newClients(o.Sessions, o.SessionTimeout),
 		tracer:  o.Tracer, prop: o.Propagator, reissue: newReissue(o.Reissue, o.Sessions), limits: o.Limits}
 	if g.log == nil {

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/toolmux/toolmux/identity"
 	"github.com/toolmux/toolmux/webui"
 )
 
@@ -65,6 +66,9 @@ func (g *Gateway) Mux(token string, sec Security) http.Handler {
 // at /, behind the credential like the rest (it names the servers).
 func (g *Gateway) MuxAuth(auth Auth, sec Security) http.Handler {
 	auth.log = g.log
+	if auth.Verifier != nil {
+		g.clients.authOn.Store(true)
+	}
 	mux := http.NewServeMux()
 	mcp := func(h http.Handler) http.Handler { return auth.authenticate(mcpRoute, h) }
 	api := func(h http.Handler) http.Handler { return auth.authenticate(apiRoute, h) }
@@ -101,8 +105,10 @@ func (g *Gateway) MuxAuth(auth Auth, sec Security) http.Handler {
 }
 
 // serveIndex answers the plain-text index of the endpoints: for curl, and
-// for the web page, which shows it.
-func (g *Gateway) serveIndex(w http.ResponseWriter, _ *http.Request) {
+// for the web page, which shows it. It lists the routes the caller may
+// use.
+func (g *Gateway) serveIndex(w http.ResponseWriter, r *http.Request) {
+	c := identity.From(r.Context())
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	var b strings.Builder
 	b.WriteString("toolmux gateway\n\nMCP endpoint (streamable HTTP): /mcp\n")
@@ -113,10 +119,13 @@ func (g *Gateway) serveIndex(w http.ResponseWriter, _ *http.Request) {
 		b.WriteString("Metrics (Prometheus): /metrics (docs/operations.md)\n")
 	}
 	for _, rs := range g.PassthroughSessions() {
+		if !g.mayUse(c, g.routes[rs.Server].groups) {
+			continue
+		}
 		fmt.Fprintf(&b, "Passthrough to %s: /servers/%s/mcp (%d of %d sessions open, %d refused)\n",
 			rs.Server, url.PathEscape(rs.Server), rs.Open, rs.Max, rs.Refused)
 	}
-	for _, name := range g.VirtualNames() {
+	for _, name := range visibleRoutes(g, c, g.virtual, func(v *view) []string { return v.groups }) {
 		fmt.Fprintf(&b, "Virtual server %s: /virtual/%s/mcp\n", name, url.PathEscape(name))
 	}
 	_, _ = w.Write([]byte(b.String()))
@@ -128,12 +137,16 @@ func (g *Gateway) PassthroughNames() []string {
 	return slices.Sorted(maps.Keys(g.routes))
 }
 
+// servePassthrough serves /servers/{name}/mcp. A route the caller may
+// not use is answered as one that does not exist, and the names the
+// answer lists are those it may use.
 func (g *Gateway) servePassthrough(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("name")
+	c := identity.From(r.Context())
 	rt, ok := g.routes[name]
-	if !ok {
+	if !ok || !g.mayUse(c, rt.groups) {
 		msg := fmt.Sprintf("toolmux: no passthrough route for server %q", name)
-		if names := g.PassthroughNames(); len(names) > 0 {
+		if names := visibleRoutes(g, c, g.routes, func(r *route) []string { return r.groups }); len(names) > 0 {
 			msg += "; configured MCP servers: " + strings.Join(names, ", ")
 		}
 		msg += " (built-in tools and command servers are served on /mcp only)"

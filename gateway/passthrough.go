@@ -57,6 +57,7 @@ type route struct {
 	cfg     mcpsource.Config
 	max     int           // client sessions served at once
 	idle    time.Duration // idle client sessions are ended after it
+	groups  []string      // who may use the route (Route.Groups)
 	server  *mcp.Server
 	handler http.Handler
 	// modern and modernHandler serve the requests of the sessionless
@@ -93,7 +94,7 @@ func newRoute(g *Gateway, rt Route, version string) *route {
 	if rt.IdleTimeout <= 0 {
 		rt.IdleTimeout = DefaultIdleTimeout
 	}
-	r := &route{g: g, cfg: cfg, max: rt.MaxSessions, idle: rt.IdleTimeout, links: map[*mcp.ServerSession]*link{}, shared: map[string]*link{}}
+	r := &route{g: g, cfg: cfg, max: rt.MaxSessions, idle: rt.IdleTimeout, groups: rt.Groups, links: map[*mcp.ServerSession]*link{}, shared: map[string]*link{}}
 	r.parks = newParking(rt.MaxParked, rt.ParkTimeout)
 	r.closing, r.stop = context.WithCancel(context.Background())
 	// The capabilities, instructions and identity a client sees are the
@@ -907,10 +908,16 @@ func (l *link) forward(ctx context.Context, method string, req mcp.Request, next
 		if err != nil {
 			return nil, err
 		}
+		// Neither a tool the manager does not allow nor one the caller
+		// may not see (callers.go) is listed.
+		sc := l.r.g.toolScope(l.r.g.clients.callerOf(ctx, req.GetExtra()))
 		res.Tools = slices.DeleteFunc(res.Tools, func(t *mcp.Tool) bool {
 			_, ok := cat.Find(l.r.cfg.Name, t.Name)
-			return !ok
+			return !ok || !sc.Sees(l.r.cfg.Name, t.Name)
 		})
+		if sc.Limited() || len(l.r.groups) > 0 {
+			res.CacheScope = cachePrivate // the caller's own list
+		}
 		for i, t := range res.Tools {
 			c, _ := cat.Find(l.r.cfg.Name, t.Name)
 			res.Tools[i] = listedAs(t, c)

@@ -21,6 +21,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/toolmux/toolmux/identity"
 	"github.com/toolmux/toolmux/internal/jsonscan"
 	"github.com/toolmux/toolmux/tool"
 )
@@ -85,7 +86,9 @@ func (r *route) initModern(version string) {
 	// for delivered (no write error tells the gateway otherwise: the
 	// answer to a gone client is dropped or buffered), and forget it: a
 	// re-issue would then run the call again.
-	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return r.modern }, r.g.statelessOptions(true))
+	// Registered with the gateway's clients as the other routes' POSTs
+	// are, so that a request's caller is found as theirs is (callerOf).
+	h := r.g.clients.serveHTTP(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return r.modern }, r.g.statelessOptions(true)))
 	r.modernHandler = r.g.modernErrors(h, r.path(), r.toolName)
 }
 
@@ -210,6 +213,8 @@ func (r *route) receiveModern(next mcp.MethodHandler) mcp.MethodHandler {
 		ctx, done := l.bind(ctx)
 		defer done()
 		ctx = context.WithValue(ctx, modernSessionKey{}, ss)
+		// The request's caller, for every decision about its call.
+		ctx = identity.With(ctx, r.g.clients.callerOf(ctx, req.GetExtra()))
 		if method == methodToolsCall {
 			call, ok := req.(*mcp.CallToolRequest)
 			if !ok {
@@ -864,16 +869,20 @@ func (r *route) startModern(ctx context.Context, l *link, ss *mcp.ServerSession,
 }
 
 // admit checks a tools/call before it is governed, as callTool does: a
-// tool the server does not have (or the manager does not allow) is the
-// server's error, arguments that are not an object a refusal. It returns
-// the tool as the catalog has it (nil while the server is down) and the
-// arguments.
+// tool the server does not have (or the manager does not allow, or the
+// caller ctx carries may not see) is the server's error, arguments that
+// are not an object a refusal. It returns the tool as the catalog has it
+// (nil while the server is down) and the arguments.
 func (r *route) admit(ctx context.Context, params *mcp.CallToolParamsRaw) (*tool.Tool, map[string]any, *mcp.CallToolResult, error) {
 	cat, err := r.g.caller.Tools(ctx)
 	if err != nil {
 		return nil, nil, nil, err
 	}
 	t, ok := cat.Find(r.cfg.Name, params.Name)
+	if !r.g.toolScope(identity.From(ctx)).Sees(r.cfg.Name, params.Name) {
+		// Whatever the server's state: as a tool it does not have.
+		return nil, nil, nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("unknown tool %q", params.Name)}
+	}
 	if !ok && serverUp(cat, r.cfg.Name) {
 		return nil, nil, nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("unknown tool %q", params.Name)}
 	}

@@ -8,7 +8,9 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/toolmux/toolmux/identity"
 	"github.com/toolmux/toolmux/internal/bm25"
+	"github.com/toolmux/toolmux/policy"
 	"github.com/toolmux/toolmux/tool"
 )
 
@@ -105,9 +107,9 @@ type FoundTool struct {
 	InputSchema any    `json:"inputSchema"`
 }
 
-// findTools answers find_tools: the exact name first, then the BM25 best
-// matches.
-func (v *view) findTools(in callInput) *mcp.CallToolResult {
+// findTools answers find_tools for a caller who sees sc: the exact name
+// first, then the BM25 best matches, among the tools it sees.
+func (v *view) findTools(sc policy.Scope, in callInput) *mcp.CallToolResult {
 	args, err := v.g.decodeArgs(in.params.Arguments)
 	if err != nil {
 		return errorResult(&tool.Error{Kind: tool.KindInvalidParams, Tool: metaFindTools, Message: err.Error()})
@@ -124,6 +126,13 @@ func (v *view) findTools(in callInput) *mcp.CallToolResult {
 		}
 	}
 	tools, index, exact := v.searchIndex(strings.TrimSpace(query))
+	var keep func(int) bool
+	if sc.Limited() {
+		keep = func(i int) bool { return sc.Sees(tools[i].Server, tools[i].Name) }
+		if exact >= 0 && !keep(exact) {
+			exact = -1
+		}
+	}
 	found := make([]FoundTool, 0, limit)
 	add := func(t tool.Tool) {
 		schema := any(t.InputSchema)
@@ -135,7 +144,7 @@ func (v *view) findTools(in callInput) *mcp.CallToolResult {
 	if exact >= 0 {
 		add(tools[exact])
 	}
-	for _, h := range index.Search(query, limit) {
+	for _, h := range index.SearchFunc(query, limit, keep) {
 		if len(found) == limit {
 			break
 		}
@@ -238,6 +247,7 @@ func (v *view) callTool(ctx context.Context, in callInput) *mcp.CallToolResult {
 		return errorResult(&tool.Error{Kind: tool.KindInvalidParams, Tool: metaCallTool,
 			Message: "call_tool's arguments must be a JSON object (the tool's arguments)"})
 	}
+	sc := v.g.toolScope(identity.From(ctx))
 	v.mu.Lock()
 	t, ok := v.lookupLocked(name)
 	if !ok {
@@ -249,9 +259,11 @@ func (v *view) callTool(ctx context.Context, in callInput) *mcp.CallToolResult {
 			t, ok = downServerTool(v.synced, name)
 		}
 	}
+	// A tool the caller may not see is one that is not there.
+	ok = ok && sc.Sees(t.Server, t.Name)
 	var sug string
-	if !ok && v.pick == nil && v.synced != nil {
-		sug = v.synced.Suggest(name)
+	if !ok {
+		sug = v.suggestLocked(sc, name)
 	}
 	v.mu.Unlock()
 	if !ok {

@@ -45,6 +45,10 @@ type Route struct {
 	// then it is withdrawn and cancelled upstream. 0 means
 	// DefaultParkTimeout.
 	ParkTimeout time.Duration
+	// Groups, when set, are the only groups whose members (and the admin
+	// group's) may use the route: for anyone else it does not exist (404,
+	// as a server without a route). Without authentication everyone may.
+	Groups []string
 }
 
 // Defaults of a Route. Every session of a stdio server is a process (tens

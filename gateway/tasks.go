@@ -501,7 +501,7 @@ func (g *Gateway) serveTasks(w http.ResponseWriter, r *http.Request, route strin
 			// Only a tool that requires tasks is refused; looked up only
 			// when some tool does.
 			if len(tr.required) > 0 && v.sync(r.Context()) == nil {
-				if tg, _, err := v.resolve(req.Params.Name); err == nil && tg.meta == "" && tr.requires(tg.t) {
+				if tg, _, err := v.resolve(g.toolScope(identity.From(r.Context())), req.Params.Name); err == nil && tg.meta == "" && tr.requires(tg.t) {
 					missingExtension(w, status, id, "the tool "+req.Params.Name)
 					return true
 				}
@@ -674,7 +674,7 @@ func (tr *taskRunner) call(w http.ResponseWriter, r *http.Request, v *view, rec 
 	if err := v.sync(ctx); err != nil {
 		return false
 	}
-	tg, _, err := v.resolve(req.Params.Name)
+	tg, _, err := v.resolve(tr.g.toolScope(identity.From(ctx)), req.Params.Name)
 	if err != nil || tg.meta != "" {
 		return false // answered the usual way: an error, or a meta-tool
 	}
@@ -711,6 +711,8 @@ func (tr *taskRunner) call(w http.ResponseWriter, r *http.Request, v *view, rec 
 	tr.wg.Add(1)
 	tr.mu.Unlock()
 	cctx, cancel := context.WithCancelCause(tr.ctx)
+	// The task's call is its caller's, as an ordinary call is.
+	cctx = identity.With(cctx, identity.From(ctx))
 	lt.cancel = cancel
 	// The call is its caller's, though it outlives its request.
 	cctx = identity.With(cctx, identity.From(ctx))

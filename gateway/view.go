@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 
@@ -12,10 +13,12 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/toolmux/toolmux/identity"
 	"github.com/toolmux/toolmux/internal/bm25"
 	"github.com/toolmux/toolmux/internal/jsonscan"
 	"github.com/toolmux/toolmux/internal/mcpwire"
 	"github.com/toolmux/toolmux/internal/toolglob"
+	"github.com/toolmux/toolmux/policy"
 	"github.com/toolmux/toolmux/tool"
 )
 
@@ -41,6 +44,9 @@ type view struct {
 	// handler serves a virtual server's route (nil for /mcp: Mux builds
 	// its own).
 	handler http.Handler
+	// groups, for a virtual server, are the groups whose members may use
+	// it (none: everyone).
+	groups []string
 
 	mu     sync.Mutex
 	synced *tool.Catalog
@@ -172,15 +178,17 @@ type target struct {
 	t    tool.Tool
 }
 
-// resolve says what a call of name reaches; registered is true when the
-// name is one the server has registered (the go-sdk calls its handler).
-// A name of the view that is not listed (tool search hides it) is still
-// called, governed: a client that knows it need not search again. On
-// /mcp, a name of a server that is down (server__tool) is called the
-// governed way too, to be answered with server_unavailable and the
-// server's last error and stderr. Any other name is an invalid-params error whose data
-// holds the kind, tool_not_registered, and the closest tool name.
-func (v *view) resolve(name string) (tg target, registered bool, err error) {
+// resolve says what a call of name by a caller who sees sc reaches;
+// registered is true when the name is one the server has registered
+// (the go-sdk calls its handler). A name of the view that is not listed
+// (tool search hides it) is still called, governed: a client that knows
+// it need not search again. On /mcp, a name of a server that is down
+// (server__tool) is called the governed way too, to be answered with
+// server_unavailable and the server's last error and stderr. Any other
+// name, and a name of a tool the caller may not see, is an
+// invalid-params error whose data holds the kind, tool_not_registered,
+// and the closest tool name the caller sees.
+func (v *view) resolve(sc policy.Scope, name string) (tg target, registered bool, err error) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	if v.synced == nil {
@@ -189,30 +197,63 @@ func (v *view) resolve(name string) (tg target, registered bool, err error) {
 	if v.searching && isMeta(name) {
 		return target{meta: name}, true, nil
 	}
-	if t, ok := v.lookupLocked(name); ok {
+	if t, ok := v.lookupLocked(name); ok && sc.Sees(t.Server, t.Name) {
 		if !v.searching {
 			return target{t: t}, true, nil // every tool is listed
 		}
 		_, listed := v.listed[name]
 		return target{t: t}, listed, nil
+	} else if ok {
+		return tg, false, v.unknownLocked(sc, name)
 	}
 	if v.pick == nil {
-		if t, ok := downServerTool(v.synced, name); ok {
+		if t, ok := downServerTool(v.synced, name); ok && sc.Sees(t.Server, t.Name) {
 			return target{t: t}, false, nil
 		}
 	}
-	return tg, false, v.unknownLocked(name)
+	return tg, false, v.unknownLocked(sc, name)
 }
 
-// unknownLocked is the error answering a call of a name the view does not
-// have; v.mu is held.
-func (v *view) unknownLocked(name string) error {
-	var sug string
-	if v.pick == nil {
-		sug = v.synced.Suggest(name)
-	}
-	data, _ := json.Marshal(unknownToolData{Kind: tool.KindToolNotRegistered, Suggestion: sug})
+// unknownLocked is the error answering a call of a name the view does
+// not have, or the caller may not see; v.mu is held.
+func (v *view) unknownLocked(sc policy.Scope, name string) error {
+	data, _ := json.Marshal(unknownToolData{Kind: tool.KindToolNotRegistered, Suggestion: v.suggestLocked(sc, name)})
 	return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("unknown tool %q", name), Data: data}
+}
+
+// suggestLocked returns the name of the tool closest to name among those
+// of the view the caller sees, on /mcp ("" on a virtual server, whose
+// names are its own); v.mu is held.
+func (v *view) suggestLocked(sc policy.Scope, name string) string {
+	if v.pick != nil || v.synced == nil {
+		return ""
+	}
+	if !sc.Limited() {
+		return v.synced.Suggest(name)
+	}
+	var names, targets []string
+	for _, t := range v.tools {
+		if sc.Sees(t.Server, t.Name) {
+			names = append(names, t.Exposed, t.Name)
+			targets = append(targets, t.Exposed, t.Exposed)
+		}
+	}
+	if s := tool.Closest(name, names); s != "" {
+		return targets[slices.Index(names, s)]
+	}
+	return ""
+}
+
+// shownTo reports whether a tool listed as name is shown to a caller who
+// sees sc: the meta-tools always are.
+func (v *view) shownTo(sc policy.Scope, name string) bool {
+	if isMeta(name) || !sc.Limited() {
+		return true
+	}
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	t, ok := v.lookupLocked(name)
+	return ok && sc.Sees(t.Server, t.Name)
 }
 
 // downServerTool returns the tool a name of a server that is down stands
@@ -233,11 +274,11 @@ func downServerTool(cat *tool.Catalog, name string) (tool.Tool, bool) {
 	return tool.Tool{}, false
 }
 
-// dispatch makes a call of the view.
+// dispatch makes a call of the view, by the caller ctx carries.
 func (v *view) dispatch(ctx context.Context, tg target, in callInput) *mcp.CallToolResult {
 	switch tg.meta {
 	case metaFindTools:
-		return v.findTools(in)
+		return v.findTools(v.g.toolScope(identity.From(ctx)), in)
 	case metaCallTool:
 		return v.callTool(ctx, in)
 	}
@@ -265,17 +306,21 @@ func sdkInput(ctx context.Context, req *mcp.CallToolRequest) callInput {
 }
 
 // syncMiddleware brings the registered tools up to date with the catalog
-// before a client looks at them or calls one, and answers calls of names
-// that are not registered (see resolve).
+// before a client looks at them or calls one, answers calls of names
+// that are not registered (see resolve), and shows each caller only the
+// tools it may see: tools/list is filtered, and a call of another tool is
+// answered as the call of one that does not exist.
 func (v *view) syncMiddleware(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
-		if method == "tools/list" || method == "tools/call" {
-			if err := v.sync(ctx); err != nil {
-				return nil, err
-			}
+		if method != "tools/list" && method != "tools/call" {
+			return next(ctx, method, req)
 		}
+		if err := v.sync(ctx); err != nil {
+			return nil, err
+		}
+		sc := v.g.toolScope(v.g.clients.callerOf(ctx, req.GetExtra()))
 		if call, ok := req.(*mcp.CallToolRequest); ok && method == "tools/call" {
-			tg, registered, err := v.resolve(call.Params.Name)
+			tg, registered, err := v.resolve(sc, call.Params.Name)
 			if err != nil {
 				return nil, err
 			}
@@ -285,7 +330,18 @@ func (v *view) syncMiddleware(next mcp.MethodHandler) mcp.MethodHandler {
 				return v.dispatch(ctx, tg, sdkInput(ctx, call)), nil
 			}
 		}
-		return next(ctx, method, req)
+		res, err := next(ctx, method, req)
+		if lr, ok := res.(*mcp.ListToolsResult); ok && err == nil && (sc.Limited() || len(v.groups) > 0) {
+			// The go-sdk's list is the route's: what this caller may not
+			// see is taken out of it (a copy: the go-sdk may keep it). A
+			// list that is the caller's own, or of a route only some may
+			// use, is not for an intermediary to serve to anyone else.
+			out := *lr
+			out.Tools = slices.DeleteFunc(slices.Clone(lr.Tools), func(t *mcp.Tool) bool { return !v.shownTo(sc, t.Name) })
+			out.CacheScope = cachePrivate
+			return &out, nil
+		}
+		return res, err
 	}
 }
 
@@ -308,7 +364,7 @@ func (v *view) leanCall(w http.ResponseWriter, r *http.Request, sid string, body
 		if err := v.sync(ctx); err != nil {
 			return nil, err
 		}
-		tg, _, err := v.resolve(params.Name)
+		tg, _, err := v.resolve(v.g.toolScope(identity.From(ctx)), params.Name)
 		if err != nil {
 			return nil, err
 		}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/toolmux/toolmux/identity"
 	"github.com/toolmux/toolmux/internal/toolglob"
 	"github.com/toolmux/toolmux/tool"
 )
@@ -33,6 +34,11 @@ type Virtual struct {
 	Describe map[string]string
 	// ToolSearch configures tool search on the virtual server.
 	ToolSearch ToolSearch
+	// Groups, when set, are the only groups whose members (and the admin
+	// group's) may use the virtual server: for anyone else it does not
+	// exist (404, as an unknown name). Without authentication everyone
+	// may.
+	Groups []string
 }
 
 // newVirtual returns the view of virtual server vs.
@@ -67,6 +73,7 @@ func newVirtual(g *Gateway, vs Virtual, version string) *view {
 		return t, true
 	}
 	v := newView(g, route, server, pick, vs.ToolSearch)
+	v.groups = vs.Groups
 	server.AddReceivingMiddleware(v.sessionMiddleware, v.syncMiddleware)
 	server.AddReceivingMiddleware(g.callerMiddleware) // outermost (owners.go)
 	v.handler = g.jsonRPCErrors(g.eras(server, true), route, v.leanCall, v.toolName)
@@ -94,13 +101,16 @@ func (g *Gateway) VirtualNames() []string {
 	return slices.Sorted(maps.Keys(g.virtual))
 }
 
-// serveVirtual serves /virtual/{name}/mcp.
+// serveVirtual serves /virtual/{name}/mcp. A virtual server the caller
+// may not use is answered as one that does not exist, and the names the
+// answer lists are those it may use.
 func (g *Gateway) serveVirtual(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("name")
+	c := identity.From(r.Context())
 	v, ok := g.virtual[name]
-	if !ok {
+	if !ok || !g.mayUse(c, v.groups) {
 		msg := fmt.Sprintf("toolmux: no virtual server %q", name)
-		if names := g.VirtualNames(); len(names) > 0 {
+		if names := visibleRoutes(g, c, g.virtual, func(v *view) []string { return v.groups }); len(names) > 0 {
 			msg += "; configured virtual servers: " + strings.Join(names, ", ")
 		}
 		writeRPCError(w, http.StatusNotFound, nil, codeServerError, msg)

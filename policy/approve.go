@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/toolmux/toolmux/identity"
 	"github.com/toolmux/toolmux/tool"
 )
 
@@ -82,6 +83,10 @@ type Request struct {
 	Call tool.Call
 	// Decision is the policy's decision (Action Ask) and the rule behind it.
 	Decision Decision
+	// Caller is who made the call (the call's context's identity.From);
+	// nil when no authentication is configured. Approvers show it, and
+	// may judge by it who can answer.
+	Caller *identity.Caller
 }
 
 // Approver asks whoever is attached (a person at a terminal, a web UI, an

@@ -34,8 +34,9 @@ func FromConfig(cfg config.Policy) (*Engine, error) {
 
 // ForConfig returns the engine of a whole configuration: the policy
 // section's rules, then an allow rule for each trusted server (`trust:
-// true`), after the user's rules so those still decide first. Like any
-// rule without modes, a trusted server's rule does not open plan mode.
+// true`), after the user's rules so those still decide first, and the
+// approval modes of the groups section (WithGroupModes). Like any rule
+// without modes, a trusted server's rule does not open plan mode.
 func ForConfig(c *config.Config) (*Engine, error) {
 	pc := c.Policy
 	pc.Rules = slices.Clone(pc.Rules)
@@ -45,7 +46,27 @@ func ForConfig(c *config.Config) (*Engine, error) {
 				Server: escapeGlob(s.Name), Action: string(Allow), Line: s.Line})
 		}
 	}
-	return FromConfig(pc)
+	e, err := FromConfig(pc)
+	if err != nil {
+		return nil, err
+	}
+	return e.WithGroupModes(GroupModes(c))
+}
+
+// GroupModes returns the approval modes the groups section sets, by
+// group (those that set none are left out).
+func GroupModes(c *config.Config) map[string]Mode {
+	var out map[string]Mode
+	for name, g := range c.Groups {
+		if g.ApprovalMode == "" {
+			continue
+		}
+		if out == nil {
+			out = map[string]Mode{}
+		}
+		out[name] = Mode(g.ApprovalMode)
+	}
+	return out
 }
 
 // RulesFromConfig converts the section's rules, in file order.
@@ -63,6 +84,8 @@ func RulesFromConfig(cfg config.Policy) []Rule {
 			Args:        r.Args,
 			ReadOnly:    r.ReadOnly,
 			Destructive: r.Destructive,
+			Callers:     r.Callers,
+			Groups:      r.Groups,
 			Modes:       modes,
 			Action:      Action(r.Action),
 			Priority:    r.Priority,
@@ -86,6 +109,8 @@ func ConfigRule(r Rule) config.PolicyRule {
 		Args:        r.Args,
 		ReadOnly:    r.ReadOnly,
 		Destructive: r.Destructive,
+		Callers:     r.Callers,
+		Groups:      r.Groups,
 		Modes:       modes,
 		Action:      string(r.Action),
 		Priority:    r.Priority,

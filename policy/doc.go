@@ -16,6 +16,14 @@
 // approver, every Ask is refused at once with a message that says how to
 // allow the call: a non-interactive run never hangs waiting for an answer.
 //
+// Behind authentication a call has a caller (identity.Caller, in the
+// call's context): rules may name callers and groups, groups may have
+// approval modes of their own ([Engine.WithGroupModes]; the most cautious
+// of a caller's), and the gate decides for the caller its call's context
+// carries, remembering "always" answers per caller. [Visibility] says
+// which tools each caller may see at all (the `groups:` section). A call
+// without a caller is decided as before any of this.
+//
 // The rules come from the `policy:` section of toolmux.yaml
 // ([FromConfig]); "always" answers can be saved back to that file
 // ([SaveRule]). docs/policy.md documents the semantics, the modes' default

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/toolmux/toolmux/config"
+	"github.com/toolmux/toolmux/identity"
 	"github.com/toolmux/toolmux/policy"
 	"github.com/toolmux/toolmux/tool"
 )
@@ -28,8 +29,10 @@ var docTools = map[string]tool.Annotations{
 	"builtin/shell":          {ReadOnly: tool.Bool(false), Destructive: tool.Bool(true)},
 }
 
-// checkLine is "# [mode] server/tool {json arguments} → action".
-var checkLine = regexp.MustCompile(`^#\s*(?:\[(\w+)\]\s+)?([^\s{\[]+/[^\s{]+)(?:\s+(\{.*\}))?\s+→\s+(allow|deny|ask)\s*$`)
+// checkLine is "# [mode] as CALLER (GROUP, ...): server/tool {json
+// arguments} → action": the mode and the caller (with its groups) are
+// optional, a call without a caller being one without authentication.
+var checkLine = regexp.MustCompile(`^#\s*(?:\[(\w+)\]\s+)?(?:as ([^\s(:]+)(?: \(([^)]*)\))?:\s+)?([^\s{\[]+/[^\s{]+)(?:\s+(\{.*\}))?\s+→\s+(allow|deny|ask)\s*$`)
 
 // Every YAML example of docs/policy.md loads, and decides as the lines
 // under it say.
@@ -49,7 +52,8 @@ func TestDocExamples(t *testing.T) {
 			t.Errorf("example %d does not load:\n%s\n%v", i+1, text, err)
 			continue
 		}
-		e, err := policy.FromConfig(cfg.Policy)
+		// The whole configuration's: its groups' approval modes too.
+		e, err := policy.ForConfig(cfg)
 		if err != nil {
 			t.Errorf("example %d: %v", i+1, err)
 			continue
@@ -72,18 +76,27 @@ func TestDocExamples(t *testing.T) {
 					continue
 				}
 			}
-			server, name, _ := strings.Cut(m[2], "/")
-			tl := tool.Tool{Server: server, Name: name, Annotations: docTools[m[2]]}
+			var caller *identity.Caller
+			if m[2] != "" {
+				caller = &identity.Caller{Subject: "key:" + m[2], Name: m[2], Method: identity.MethodKey}
+				for g := range strings.SplitSeq(m[3], ",") {
+					if g = strings.TrimSpace(g); g != "" {
+						caller.Groups = append(caller.Groups, g)
+					}
+				}
+			}
+			server, name, _ := strings.Cut(m[4], "/")
+			tl := tool.Tool{Server: server, Name: name, Annotations: docTools[m[4]]}
 			var args map[string]any
-			if m[3] != "" {
-				if err := json.Unmarshal([]byte(m[3]), &args); err != nil {
+			if m[5] != "" {
+				if err := json.Unmarshal([]byte(m[5]), &args); err != nil {
 					t.Errorf("example %d: %q: %v", i+1, line, err)
 					continue
 				}
 			}
-			d := engine.Decide(tl, tool.Call{Server: server, Tool: name, Arguments: args})
-			if string(d.Action) != m[4] {
-				t.Errorf("example %d, %s mode: %s\n got %s (rule %q)", i+1, engine.Mode(), line, d.Action, d.Rule)
+			d := engine.DecideFor(caller, tl, tool.Call{Server: server, Tool: name, Arguments: args})
+			if string(d.Action) != m[6] {
+				t.Errorf("example %d, %s mode: %s\n got %s (rule %q)", i+1, engine.ModeFor(caller), line, d.Action, d.Rule)
 			}
 		}
 		if checks == 0 {

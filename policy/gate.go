@@ -10,6 +10,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/toolmux/toolmux/identity"
 	"github.com/toolmux/toolmux/tool"
 )
 
@@ -17,6 +18,11 @@ import (
 // decisions, the "always" answers given so far, and the approver. The
 // scheduler calls Decide for each call, and Approve for those that ask (or
 // Check, which does both). A Gate is safe for concurrent use.
+//
+// The caller of a call is the one its context carries (identity.From):
+// the engine decides for it (DecideFor), the approver is told who asks
+// (Request.Caller), and an "always" answer covers the later calls of the
+// same caller only: one caller's approval is not another's.
 type Gate struct {
 	engine atomic.Pointer[Engine]
 
@@ -34,12 +40,17 @@ type Gate struct {
 	concurrent bool
 
 	mu      sync.RWMutex
-	tools   map[toolKey]string // remembered "always this tool": decision names
-	servers map[string]string  // remembered "always this server"
-	changed chan struct{}      // closed and replaced when an "always" is remembered
+	tools   map[toolKey]string   // remembered "always this tool": decision names
+	servers map[serverKey]string // remembered "always this server"
+	changed chan struct{}        // closed and replaced when an "always" is remembered
 }
 
-type toolKey struct{ server, name string }
+// The keys of remembered answers: the caller's (identity.Caller.Key, ""
+// without one) and the tool's or server's.
+type (
+	toolKey   struct{ caller, server, name string }
+	serverKey struct{ caller, server string }
+)
 
 // GateOption configures a Gate.
 type GateOption func(*Gate)
@@ -93,7 +104,7 @@ func NewGate(e *Engine, opts ...GateOption) *Gate {
 	if e == nil {
 		e, _ = New(ModeDefault, nil)
 	}
-	g := &Gate{turn: make(chan struct{}, 1), tools: map[toolKey]string{}, servers: map[string]string{},
+	g := &Gate{turn: make(chan struct{}, 1), tools: map[toolKey]string{}, servers: map[serverKey]string{},
 		changed: make(chan struct{})}
 	g.engine.Store(e)
 	for _, o := range opts {
@@ -119,6 +130,12 @@ func (g *Gate) SetEngine(e *Engine) {
 // (Engine.Requires).
 func (g *Gate) Requires(t tool.Tool) Action { return g.engine.Load().Requires(t) }
 
+// RequiresFor says what the engine in use requires before a call of t by
+// c (Engine.RequiresFor).
+func (g *Gate) RequiresFor(c *identity.Caller, t tool.Tool) Action {
+	return g.engine.Load().RequiresFor(c, t)
+}
+
 // SetMode switches the session to another approval mode, keeping the user's
 // rules and the "always" answers given so far.
 func (g *Gate) SetMode(m Mode) error {
@@ -134,36 +151,41 @@ func (g *Gate) SetMode(m Mode) error {
 	}
 }
 
-// Decide returns the engine's decision, with Ask turned into Allow for
-// tools and servers the session has answered "always" for. A remembered
-// answer never overrides Deny.
-func (g *Gate) Decide(t tool.Tool, call tool.Call) Decision {
-	d := g.engine.Load().Decide(t, call)
+// Decide returns the engine's decision for a call without a caller, with
+// Ask turned into Allow for tools and servers the session has answered
+// "always" for. A remembered answer never overrides Deny.
+func (g *Gate) Decide(t tool.Tool, call tool.Call) Decision { return g.DecideFor(nil, t, call) }
+
+// DecideFor is Decide for a call made by c: the engine decides for c
+// (Engine.DecideFor), and only c's "always" answers count.
+func (g *Gate) DecideFor(c *identity.Caller, t tool.Tool, call tool.Call) Decision {
+	d := g.engine.Load().DecideFor(c, t, call)
 	if d.Action != Ask {
 		return d
 	}
-	server, name := identity(t, call)
-	if rule := g.remembered(server, name); rule != "" {
+	server, name := toolID(t, call)
+	if rule := g.remembered(c.Key(), server, name); rule != "" {
 		return Decision{Action: Allow, Rule: rule, Message: d.Message}
 	}
 	return d
 }
 
-func (g *Gate) remembered(server, name string) string {
+func (g *Gate) remembered(caller, server, name string) string {
 	g.mu.RLock()
 	defer g.mu.RUnlock()
-	if r, ok := g.tools[toolKey{server, name}]; ok {
+	if r, ok := g.tools[toolKey{caller, server, name}]; ok {
 		return r
 	}
-	return g.servers[server]
+	return g.servers[serverKey{caller, server}]
 }
 
 // Check decides the call and, if the decision asks, gets approval: nil
 // means the call may run. A denial is a *tool.Error of kind
 // policy_violation; a refused approval one of kind approval_denied, or
-// approval_unavailable when nobody could be asked.
+// approval_unavailable when nobody could be asked. The caller is the one
+// ctx carries.
 func (g *Gate) Check(ctx context.Context, t tool.Tool, call tool.Call) error {
-	return g.Approve(ctx, t, call, g.Decide(t, call))
+	return g.Approve(ctx, t, call, g.DecideFor(identity.From(ctx), t, call))
 }
 
 // Approve gets approval for a call whose decision d is Ask, and returns nil
@@ -177,22 +199,24 @@ func (g *Gate) Check(ctx context.Context, t tool.Tool, call tool.Call) error {
 // For convenience d may also be Allow (nil) or Deny (the policy_violation
 // error Check would give).
 func (g *Gate) Approve(ctx context.Context, t tool.Tool, call tool.Call, d Decision) error {
-	server, name := identity(t, call)
+	server, name := toolID(t, call)
+	caller := identity.From(ctx)
 	switch d.Action {
 	case Allow:
 		return nil
 	case Deny:
-		return g.denied(server, name, d)
+		return g.denied(caller, server, name, d)
 	case Ask:
 	default:
 		return &tool.Error{Kind: tool.KindApprovalDenied, Server: server, Tool: name,
 			Message: fmt.Sprintf("the policy gave no valid decision (%q) for %s/%s", d.Action, server, name)}
 	}
-	if !d.Once && g.remembered(server, name) != "" {
+	if !d.Once && g.remembered(caller.Key(), server, name) != "" {
 		return nil
 	}
+	req := Request{Tool: t, Call: call, Decision: d, Caller: caller}
 	if g.approver == nil {
-		return g.refusal(tool.KindApprovalUnavailable, t, call, d, "no one can be asked in this run", nil)
+		return g.refusal(tool.KindApprovalUnavailable, req, "no one can be asked in this run", nil)
 	}
 	if fn := approvalWaitFrom(ctx); fn != nil {
 		// Before ctx is looked at: the watcher may end it.
@@ -202,7 +226,6 @@ func (g *Gate) Approve(ctx context.Context, t tool.Tool, call tool.Call, d Decis
 	if err := ctx.Err(); err != nil {
 		return waitEnded(server, name, err)
 	}
-	req := Request{Tool: t, Call: call, Decision: d}
 	if g.concurrent {
 		return g.askConcurrently(ctx, req, server, name)
 	}
@@ -212,7 +235,7 @@ func (g *Gate) Approve(ctx context.Context, t tool.Tool, call tool.Call, d Decis
 		return waitEnded(server, name, ctx.Err())
 	}
 	defer func() { <-g.turn }()
-	if !d.Once && g.remembered(server, name) != "" {
+	if !d.Once && g.remembered(caller.Key(), server, name) != "" {
 		return nil
 	}
 	ans, err := g.approver.Approve(ctx, req)
@@ -245,7 +268,7 @@ func (g *Gate) askConcurrently(ctx context.Context, req Request, server, name st
 		g.mu.RLock()
 		changed := g.changed
 		g.mu.RUnlock()
-		if !req.Decision.Once && g.remembered(server, name) != "" {
+		if !req.Decision.Once && g.remembered(req.Caller.Key(), server, name) != "" {
 			cancel(errCovered)
 			<-replies
 			return nil
@@ -266,13 +289,13 @@ func (g *Gate) answered(ctx context.Context, req Request, server, name string, a
 		if ne, ok := errors.AsType[*NoApproverError](err); ok {
 			hints = ne.Hints
 		}
-		return g.refusal(tool.KindApprovalUnavailable, req.Tool, req.Call, d, "no one can be asked in this run", hints)
+		return g.refusal(tool.KindApprovalUnavailable, req, "no one can be asked in this run", hints)
 	}
 	if ue, ok := errors.AsType[*UnansweredError](err); ok {
 		if ce := ctx.Err(); ce != nil {
 			return waitEnded(server, name, ce)
 		}
-		return g.refusal(tool.KindApprovalDenied, req.Tool, req.Call, d, ue.Reason, nil)
+		return g.refusal(tool.KindApprovalDenied, req, ue.Reason, nil)
 	}
 	if errors.Is(err, ErrInputRequired) {
 		return &tool.Error{Kind: tool.KindApprovalDenied, Server: server, Tool: name, Err: err,
@@ -289,7 +312,7 @@ func (g *Gate) answered(ctx context.Context, req Request, server, name string, a
 	case ProceedOnce:
 	case AlwaysTool, AlwaysServer:
 		if !d.Once {
-			g.remember(server, name, ans, d)
+			g.remember(req.Caller, server, name, ans, d)
 		}
 	case Decline:
 		return &tool.Error{Kind: tool.KindApprovalDenied, Server: server, Tool: name,
@@ -356,20 +379,25 @@ func (e *UnansweredError) Error() string { return "no answer: " + e.Reason }
 // client's retry carries the answer.
 var ErrInputRequired = errors.New("approval asked of the client; its answer comes with the retried request")
 
-// remember records an "always" answer and, if persisting is on, saves the
-// allow rule it implies.
-func (g *Gate) remember(server, name string, ans Answer, d Decision) {
+// remember records an "always" answer to a call of caller (nil: none)
+// and, if persisting is on, saves the allow rule it implies: for that
+// caller alone (callers: [its subject]) when there is one.
+func (g *Gate) remember(caller *identity.Caller, server, name string, ans Answer, d Decision) {
 	var r Rule
 	if ans == AlwaysTool {
 		r = Rule{Name: "always allow " + server + "/" + name, Tools: []string{escapeGlob(server) + "/" + escapeGlob(name)}, Action: Allow}
 	} else {
 		r = Rule{Name: "always allow server " + server, Server: escapeGlob(server), Action: Allow}
 	}
+	if caller != nil {
+		r.Name += " for " + caller.Name
+		r.Callers = []string{escapeGlob(caller.Subject)}
+	}
 	g.mu.Lock()
 	if ans == AlwaysTool {
-		g.tools[toolKey{server, name}] = r.Name + " (this session)"
+		g.tools[toolKey{caller.Key(), server, name}] = r.Name + " (this session)"
 	} else {
-		g.servers[server] = r.Name + " (this session)"
+		g.servers[serverKey{caller.Key(), server}] = r.Name + " (this session)"
 	}
 	close(g.changed)
 	g.changed = make(chan struct{})
@@ -398,10 +426,10 @@ func (g *Gate) above(rule string) int {
 	return min(p+1, maxPriority)
 }
 
-func (g *Gate) denied(server, name string, d Decision) error {
+func (g *Gate) denied(caller *identity.Caller, server, name string, d Decision) error {
 	msg := d.Message
 	if msg == "" {
-		msg = fmt.Sprintf("%s/%s is denied by policy rule %q (mode %s)", server, name, d.Rule, g.engine.Load().Mode())
+		msg = fmt.Sprintf("%s/%s is denied by policy rule %q (mode %s)", server, name, d.Rule, g.engine.Load().ModeFor(caller))
 	}
 	return &tool.Error{Kind: tool.KindPolicyViolation, Server: server, Tool: name, Message: msg,
 		Detail: "policy rule: " + d.Rule}
@@ -414,9 +442,9 @@ func (g *Gate) denied(server, name string, d Decision) error {
 // a model) cannot ask. Its kind says which: approval_unavailable when
 // nobody could be asked (no person saw the call), approval_denied when a
 // person was asked and gave no answer in time.
-func (g *Gate) refusal(kind tool.Kind, t tool.Tool, call tool.Call, d Decision, why string, hints []string) error {
-	e := g.engine.Load()
-	server, name := identity(t, call)
+func (g *Gate) refusal(kind tool.Kind, req Request, why string, hints []string) error {
+	e, t, call, d := g.engine.Load(), req.Tool, req.Call, req.Decision
+	server, name := toolID(t, call)
 	pattern := escapeGlob(server) + "/" + escapeGlob(name)
 	above := g.above(d.Rule)
 	rule := "{tools: [" + yamlScalar(pattern) + "], action: allow"
@@ -425,12 +453,12 @@ func (g *Gate) refusal(kind tool.Kind, t tool.Tool, call tool.Call, d Decision, 
 	}
 	rule += "}"
 	var b strings.Builder
-	fmt.Fprintf(&b, "%s/%s needs approval (policy rule %q, mode %s), but %s", server, name, d.Rule, e.Mode(), why)
+	fmt.Fprintf(&b, "%s/%s needs approval (policy rule %q, mode %s), but %s", server, name, d.Rule, e.ModeFor(req.Caller), why)
 	if hints = slices.DeleteFunc(slices.Clone(hints), func(h string) bool { return h == "" }); len(hints) > 0 {
 		fmt.Fprintf(&b, " (%s)", strings.Join(hints, "; "))
 	}
 	fmt.Fprintf(&b, "; to allow it, run with --yes or --approval-mode yolo, or add a policy rule: `policy: {rules: [%s]}`", rule)
-	if e.trustAllows(t, call) {
+	if e.trustAllows(req.Caller, t, call) {
 		fmt.Fprintf(&b, ", or set `trust: true` on server %s to allow all its tools", yamlScalar(server))
 	}
 	return &tool.Error{Kind: kind, Server: server, Tool: name, Message: b.String()}
@@ -482,23 +510,23 @@ func yamlScalar(s string) string {
 // remembered "always", nothing is asked and asking is not called.
 // It makes a Gate a schedule.Gate.
 func (g *Gate) Admit(ctx context.Context, t tool.Tool, call tool.Call, asking func(message string)) error {
-	d := g.Decide(t, call)
-	if d.Action == Ask && g.approver != nil && g.remembered(identity(t, call)) == "" {
+	caller := identity.From(ctx)
+	d := g.DecideFor(caller, t, call)
+	server, name := toolID(t, call)
+	if d.Action == Ask && g.approver != nil && g.remembered(caller.Key(), server, name) == "" {
 		// Nobody who could answer is there: refuse now rather than
 		// report a wait that cannot end in an answer.
 		if av, ok := g.approver.(Availability); ok {
-			req := Request{Tool: t, Call: call, Decision: d}
+			req := Request{Tool: t, Call: call, Decision: d, Caller: caller}
 			if err := av.Available(ctx, req); err != nil {
-				server, name := identity(t, call)
 				return g.answered(ctx, req, server, name, 0, err)
 			}
 		}
 	}
 	if d.Action == Ask && g.approver != nil && asking != nil {
-		server, name := identity(t, call)
 		msg := d.Message
 		if msg == "" {
-			msg = fmt.Sprintf("%s/%s needs approval (policy rule %q, mode %s)", server, name, d.Rule, g.engine.Load().Mode())
+			msg = fmt.Sprintf("%s/%s needs approval (policy rule %q, mode %s)", server, name, d.Rule, g.engine.Load().ModeFor(caller))
 		}
 		asking(msg)
 	}

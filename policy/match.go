@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/toolmux/toolmux/identity"
 	"github.com/toolmux/toolmux/internal/jsonfloat"
 	"github.com/toolmux/toolmux/internal/toolglob"
 )
@@ -26,6 +27,8 @@ type compiled struct {
 	args      []argMatcher // sorted by name, so matching order is stable
 	readOnly  *bool
 	destr     *bool
+	callers   []string // globs over the caller's name or subject
+	groups    []string
 	modes     []Mode
 	action    Action
 	priority  int
@@ -49,7 +52,7 @@ func compile(r Rule, index int) (c compiled, errs []*RuleError) {
 		errs = append(errs, &RuleError{Index: index, Rule: r.Name, Field: field, Msg: fmt.Sprintf(format, args...)})
 	}
 	c = compiled{rule: r, name: r.Name, server: r.Server, readOnly: r.ReadOnly, destr: r.Destructive,
-		modes: r.Modes, action: r.Action, priority: r.Priority, message: r.Message}
+		callers: r.Callers, groups: r.Groups, modes: r.Modes, action: r.Action, priority: r.Priority, message: r.Message}
 	for i, s := range r.Tools {
 		var pe *toolglob.Error
 		if err := toolglob.Check(s, true); errors.As(err, &pe) {
@@ -92,6 +95,16 @@ func compile(r Rule, index int) (c compiled, errs []*RuleError) {
 			continue
 		}
 		c.args = append(c.args, argMatcher{name: k, re: re})
+	}
+	for i, p := range r.Callers {
+		if msg := checkCallerPattern(p); msg != "" {
+			bad(fmt.Sprintf("callers[%d]", i), "%s", msg)
+		}
+	}
+	for i, g := range r.Groups {
+		if g == "" {
+			bad(fmt.Sprintf("groups[%d]", i), "a group name must not be empty")
+		}
 	}
 	for i, m := range r.Modes {
 		if _, err := ParseMode(string(m)); err != nil || m == "" {
@@ -148,6 +161,44 @@ func (c *compiled) matchTool(server, name string, ro, destr bool) bool {
 		}
 	}
 	return true
+}
+
+// matchCaller tests the callers and groups conditions: a rule that names
+// either matches only a caller that is named (by name or subject) and in
+// one of the groups; a call without a caller matches neither.
+func (c *compiled) matchCaller(caller *identity.Caller) bool {
+	if len(c.callers) == 0 && len(c.groups) == 0 {
+		return true
+	}
+	if caller == nil {
+		return false
+	}
+	if len(c.groups) > 0 && !caller.InAny(c.groups) {
+		return false
+	}
+	if len(c.callers) > 0 && !slices.ContainsFunc(c.callers, func(p string) bool {
+		ok, _ := path.Match(p, caller.Name)
+		if !ok {
+			ok, _ = path.Match(p, caller.Subject)
+		}
+		return ok
+	}) {
+		return false
+	}
+	return true
+}
+
+// checkCallerPattern says what is wrong with a pattern of a rule's
+// callers ("" when nothing is): it must be a non-empty glob in the
+// syntax of path.Match (config checks its rules the same way).
+func checkCallerPattern(p string) string {
+	if p == "" {
+		return "a caller pattern must not be empty"
+	}
+	if _, err := path.Match(p, ""); err != nil {
+		return fmt.Sprintf("%q is not a valid glob: %v", p, err)
+	}
+	return ""
 }
 
 // matchArgs tests the argument conditions.

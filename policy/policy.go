@@ -4,10 +4,12 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
 
+	"github.com/toolmux/toolmux/identity"
 	"github.com/toolmux/toolmux/tool"
 )
 
@@ -86,6 +88,14 @@ type Rule struct {
 	// read-only; one that declares neither is destructive (MCP's defaults).
 	// Nil: either.
 	ReadOnly, Destructive *bool
+	// Callers are globs (path.Match syntax) over who made the call: the
+	// caller's name or its subject ("alice", "key:ci-*"). The call's
+	// caller must match one. Empty: any caller.
+	Callers []string
+	// Groups are group names: the call's caller must be in one of them.
+	// Empty: any caller. A call without a caller (no authentication is
+	// configured) matches no rule that names callers or groups.
+	Groups []string
 	// Modes restricts the rule to these approval modes. Empty: every mode,
 	// except that such a rule never lets a tool that is not read-only run
 	// in plan mode, and never asks in yolo mode (name the mode to do that).
@@ -149,11 +159,16 @@ func (e *RuleError) Error() string {
 
 func autoName(i int) string { return "rule " + strconv.Itoa(i) }
 
-// Engine decides calls for one mode. It is immutable, so one engine can
-// serve any number of goroutines.
+// Engine decides calls for one mode, and, with WithGroupModes, the calls
+// of members of some groups in their group's mode. It is immutable, so
+// one engine can serve any number of goroutines.
 type Engine struct {
 	mode Mode
 	user []Rule // as given, names filled in, for WithMode and Rules
+	// groupModes are the approval modes of groups (WithGroupModes), and
+	// siblings the engines of those modes, with the same rules.
+	groupModes map[string]Mode
+	siblings   map[Mode]*Engine
 	// rules are the compiled rules that can apply in mode, in the order
 	// they are tried.
 	rules []compiled
@@ -220,16 +235,92 @@ func build(mode Mode, user []Rule, cs []compiled) *Engine {
 }
 
 // WithMode returns an engine with the same user rules for another mode,
-// for switching modes during a session.
+// for switching modes during a session. The modes of groups stay.
 func (e *Engine) WithMode(mode Mode) (*Engine, error) {
 	if mode == e.mode {
 		return e, nil
 	}
-	return New(mode, e.user)
+	n, err := New(mode, e.user)
+	if err != nil {
+		return nil, err
+	}
+	return n.WithGroupModes(e.groupModes)
 }
 
-// Mode returns the engine's approval mode.
+// WithGroupModes returns an engine with the same rules that decides the
+// calls of a member of a group of modes in that group's mode: the `groups:
+// NAME: approval_mode` settings of the configuration. A caller in several
+// such groups gets the most cautious of their modes (plan, then default,
+// auto_edit, yolo: Modes' order), so that putting someone in one more
+// group never lets more of their calls through unasked; a caller in none
+// of them, and a call without a caller, get e's mode.
+func (e *Engine) WithGroupModes(modes map[string]Mode) (*Engine, error) {
+	if len(modes) == 0 && len(e.groupModes) == 0 {
+		return e, nil
+	}
+	n := build(e.mode, e.user, e.compiledUser())
+	if len(modes) == 0 {
+		return n, nil
+	}
+	n.groupModes = make(map[string]Mode, len(modes))
+	n.siblings = map[Mode]*Engine{}
+	for g, m := range modes {
+		if g == "" {
+			return nil, errors.New("policy: a group's approval mode names no group")
+		}
+		if _, err := ParseMode(string(m)); err != nil || m == "" {
+			return nil, fmt.Errorf("policy: group %q: unknown approval mode %q (expected plan, default, auto_edit or yolo)", g, m)
+		}
+		n.groupModes[g] = m
+		if _, ok := n.siblings[m]; !ok && m != e.mode {
+			n.siblings[m] = build(m, e.user, e.compiledUser())
+		}
+	}
+	return n, nil
+}
+
+// compiledUser compiles the user's rules again, for an engine of another
+// mode (they were checked by New).
+func (e *Engine) compiledUser() []compiled {
+	cs := make([]compiled, 0, len(e.user))
+	for i, r := range e.user {
+		c, _ := compile(r, i+1)
+		cs = append(cs, c)
+	}
+	return cs
+}
+
+// Mode returns the engine's approval mode: the mode of calls by callers
+// in no group with a mode of its own (ModeFor).
 func (e *Engine) Mode() Mode { return e.mode }
+
+// GroupModes returns the approval modes of groups (WithGroupModes).
+func (e *Engine) GroupModes() map[string]Mode { return maps.Clone(e.groupModes) }
+
+// ModeFor returns the approval mode of c's calls: the most cautious mode
+// of its groups that have one, else the engine's.
+func (e *Engine) ModeFor(c *identity.Caller) Mode { return e.forCaller(c).mode }
+
+// forCaller returns the engine that decides c's calls.
+func (e *Engine) forCaller(c *identity.Caller) *Engine {
+	if c == nil || len(e.groupModes) == 0 {
+		return e
+	}
+	best := -1
+	for _, g := range c.Groups {
+		m, ok := e.groupModes[g]
+		if !ok {
+			continue
+		}
+		if i := slices.Index(Modes(), m); best < 0 || i < best {
+			best = i
+		}
+	}
+	if best < 0 || Modes()[best] == e.mode {
+		return e
+	}
+	return e.siblings[Modes()[best]]
+}
 
 // Rules returns the rules that can apply in the engine's mode in the order
 // they are tried: the user's (those whose Modes allow this mode) by
@@ -243,34 +334,48 @@ func (e *Engine) Rules() []Rule {
 }
 
 // Decide returns the decision of the first rule that matches the call to
-// t. The tool's identity is t's (Server, Name), falling back to the call's
-// when t does not say. Decide does not allocate for arguments that are
-// strings, numbers, booleans or null; a list or object named by an argument
+// t made without a caller (no authentication: rules that name callers or
+// groups do not match, and the engine's mode decides). The tool's
+// identity is t's (Server, Name), falling back to the call's when t does
+// not say. Decide does not allocate for arguments that are strings,
+// numbers, booleans or null; a list or object named by an argument
 // condition is encoded with encoding/json.
 func (e *Engine) Decide(t tool.Tool, call tool.Call) Decision {
-	server, name := identity(t, call)
+	return e.DecideFor(nil, t, call)
+}
+
+// DecideFor returns the decision of the first rule that matches the call
+// to t made by c (nil: no caller), in c's mode (ModeFor).
+func (e *Engine) DecideFor(c *identity.Caller, t tool.Tool, call tool.Call) Decision {
+	e = e.forCaller(c)
+	server, name := toolID(t, call)
 	ro, destr := t.IsReadOnly(), t.IsDestructive()
 	for i := range e.rules {
-		c := &e.rules[i]
-		if c.matchTool(server, name, ro, destr) && c.matchArgs(call.Arguments) {
-			return c.decision()
+		r := &e.rules[i]
+		if r.matchTool(server, name, ro, destr) && r.matchCaller(c) && r.matchArgs(call.Arguments) {
+			return r.decision()
 		}
 	}
 	// Unreachable: every mode ends with a rule that matches everything.
 	return Decision{Action: Deny, Rule: "none", Message: "no policy rule matched"}
 }
 
-// Requires returns what calling t could need, whatever the arguments: Ask
-// if some call could prompt, otherwise Allow if some call could run,
-// otherwise Deny. Rules with argument conditions count as possibly
-// matching. It is meant for listings (which tools need approval), not for
-// deciding calls.
-func (e *Engine) Requires(t tool.Tool) Action {
+// Requires returns what calling t could need, whatever the arguments,
+// for a call without a caller: Ask if some call could prompt, otherwise
+// Allow if some call could run, otherwise Deny. Rules with argument
+// conditions count as possibly matching. It is meant for listings (which
+// tools need approval), not for deciding calls.
+func (e *Engine) Requires(t tool.Tool) Action { return e.RequiresFor(nil, t) }
+
+// RequiresFor is Requires for the calls of c (nil: no caller), in c's
+// mode.
+func (e *Engine) RequiresFor(caller *identity.Caller, t tool.Tool) Action {
+	e = e.forCaller(caller)
 	ro, destr := t.IsReadOnly(), t.IsDestructive()
 	canAsk, canAllow := false, false
 	for i := range e.rules {
 		c := &e.rules[i]
-		if !c.matchTool(t.Server, t.Name, ro, destr) {
+		if !c.matchTool(t.Server, t.Name, ro, destr) || !c.matchCaller(caller) {
 			continue
 		}
 		switch c.action {
@@ -299,14 +404,17 @@ func (e *Engine) Requires(t tool.Tool) Action {
 // first, or plan mode, still decides. The engine is built again with
 // that rule and decides; refusals are rare enough for that. The built-in
 // tools have no server entry to trust.
-func (e *Engine) trustAllows(t tool.Tool, call tool.Call) bool {
-	server, _ := identity(t, call)
+func (e *Engine) trustAllows(c *identity.Caller, t tool.Tool, call tool.Call) bool {
+	server, _ := toolID(t, call)
 	if server == "" || server == builtinServer {
 		return false
 	}
 	rules := append(slices.Clone(e.user), Rule{Name: "trusted server " + server, Server: escapeGlob(server), Action: Allow})
 	trusted, err := New(e.mode, rules)
-	return err == nil && trusted.Decide(t, call).Action == Allow
+	if err == nil {
+		trusted, err = trusted.WithGroupModes(e.groupModes)
+	}
+	return err == nil && trusted.DecideFor(c, t, call).Action == Allow
 }
 
 // priority returns the priority of the named rule and whether it is one of
@@ -318,7 +426,8 @@ func (e *Engine) priority(name string) (int, bool) {
 	return 0, false
 }
 
-func identity(t tool.Tool, call tool.Call) (server, name string) {
+// toolID returns the identity of the tool called: t's, else the call's.
+func toolID(t tool.Tool, call tool.Call) (server, name string) {
 	server, name = t.Server, t.Name
 	if server == "" {
 		server = call.Server

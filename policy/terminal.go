@@ -146,7 +146,7 @@ func readLine(r *bufio.Reader) (string, error) {
 // the cursor or rewrite what the prompt says.
 func formatRequest(req Request) string {
 	var b strings.Builder
-	server, name := identity(req.Tool, req.Call)
+	server, name := toolID(req.Tool, req.Call)
 	b.WriteString("\nApprove this tool call?\n")
 	fmt.Fprintf(&b, "  tool:    %s", clean(name))
 	if req.Tool.Title != "" && req.Tool.Title != name {

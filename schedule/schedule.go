@@ -15,6 +15,7 @@ import (
 	"log/slog"
 	"runtime/debug"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.opentelemetry.io/otel/trace"
@@ -343,6 +344,9 @@ type entry struct {
 	trbuf       [5]Transition // room for every state a call goes through
 	span        trace.Span    // nil unless the scheduler traces
 	approval    trace.Span    // the wait for an answer, while traced
+	// answeredBy names who answered the call's approval question, once
+	// an approver has said (tool.Answered).
+	answeredBy atomic.Pointer[string]
 }
 
 // ID returns the batch's identifier, the Batch field of its events.
@@ -426,7 +430,14 @@ func (b *Batch) admit() {
 		e.exclusive = !b.s.parallel(def, e.call)
 		b.enter(e, Scheduled, "")
 		if g := b.s.gate; g != nil {
-			err := g.Admit(e.ctx, def, e.call, func(msg string) {
+			actx := e.ctx
+			if c := callers.From(e.ctx); c != nil {
+				// Who asks and who answers are people only where
+				// callers are known: without, the context is left as it
+				// is (no cost).
+				actx = tool.WithAnswered(actx, func(by string) { e.answeredBy.Store(&by) })
+			}
+			err := g.Admit(actx, def, e.call, func(msg string) {
 				if e.span != nil && e.approval == nil {
 					e.approval = b.approvalSpan(e)
 				}
@@ -585,6 +596,11 @@ func (b *Batch) enter(e *entry, state State, msg string) {
 	}
 	ev := Event{Type: EventState, State: state, Message: msg, Time: now, Arguments: e.call.Arguments,
 		Previous: prev.State, PreviousAt: prev.Time, FirstAt: e.transitions[0].Time}
+	if prev.State == AwaitingApproval {
+		if by := e.answeredBy.Load(); by != nil {
+			ev.AnsweredBy = *by
+		}
+	}
 	if state.Terminal() {
 		ev.Record = e.record
 	}

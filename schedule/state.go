@@ -91,6 +91,10 @@ type Event struct {
 	// Message says why, for awaiting_approval (the policy's message) and
 	// for error and cancelled states (the error's message).
 	Message string `json:"message,omitempty"`
+	// AnsweredBy names who answered the call's approval question, on the
+	// state event that leaves awaiting_approval, when the approver said
+	// (tool.Answered).
+	AnsweredBy string `json:"answered_by,omitempty"`
 	// Record is the call's record, on terminal states.
 	Record *tool.Record `json:"record,omitempty"`
 	// Stream ("stdout", "stderr") and Chunk, for EventOutput.

@@ -112,6 +112,14 @@ func (d ApprovalResolvedData) appendJSON(b []byte) ([]byte, bool) {
 	}
 	b = append(b, `,"waited_ms":`...)
 	b, ok := appendFloat(b, d.WaitedMS)
+	if d.Caller != "" {
+		b = append(b, `,"caller":`...)
+		b = appendString(b, d.Caller)
+	}
+	if d.AnsweredBy != "" {
+		b = append(b, `,"answered_by":`...)
+		b = appendString(b, d.AnsweredBy)
+	}
 	return append(b, '}'), ok
 }
 

@@ -40,6 +40,10 @@ func FuzzAppendJSON(f *testing.F) {
 		ar := ApprovalResolvedData{CallID: s1, Batch: s2, Index: -len(s1), Server: s3, Tool: s2, Outcome: s1, Message: s3, WaitedMS: f1}
 		b, ok = ar.appendJSON(nil)
 		sameAsEncodingJSON(t, ar, b, ok)
+		// Who asked and who answered, when callers are known.
+		ar.Caller, ar.AnsweredBy = s2, s3
+		b, ok = ar.appendJSON(nil)
+		sameAsEncodingJSON(t, ar, b, ok)
 		md := MessageData{MessageID: s1, Delta: MessageDelta{Content: s2}}
 		b, ok = md.appendJSON(nil)
 		sameAsEncodingJSON(t, md, b, ok)

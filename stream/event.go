@@ -373,6 +373,11 @@ type ApprovalResolvedData struct {
 	Message string `json:"message,omitempty"`
 	// WaitedMS is how long the call waited, in milliseconds.
 	WaitedMS float64 `json:"waited_ms"`
+	// Caller names who made the call, and AnsweredBy who answered its
+	// question, when callers are known (authentication is configured)
+	// and the approver said.
+	Caller     string `json:"caller,omitempty"`
+	AnsweredBy string `json:"answered_by,omitempty"`
 }
 
 // HeartbeatData is the payload of heartbeat.

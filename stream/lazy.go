@@ -87,7 +87,8 @@ func (d ToolCallData) sizeHint() int {
 }
 
 func (d ApprovalResolvedData) sizeHint() int {
-	return payloadOverhead + len(d.CallID) + len(d.Batch) + len(d.Server) + len(d.Tool) + len(d.Outcome) + len(d.Message)
+	return payloadOverhead + len(d.CallID) + len(d.Batch) + len(d.Server) + len(d.Tool) + len(d.Outcome) + len(d.Message) +
+		len(d.Caller) + len(d.AnsweredBy)
 }
 
 // resultInput is the tool_input of a tool_call result event: {"result":

@@ -217,7 +217,7 @@ func (k *ScheduleSink) state(e schedule.Event) {
 
 	if prev == schedule.AwaitingApproval && e.State != schedule.AwaitingApproval {
 		r := ApprovalResolvedData{CallID: e.Call, Batch: e.Batch, Index: e.Index, Server: e.Server, Tool: e.Tool,
-			Outcome: OutcomeApproved, WaitedMS: ms(at.Sub(prevSince))}
+			Outcome: OutcomeApproved, WaitedMS: ms(at.Sub(prevSince)), Caller: e.Caller, AnsweredBy: e.AnsweredBy}
 		switch e.State {
 		case schedule.Cancelled:
 			r.Outcome, r.Message = OutcomeCancelled, msg

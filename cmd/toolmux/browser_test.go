@@ -734,6 +734,44 @@ func TestBrowserToken(t *testing.T) {
 	if got := uiEval[string](b, `document.querySelector('`+task+` td.caller').textContent`); got != "default" {
 		t.Errorf("the task's caller shows as %q", got)
 	}
+
+	// The token's caller (default) asks, and answers on the page (it is
+	// in the admin group): the card says who asked, the call's details
+	// who asked and who answered.
+	b.do(chromedp.Navigate(s.url("/#live")))
+	done := make(chan int, 1)
+	go func() {
+		code, _ := uiAPICall(t, s, token, "builtin", "shell", `{"arguments": {"command": "echo asked-by-default"}}`)
+		done <- code
+	}()
+	card := `.approval[data-caller="default"]`
+	b.visible(card + ` button[data-decision="once"]`)
+	if got := b.text(card + ` .asker`); got != "asked by default" {
+		t.Errorf("the card says %q", got)
+	}
+	// The 401 the queue got before the token was given is gone with it.
+	if stale := uiEval[bool](b, `document.querySelector('#approvals > .error-box') !== null`); stale {
+		t.Errorf("the approvals still show an error: %q", b.text(`#approvals > .error-box`))
+	}
+	id := uiEval[string](b, `document.querySelector('`+card+`').dataset.callId`)
+	b.shot("asked-by")
+	b.do(chromedp.Click(chromedp.CSS(card + ` button[data-decision="once"]`)))
+	select {
+	case code := <-done:
+		if code != http.StatusOK {
+			t.Fatalf("the approved call: %d", code)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("the approved call did not return")
+	}
+	row = `#live-rows .row[data-call-id="` + id + `"][data-state="success"]`
+	b.visible(row)
+	b.do(chromedp.Click(chromedp.CSS(row + ` > summary`)))
+	b.visible(row + ` .approval-detail[data-caller="default"][data-by="default"]`)
+	if got := b.text(row + ` .approval-detail`); !strings.Contains(got, "asked by default") || !strings.Contains(got, "approved by default") {
+		t.Errorf("the call's approval shows %q", got)
+	}
+	b.shot("answered-by")
 }
 
 // Thousands of events: the page keeps up, stays responsive and keeps a

@@ -45,6 +45,7 @@ type reloader struct {
 	drain  time.Duration
 	path   string
 	status *reloadStatus
+	vis    *visibility // what each caller sees, taken again at each reload
 
 	watcher *fsnotify.Watcher
 	stopSig func()
@@ -56,8 +57,9 @@ type reloader struct {
 // changes of its file when watch is set, telling status how the reloads
 // go. A configuration that did not come from a file cannot be reloaded:
 // SIGHUP is then answered with a line saying so.
-func (a *app) startReloader(ctx context.Context, rt *toolmux.Runtime, g *gateway.Gateway, status *reloadStatus, watch bool, drain time.Duration) (*reloader, error) {
-	r := &reloader{a: a, rt: rt, g: g, drain: drain, path: rt.Config.Path, status: status}
+func (a *app) startReloader(ctx context.Context, rt *toolmux.Runtime, g *gateway.Gateway, status *reloadStatus, watch bool, drain time.Duration,
+	vis *visibility) (*reloader, error) {
+	r := &reloader{a: a, rt: rt, g: g, drain: drain, path: rt.Config.Path, status: status, vis: vis}
 	if watch {
 		if r.path == "" {
 			return nil, usageError("--watch: there is no configuration file to watch (give one with --config)")
@@ -241,6 +243,11 @@ func (r *reloader) reload(ctx context.Context, why string) {
 	}
 	// The limits per caller apply to the next call (budgets carry over).
 	r.g.Limits().Set(ratelimit.FromConfig(cfg.RateLimits))
+	// What each caller sees (groups.NAME.tools), from the next request
+	// on: the file was checked, so it does not fail.
+	if err := r.vis.set(cfg); err != nil {
+		fmt.Fprintf(stderr, "toolmux: reload: the groups' tools: %v; those in use stay\n", err)
+	}
 	// Lists the servers added and tells the clients what changed
 	// (notifications/tools/list_changed).
 	if err := r.g.Sync(ctx); err != nil && ctx.Err() == nil {

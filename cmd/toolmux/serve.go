@@ -213,10 +213,17 @@ one more, 300ms after the last. See docs/operations.md.`,
 			var approvals *api.Approvals
 			approver := a.approver(false)
 			if approver == nil {
-				elicit := gateway.ElicitApprover{Timeout: approvalTimeout}
+				// Who answers when callers are known (govern.go).
+				cfg, err := a.loadConfig()
+				if err != nil {
+					return err
+				}
+				who := a.approvers(cfg)
+				elicit := gateway.ElicitApprover{Timeout: approvalTimeout, NoSelfApproval: !who.self}
 				if onHTTP {
 					approvals = api.NewApprovals(&api.ApprovalOptions{Timeout: approvalTimeout,
-						Where: pageURL(ln.Addr()), OnPending: a.sayPending, OnEnded: a.sayEnded})
+						Where: pageURL(ln.Addr()), OnPending: a.sayPending, OnEnded: a.sayEnded,
+						ApproversGroup: who.group, AdminGroup: who.admin, NoSelfApproval: !who.self})
 					// A question of an MCP task is put to the page too.
 					elicit.Also = approvals
 					approver = policy.FirstOf(elicit, approvals)
@@ -275,9 +282,15 @@ one more, 300ms after the last. See docs/operations.md.`,
 			// alike; made even when none is configured, for a reload may
 			// add some.
 			opts.Limits = ratelimit.New(ratelimit.FromConfig(rt.Config.RateLimits))
+			// What each caller sees (govern.go), on every route and the API.
+			vis, err := newVisibility(rt.Config)
+			if err != nil {
+				return err
+			}
+			opts.Visibility = vis.get
 			opts.API = api.New(api.Options{Catalog: rt.Pipeline, Caller: s, Health: rt.Manager.Health, Pins: rt.Pins, Presented: rt.Manager,
 				Policy: rt.Gate, Approvals: approvals, Log: rt.Log, Events: hub, Version: versionString(), MaxDepth: rt.Config.Limits.MaxDepth,
-				Fleet: fn.summary(), Reload: reloads.infoFunc(), Limits: opts.Limits,
+				Fleet: fn.summary(), Reload: reloads.infoFunc(), Limits: opts.Limits, Visibility: vis.get,
 				AdminGroups: []string{authSettings.AdminGroup}, ApproverGroups: []string{authSettings.ApproversGroup}})
 			if onHTTP {
 				opts.Virtual = gateway.VirtualFromConfig(rt.Config)
@@ -313,7 +326,7 @@ one more, 300ms after the last. See docs/operations.md.`,
 				}
 			})
 			// SIGHUP and --watch reload the configuration while serving.
-			rl, err := a.startReloader(ctx, rt, g, reloads, watch, reloadDrain)
+			rl, err := a.startReloader(ctx, rt, g, reloads, watch, reloadDrain, vis)
 			if err != nil {
 				return err
 			}
@@ -470,15 +483,23 @@ func pageURL(addr net.Addr) string { return "http://" + addr.String() + "/" }
 // sayPending says on the console that a call waits for approval, and
 // where to answer it.
 func (a *app) sayPending(p api.Pending) {
-	fmt.Fprintf(a.stderr, "toolmux: %s/%s waits for approval on the web page (or POST {\"decision\": \"once\"} to /api/approvals/%s); refused at %s if nobody answers\n",
-		p.Server, p.Tool, p.ID, p.Deadline.Format(time.TimeOnly))
+	fmt.Fprintf(a.stderr, "toolmux: %s/%s%s waits for approval on the web page (or POST {\"decision\": \"once\"} to /api/approvals/%s); refused at %s if nobody answers\n",
+		p.Server, p.Tool, byWhom(" of ", p.Caller), p.ID, p.Deadline.Format(time.TimeOnly))
+}
+
+// byWhom names a caller after prefix, "" when callers are not known.
+func byWhom(prefix, name string) string {
+	if name == "" {
+		return ""
+	}
+	return prefix + name
 }
 
 // sayEnded says how a wait for approval ended.
 func (a *app) sayEnded(p api.Pending, e api.Ending) {
 	switch e.Outcome {
 	case api.OutcomeAnswered:
-		fmt.Fprintf(a.stderr, "toolmux: %s/%s (call %s): answered %s\n", p.Server, p.Tool, p.ID, e.Message)
+		fmt.Fprintf(a.stderr, "toolmux: %s/%s (call %s%s): answered %s%s\n", p.Server, p.Tool, p.ID, byWhom(" of ", p.Caller), e.Message, byWhom(" by ", e.By))
 	case api.OutcomeWithdrawn:
 		fmt.Fprintf(a.stderr, "toolmux: %s/%s (call %s) no longer waits for approval: %s\n", p.Server, p.Tool, p.ID, e.Message)
 	default:

@@ -95,7 +95,12 @@ type Hit struct {
 
 // Search returns the k best documents for query, best first, leaving out
 // documents that share no term with it. Ties keep the documents' order.
-func (ix *Index) Search(query string, k int) []Hit {
+func (ix *Index) Search(query string, k int) []Hit { return ix.SearchFunc(query, k, nil) }
+
+// SearchFunc is Search among the documents keep reports true for (nil:
+// every document): the others are scored, as they weigh in the terms'
+// rarity, but never returned.
+func (ix *Index) SearchFunc(query string, k int, keep func(doc int) bool) []Hit {
 	if k <= 0 || ix.n == 0 {
 		return nil
 	}
@@ -132,6 +137,9 @@ func (ix *Index) Search(query string, k int) []Hit {
 	for _, doc := range touched {
 		hit := Hit{Doc: int(doc), Score: scores[doc]}
 		scores[doc] = 0 // leave the scratch clean for the next search
+		if keep != nil && !keep(hit.Doc) {
+			continue
+		}
 		if len(h) < k {
 			heap.Push(&h, hit)
 		} else if better(hit, h[0]) {

@@ -178,3 +178,20 @@ func FuzzTerms(f *testing.F) {
 		}
 	})
 }
+
+// SearchFunc returns the best documents keep allows: the full ranking
+// without the others, cut to k.
+func TestSearchFuncKeeps(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	ix := bm25.New(catalog(r, 500))
+	odd := func(doc int) bool { return doc%2 == 1 }
+	all := ix.Search("create issue repository", 500)
+	want := slices.DeleteFunc(slices.Clone(all), func(h bm25.Hit) bool { return !odd(h.Doc) })[:10]
+	got := ix.SearchFunc("create issue repository", 10, odd)
+	if !slices.Equal(got, want) {
+		t.Fatalf("SearchFunc: %+v\nwant %+v", got, want)
+	}
+	if none := ix.SearchFunc("create issue repository", 10, func(int) bool { return false }); len(none) != 0 {
+		t.Fatalf("nothing kept, got %+v", none)
+	}
+}

@@ -157,6 +157,16 @@ func (p Pattern) Match(server, name string) bool {
 	return ok
 }
 
+// MatchServer reports whether the pattern may match tools of server: a
+// bare tool pattern matches tools of any server.
+func (p Pattern) MatchServer(server string) bool {
+	if p.server == "" {
+		return true
+	}
+	ok, _ := path.Match(p.server, server)
+	return ok
+}
+
 // String returns the pattern as written.
 func (p Pattern) String() string { return p.text }
 

@@ -2,7 +2,10 @@
 // view because they hold an agent up, with the four answers
 // (POST /api/approvals/{id}). The list is read again when the stream says
 // a call asks or was answered (by anyone: this page, another one, the
-// API), and when the stream reconnects.
+// API), and when the stream reconnects. Where callers are known, a card
+// says who asked, and a question the page's caller may not answer (its
+// own call, not being an approver) shows no answers but that it waits
+// for an approver.
 
 import {api} from './api.js';
 import {h, setText, fmtDuration, prettyJSON, errorNode, debounce} from './util.js';
@@ -54,6 +57,9 @@ export class Approvals {
   }
 
   render(list) {
+    // A list read: an error shown earlier (a 401 before the token was
+    // given, a failed read) is over.
+    this.section.querySelector(':scope > .error-box')?.remove();
     const seen = new Set();
     for (const item of list) {
       seen.add(item.id);
@@ -76,7 +82,7 @@ export class Approvals {
   }
 
   renderError(e) {
-    let box = this.section.querySelector('.error-box');
+    let box = this.section.querySelector(':scope > .error-box');
     if (!box) {
       box = h('div', {class: 'error-box'});
       this.section.insertBefore(box, this.cardsEl);
@@ -90,20 +96,23 @@ export class Approvals {
   build(item) {
     const waited = h('span', {class: 'waited'});
     const status = h('div', {class: 'card-status'});
-    const buttons = DECISIONS.map((d) => h('button', {
+    // can_answer is absent from an older gateway's answer: it may.
+    const mayAnswer = item.can_answer !== false;
+    const buttons = mayAnswer ? DECISIONS.map((d) => h('button', {
       type: 'button', class: `btn ${d.cls}`, text: d.label, title: d.title,
       dataset: {decision: d.decision},
       on: {click: () => this.decide(item, d.decision)},
-    }));
-    const el = h('article', {class: 'approval', dataset: {callId: item.id}},
+    })) : [];
+    const el = h('article', {class: 'approval', dataset: {callId: item.id, caller: item.caller || ''}},
       h('header', {},
         h('span', {class: 'mono name', text: `${item.server}__${item.tool}`}),
-        item.caller ? h('span', {class: 'caller', text: `asked by ${item.caller}`}) : null,
+        item.caller ? h('span', {class: 'asker', text: `asked by ${item.caller}`}) : null,
         item.task ? h('span', {class: 'task', text: `task ${item.task}`}) : null,
         waited),
       item.message || item.rule ? h('p', {class: 'why', text: item.message || `policy rule "${item.rule}"`}) : null,
       h('pre', {class: 'args', text: prettyJSON(item.arguments ?? {})}),
-      h('div', {class: 'actions'}, ...buttons),
+      mayAnswer ? h('div', {class: 'actions'}, ...buttons)
+        : h('p', {class: 'waits-for-approver', text: 'Waits for an approver: you may not answer this question.'}),
       status);
     return {el, item, waited, status, buttons, busy: false};
   }

@@ -268,14 +268,15 @@ export class Live {
     e.tool = d.tool || e.tool;
     if (d.arguments && e.args === undefined) e.args = d.arguments;
     if (d.caller) e.caller = d.caller;
-    e.approval = {...(e.approval || {}), message: d.message, rule: d.rule, asked: parseTime(env.time)};
+    e.approval = {...(e.approval || {}), message: d.message, rule: d.rule, asked: parseTime(env.time), caller: d.caller};
     this.touch(e);
   }
 
   approvalResolved(env, d) {
     const e = this.call(env, d.call_id);
     if (!e) return;
-    e.approval = {...(e.approval || {}), outcome: d.outcome, waitedMs: d.waited_ms, answer: d.message};
+    e.approval = {...(e.approval || {}), outcome: d.outcome, waitedMs: d.waited_ms, answer: d.message,
+      caller: d.caller || (e.approval && e.approval.caller), by: d.answered_by};
     this.touch(e);
   }
 
@@ -661,8 +662,10 @@ export class Live {
         }
         if (e.approval) {
           const a = e.approval;
-          parts.push(h('div', {class: 'section'}, h('h4', {text: 'Approval'}),
-            h('p', {text: [a.message, a.outcome ? `→ ${a.outcome}${a.waitedMs !== undefined ? ` after ${fmtDuration(a.waitedMs)}` : ''}` : 'waiting for an answer (above)', a.answer].filter(Boolean).join(' ')})));
+          parts.push(h('div', {class: 'section approval-detail', dataset: {caller: a.caller || '', by: a.by || ''}}, h('h4', {text: 'Approval'}),
+            h('p', {text: [a.caller ? `asked by ${a.caller}:` : '', a.message,
+              a.outcome ? `→ ${a.outcome}${a.by ? ` by ${a.by}` : ''}${a.waitedMs !== undefined ? ` after ${fmtDuration(a.waitedMs)}` : ''}` : 'waiting for an answer (above)',
+              a.answer].filter(Boolean).join(' ')})));
         }
         if (e.args !== undefined) parts.push(h('div', {class: 'section'}, h('h4', {text: 'Arguments'}), h('pre', {text: prettyJSON(e.args)})));
         if (e.progress) parts.push(h('div', {class: 'section'}, h('h4', {text: 'Progress'}), h('p', {text: progressText(e.progress)})));
