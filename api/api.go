@@ -207,6 +207,11 @@ func New(o Options) http.Handler {
 		o.AdminGroups = []string{identity.AdminGroup}
 	}
 	s := &server{o: o, started: time.Now(), approvers: append(slices.Clone(o.AdminGroups), o.ApproverGroups...)}
+	if o.Approvals != nil {
+		// Who answers the queue sees every question: its approvers and
+		// admin groups too.
+		s.approvers = append(s.approvers, o.Approvals.o.ApproversGroup, o.Approvals.o.AdminGroup)
+	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /api/info", s.info)
 	mux.HandleFunc("GET /api/servers", s.servers)
@@ -729,7 +734,9 @@ func (s *server) events(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	h := s.o.Events
-	if scope := s.scope(r); !scope.All() {
+	// An approver sees every caller's events (the questions it may
+	// answer, and their calls); anyone else its own tasks' only.
+	if scope := identity.ScopeOf(identity.From(r.Context()), s.approvers); !scope.All() {
 		// A caller who sees its own things only gets its own tasks'
 		// events; a stream that cannot leave others' out is not its.
 		f, ok := h.(interface {

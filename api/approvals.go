@@ -527,7 +527,9 @@ func (a *Approvals) DecideAs(id string, ans policy.Answer, by *identity.Caller) 
 	w, ok := a.pending[id]
 	if !ok {
 		defer a.mu.Unlock()
-		if e, ok := a.ended[id]; ok && a.mayApprove(by) {
+		// An ended question is gone to those who could see it waiting:
+		// approvers, and its asker.
+		if e, ok := a.ended[id]; ok && (by == nil || a.mayApprove(by) || a.askers[id] != nil && a.askers[id].Key == by.Key()) {
 			return &EndedError{ID: id, Ending: e}
 		}
 		return ErrUnknownApproval

@@ -1,6 +1,10 @@
 package identity
 
-import "context"
+import (
+	"context"
+
+	"github.com/toolmux/toolmux/tool"
+)
 
 // Ownership (docs/identity.md, "Ownership"): what a caller makes (MCP
 // tasks, task-log tasks, approval questions, re-issued requests) belongs
@@ -15,11 +19,10 @@ import "context"
 const AdminGroup = "admin"
 
 // Ref is what a record keeps of its caller: the name people read and
-// the key ownership compares (Caller.Key), never a credential.
-type Ref struct {
-	Name string `json:"name"`
-	Key  string `json:"key"`
-}
+// the key ownership compares (Caller.Key), never a credential. It is
+// tool.CallerRef, so that tool, which every package imports, needs
+// nothing of this one (its verifiers and their libraries).
+type Ref = tool.CallerRef
 
 // Ref returns what records keep of c; nil for a nil caller.
 func (c *Caller) Ref() *Ref {
@@ -31,14 +34,6 @@ func (c *Caller) Ref() *Ref {
 
 // RefFrom returns the Ref of the caller ctx carries; nil when none.
 func RefFrom(ctx context.Context) *Ref { return From(ctx).Ref() }
-
-// String is the caller's name; "" for nil.
-func (r *Ref) String() string {
-	if r == nil {
-		return ""
-	}
-	return r.Name
-}
 
 // Scope is what one caller may see of what callers own: everything (no
 // caller: no authentication configured; or a member of an all-seeing

@@ -7,8 +7,6 @@ import (
 	"encoding/json"
 	"math"
 	"time"
-
-	"github.com/toolmux/toolmux/identity"
 )
 
 // Call is a request to run one tool.
@@ -29,7 +27,7 @@ type Call struct {
 	// Caller is who made the call (docs/identity.md): nil when no
 	// authentication is configured. The scheduler sets it from the
 	// caller its context carries (identity.From) when it is not set.
-	Caller *identity.Ref `json:"caller,omitempty"`
+	Caller *CallerRef `json:"caller,omitempty"`
 	// Definition, when set, is the definition of the tool the call was
 	// admitted against (the scheduler sets it): the layers below use it
 	// (see [Call.Def]) instead of looking the tool up again, so that the
@@ -47,6 +45,22 @@ func (c *Call) Def() *Tool {
 		return d
 	}
 	return nil
+}
+
+// CallerRef is what a call and its record keep of who made it
+// (identity.Ref): the name people read and the key ownership compares
+// (identity.Caller.Key), never a credential.
+type CallerRef struct {
+	Name string `json:"name"`
+	Key  string `json:"key"`
+}
+
+// String is the caller's name; "" for nil.
+func (r *CallerRef) String() string {
+	if r == nil {
+		return ""
+	}
+	return r.Name
 }
 
 // NewRecord returns the record of call as it starts: the call's identity
@@ -79,9 +93,9 @@ type Record struct {
 	Session string `json:"session,omitempty"`
 	// Caller is who made the call: its name and key, never its
 	// credential; absent when no authentication is configured.
-	Caller *identity.Ref `json:"caller,omitempty"`
-	Server string        `json:"server"`
-	Tool   string        `json:"tool"`
+	Caller *CallerRef `json:"caller,omitempty"`
+	Server string     `json:"server"`
+	Tool   string     `json:"tool"`
 	// Name is the tool's exposed name, when the call went through a catalog.
 	Name string `json:"name,omitempty"`
 	// Arguments are the arguments as sent to the tool.
