@@ -253,14 +253,24 @@ func benchConnect(b *testing.B, endpoint, name string, n int) []*mcp.ClientSessi
 // benchConnectVersion is benchConnect with clients of protocol version
 // (2026-07-28: clients without a session).
 func benchConnectVersion(b *testing.B, endpoint, name string, n int, version string) []*mcp.ClientSession {
+	return benchConnectAs(b, endpoint, name, n, version, "")
+}
+
+// benchConnectAs is benchConnectVersion with token as every request's
+// bearer credential ("" for none).
+func benchConnectAs(b *testing.B, endpoint, name string, n int, version, token string) []*mcp.ClientSession {
 	b.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	out := make([]*mcp.ClientSession, n)
 	for i := range out {
 		tr := http.DefaultTransport.(*http.Transport).Clone()
+		var rt http.RoundTripper = tr
+		if token != "" {
+			rt = benchBearer{tr, "Bearer " + token}
+		}
 		c := mcp.NewClient(&mcp.Implementation{Name: "bench", Version: "1"}, nil)
-		cs, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: endpoint, HTTPClient: &http.Client{Transport: tr}},
+		cs, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: endpoint, HTTPClient: &http.Client{Transport: rt}},
 			&mcp.ClientSessionOptions{ProtocolVersion: version})
 		if err != nil {
 			b.Fatalf("client %d: %v", i, err)
@@ -282,6 +292,83 @@ func benchConnectVersion(b *testing.B, endpoint, name string, n int, version str
 		out[i] = cs
 	}
 	return out
+}
+
+// benchBearer sends a bearer credential with every request.
+type benchBearer struct {
+	rt     http.RoundTripper
+	header string
+}
+
+func (t benchBearer) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", t.header)
+	return t.rt.RoundTrip(r)
+}
+
+// BenchmarkGatewayIdentity measures what knowing who calls costs a call
+// on `toolmux serve`'s governed /mcp (the fixture over stdio, the task log
+// on): no authentication (none), an API key of the data directory (key),
+// and an access token of ORY Hydra verified as a JWT (jwt: its signature
+// checked once, the verdict kept for its next requests, as a client sends
+// one token until it expires), in both protocol eras, TBXark/mcp-proxy in
+// the same run when TOOLMUX_BENCH_MCP_PROXY names it.
+func BenchmarkGatewayIdentity(b *testing.B) {
+	fixture := testservers.Fixture(b)
+	h := testservers.StartHydra(b)
+	const resource = "https://gw.bench"
+	h.CreateClient(b, testservers.HydraClient{ID: "bench", Secret: hydraSecret, Audience: []string{resource}, Scope: "mcp"})
+	jwtToken := h.Token(b, "bench", hydraSecret, resource, "mcp")
+	run := func(b *testing.B, endpoint, name string, pid int, token string) {
+		for _, version := range []string{legacyProtocol, "2026-07-28"} {
+			for _, n := range []int{1, 16} {
+				b.Run(fmt.Sprintf("protocol=%s/clients=%d", version, n), func(b *testing.B) {
+					benchCallLoop(b, benchConnectAs(b, endpoint, name, n, version, token), name, benchWatched{name: "client", pid: -1},
+						benchWatched{name: "proxy", pid: pid}, benchWatched{name: "upstream", pid: pid, children: true})
+				})
+			}
+		}
+	}
+	b.Run("none", func(b *testing.B) {
+		g := startBenchServeStdio(b, fixture, "")
+		run(b, g.base+"/mcp", "fx__echo", g.cmd.Process.Pid, "")
+	})
+	b.Run("key", func(b *testing.B) {
+		g := startBenchServeStdio(b, fixture, "")
+		out, err := exec.Command(benchBinary(b), "keys", "add", "bench", "--data-dir", g.dataDir).Output()
+		if err != nil {
+			b.Fatal(err)
+		}
+		key := strings.TrimSpace(string(out))
+		// serve follows the store: the key counts once /api/info names
+		// its caller.
+		if !testservers.Eventually(10*time.Second, func() bool {
+			req, _ := http.NewRequest(http.MethodGet, g.base+"/api/info", nil)
+			req.Header.Set("Authorization", "Bearer "+key)
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				return false
+			}
+			defer resp.Body.Close()
+			var in struct{ Caller *struct{ Name string } }
+			return json.NewDecoder(resp.Body).Decode(&in) == nil && in.Caller != nil && in.Caller.Name == "bench"
+		}) {
+			b.Fatal("serve never took the key")
+		}
+		run(b, g.base+"/mcp", "fx__echo", g.cmd.Process.Pid, key)
+	})
+	b.Run("jwt", func(b *testing.B) {
+		g := startBenchServeStdio(b, fixture, fmt.Sprintf("auth:\n  resource: %s\n  issuers:\n    - issuer: %s\n", resource, h.Issuer))
+		run(b, g.base+"/mcp", "fx__echo", g.cmd.Process.Pid, jwtToken)
+	})
+	b.Run("mcp-proxy", func(b *testing.B) {
+		bin := os.Getenv("TOOLMUX_BENCH_MCP_PROXY")
+		if bin == "" {
+			b.Skip("TOOLMUX_BENCH_MCP_PROXY (the path of a TBXark/mcp-proxy binary) is not set")
+		}
+		endpoint, pid := startBenchMCPProxyStdio(b, bin, fixture)
+		run(b, endpoint, "echo", pid, "")
+	})
 }
 
 // benchEcho calls the echo tool with message and checks the answer.
