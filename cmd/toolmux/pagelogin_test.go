@@ -8,6 +8,10 @@ import (
 	"net/http"
 	"net/http/cookiejar"
 	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -267,5 +271,101 @@ func TestPageSessionExpiresHydra(t *testing.T) {
 	}
 	if status, body := request(t, http.MethodGet, p.url("/api/tools"), session, nil, ""); status != http.StatusUnauthorized || !strings.Contains(body, "log in again") {
 		t.Errorf("an expired session: %d %s", status, body)
+	}
+}
+
+// The page's walk-through of docs/identity.md works as written, against
+// Hydra: its client registered as its curl says, its toolmux.yaml and the
+// secret of its command line (the addresses made the test's), a login,
+// and the session's caller.
+func TestIdentityDocPageWalkthrough(t *testing.T) {
+	t.Parallel()
+	doc, err := os.ReadFile(filepath.Join("..", "..", "docs", "identity.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	yamlBlock := regexp.MustCompile("(?ms)^```yaml toolmux.yaml \\(the page\\)\n(.*?)^```$").FindSubmatch(doc)
+	clientJSON := regexp.MustCompile(`(?s)/admin/clients -H 'Content-Type: application/json' -d '(\{\s*"client_id": "toolmux-page".*?\})'`).FindSubmatch(doc)
+	secret := regexp.MustCompile(`(?m)^TOOLMUX_PAGE_SECRET=(\S+) toolmux serve$`).FindSubmatch(doc)
+	if yamlBlock == nil || clientJSON == nil || secret == nil {
+		t.Fatal("the page's walk-through: its toolmux.yaml, client or command line not found")
+	}
+	h := testservers.StartHydra(t)
+	addr := fmt.Sprintf("127.0.0.1:%d", testservers.FreePort(t))
+	local := strings.NewReplacer("http://127.0.0.1:8931", "http://"+addr, "http://127.0.0.1:4444", h.Issuer)
+	resp, err := http.Post(h.Admin+"/admin/clients", "application/json", strings.NewReader(local.Replace(string(clientJSON[1]))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusCreated {
+		t.Fatalf("the client of the walk-through: %s %s", resp.Status, b)
+	}
+	p := startServeEnv(t, binary, workspace(t, local.Replace(string(yamlBlock[1]))), "", []string{"TOOLMUX_PAGE_SECRET=" + string(secret[1])}, "--addr", addr)
+	p.addr = addr
+	if !strings.Contains(p.stderr.String(), "toolmux: the web page logs in at "+h.Issuer+" (client toolmux-page)") {
+		t.Errorf("serve did not say what the walk-through says:\n%s", p.stderr.String())
+	}
+	jar, _ := cookiejar.New(nil)
+	back := h.LogIn(t, jar, p.url("/auth/login"), "alice", p.url("/auth/callback"))
+	c := &http.Client{Jar: jar}
+	resp, err = c.Get(back.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || resp.Request.URL.Path != "/" {
+		t.Fatalf("back from the login: %s at %s: %s", resp.Status, resp.Request.URL, b)
+	}
+	resp, err = c.Get(p.url("/api/info"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(b), `"name": "alice"`) || !strings.Contains(string(b), `"method": "session"`) {
+		t.Errorf("/api/info with the session: %s %s", resp.Status, b)
+	}
+}
+
+// auth.page beyond loopback needs an https auth.resource: serve refuses
+// to start without one, saying why.
+func TestPageNeedsHTTPSBeyondLoopback(t *testing.T) {
+	t.Parallel()
+	cfg := "auth:\n  page:\n    issuer: http://127.0.0.1:1\n    client_id: page\n    client_secret_env: " + pageSecretEnv + "\n"
+	dir := workspace(t, cfg)
+	cmd := exec.Command(binary, "serve", "--addr", fmt.Sprintf("0.0.0.0:%d", testservers.FreePort(t)))
+	cmd.Dir = dir
+	cmd.Env = append(modelFreeEnv(), "XDG_DATA_HOME="+t.TempDir(), pageSecretEnv+"=s3cret-of-the-page")
+	out, err := cmd.CombinedOutput()
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 2 || !strings.Contains(string(out), "auth.page beyond loopback needs auth.resource, the gateway's https URL") {
+		t.Errorf("exit %v: %s", err, out)
+	}
+	// With an https resource, it serves.
+	if err := os.WriteFile(filepath.Join(dir, "toolmux.yaml"), []byte(cfg+"  resource: https://gw.example.com\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	port := testservers.FreePort(t)
+	cmd = exec.Command(binary, "serve", "--addr", fmt.Sprintf("0.0.0.0:%d", port))
+	cmd.Dir = dir
+	cmd.Env = append(modelFreeEnv(), "XDG_DATA_HOME="+t.TempDir(), pageSecretEnv+"=s3cret-of-the-page")
+	var errb testservers.SyncBuffer
+	cmd.Stderr = &errb
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+	if !testservers.Eventually(30*time.Second, func() bool { return strings.Contains(errb.String(), "serving") }) {
+		t.Fatalf("serve did not start: %s", errb.String())
+	}
+	// Every request needs a credential; the page's API says where to log in.
+	a := ask(t, fmt.Sprintf("http://127.0.0.1:%d", port), "/api/tools", "")
+	if a.status != http.StatusUnauthorized || !strings.Contains(a.body, `"login":"/auth/login"`) {
+		t.Errorf("without a credential: %+v", a)
+	}
+	if !strings.Contains(errb.String(), "warning: the web page's login") {
+		t.Errorf("serve did not say the provider cannot be reached: %s", errb.String())
 	}
 }
