@@ -17,7 +17,7 @@ import (
 func FuzzLoginCookie(f *testing.F) {
 	for _, s := range []struct {
 		value, state string
-		flip        uint
+		flip         uint
 	}{
 		{"", "s", 0}, {"AAAA", "state", 3}, {strings.Repeat("A", 100), "é", 40}, {"not base64!", "", 7}, {strings.Repeat("_-", 3000), "x", 1 << 20},
 	} {
