@@ -274,6 +274,11 @@ func (p *pageAuth) serveCallback(w http.ResponseWriter, r *http.Request) {
 		p.loginFailed(w, r, err)
 		return
 	}
+	if old, err := r.Cookie(cookieName(sessionCookie, secure)); err == nil {
+		// A browser logging in again leaves its old session behind: end
+		// it, rather than keep it until its age.
+		p.sessions.End(old.Value)
+	}
 	id, s := p.sessions.Start(c)
 	maxAge := int(p.sessions.MaxAge().Seconds())
 	http.SetCookie(w, &http.Cookie{Name: cookieName(sessionCookie, secure), Value: id,

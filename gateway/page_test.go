@@ -199,6 +199,19 @@ func TestPageLogin(t *testing.T) {
 		t.Errorf("the callback did not drop the login cookie: %+v", c)
 	}
 	jar := []*http.Cookie{session, csrf}
+	// Logging in again in the same browser ends the session it had.
+	start := ps.do(t, http.MethodGet, gateway.LoginPath, nil, nil)
+	where, _ := url.Parse(start.header.Get("Location"))
+	again := ps.do(t, http.MethodGet, gateway.CallbackPath+"?"+url.Values{"state": {where.Query().Get("state")}, "code": {"alice-code"}}.Encode(),
+		[]*http.Cookie{start.cookies["toolmux_login"], session}, nil)
+	if again.status != http.StatusSeeOther || again.cookies["toolmux_session"] == nil {
+		t.Fatalf("a second login: %d %s", again.status, again.body)
+	}
+	if ex := ps.do(t, http.MethodGet, "/api/who", jar, nil); ex.status != http.StatusUnauthorized {
+		t.Errorf("the session of before a second login: %d", ex.status)
+	}
+	session, csrf = again.cookies["toolmux_session"], again.cookies["toolmux_csrf"]
+	jar = []*http.Cookie{session, csrf}
 
 	who := func(ex exchange) string {
 		var v struct {
