@@ -49,13 +49,7 @@ func (p *parser) auth(n *yaml.Node, kp string) Auth {
 	p.fields(n, kp, authKeys, func(e entry, fp string) {
 		switch e.key {
 		case "resource":
-			if s, ok := p.text(e.v, fp); ok {
-				if msg := checkHTTPURL(s, false); msg != "" {
-					p.errAt(e.v, fp, "%s", msg)
-				} else {
-					a.Resource = s
-				}
-			}
+			a.Resource = p.httpURL(e.v, fp, false)
 		case "issuers":
 			a.Issuers = p.issuers(e.v, fp)
 		case "claims":
@@ -137,13 +131,7 @@ func (p *parser) page(n *yaml.Node, kp string) *Page {
 		switch e.key {
 		case "issuer":
 			issuer = e.v
-			if s, ok := p.text(e.v, fp); ok {
-				if msg := checkHTTPURL(s, true); msg != "" {
-					p.errAt(e.v, fp, "%s", msg)
-				} else {
-					pg.Issuer = s
-				}
-			}
+			pg.Issuer = p.httpURL(e.v, fp, true)
 		case "client_id":
 			id = e.v
 			pg.ClientID, _ = p.text(e.v, fp)
@@ -230,21 +218,9 @@ func (p *parser) issuers(n *yaml.Node, kp string) []Issuer {
 			switch e.key {
 			case "issuer":
 				name = e.v
-				if s, ok := p.text(e.v, fp); ok {
-					if msg := checkHTTPURL(s, true); msg != "" {
-						p.errAt(e.v, fp, "%s", msg)
-					} else {
-						is.Issuer = s
-					}
-				}
+				is.Issuer = p.httpURL(e.v, fp, true)
 			case "jwks_url":
-				if s, ok := p.text(e.v, fp); ok {
-					if msg := checkHTTPURL(s, true); msg != "" {
-						p.errAt(e.v, fp, "%s", msg)
-					} else {
-						is.JWKSURL = s
-					}
-				}
+				is.JWKSURL = p.httpURL(e.v, fp, true)
 			case "audiences":
 				is.Audiences = p.nonEmptyStrings(e.v, fp, checkName)
 			case "introspection":
@@ -278,13 +254,7 @@ func (p *parser) introspection(n *yaml.Node, kp string) *Introspection {
 	p.fields(n, kp, introspectionKeys, func(e entry, fp string) {
 		switch e.key {
 		case "url":
-			if s, ok := p.text(e.v, fp); ok {
-				if msg := checkHTTPURL(s, true); msg != "" {
-					p.errAt(e.v, fp, "%s", msg)
-				} else {
-					in.URL = s
-				}
-			}
+			in.URL = p.httpURL(e.v, fp, true)
 		case "client_id":
 			id = e.v
 			in.ClientID, _ = p.text(e.v, fp)
@@ -314,6 +284,20 @@ func checkScope(s string) string {
 		}
 	}
 	return ""
+}
+
+// httpURL reads an absolute http(s) URL (checkHTTPURL); "" when it is
+// not one, which is said.
+func (p *parser) httpURL(n *yaml.Node, kp string, issuer bool) string {
+	s, ok := p.text(n, kp)
+	if !ok {
+		return ""
+	}
+	if msg := checkHTTPURL(s, issuer); msg != "" {
+		p.errAt(n, kp, "%s", msg)
+		return ""
+	}
+	return s
 }
 
 // checkHTTPURL checks an absolute http(s) URL without a query or a

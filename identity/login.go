@@ -61,24 +61,10 @@ func (o LoginOptions) withDefaults() LoginOptions {
 	if o.Scopes == nil {
 		o.Scopes = DefaultPageScopes
 	}
-	if o.Timeout <= 0 {
-		o.Timeout = DefaultTimeout
-	}
-	if o.RetryInterval <= 0 {
-		o.RetryInterval = DefaultJWKSRefetchInterval
-	}
-	if o.Transport == nil {
-		o.Transport = http.DefaultTransport
-	}
-	if o.Now == nil {
-		o.Now = time.Now
-	}
-	if o.Claims.Subject == "" {
-		o.Claims.Subject = DefaultSubjectClaim
-	}
-	if o.Claims.Groups == "" {
-		o.Claims.Groups = DefaultGroupsClaim
-	}
+	// The provider is reached as the issuers are.
+	t := TokenOptions{Timeout: o.Timeout, JWKSRefetchInterval: o.RetryInterval, Transport: o.Transport, Now: o.Now}.withDefaults()
+	o.Timeout, o.RetryInterval, o.Transport, o.Now = t.Timeout, t.JWKSRefetchInterval, t.Transport, t.Now
+	o.Claims = o.Claims.withDefaults()
 	return o
 }
 

@@ -35,11 +35,12 @@ func TestLoginOfHydra(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	// begin starts a login as alice and returns its request and code.
-	begin := func(t *testing.T) (identity.LoginRequest, string) {
+	// beginAt starts a login of l as alice and returns its request and
+	// code.
+	beginAt := func(t *testing.T, l *identity.Login) (identity.LoginRequest, string) {
 		t.Helper()
 		req := identity.NewLoginRequest(redirect)
-		where, err := login.AuthCodeURL(ctx, req)
+		where, err := l.AuthCodeURL(ctx, req)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -59,6 +60,7 @@ func TestLoginOfHydra(t *testing.T) {
 		}
 		return req, back.Query().Get("code")
 	}
+	begin := func(t *testing.T) (identity.LoginRequest, string) { t.Helper(); return beginAt(t, login) }
 
 	req, code := begin(t)
 	c, err := login.Finish(ctx, req, code)
@@ -99,14 +101,8 @@ func TestLoginOfHydra(t *testing.T) {
 			t.Fatalf("settings %+v", st.Page.Login)
 		}
 		l := identity.NewLogin(st.Page.Login)
-		req := identity.NewLoginRequest(redirect)
-		where, err := l.AuthCodeURL(ctx, req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		jar, _ := cookiejar.New(nil)
-		back := h.LogIn(t, jar, where, "alice", redirect)
-		c, err := l.Finish(ctx, req, back.Query().Get("code"))
+		req, code := beginAt(t, l)
+		c, err := l.Finish(ctx, req, code)
 		if err != nil || !slices.Equal(c.Groups, []string{"eng", "approvers"}) {
 			t.Fatalf("%v %+v", err, c)
 		}
@@ -119,14 +115,8 @@ func TestLoginOfHydra(t *testing.T) {
 	})
 	t.Run("a wrong client secret", func(t *testing.T) {
 		l := identity.NewLogin(identity.LoginOptions{Issuer: h.Issuer, ClientID: "gateway", ClientSecret: "wrong"})
-		req := identity.NewLoginRequest(redirect)
-		where, err := l.AuthCodeURL(ctx, req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		jar, _ := cookiejar.New(nil)
-		back := h.LogIn(t, jar, where, "alice", redirect)
-		_, err = l.Finish(ctx, req, back.Query().Get("code"))
+		req, code := beginAt(t, l)
+		_, err := l.Finish(ctx, req, code)
 		kindIs(t, "the client's wrong secret", err, identity.KindInvalid, "")
 	})
 	t.Run("unreachable", func(t *testing.T) {

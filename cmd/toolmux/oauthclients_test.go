@@ -33,20 +33,10 @@ func TestGoSDKOAuthHydra(t *testing.T) {
 	t.Parallel()
 	h := testservers.StartHydra(t)
 	h.AddUser(testservers.HydraUser{Subject: "bob", Name: "Bob", Groups: []string{"eng"}})
-	cfg := fmt.Sprintf(`servers:
-  fx:
-    command: %s
-    trust: true
-auth:
-  issuers:
-    - issuer: %s
-  claims: {groups: ext.groups}
-  scopes: [mcp]
-`, testservers.Fixture(t), h.Issuer)
 	// No resource: the gateway's is the address the client reaches, which
 	// the go-sdk holds the metadata to (RFC 9728).
 	const admin = "static-token-0123456789abcdef"
-	p := startServeProc(t, workspace(t, cfg), "", "--token", admin)
+	p := startServeProc(t, workspace(t, hydraConfig(t, h, "")), "", "--token", admin)
 	endpoint := p.url("/mcp")
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()

@@ -34,25 +34,19 @@ import (
 
 const pageSecretEnv = "TOOLMUX_TEST_PAGE_SECRET"
 
-// pageConfig is a configuration of the fixture server with Hydra's
-// access tokens accepted and its login on the page (client toolmux-page,
-// its secret in pageSecretEnv), and extra keys of auth.page.
+// hydraConfig is a configuration of the fixture server with h's access
+// tokens accepted (their groups under Hydra's ext), the scope mcp
+// required, and extra keys of auth.
+func hydraConfig(t *testing.T, h *testservers.HydraServer, extra string) string {
+	return fmt.Sprintf("servers:\n  fx:\n    command: %s\n    trust: true\nauth:\n  issuers:\n    - issuer: %s\n  claims: {groups: ext.groups}\n  scopes: [mcp]\n%s",
+		testservers.Fixture(t), h.Issuer, extra)
+}
+
+// pageConfig is hydraConfig with h's login on the page (client
+// toolmux-page, its secret in pageSecretEnv), and extra keys of auth.page.
 func pageConfig(t *testing.T, h *testservers.HydraServer, extra string) string {
-	return fmt.Sprintf(`servers:
-  fx:
-    command: %s
-    trust: true
-auth:
-  issuers:
-    - issuer: %s
-  claims: {groups: ext.groups}
-  scopes: [mcp]
-  page:
-    issuer: %s
-    client_id: toolmux-page
-    client_secret_env: %s
-    claims: {groups: groups}
-%s`, testservers.Fixture(t), h.Issuer, h.Issuer, pageSecretEnv, extra)
+	return hydraConfig(t, h, fmt.Sprintf("  page:\n    issuer: %s\n    client_id: toolmux-page\n    client_secret_env: %s\n    claims: {groups: groups}\n%s",
+		h.Issuer, pageSecretEnv, extra))
 }
 
 // startPageServe starts serve with pageConfig and registers its page's
