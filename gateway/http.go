@@ -64,6 +64,10 @@ func (g *Gateway) Mux(token string, sec Security) http.Handler {
 // they hold no data, and the page sends one with every request it makes
 // to the API. Any other client gets the plain-text index of the endpoints
 // at /, behind the credential like the rest (it names the servers).
+//
+// With a login for the page (Auth.Page), /auth/login, /auth/callback and
+// /auth/logout log its users in and out (page.go), and the API and the
+// index take the session's cookie instead of a credential.
 func (g *Gateway) MuxAuth(auth Auth, sec Security) http.Handler {
 	auth.log = g.log
 	if auth.on() {

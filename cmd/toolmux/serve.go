@@ -361,7 +361,7 @@ one more, 300ms after the last. See docs/operations.md.`,
 				}
 				if !sec.Loopback && sa.auth.Verifier == nil && sa.auth.Page == nil {
 					// The file changed since it was checked above.
-					return usageError("refusing to listen on %s: nothing says who may call (--token, an API key, auth.issuers)", addr)
+					return usageError("refusing to listen on %s: nothing says who may call (--token, an API key, auth.issuers, auth.page)", addr)
 				}
 				h = g.MuxAuth(sa.auth, sec)
 			}
