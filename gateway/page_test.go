@@ -442,3 +442,23 @@ func TestPageSessionsBounded(t *testing.T) {
 		t.Error("a session lasts past its max age")
 	}
 }
+
+// Without a login for the page, a 401 says nowhere to log in (the page
+// asks for a key, as before), and there are no login routes; the cookie
+// of a session is nothing.
+func TestNoPageLogin(t *testing.T) {
+	g := builtinGateway(t, t.TempDir(), gateway.Options{API: whoAPI})
+	key := identity.NewKeySecret()
+	srv := httptest.NewServer(g.MuxAuth(gateway.Auth{Verifier: identity.NewKeys(identity.Key{Name: "ci", Hash: identity.HashKey(key)})}, gateway.Security{Loopback: true}))
+	defer srv.Close()
+	ps := &pageServer{Server: srv}
+	ex := ps.do(t, http.MethodGet, "/api/who", []*http.Cookie{{Name: "toolmux_session", Value: identity.RandomToken()}}, nil)
+	if kind, login := apiError(t, ex.body); ex.status != http.StatusUnauthorized || kind != "unauthorized" || login != "" || ex.cookies["toolmux_session"] != nil {
+		t.Errorf("without a credential: %d %s %v", ex.status, ex.body, ex.cookies)
+	}
+	for _, path := range []string{gateway.LoginPath, gateway.CallbackPath} {
+		if ex := ps.do(t, http.MethodGet, path, nil, nil); ex.status != http.StatusNotFound {
+			t.Errorf("%s without a login: %d", path, ex.status)
+		}
+	}
+}
