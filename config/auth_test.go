@@ -29,6 +29,15 @@ func TestAuth(t *testing.T) {
   token_cache: {max_age: 2m, max_entries: 500}
   timeout: 3s
   jwks_refetch_interval: 1m
+  page:
+    issuer: https://idp.example.com
+    client_id: toolmux-page
+    client_secret_env: PAGE_SECRET
+    scopes: [profile, groups]
+    claims: {groups: groups}
+    session_max_age: 12h
+    max_sessions: 500
+    login_timeout: 5m
 `), config.Options{Dir: "/work"})
 	if err != nil {
 		t.Fatal(err)
@@ -44,6 +53,8 @@ func TestAuth(t *testing.T) {
 		ClockSkew: 30 * time.Second, Scopes: []string{"mcp", "tools:call"}, AdminGroup: "ops", ApproversGroup: "leads",
 		Keys: "/work/keys.json", TokenCache: config.TokenCache{MaxAge: 2 * time.Minute, MaxEntries: 500},
 		Timeout: 3 * time.Second, JWKSRefetchInterval: time.Minute,
+		Page: &config.Page{Issuer: "https://idp.example.com", ClientID: "toolmux-page", ClientSecretEnv: "PAGE_SECRET", Scopes: []string{"profile", "groups"},
+			Claims: config.Claims{Groups: "groups"}, SessionMaxAge: 12 * time.Hour, MaxSessions: 500, LoginTimeout: 5 * time.Minute},
 	}
 	if !reflect.DeepEqual(cfg.Auth, want) {
 		t.Errorf("auth:\n got %+v\nwant %+v", cfg.Auth, want)
@@ -73,6 +84,13 @@ func TestAuthErrors(t *testing.T) {
   token_cache: {max_entries: 1000001}
   timeout: 10m
   admin_group: ""
+  page:
+    issuer: http://idp.example.com
+    client_secret_env: "${PAGE}"
+    session_max_age: 721h
+    max_sessions: 1000001
+    login_timeout: 2h
+    scope: [x]
 authh: {}
 `, []wantErr{
 		{2, 13, "auth.resource", `"gw.example.com" is not an http(s) URL`},
@@ -88,6 +106,13 @@ authh: {}
 		{14, 30, "auth.token_cache.max_entries", "must be between 1 and 1000000"},
 		{15, 12, "auth.timeout", "must be at most 5m"},
 		{16, 16, "auth.admin_group", "must not be empty"},
-		{17, 1, "authh", "did you mean auth?"},
+		{18, 5, "auth.page", "needs client_id: the gateway's client id"},
+		{18, 13, "auth.page.issuer", "must use https (plain http only on loopback"},
+		{19, 24, "auth.page.client_secret_env", "must be the name of an environment variable"},
+		{20, 22, "auth.page.session_max_age", "must be at most 720h (30 days)"},
+		{21, 19, "auth.page.max_sessions", "must be between 1 and 1000000"},
+		{22, 20, "auth.page.login_timeout", "must be at most 1h"},
+		{23, 5, "auth.page.scope", "did you mean scopes?"},
+		{24, 1, "authh", "did you mean auth?"},
 	})
 }

@@ -739,6 +739,35 @@ type Auth struct {
 	// JWKSRefetchInterval is the least time between two fetches of an
 	// issuer's keys, which a token signed by a key not held makes.
 	JWKSRefetchInterval time.Duration
+	// Page, when set, has the web page's users log in with an OpenID
+	// Connect provider (`auth.page`).
+	Page *Page
+}
+
+// Page is `auth.page`: the web page logs in with an OpenID Connect
+// provider (the authorization code flow with PKCE; the gateway is a
+// confidential client, its redirect URI RESOURCE/auth/callback), and its
+// requests are then authenticated by a session cookie.
+type Page struct {
+	// Issuer is the provider's issuer identifier (its discovery document
+	// is found from it).
+	Issuer string
+	// ClientID and ClientSecretEnv are the gateway's client at the
+	// provider; the secret is read from the environment variable named,
+	// never from the file.
+	ClientID, ClientSecretEnv string
+	// Scopes are asked besides openid; nil means the default of package
+	// identity.
+	Scopes []string
+	// Claims name the ID token's claims the caller is read from; a field
+	// left "" is auth.claims's.
+	Claims Claims
+	// SessionMaxAge is how long a session lasts after its login.
+	SessionMaxAge time.Duration
+	// MaxSessions bounds the sessions kept; one more ends the oldest.
+	MaxSessions int
+	// LoginTimeout is how long a login may take at the provider.
+	LoginTimeout time.Duration
 }
 
 // Issuer is one identity provider of `auth.issuers`.

@@ -5,6 +5,7 @@ import (
 	"net"
 	"net/url"
 	"regexp"
+	"time"
 
 	"go.yaml.in/yaml/v3"
 )
@@ -14,11 +15,12 @@ import (
 
 var (
 	authKeys = []string{"resource", "issuers", "claims", "clock_skew", "scopes", "admin_group", "approvers_group",
-		"self_approval", "keys", "token_cache", "timeout", "jwks_refetch_interval"}
+		"self_approval", "keys", "token_cache", "timeout", "jwks_refetch_interval", "page"}
 	issuerKeys        = []string{"issuer", "jwks_url", "audiences", "introspection"}
 	introspectionKeys = []string{"url", "client_id", "client_secret_env"}
 	claimsKeys        = []string{"subject", "name", "groups"}
 	tokenCacheKeys    = []string{"max_age", "max_entries"}
+	pageKeys          = []string{"issuer", "client_id", "client_secret_env", "scopes", "claims", "session_max_age", "max_sessions", "login_timeout"}
 )
 
 // Bounds of the auth section: a clock off by more than an hour is a
@@ -29,6 +31,13 @@ const (
 	maxTokenCache      = 1_000_000
 	maxAuthIssuers     = 100
 	maxAuthTimeoutSecs = 5 * 60
+	// A session of the page lasts at most 30 days: a cookie stolen from a
+	// browser is good for no longer, whatever the file says; a login at
+	// the provider (a person typing a password, a second factor) takes
+	// at most an hour.
+	maxSessionAgeSecs   = 30 * 24 * 60 * 60
+	maxLoginTimeoutSecs = 60 * 60
+	maxPageSessions     = 1_000_000
 )
 
 // envNameRE is the name of an environment variable, as a shell writes it.
@@ -40,27 +49,11 @@ func (p *parser) auth(n *yaml.Node, kp string) Auth {
 	p.fields(n, kp, authKeys, func(e entry, fp string) {
 		switch e.key {
 		case "resource":
-			if s, ok := p.text(e.v, fp); ok {
-				if msg := checkHTTPURL(s, false); msg != "" {
-					p.errAt(e.v, fp, "%s", msg)
-				} else {
-					a.Resource = s
-				}
-			}
+			a.Resource = p.httpURL(e.v, fp, false)
 		case "issuers":
 			a.Issuers = p.issuers(e.v, fp)
 		case "claims":
-			p.fields(e.v, fp, claimsKeys, func(ce entry, cp string) {
-				s, _ := p.text(ce.v, cp)
-				switch ce.key {
-				case "subject":
-					a.Claims.Subject = s
-				case "name":
-					a.Claims.Name = s
-				case "groups":
-					a.Claims.Groups = s
-				}
-			})
+			a.Claims = p.claims(e.v, fp)
 		case "clock_skew":
 			if d, ok := p.duration(e.v, fp); ok {
 				if d.Seconds() > maxClockSkew {
@@ -106,9 +99,106 @@ func (p *parser) auth(n *yaml.Node, kp string) Auth {
 			}
 		case "jwks_refetch_interval":
 			p.setDuration(&a.JWKSRefetchInterval, e.v, fp)
+		case "page":
+			a.Page = p.page(e.v, fp)
 		}
 	})
 	return a
+}
+
+// claims reads a claims section (auth.claims, auth.page.claims).
+func (p *parser) claims(n *yaml.Node, kp string) Claims {
+	var c Claims
+	p.fields(n, kp, claimsKeys, func(ce entry, cp string) {
+		s, _ := p.text(ce.v, cp)
+		switch ce.key {
+		case "subject":
+			c.Subject = s
+		case "name":
+			c.Name = s
+		case "groups":
+			c.Groups = s
+		}
+	})
+	return c
+}
+
+// page reads auth.page: the web page's login.
+func (p *parser) page(n *yaml.Node, kp string) *Page {
+	pg := &Page{}
+	var issuer, id, env *yaml.Node
+	ok := p.fields(n, kp, pageKeys, func(e entry, fp string) {
+		switch e.key {
+		case "issuer":
+			issuer = e.v
+			pg.Issuer = p.httpURL(e.v, fp, true)
+		case "client_id":
+			id = e.v
+			pg.ClientID, _ = p.text(e.v, fp)
+		case "client_secret_env":
+			env = e.v
+			pg.ClientSecretEnv = p.envName(e.v, fp)
+		case "scopes":
+			pg.Scopes = p.strList(e.v, fp, checkScope)
+		case "claims":
+			pg.Claims = p.claims(e.v, fp)
+		case "session_max_age":
+			pg.SessionMaxAge = p.boundedDuration(e.v, fp, maxSessionAgeSecs, "720h (30 days)")
+		case "max_sessions":
+			pg.MaxSessions, _ = p.integer(e.v, fp, 1, maxPageSessions)
+		case "login_timeout":
+			pg.LoginTimeout = p.boundedDuration(e.v, fp, maxLoginTimeoutSecs, "1h")
+		}
+	})
+	if !ok {
+		return nil
+	}
+	// The gateway is a confidential client: it authenticates itself when
+	// it exchanges a code, so that a code that leaked is worth nothing to
+	// whoever holds it.
+	for _, need := range []struct {
+		n    *yaml.Node
+		key  string
+		what string
+	}{
+		{issuer, "issuer", "the OpenID Connect provider's issuer identifier, such as https://idp.example.com"},
+		{id, "client_id", "the gateway's client id at the provider"},
+		{env, "client_secret_env", "the environment variable holding the gateway's client secret"},
+	} {
+		if need.n == nil {
+			p.errAt(n, kp, "needs %s: %s", need.key, need.what)
+		}
+	}
+	return pg
+}
+
+// envName reads the name of an environment variable holding a secret.
+func (p *parser) envName(n *yaml.Node, kp string) string {
+	// Not expanded, and not quoted back: what is written here by mistake
+	// may be the secret itself.
+	s, ok := p.str(n, kp)
+	if !ok {
+		return ""
+	}
+	if !envNameRE.MatchString(s) {
+		p.errAt(n, kp, "must be the name of an environment variable (letters, digits and _), such as IDP_CLIENT_SECRET: not the secret itself, nor ${...}")
+		return ""
+	}
+	return s
+}
+
+// boundedDuration reads a positive duration of at most maxSecs seconds
+// (said as max).
+func (p *parser) boundedDuration(n *yaml.Node, kp string, maxSecs float64, max string) time.Duration {
+	d, ok := p.duration(n, kp)
+	if !ok {
+		return 0
+	}
+	if d.Seconds() > maxSecs {
+		p.errAt(n, kp, "must be at most %s, got %s", max, quote(deref(n).Value))
+		return 0
+	}
+	return d
 }
 
 // issuers reads auth.issuers: a list of issuers, each named once.
@@ -128,21 +218,9 @@ func (p *parser) issuers(n *yaml.Node, kp string) []Issuer {
 			switch e.key {
 			case "issuer":
 				name = e.v
-				if s, ok := p.text(e.v, fp); ok {
-					if msg := checkHTTPURL(s, true); msg != "" {
-						p.errAt(e.v, fp, "%s", msg)
-					} else {
-						is.Issuer = s
-					}
-				}
+				is.Issuer = p.httpURL(e.v, fp, true)
 			case "jwks_url":
-				if s, ok := p.text(e.v, fp); ok {
-					if msg := checkHTTPURL(s, true); msg != "" {
-						p.errAt(e.v, fp, "%s", msg)
-					} else {
-						is.JWKSURL = s
-					}
-				}
+				is.JWKSURL = p.httpURL(e.v, fp, true)
 			case "audiences":
 				is.Audiences = p.nonEmptyStrings(e.v, fp, checkName)
 			case "introspection":
@@ -176,27 +254,13 @@ func (p *parser) introspection(n *yaml.Node, kp string) *Introspection {
 	p.fields(n, kp, introspectionKeys, func(e entry, fp string) {
 		switch e.key {
 		case "url":
-			if s, ok := p.text(e.v, fp); ok {
-				if msg := checkHTTPURL(s, true); msg != "" {
-					p.errAt(e.v, fp, "%s", msg)
-				} else {
-					in.URL = s
-				}
-			}
+			in.URL = p.httpURL(e.v, fp, true)
 		case "client_id":
 			id = e.v
 			in.ClientID, _ = p.text(e.v, fp)
 		case "client_secret_env":
 			env = e.v
-			// Not expanded, and not quoted back: what is written here by
-			// mistake may be the secret itself.
-			if s, ok := p.str(e.v, fp); ok {
-				if !envNameRE.MatchString(s) {
-					p.errAt(e.v, fp, "must be the name of an environment variable (letters, digits and _), such as IDP_CLIENT_SECRET: not the secret itself, nor ${...}")
-				} else {
-					in.ClientSecretEnv = s
-				}
-			}
+			in.ClientSecretEnv = p.envName(e.v, fp)
 		}
 	})
 	switch {
@@ -220,6 +284,20 @@ func checkScope(s string) string {
 		}
 	}
 	return ""
+}
+
+// httpURL reads an absolute http(s) URL (checkHTTPURL); "" when it is
+// not one, which is said.
+func (p *parser) httpURL(n *yaml.Node, kp string, issuer bool) string {
+	s, ok := p.text(n, kp)
+	if !ok {
+		return ""
+	}
+	if msg := checkHTTPURL(s, issuer); msg != "" {
+		p.errAt(n, kp, "%s", msg)
+		return ""
+	}
+	return s
 }
 
 // checkHTTPURL checks an absolute http(s) URL without a query or a

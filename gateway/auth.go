@@ -3,7 +3,6 @@ package gateway
 import (
 	"context"
 	"crypto/subtle"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -57,7 +56,13 @@ type Auth struct {
 	// Verifier. serve sets it when it starts with no API key and no
 	// token, so that the first key added turns authentication on.
 	Required func() bool
+	// Page, when set, is the web page's login: its session cookie
+	// authenticates the page's requests to the API (/api/ and the index)
+	// besides a bearer credential (page.go).
+	Page *PageLogin
 
+	// page is Page as MuxAuth serves it (whether its cookies are Secure).
+	page *pageAuth
 	// log receives why a credential could not be checked (MuxAuth sets
 	// the gateway's).
 	log *slog.Logger
@@ -143,6 +148,9 @@ type routeKind int
 const (
 	mcpRoute routeKind = iota
 	apiRoute
+	// pageRoute is a route of the API the web page calls: it takes the
+	// page's session cookie too.
+	pageRoute
 )
 
 // metadataPath is where the protected resource metadata is served (RFC
@@ -166,16 +174,38 @@ func (a Auth) resourceOf(r *http.Request) string {
 // authenticate wraps h so that a request's caller is verified and carried
 // in its context, or the request refused.
 func (a Auth) authenticate(kind routeKind, h http.Handler) http.Handler {
-	if a.Verifier == nil {
+	if !a.on() {
 		return h
+	}
+	var page *pageAuth
+	if kind == pageRoute {
+		page = a.page
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if a.Required != nil && !a.Required() {
 			h.ServeHTTP(w, r)
 			return
 		}
-		c, err := a.verify(r)
+		var c *identity.Caller
+		var err error
+		found := false
+		// A bearer credential, when sent, decides; else the page's
+		// session cookie, where the page is served.
+		if page != nil && r.Header.Get("Authorization") == "" {
+			c, found, err = page.sessionOf(r)
+		}
+		if !found {
+			c, err = a.verify(r)
+		}
+		if _, ok := errors.AsType[*csrfError](err); ok {
+			refuseCSRF(w, err)
+			return
+		}
 		if err != nil {
+			if found {
+				// Whatever the cookie was, it is no session: drop it.
+				page.clearSession(w, page.secureFor(r))
+			}
 			a.refuse(w, r, kind, err)
 			return
 		}
@@ -183,12 +213,23 @@ func (a Auth) authenticate(kind routeKind, h http.Handler) http.Handler {
 	})
 }
 
+// on reports whether requests are authenticated at all: a verifier of
+// bearer credentials, or the page's login.
+func (a Auth) on() bool { return a.Verifier != nil || a.Page != nil }
+
 // verify returns the caller of r's credential, checked against the
 // resource r asks for and the scopes required.
 func (a Auth) verify(r *http.Request) (*identity.Caller, error) {
 	token, ok := bearerToken(r.Header.Get("Authorization"))
 	if !ok {
-		return nil, &identity.Error{Kind: identity.KindMissing, Message: "no bearer credential: send Authorization: Bearer TOKEN (an API key, or an access token of an issuer the gateway trusts)"}
+		msg := "no bearer credential: send Authorization: Bearer TOKEN (an API key, or an access token of an issuer the gateway trusts)"
+		if a.Page != nil {
+			msg += ", or log in on the web page (" + LoginPath + ")"
+		}
+		return nil, &identity.Error{Kind: identity.KindMissing, Message: msg}
+	}
+	if a.Verifier == nil {
+		return nil, &identity.Error{Kind: identity.KindInvalid, Message: "this gateway takes no bearer credential (no API key, --token or auth.issuers): log in on the web page (" + LoginPath + ")"}
 	}
 	c, err := a.Verifier.Verify(r.Context(), token)
 	if err != nil {
@@ -263,10 +304,12 @@ func (a Auth) refuse(w http.ResponseWriter, r *http.Request, kind routeKind, err
 		writeRPCError(w, status, nil, codeServerError, msg)
 		return
 	}
-	b, _ := json.Marshal(map[string]any{"error": map[string]string{"kind": authErrorKind(k), "message": msg}})
-	h.Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	_, _ = w.Write(append(b, '\n'))
+	login := ""
+	if kind == pageRoute && a.Page != nil && status == http.StatusUnauthorized {
+		// The page offers to log in where the answer says.
+		login = LoginPath
+	}
+	writeAPIError(w, status, authErrorKind(k), msg, login)
 }
 
 // authErrorKind is the API's error kind of a refused credential.
@@ -284,7 +327,7 @@ func authErrorKind(k identity.Kind) string {
 // metadataPath) and of each route (below it, the route's path), naming
 // the authorization servers; nil without any.
 func (a Auth) metadata() http.Handler {
-	if a.Verifier == nil || len(a.AuthorizationServers) == 0 {
+	if !a.on() || len(a.AuthorizationServers) == 0 {
 		return nil
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -22,8 +22,8 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/toolmux/toolmux/pipeline"
-	"github.com/toolmux/toolmux/ratelimit"
 	"github.com/toolmux/toolmux/policy"
+	"github.com/toolmux/toolmux/ratelimit"
 	"github.com/toolmux/toolmux/tool"
 )
 

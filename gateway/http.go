@@ -64,14 +64,26 @@ func (g *Gateway) Mux(token string, sec Security) http.Handler {
 // they hold no data, and the page sends one with every request it makes
 // to the API. Any other client gets the plain-text index of the endpoints
 // at /, behind the credential like the rest (it names the servers).
+//
+// With a login for the page (Auth.Page), /auth/login, /auth/callback and
+// /auth/logout log its users in and out (page.go), and the API and the
+// index take the session's cookie instead of a credential.
 func (g *Gateway) MuxAuth(auth Auth, sec Security) http.Handler {
 	auth.log = g.log
-	if auth.Verifier != nil {
+	if auth.on() {
 		g.clients.authOn.Store(true)
 	}
 	mux := http.NewServeMux()
 	mcp := func(h http.Handler) http.Handler { return auth.authenticate(mcpRoute, h) }
 	api := func(h http.Handler) http.Handler { return auth.authenticate(apiRoute, h) }
+	page := func(h http.Handler) http.Handler { return auth.authenticate(pageRoute, h) }
+	if auth.Page != nil {
+		// The page's login (page.go): its cookies Secure beyond loopback,
+		// and behind an https resource, whatever the request.
+		auth.page = &pageAuth{PageLogin: auth.Page, auth: auth, log: g.log,
+			secure: !sec.Loopback || strings.HasPrefix(auth.Resource, "https://")}
+		mux.Handle("/auth/", auth.page.handler())
+	}
 	mux.Handle("/mcp", mcp(g.streamable(true)))
 	mux.Handle("/servers/{name}/mcp", mcp(http.HandlerFunc(g.servePassthrough)))
 	mux.Handle("/virtual/{name}/mcp", mcp(http.HandlerFunc(g.serveVirtual)))
@@ -82,21 +94,21 @@ func (g *Gateway) MuxAuth(auth Auth, sec Security) http.Handler {
 		mux.Handle(metadataPath, md)
 		mux.Handle(metadataPath+"/", md)
 	}
-	index := api(http.HandlerFunc(g.serveIndex))
+	index := page(http.HandlerFunc(g.serveIndex))
 	if g.api == nil {
 		// Without the API the page would have nothing to show.
 		mux.Handle("/{$}", index)
 		return Protect(sec, mux)
 	}
-	mux.Handle("/api/", api(g.api))
-	page := webui.Handler()
-	mux.Handle("/ui/", page)
+	mux.Handle("/api/", page(g.api))
+	files := webui.Handler()
+	mux.Handle("/ui/", files)
 	mux.HandleFunc("/{$}", func(w http.ResponseWriter, r *http.Request) {
 		// The answer depends on Accept: caches must not give one client
 		// the other's.
 		w.Header().Add("Vary", "Accept")
 		if webui.WantsPage(r) {
-			page.ServeHTTP(w, r)
+			files.ServeHTTP(w, r)
 			return
 		}
 		index.ServeHTTP(w, r)

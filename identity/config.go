@@ -2,6 +2,7 @@ package identity
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/toolmux/toolmux/config"
 )
@@ -19,6 +20,17 @@ type Settings struct {
 	// KeysFile is the file of the API keys; "" for the default in the
 	// data directory.
 	KeysFile string
+	// Page, when set, is the web page's login (auth.page).
+	Page *PageSettings
+}
+
+// PageSettings are what auth.page says: the login, and its sessions.
+type PageSettings struct {
+	Login    LoginOptions
+	Sessions SessionOptions
+	// LoginTimeout is how long a login may take at the provider; 0 means
+	// DefaultLoginTimeout.
+	LoginTimeout time.Duration
 }
 
 // FromConfig returns the settings of c, the clients' secrets read from
@@ -52,6 +64,33 @@ func FromConfig(c config.Auth, getenv func(string) string) (Settings, error) {
 			}
 		}
 		s.Tokens.Issuers = append(s.Tokens.Issuers, is)
+	}
+	if pg := c.Page; pg != nil {
+		secret := getenv(pg.ClientSecretEnv)
+		if secret == "" {
+			return Settings{}, fmt.Errorf("auth.page: the client secret of the page's login at %s: environment variable %s is not set", pg.Issuer, pg.ClientSecretEnv)
+		}
+		// The ID token's claims are read as the access tokens' are, but
+		// where auth.page.claims says otherwise (a provider may put a
+		// claim in one and not in the other: Hydra puts an access token's
+		// extra claims under ext).
+		claims := s.Tokens.Claims
+		for _, f := range []struct {
+			dst *string
+			v   string
+		}{
+			{&claims.Subject, pg.Claims.Subject}, {&claims.Name, pg.Claims.Name}, {&claims.Groups, pg.Claims.Groups},
+		} {
+			if f.v != "" {
+				*f.dst = f.v
+			}
+		}
+		s.Page = &PageSettings{
+			Login: LoginOptions{Issuer: pg.Issuer, ClientID: pg.ClientID, ClientSecret: secret, Scopes: pg.Scopes,
+				Claims: claims, Timeout: c.Timeout, RetryInterval: c.JWKSRefetchInterval},
+			Sessions:     SessionOptions{MaxAge: pg.SessionMaxAge, MaxEntries: pg.MaxSessions},
+			LoginTimeout: pg.LoginTimeout,
+		}
 	}
 	return s, nil
 }

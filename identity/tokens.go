@@ -121,13 +121,19 @@ func (o TokenOptions) withDefaults() TokenOptions {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-	if o.Claims.Subject == "" {
-		o.Claims.Subject = DefaultSubjectClaim
-	}
-	if o.Claims.Groups == "" {
-		o.Claims.Groups = DefaultGroupsClaim
-	}
+	o.Claims = o.Claims.withDefaults()
 	return o
+}
+
+// withDefaults returns c, its claims not named the defaults.
+func (c Claims) withDefaults() Claims {
+	if c.Subject == "" {
+		c.Subject = DefaultSubjectClaim
+	}
+	if c.Groups == "" {
+		c.Groups = DefaultGroupsClaim
+	}
+	return c
 }
 
 // Tokens verifies the access tokens of the issuers: JWT (a JWT, checked

@@ -3,8 +3,10 @@
 //
 // The page holds no data of its own. Everything it shows comes from the
 // HTTP API (/api/...) and the event stream (/api/events), which it reads
-// with fetch so that it can send the bearer token; so the page and its
-// files are served without the token, and the API stays behind it.
+// with fetch so that it can send the bearer token (or, logged in at the
+// gateway's identity provider, the session's CSRF token beside the cookie
+// the browser sends); so the page and its files are served without the
+// token, and the API stays behind it.
 //
 // There is no build step: the files under assets/ are what the browser
 // runs, so the binary needs nothing at run time and the page works

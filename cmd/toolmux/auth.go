@@ -26,9 +26,22 @@ type serveAuth struct {
 }
 
 // guardedByConfig reports whether cfg itself says who may call (issuers
-// to trust), so that serve may listen beyond loopback without --token.
+// to trust, the page's login), so that serve may listen beyond loopback
+// without --token.
 func guardedByConfig(cfg *config.Config) bool {
-	return len(cfg.Auth.Issuers) > 0
+	return len(cfg.Auth.Issuers) > 0 || cfg.Auth.Page != nil
+}
+
+// checkPageResource refuses the page's login beyond loopback without an
+// https resource: its session cookie is Secure there (a browser sends it
+// over TLS only), and its redirect URI is on the resource, which the
+// provider must be told exactly.
+func checkPageResource(cfg *config.Config, loopback bool) error {
+	if cfg.Auth.Page == nil || loopback || strings.HasPrefix(cfg.Auth.Resource, "https://") {
+		return nil
+	}
+	return usageError("auth.page beyond loopback needs auth.resource, the gateway's https URL (TLS in front of serve): " +
+		"the page's session cookie is sent over TLS only, and the login comes back to RESOURCE/auth/callback")
 }
 
 // withIssuers returns auth (who may call with --token or an API key; the
@@ -47,7 +60,7 @@ func (a *app) withIssuers(ctx context.Context, cfg *config.Config, auth gateway.
 		return serveAuth{}, usageError("%v", err)
 	}
 	if len(st.Tokens.Issuers) == 0 {
-		return serveAuth{auth: auth, settings: st}, nil
+		return a.withPage(ctx, cfg, serveAuth{auth: auth, settings: st}), nil
 	}
 	var vs identity.Verifiers
 	if token != "" {
@@ -66,5 +79,28 @@ func (a *app) withIssuers(ctx context.Context, cfg *config.Config, auth gateway.
 		names[i] = is.URL
 	}
 	fmt.Fprintf(a.stderr, "toolmux: accepting access tokens of %s\n", strings.Join(names, ", "))
-	return serveAuth{auth: gateway.AuthFromConfig(cfg.Auth, vs), settings: st}, nil
+	return a.withPage(ctx, cfg, serveAuth{auth: gateway.AuthFromConfig(cfg.Auth, vs), settings: st}), nil
+}
+
+// withPage returns sa with the page's login of auth.page, if any
+// (docs/identity.md, "The page logs in"): its provider is reached now
+// (whichever cannot be is said on stderr; a login is refused as
+// unavailable until it answers), and every request must then carry a
+// credential or a session, even before the first API key.
+func (a *app) withPage(ctx context.Context, cfg *config.Config, sa serveAuth) serveAuth {
+	pg := sa.settings.Page
+	if pg == nil {
+		return sa
+	}
+	login := identity.NewLogin(pg.Login)
+	if err := login.Check(ctx); err != nil {
+		fmt.Fprintf(a.stderr, "toolmux: warning: the web page's login: %v; logins are refused (503) until it answers\n", err)
+	}
+	sa.auth.Page = gateway.NewPageLogin(login, identity.NewSessions(pg.Sessions), pg.LoginTimeout)
+	sa.auth.Required = nil
+	if sa.auth.Resource == "" {
+		sa.auth.Resource = cfg.Auth.Resource
+	}
+	fmt.Fprintf(a.stderr, "toolmux: the web page logs in at %s (client %s)\n", pg.Login.Issuer, pg.Login.ClientID)
+	return sa
 }

@@ -323,6 +323,9 @@ func (a *app) serveRun(ctx context.Context, addr, token string, rt *toolmux.Runt
 		mx.Watch(metricSources(rt, g, approvals, nil))
 	}
 	sa, err := a.withIssuers(ctx, rt.Config, gateway.TokenAuth(token), token, nil)
+	if err == nil {
+		err = checkPageResource(rt.Config, gateway.IsLoopback(addr))
+	}
 	if err != nil {
 		ln.Close()
 		g.Close()

@@ -356,9 +356,12 @@ one more, 300ms after the last. See docs/operations.md.`,
 				if err != nil {
 					return err
 				}
-				if !sec.Loopback && sa.auth.Verifier == nil {
+				if err := checkPageResource(rt.Config, sec.Loopback); err != nil {
+					return err
+				}
+				if !sec.Loopback && sa.auth.Verifier == nil && sa.auth.Page == nil {
 					// The file changed since it was checked above.
-					return usageError("refusing to listen on %s: nothing says who may call (--token, an API key, auth.issuers)", addr)
+					return usageError("refusing to listen on %s: nothing says who may call (--token, an API key, auth.issuers, auth.page)", addr)
 				}
 				h = g.MuxAuth(sa.auth, sec)
 			}

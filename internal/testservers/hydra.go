@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"html"
 	"io"
 	"maps"
 	"net/http"
@@ -15,6 +16,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -147,11 +149,42 @@ type HydraServer struct {
 	// (Admin + "/admin/oauth2/introspect").
 	Admin string
 
+	// Login is the login and consent app Hydra sends a person to (its
+	// urls.login and urls.consent): a form asking a user name, which it
+	// accepts as the subject without a password, and a consent it gives
+	// at once (HydraServer.AddUser, consentApp).
+	Login string
+
 	out *SyncBuffer
 	// claims are added to the tokens of each client (by client id) by
 	// Hydra's token hook; Hydra puts them under the token's "ext" claim.
 	mu     sync.Mutex
 	claims map[string]map[string]any
+	users  map[string]HydraUser
+	logins int // logins accepted by the app
+}
+
+// HydraUser is a person of the login app: the claims the consent gives
+// the ID token (name, groups) and the access token (groups, which Hydra
+// puts under ext) of a login as Subject.
+type HydraUser struct {
+	Subject, Name string
+	Groups        []string
+}
+
+// AddUser makes the login app give u's claims to the tokens of a login as
+// u.Subject (any other name logs in too, with no claims but its subject).
+func (h *HydraServer) AddUser(u HydraUser) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.users[u.Subject] = u
+}
+
+// Logins is how many logins the login app accepted.
+func (h *HydraServer) Logins() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.logins
 }
 
 // StartHydra runs `hydra serve all --dev` on free ports of 127.0.0.1,
@@ -160,7 +193,7 @@ type HydraServer struct {
 func StartHydra(tb testing.TB) *HydraServer {
 	tb.Helper()
 	bin := Hydra(tb)
-	h := &HydraServer{out: &SyncBuffer{}, claims: map[string]map[string]any{}}
+	h := &HydraServer{out: &SyncBuffer{}, claims: map[string]map[string]any{}, users: map[string]HydraUser{}}
 	// The token hook: Hydra asks it for the claims of each token it
 	// issues (oauth2.token_hook).
 	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -184,10 +217,15 @@ func StartHydra(tb testing.TB) *HydraServer {
 	public, admin := FreePort(tb), FreePort(tb)
 	h.Issuer = fmt.Sprintf("http://127.0.0.1:%d", public)
 	h.Admin = fmt.Sprintf("http://127.0.0.1:%d", admin)
+	app := httptest.NewServer(h.consentApp())
+	tb.Cleanup(app.Close)
+	h.Login = app.URL
 	conf := fmt.Sprintf(`dsn: memory
 urls:
   self:
     issuer: %s
+  login: %s/login
+  consent: %s/consent
 serve:
   public: {host: 127.0.0.1, port: %d}
   admin: {host: 127.0.0.1, port: %d}
@@ -199,7 +237,7 @@ log:
   level: warn
 oauth2:
   token_hook: %s
-`, h.Issuer, public, admin, hook.URL)
+`, h.Issuer, h.Login, h.Login, public, admin, hook.URL)
 	cf := filepath.Join(tb.TempDir(), "hydra.yaml")
 	if err := os.WriteFile(cf, []byte(conf), 0o600); err != nil {
 		tb.Fatal(err)
@@ -253,9 +291,18 @@ func (h *HydraServer) ready() bool {
 func (h *HydraServer) Output() string { return h.out.String() }
 
 // HydraClient is an OAuth client of a HydraServer, of the
-// client_credentials grant.
+// client_credentials grant unless GrantTypes says otherwise.
 type HydraClient struct {
 	ID, Secret string
+	// GrantTypes are its grants; nil: client_credentials. With
+	// authorization_code, it may be given codes (response type code) at
+	// RedirectURIs.
+	GrantTypes   []string
+	RedirectURIs []string
+	// TokenAuthMethod is how it authenticates at the token endpoint
+	// (client_secret_basic, client_secret_post, none for a public client);
+	// "": client_secret_basic.
+	TokenAuthMethod string
 	// Audience are the audiences its tokens may be issued for.
 	Audience []string
 	// Scope are the scopes it may ask for, separated by spaces.
@@ -277,8 +324,22 @@ func (h *HydraServer) CreateClient(tb testing.TB, c HydraClient) {
 	if c.Opaque {
 		strategy = "opaque"
 	}
-	body := map[string]any{"client_id": c.ID, "client_secret": c.Secret, "grant_types": []string{"client_credentials"},
-		"audience": c.Audience, "scope": c.Scope, "token_endpoint_auth_method": "client_secret_basic", "access_token_strategy": strategy}
+	grants := c.GrantTypes
+	if grants == nil {
+		grants = []string{"client_credentials"}
+	}
+	method := c.TokenAuthMethod
+	if method == "" {
+		method = "client_secret_basic"
+	}
+	body := map[string]any{"client_id": c.ID, "grant_types": grants,
+		"audience": c.Audience, "scope": c.Scope, "token_endpoint_auth_method": method, "access_token_strategy": strategy}
+	if c.Secret != "" {
+		body["client_secret"] = c.Secret
+	}
+	if len(c.RedirectURIs) > 0 {
+		body["redirect_uris"], body["response_types"] = c.RedirectURIs, []string{"code"}
+	}
 	h.adminJSON(tb, http.MethodPost, "/admin/clients", body, http.StatusCreated)
 	if c.Lifespan > 0 {
 		h.adminJSON(tb, http.MethodPut, "/admin/clients/"+url.PathEscape(c.ID)+"/lifespans",
@@ -376,4 +437,177 @@ func (h *HydraServer) publicForm(tb testing.TB, path, id, secret string, form ur
 			tb.Fatalf("hydra %s: %v %s", path, err, out)
 		}
 	}
+}
+
+// consentApp is the login and consent app of a HydraServer (its
+// urls.login and urls.consent), answering Hydra through its admin API:
+//
+//   - GET /login?login_challenge=…: a form asking a user name (a login
+//     Hydra remembers is accepted at once);
+//   - POST /login: the login accepted, its subject the name typed, not
+//     remembered (every login asks again);
+//   - GET /consent?consent_challenge=…: the consent given at once, to the
+//     scopes asked, with the user's claims (AddUser) in the ID token and
+//     the access token, and to the audience asked: the audience parameter,
+//     and the resource parameter (RFC 8707), which Hydra 2.3.0 ignores
+//     (it would issue a token with no audience): the consent grants it.
+func (h *HydraServer) consentApp() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /login", func(w http.ResponseWriter, r *http.Request) {
+		challenge := r.URL.Query().Get("login_challenge")
+		var lr struct {
+			Skip    bool   `json:"skip"`
+			Subject string `json:"subject"`
+		}
+		if err := h.admin(r.Context(), http.MethodGet, "/admin/oauth2/auth/requests/login?login_challenge="+url.QueryEscape(challenge), nil, &lr); err != nil {
+			http.Error(w, err.Error(), http.StatusBadGateway)
+			return
+		}
+		if lr.Skip {
+			h.acceptLogin(w, r, challenge, lr.Subject)
+			return
+		}
+		w.Header().Set("Content-Type", "text/html; charset=utf-8")
+		fmt.Fprintf(w, `<!doctype html><title>Sign in (test IdP)</title>
+<form method="post" action="/login"><input type="hidden" name="challenge" value="%s">
+<label>User name <input id="username" name="username" autocomplete="off"></label>
+<button id="sign-in" type="submit">Sign in</button></form>`, html.EscapeString(challenge))
+	})
+	mux.HandleFunc("POST /login", func(w http.ResponseWriter, r *http.Request) {
+		user := strings.TrimSpace(r.PostFormValue("username"))
+		if user == "" {
+			http.Error(w, "a user name is needed", http.StatusBadRequest)
+			return
+		}
+		h.acceptLogin(w, r, r.PostFormValue("challenge"), user)
+	})
+	mux.HandleFunc("GET /consent", func(w http.ResponseWriter, r *http.Request) {
+		challenge := r.URL.Query().Get("consent_challenge")
+		var cr struct {
+			Subject    string   `json:"subject"`
+			Scope      []string `json:"requested_scope"`
+			Audience   []string `json:"requested_access_token_audience"`
+			RequestURL string   `json:"request_url"`
+		}
+		if err := h.admin(r.Context(), http.MethodGet, "/admin/oauth2/auth/requests/consent?consent_challenge="+url.QueryEscape(challenge), nil, &cr); err != nil {
+			http.Error(w, err.Error(), http.StatusBadGateway)
+			return
+		}
+		audience := cr.Audience
+		if u, err := url.Parse(cr.RequestURL); err == nil {
+			for _, res := range u.Query()["resource"] {
+				if !slices.Contains(audience, res) {
+					audience = append(audience, res)
+				}
+			}
+		}
+		h.mu.Lock()
+		u := h.users[cr.Subject]
+		h.mu.Unlock()
+		idClaims, atClaims := map[string]any{}, map[string]any{}
+		if u.Name != "" {
+			idClaims["name"] = u.Name
+		}
+		if u.Groups != nil {
+			idClaims["groups"], atClaims["groups"] = u.Groups, u.Groups
+		}
+		accept := map[string]any{"grant_scope": cr.Scope, "grant_access_token_audience": audience, "remember": false,
+			"session": map[string]any{"id_token": idClaims, "access_token": atClaims}}
+		var to struct {
+			RedirectTo string `json:"redirect_to"`
+		}
+		if err := h.admin(r.Context(), http.MethodPut, "/admin/oauth2/auth/requests/consent/accept?consent_challenge="+url.QueryEscape(challenge), accept, &to); err != nil {
+			http.Error(w, err.Error(), http.StatusBadGateway)
+			return
+		}
+		http.Redirect(w, r, to.RedirectTo, http.StatusFound)
+	})
+	return mux
+}
+
+// acceptLogin accepts the login of challenge as subject, and sends the
+// browser back to Hydra.
+func (h *HydraServer) acceptLogin(w http.ResponseWriter, r *http.Request, challenge, subject string) {
+	var to struct {
+		RedirectTo string `json:"redirect_to"`
+	}
+	if err := h.admin(r.Context(), http.MethodPut, "/admin/oauth2/auth/requests/login/accept?login_challenge="+url.QueryEscape(challenge),
+		map[string]any{"subject": subject, "remember": false}, &to); err != nil {
+		http.Error(w, err.Error(), http.StatusBadGateway)
+		return
+	}
+	h.mu.Lock()
+	h.logins++
+	h.mu.Unlock()
+	http.Redirect(w, r, to.RedirectTo, http.StatusFound)
+}
+
+// admin makes a request of Hydra's admin API from the login app (not a
+// test's goroutine: it returns what failed).
+func (h *HydraServer) admin(ctx context.Context, method, path string, body, into any) error {
+	var rd io.Reader
+	if body != nil {
+		b, _ := json.Marshal(body)
+		rd = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, h.Admin+path, rd)
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	out, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("hydra %s %s: %s %s", method, path, resp.Status, out)
+	}
+	return json.Unmarshal(out, into)
+}
+
+// challengeRE finds the login challenge in the login app's form.
+var challengeRE = regexp.MustCompile(`name="challenge" value="([^"]*)"`)
+
+// LogIn goes through a login as a browser would, without one: from start
+// (a client's authorization URL, or a page that redirects to it) to the
+// login app's form, which it fills with user, then through the consent
+// back towards the client, until a redirect to an address beginning with
+// stopAt (the client's redirect URI), which it does not follow and
+// returns (its query holds the code and the state). jar keeps the
+// cookies, Hydra's and the client's.
+func (h *HydraServer) LogIn(tb testing.TB, jar http.CookieJar, start, user, stopAt string) *url.URL {
+	tb.Helper()
+	var stopped *url.URL
+	c := &http.Client{Jar: jar, Timeout: 30 * time.Second, CheckRedirect: func(req *http.Request, via []*http.Request) error {
+		if strings.HasPrefix(req.URL.String(), stopAt) {
+			stopped = req.URL
+			return http.ErrUseLastResponse
+		}
+		if len(via) > 20 {
+			return errors.New("more than 20 redirects")
+		}
+		return nil
+	}}
+	resp, err := c.Get(start)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	m := challengeRE.FindSubmatch(body)
+	if resp.StatusCode != http.StatusOK || m == nil {
+		tb.Fatalf("the login did not reach the login form (%s): %s %s", resp.Request.URL, resp.Status, body)
+	}
+	resp, err = c.PostForm(h.Login+"/login", url.Values{"challenge": {html.UnescapeString(string(m[1]))}, "username": {user}})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	body, _ = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if stopped == nil {
+		tb.Fatalf("the login did not come back to %s: %s %s (at %s)", stopAt, resp.Status, body, resp.Request.URL)
+	}
+	return stopped
 }

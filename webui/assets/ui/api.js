@@ -1,6 +1,9 @@
 // The page's one way to the gateway: fetch with the bearer token (when the
 // user gave one), JSON in and out, errors as ApiError with the API's
-// {"error": {"kind", "message"}}.
+// {"error": {"kind", "message"}}. A page logged in at the gateway's
+// identity provider has a session cookie instead, which the browser sends
+// by itself (same origin); what changes something also carries the
+// session's CSRF token, which the gateway gave in a cookie of its own.
 
 const TOKEN_KEY = 'toolmux.token';
 
@@ -26,17 +29,52 @@ const unauthorizedListeners = [];
 // onTokenChange registers fn, called after setToken.
 export function onTokenChange(fn) { tokenListeners.push(fn); }
 
-// onUnauthorized registers fn, called when the gateway answers 401.
+// onUnauthorized registers fn, called when the gateway answers 401 with
+// {login}: where to log in when the gateway has a login for the page
+// ('' when a token is what it wants).
 export function onUnauthorized(fn) { unauthorizedListeners.push(fn); }
 
-export function unauthorized() {
-  for (const fn of unauthorizedListeners) fn();
+export function unauthorized(detail = {login: ''}) {
+  for (const fn of unauthorizedListeners) fn(detail);
+}
+
+// refused reads a 401's body for where to log in, and tells the
+// listeners; it returns the detail.
+export async function refused(res) {
+  let login = '';
+  try {
+    const body = await res.json();
+    if (body && body.error && typeof body.error.login === 'string' && body.error.login.startsWith('/')) login = body.error.login;
+  } catch { /* not the API's answer: a token is wanted */ }
+  const detail = {login};
+  unauthorized(detail);
+  return detail;
+}
+
+// The session's CSRF token, from its cookie (__Host- prefixed beyond
+// loopback); '' without a session.
+const CSRF_COOKIES = ['__Host-toolmux_csrf', 'toolmux_csrf'];
+export function csrfToken() {
+  for (const part of document.cookie.split(';')) {
+    const [name, ...rest] = part.trim().split('=');
+    if (CSRF_COOKIES.includes(name)) return rest.join('=');
+  }
+  return '';
 }
 
 // authHeaders are the headers every data request carries.
 export function authHeaders() {
   const t = memoryToken || getToken();
-  return t ? {Authorization: `Bearer ${t}`} : {};
+  const h = t ? {Authorization: `Bearer ${t}`} : {};
+  const csrf = csrfToken();
+  if (csrf) h['X-CSRF-Token'] = csrf;
+  return h;
+}
+
+// logout ends the page's session at the gateway.
+export async function logout() {
+  const res = await fetch('/auth/logout', {method: 'POST', headers: authHeaders(), cache: 'no-store'});
+  if (!res.ok) throw new ApiError(res.status, `http_${res.status}`, (await res.text()).trim() || res.statusText);
 }
 
 // ApiError is a failed request: status (0 when the gateway could not be
@@ -68,8 +106,8 @@ export async function api(path, {method = 'GET', body, accept = 'application/jso
     throw new ApiError(0, 'unreachable', `cannot reach the gateway (${e.message})`);
   }
   if (res.status === 401) {
-    unauthorized();
-    throw new ApiError(401, 'unauthorized', 'the gateway wants a bearer token: set it with the Token button');
+    const {login} = await refused(res);
+    throw new ApiError(401, 'unauthorized', login ? 'log in to use this gateway (the Log in button)' : 'the gateway wants a bearer token: set it with the Token button');
   }
   if (res.status === 204) return raw ? {status: 204, body: null} : null;
   const text = await res.text();

@@ -1,7 +1,7 @@
 // The page's entry point: finds its elements, wires the views to the API
 // and the event stream, and handles the token and the tabs.
 
-import {api, getToken, setToken, onTokenChange, onUnauthorized} from './api.js';
+import {api, getToken, setToken, onTokenChange, onUnauthorized, logout} from './api.js';
 import {EventStream, readRange} from './stream.js';
 import {Live} from './live.js';
 import {Approvals} from './approvals.js';
@@ -91,7 +91,7 @@ function showStatus(status, detail = {}) {
     case 'connecting': setText(conn, 'connecting…'); break;
     case 'live': setText(conn, 'live'); break;
     case 'paused': setText(conn, 'paused'); break;
-    case 'unauthorized': setText(conn, 'token needed'); break;
+    case 'unauthorized': setText(conn, loginWhere ? 'log in needed' : 'token needed'); break;
     case 'reconnecting': tickStatus(); break;
     default: setText(conn, status);
   }
@@ -226,9 +226,47 @@ function askToken() {
   dialog.showModal();
   tokenInput.focus();
 }
-onUnauthorized(() => {
+// --- logging in ---------------------------------------------------------------
+
+// A gateway with a login for the page says where in its 401s: the page
+// offers to log in there rather than asking for a token (which the Token
+// button still takes: an API key pasted works as before).
+const loginLink = $('login');
+const who = $('who');
+const logoutBtn = $('logout');
+let loginWhere = '';
+onUnauthorized(({login}) => {
+  showCaller(null);
+  if (login) {
+    loginWhere = login;
+    loginLink.href = login;
+    loginLink.hidden = false;
+    if (conn.dataset.state === 'unauthorized') setText(conn, 'log in needed');
+    say('Log in to use this gateway.');
+    return;
+  }
   say('This gateway wants a bearer token.');
   askToken();
+});
+
+// showCaller shows who the page is (the caller /api/info names), and Log
+// out for a session of the page's login.
+function showCaller(caller) {
+  who.hidden = !caller;
+  setText(who, caller ? caller.name : '');
+  who.title = caller ? `Signed in as ${caller.name}${caller.groups && caller.groups.length ? ` (groups: ${caller.groups.join(', ')})` : ''}` : '';
+  logoutBtn.hidden = !(caller && caller.method === 'session');
+  if (caller) loginLink.hidden = true;
+}
+logoutBtn.addEventListener('click', async () => {
+  try {
+    await logout();
+  } catch (e) {
+    say(`Could not log out: ${e.message}`);
+    return;
+  }
+  // Everything the page shows was the session's: start again.
+  location.reload();
 });
 $('token-btn').addEventListener('click', askToken);
 $('token-form').addEventListener('submit', (e) => {
@@ -256,14 +294,13 @@ onTokenChange(() => {
 // (toolmux run --serve) reads the whole run from its first event, however
 // late it was opened; a gateway's page starts with the live events.
 async function startStream() {
-  if (!stream.lastEventId) {
-    try {
-      const info = await api('/api/info');
-      if (info && info.run && Number.isInteger(info.run.after_event)) {
-        stream.lastEventId = String(info.run.after_event);
-      }
-    } catch { /* an older gateway, or a token needed: start live */ }
-  }
+  try {
+    const info = await api('/api/info');
+    showCaller(info && info.caller);
+    if (!stream.lastEventId && info && info.run && Number.isInteger(info.run.after_event)) {
+      stream.lastEventId = String(info.run.after_event);
+    }
+  } catch { /* an older gateway, or a token needed: start live */ }
   stream.start();
 }
 

@@ -5,7 +5,7 @@
 // from the task log).
 
 import {SSEParser} from './sse.js';
-import {authHeaders, unauthorized} from './api.js';
+import {authHeaders, refused} from './api.js';
 
 // The delay before the first reconnection is the server's retry field
 // (3 s from toolmux); it doubles with each failure up to MAX_DELAY, with
@@ -118,7 +118,7 @@ export class EventStream {
           if (!current()) return;
           this.running = false;
           this.setStatus('unauthorized');
-          unauthorized();
+          await refused(res);
           return;
         }
         if (res.status === 400 && this.lastEventId) {
@@ -181,8 +181,8 @@ export async function readRange(from, to, onEvent, {url = '/api/events', timeout
     const headers = {Accept: 'text/event-stream', ...authHeaders(), 'Last-Event-ID': String(Math.max(0, from - 1))};
     const res = await fetch(url, {headers, signal: ctrl.signal, cache: 'no-store'});
     if (res.status === 401) {
-      unauthorized();
-      throw new Error('the gateway wants a bearer token');
+      const {login} = await refused(res);
+      throw new Error(login ? 'log in to use this gateway' : 'the gateway wants a bearer token');
     }
     if (!res.ok) throw new Error(`HTTP ${res.status}: ${(await res.text()).trim()}`);
     const parser = new SSEParser((ev) => {
