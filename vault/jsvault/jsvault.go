@@ -118,7 +118,9 @@ func (s *Store) String() string { return "JetStream bucket " + s.cfg.Bucket }
 // '.', which separates the two.
 var enc = base32.HexEncoding.WithPadding(base32.NoPadding)
 
-func key(owner, name string) string { return ownerToken(owner) + "." + enc.EncodeToString([]byte(name)) }
+func key(owner, name string) string {
+	return ownerToken(owner) + "." + enc.EncodeToString([]byte(name))
+}
 
 func ownerToken(owner string) string { return enc.EncodeToString([]byte(owner)) }
 
