@@ -38,6 +38,8 @@ const maxKeyFileBytes = 4096
 type Key struct {
 	id   [keyIDSize]byte
 	aead cipher.AEAD
+	// source is where the key was read ("" when it was given).
+	source string
 }
 
 // NewKey makes the Key of secret, which must be KeySize bytes.
@@ -65,6 +67,10 @@ func NewKey(secret []byte) (*Key, error) {
 // ID is the key's id: 16 hex digits, what status shows and what each
 // sealed value records.
 func (k *Key) ID() string { return hex.EncodeToString(k.id[:]) }
+
+// Source says where the key was read: "key file PATH" or "environment
+// variable NAME"; "" for a key made by NewKey or ParseKey.
+func (k *Key) Source() string { return k.source }
 
 // String names the key by its id, never its bytes.
 func (k *Key) String() string { return "vault key " + k.ID() }
@@ -140,6 +146,12 @@ func (r *Keyring) Previous() []string {
 	}
 	return ids
 }
+
+// CurrentKey is the key that seals.
+func (r *Keyring) CurrentKey() *Key { return r.current }
+
+// PreviousKeys are the keys that only open.
+func (r *Keyring) PreviousKeys() []*Key { return slices.Clone(r.previous) }
 
 // key returns the key of id, nil when the ring has none.
 func (r *Keyring) key(id [keyIDSize]byte) *Key {
@@ -241,6 +253,7 @@ func (s KeySource) load(lookupEnv func(string) (string, bool)) (*Key, error) {
 		if err != nil {
 			return nil, &Error{Kind: KindKey, Message: s.String() + " does not hold a vault key: " + keyFormat}
 		}
+		k.source = s.String()
 		return k, nil
 	}
 	return nil, nil
@@ -279,6 +292,7 @@ func loadKeyFile(path string) (*Key, error) {
 	if err != nil {
 		return nil, fail("does not hold a vault key: "+keyFormat, nil)
 	}
+	k.source = KeySource{File: path}.String()
 	return k, nil
 }
 

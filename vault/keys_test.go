@@ -92,6 +92,9 @@ func TestLoadKeys(t *testing.T) {
 	if err != nil || r.Current() != curID || !slices.Equal(r.Previous(), []string{oldKey.ID()}) {
 		t.Fatalf("file and previous variable: %v %v", r, err)
 	}
+	if r.CurrentKey().Source() != "key file "+cur || r.PreviousKeys()[0].Source() != "environment variable OLD" {
+		t.Errorf("the keys' sources: %q %q", r.CurrentKey().Source(), r.PreviousKeys()[0].Source())
+	}
 	r, err = vault.Keys{Current: vault.KeySource{Env: "OLD"}}.Load(env(vars))
 	if err != nil || r.Current() != oldKey.ID() || len(r.Previous()) != 0 {
 		t.Fatalf("variable: %v %v", r, err)

@@ -40,7 +40,8 @@ type Options struct {
 	MaxEntriesPerOwner int
 }
 
-func (o Options) withDefaults() Options {
+// WithDefaults returns o with the defaults in place of zero values.
+func (o Options) WithDefaults() Options {
 	if o.MaxValueBytes <= 0 {
 		o.MaxValueBytes = DefaultMaxValueBytes
 	}
@@ -93,7 +94,7 @@ type Vault struct {
 // current key; a nil ring makes it locked (Put and Get refuse with
 // KindLocked; List, Delete and Status still work: they need no key).
 func New(store Store, ring *Keyring, o Options) *Vault {
-	return &Vault{store: store, ring: ring, opts: o.withDefaults()}
+	return &Vault{store: store, ring: ring, opts: o.WithDefaults()}
 }
 
 // Locked reports whether the vault has no key.
