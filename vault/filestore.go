@@ -13,10 +13,9 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"syscall"
 	"time"
 
-	"golang.org/x/sys/unix"
+	"github.com/toolmux/toolmux/internal/privfile"
 )
 
 // FileStore keeps the vault in a directory (DATA_DIR/vault): one file per
@@ -212,7 +211,7 @@ func (s *FileStore) update(ctx context.Context, owner string, change func(*owner
 		if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return s.failed(path, "cannot be removed", err)
 		}
-		s.syncDir()
+		privfile.SyncDir(s.dir)
 		return nil
 	}
 	return s.write(path, of)
@@ -223,60 +222,24 @@ func (s *FileStore) update(ctx context.Context, owner string, change func(*owner
 // a file the next writer no longer opens).
 func (s *FileStore) lock() (unlock func(), err error) {
 	path := filepath.Join(s.dir, ".lock")
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	unlock, err = privfile.Lock(path)
 	if err != nil {
-		return nil, s.failed(path, "cannot be opened", err)
-	}
-	for {
-		err = unix.Flock(int(f.Fd()), unix.LOCK_EX)
-		if !errors.Is(err, unix.EINTR) {
-			break
-		}
-	}
-	if err != nil {
-		f.Close()
 		return nil, s.failed(path, "cannot be locked", err)
 	}
-	return func() { f.Close() }, nil // closing releases the lock
+	return unlock, nil
 }
 
-// write replaces the file at path with of: a temporary file of mode 0600
-// in the same directory, synced, renamed over it, the directory synced.
+// write replaces the file at path with of, by a rename (privfile.Replace).
 func (s *FileStore) write(path string, of ownerFile) error {
 	of.Version = fileVersion
 	b, err := json.MarshalIndent(of, "", "  ")
 	if err != nil {
 		return err
 	}
-	tmp, err := os.CreateTemp(s.dir, ".vault-*.tmp") // mode 0600
-	if err != nil {
+	if err := privfile.Replace(path, ".vault-*.tmp", append(b, '\n')); err != nil {
 		return s.failed(path, "cannot be written", err)
 	}
-	defer os.Remove(tmp.Name()) // after the rename, a name no longer there
-	_, err = tmp.Write(append(b, '\n'))
-	if err == nil {
-		err = tmp.Sync()
-	}
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp.Name(), path)
-	}
-	if err != nil {
-		return s.failed(path, "cannot be written", err)
-	}
-	s.syncDir()
 	return nil
-}
-
-// syncDir makes a rename or a removal outlive a crash; a filesystem that
-// cannot sync a directory has no such promise to keep.
-func (s *FileStore) syncDir() {
-	if d, err := os.Open(s.dir); err == nil {
-		_ = d.Sync()
-		d.Close()
-	}
 }
 
 // read reads the file at path, of owner ("": whichever it names, checked
@@ -295,7 +258,7 @@ func (s *FileStore) read(path, owner string) (ownerFile, error) {
 	if err != nil {
 		return of, s.failed(path, "cannot be read", err)
 	}
-	if msg := checkPrivate(path, fi); msg != "" {
+	if msg := privfile.Check(path, fi); msg != "" {
 		return of, &Error{Kind: KindStore, Owner: owner, Message: msg}
 	}
 	var buf bytes.Buffer
@@ -356,20 +319,4 @@ func (e fileEntry) entry() Entry { return Entry{Name: e.Name, Sealed: e.Sealed, 
 
 func (s *FileStore) failed(path, detail string, err error) error {
 	return &Error{Kind: KindStore, Message: path + " " + detail, Err: err}
-}
-
-// checkPrivate says what is wrong with a file others may read or write,
-// or that another user owns ("" when nothing is): the vault's files and
-// its keys are their owner's only.
-func checkPrivate(path string, fi fs.FileInfo) string {
-	if !fi.Mode().IsRegular() {
-		return path + " is not a regular file"
-	}
-	if perm := fi.Mode().Perm(); perm&0o077 != 0 {
-		return fmt.Sprintf("%s may be read or written by others (mode %04o): it must be its owner's only; run chmod 600 %s", path, perm, path)
-	}
-	if sys, ok := fi.Sys().(*syscall.Stat_t); ok && sys.Uid != 0 && int(sys.Uid) != os.Getuid() {
-		return fmt.Sprintf("%s belongs to another user (uid %d): it must be yours (uid %d) or root's", path, sys.Uid, os.Getuid())
-	}
-	return ""
 }

@@ -13,6 +13,8 @@ import (
 	"strings"
 	"testing"
 
+	"go.uber.org/goleak"
+
 	"github.com/toolmux/toolmux/vault"
 	"github.com/toolmux/toolmux/vault/vaulttest"
 )
@@ -220,32 +222,38 @@ func TestFileStoreLeavesNoFile(t *testing.T) {
 	}
 }
 
-// helperEnv makes the test binary a writer process of
-// TestFileStoreWritersInProcesses: "DIR KEY PREFIX N" puts N entries
-// named PREFIX/i for one owner.
-const helperEnv = "TOOLMUX_TEST_VAULT_WRITER"
+// writerEnv makes the test binary a writer process of
+// TestFileStoreWritersInProcesses (TestMain): "DIR KEY NAME N" puts N
+// entries named NAME/i, each for two owners: one every writer writes, and
+// one of its own.
+const writerEnv = "TOOLMUX_TEST_VAULT_WRITER"
 
-// Not a test: a writer process of TestFileStoreWritersInProcesses.
-func TestFileStoreWriterProcess(t *testing.T) {
-	spec := os.Getenv(helperEnv)
-	if spec == "" {
-		t.Skip("a helper process of TestFileStoreWritersInProcesses")
+func TestMain(m *testing.M) {
+	if spec := os.Getenv(writerEnv); spec != "" {
+		os.Exit(writerMain(spec))
 	}
+	goleak.VerifyTestMain(m)
+}
+
+func writerMain(spec string) int {
 	f := strings.Fields(spec)
 	k, err := vault.ParseKey(f[1])
 	if err != nil {
-		t.Fatal(err)
+		fmt.Fprintln(os.Stderr, err)
+		return 2
 	}
+	r, _ := vault.NewKeyring(k)
+	v := vault.New(vault.NewFileStore(f[0]), r, vault.Options{})
 	n, _ := strconv.Atoi(f[3])
-	v := vault.New(vault.NewFileStore(f[0]), vaulttest.Ring(t, k), vault.Options{})
 	for i := range n {
-		// Two owners: one both processes write, one of each's own.
 		for _, owner := range []string{"key:shared", "key:" + f[2]} {
 			if err := v.Put(bg, owner, fmt.Sprintf("%s/%d", f[2], i), []byte(f[2])); err != nil {
-				t.Fatal(err)
+				fmt.Fprintln(os.Stderr, err)
+				return 1
 			}
 		}
 	}
+	return 0
 }
 
 // Writers in processes of their own, at once, on the same owners: every
@@ -255,19 +263,20 @@ func TestFileStoreWritersInProcesses(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "vault")
 	keyText := vault.GenerateKey()
 	const writers, each = 2, 25
-	cmds := make([]*exec.Cmd, writers)
-	outs := make([]strings.Builder, writers)
+	var procs []*exec.Cmd
+	var outs [writers]bytes.Buffer
 	for w := range writers {
-		cmds[w] = exec.Command(os.Args[0], "-test.run=^TestFileStoreWriterProcess$", "-test.count=1")
-		cmds[w].Env = append(os.Environ(), fmt.Sprintf("%s=%s %s w%d %d", helperEnv, dir, keyText, w, each))
-		cmds[w].Stdout, cmds[w].Stderr = &outs[w], &outs[w]
-		if err := cmds[w].Start(); err != nil {
+		cmd := exec.Command(os.Args[0], "-test.run=^$")
+		cmd.Env = append(os.Environ(), fmt.Sprintf("%s=%s %s w%d %d", writerEnv, dir, keyText, w, each))
+		cmd.Stderr = &outs[w]
+		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
+		procs = append(procs, cmd)
 	}
-	for w, c := range cmds {
-		if err := c.Wait(); err != nil {
-			t.Fatalf("writer %d: %v\n%s", w, err, outs[w].String())
+	for w, cmd := range procs {
+		if err := cmd.Wait(); err != nil {
+			t.Fatalf("writer %d: %v %s", w, err, outs[w].String())
 		}
 	}
 	k, _ := vault.ParseKey(keyText)

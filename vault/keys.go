@@ -14,6 +14,8 @@ import (
 	"os"
 	"slices"
 	"strings"
+
+	"github.com/toolmux/toolmux/internal/privfile"
 )
 
 // KeySize is the size of a vault key: AES-256.
@@ -277,7 +279,7 @@ func loadKeyFile(path string) (*Key, error) {
 	if err != nil {
 		return nil, fail("cannot be read", err)
 	}
-	if msg := checkPrivate(path, fi); msg != "" {
+	if msg := privfile.Check(path, fi); msg != "" {
 		return nil, &Error{Kind: KindKey, Message: "key file " + msg}
 	}
 	b, err := io.ReadAll(io.LimitReader(f, maxKeyFileBytes+1))

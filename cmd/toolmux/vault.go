@@ -82,6 +82,19 @@ func (a *app) openVault(ctx context.Context, f vaultFlags) (*openedVault, error)
 		close: func() { fl.Close() }}, nil
 }
 
+// withVault is the RunE of a command that works on the vault f names:
+// run, with the vault opened, and closed after.
+func (a *app) withVault(f *vaultFlags, run func(ctx context.Context, v *openedVault) error) func(*cobra.Command, []string) error {
+	return func(cmd *cobra.Command, _ []string) error {
+		v, err := a.openVault(cmd.Context(), *f)
+		if err != nil {
+			return err
+		}
+		defer v.close()
+		return run(cmd.Context(), v)
+	}
+}
+
 func (a *app) vaultCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "vault COMMAND",
@@ -159,13 +172,7 @@ not configured cannot be opened. Nothing is opened, and no value is shown.
 --check opens every entry with the keys configured, and exits 1 naming
 those that do not open. --json prints one JSON object.`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			ctx := cmd.Context()
-			v, err := a.openVault(ctx, f)
-			if err != nil {
-				return err
-			}
-			defer v.close()
+		RunE: a.withVault(&f, func(ctx context.Context, v *openedVault) error {
 			st, err := v.Status(ctx)
 			if err != nil {
 				return vaultError(err)
@@ -200,7 +207,7 @@ those that do not open. --json prints one JSON object.`,
 				}
 			}
 			return failedEntries(a, "entry does not open", "entries do not open", failed)
-		},
+		}),
 	}
 	f.add(cmd)
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON object (for scripts)")
@@ -287,13 +294,7 @@ An entry no key configured opens is left as it is, named, and makes the exit
 status 1. When every entry is sealed with the current key, the previous keys
 may be taken out of the configuration. docs/vault.md walks through it.`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			ctx := cmd.Context()
-			v, err := a.openVault(ctx, f)
-			if err != nil {
-				return err
-			}
-			defer v.close()
+		RunE: a.withVault(&f, func(ctx context.Context, v *openedVault) error {
 			if v.Locked() {
 				return &exitError{code: exitFailed, err: errors.New("the vault is locked: configure its current key (vault.key_file or vault.key_env) and the previous ones to re-seal with it; see docs/vault.md")}
 			}
@@ -322,7 +323,7 @@ may be taken out of the configuration. docs/vault.md walks through it.`,
 				fmt.Fprintf(a.stderr, "toolmux: every entry is sealed with key %s: the previous keys may be taken out of the configuration\n", ring.Current())
 			}
 			return failedEntries(a, "entry was left as it was", "entries were left as they were", rep.Failed)
-		},
+		}),
 	}
 	f.add(cmd)
 	return cmd

@@ -7,13 +7,11 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
-	"time"
 
-	"github.com/nats-io/nats-server/v2/server"
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/goleak"
 
+	"github.com/toolmux/toolmux/fleet"
 	"github.com/toolmux/toolmux/vault"
 	"github.com/toolmux/toolmux/vault/jsvault"
 	"github.com/toolmux/toolmux/vault/vaulttest"
@@ -23,40 +21,29 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 var bg = context.Background()
 
-// startServer starts an embedded JetStream server keeping its data in a
-// directory of the test's, shut down at the end of the test.
-func startServer(t testing.TB) *server.Server {
+// startServer starts the embedded JetStream server a fleet's gateway
+// starts (serve --nats-listen), its data in a directory of the test's,
+// shut down at the end of the test.
+func startServer(t testing.TB) *fleet.Server {
 	t.Helper()
-	s, err := server.NewServer(&server.Options{
-		Host: "127.0.0.1", Port: server.RANDOM_PORT, JetStream: true, StoreDir: t.TempDir(),
-		NoLog: true, NoSigs: true, ServerName: "vault-test",
-	})
+	s, err := fleet.StartServer(fleet.ServerOptions{Listen: "127.0.0.1:0", StoreDir: t.TempDir(), Name: "vault-test"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	s.Start()
-	if !s.ReadyForConnections(10 * time.Second) {
-		s.Shutdown()
-		t.Fatal("the embedded NATS server did not start")
-	}
-	t.Cleanup(func() { s.Shutdown(); s.WaitForShutdown() })
+	t.Cleanup(s.Shutdown)
 	return s
 }
 
-// connect opens a connection of its own to s (a member of the fleet),
-// closed at the end of the test.
-func connect(t testing.TB, s *server.Server) jetstream.JetStream {
+// connect joins the fleet of s as a member of its own (a connection of
+// its own), left at the end of the test, and returns its JetStream.
+func connect(t testing.TB, s *fleet.Server) jetstream.JetStream {
 	t.Helper()
-	nc, err := nats.Connect(s.ClientURL())
+	f, err := fleet.Connect(bg, s.ClientURL(), "vault-test", fleet.Options{Memory: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return js
+	t.Cleanup(func() { f.Close() })
+	return f.JetStream()
 }
 
 func open(t testing.TB, js jetstream.JetStream, cfg jsvault.Config) *jsvault.Store {
