@@ -252,13 +252,21 @@ func (a *app) printVaultStatus(v *openedVault, st vault.Status) {
 		return strings.Compare(x, y)
 	})
 	tw := tabwriter.NewWriter(a.stdout, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "KEY\tENTRIES\t")
+	if st.Locked {
+		// Without keys, nothing to say of them but their entries.
+		fmt.Fprintln(tw, "KEY\tENTRIES")
+		for _, id := range ids {
+			fmt.Fprintf(tw, "%s\t%d\n", orDash(id), st.ByKey[id])
+		}
+		tw.Flush()
+		return
+	}
+	fmt.Fprintln(tw, "KEY\tENTRIES\tSTATE")
 	for _, id := range ids {
-		what := ""
+		var what string
 		switch {
-		case st.Locked:
 		case id == "":
-			id, what = "-", "not sealed values: they cannot be opened"
+			what = "not sealed values: they cannot be opened"
 		case rank(id) == 0:
 			what = "current key"
 		case rank(id) == 1:

@@ -255,6 +255,30 @@ func docRotation(t *testing.T, dir string) []string {
 	return out
 }
 
+// docOutput is the text block that follows marker in docs/vault.md.
+func docOutput(t *testing.T, marker string) string {
+	t.Helper()
+	doc, err := os.ReadFile(filepath.Join("..", "..", "docs", "vault.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, after, ok := strings.Cut(string(doc), marker+"\n```\n")
+	block, _, ok2 := strings.Cut(after, "```")
+	if !ok || !ok2 {
+		t.Fatalf("docs/vault.md has no example after %s", marker)
+	}
+	return block
+}
+
+// statusShape is status's text without what differs from one vault to
+// another: key ids, paths, counts, and the spaces that align them.
+func statusShape(s string) string {
+	for _, r := range []struct{ re, by string }{{`\b[0-9a-f]{16}\b`, "ID"}, {`/\S*[^)\s]`, "PATH"}, {`\b\d+\b`, "N"}, {` +`, " "}} {
+		s = regexp.MustCompile(r.re).ReplaceAllString(s, r.by)
+	}
+	return s
+}
+
 // The rotation of docs/vault.md, step by step: entries sealed with the
 // old key are re-sealed with the new one; then the new key alone opens
 // every entry, the old one none.
@@ -267,32 +291,40 @@ func TestVaultRotation(t *testing.T) {
 	seed(t, vault.New(store, ring(t, old), vault.Options{}), owners(5), names...)
 	total := 5 * len(names)
 
-	// 1: a new key; 2: it is the current key, the old one a previous key.
+	// 1: a new key; 2: it is the current key, the old one a previous key;
+	// 3: what uses the vault seals with the new key from then on.
 	cur := keyFile(t, filepath.Join(keys, "vault-2026.key"))
 	cfgs := docRotation(t, keys)
 	during, after := workspace(t, cfgs[0]), workspace(t, cfgs[1])
+	seed(t, vault.New(store, ring(t, cur, old), vault.Options{}), []string{"key:late"}, names[0])
 	st, r := statusOf(t, during, home, nil, "--check")
-	if r.code != 0 || st.Current != cur.ID() || st.ToRotate != total || st.ByKey[old.ID()] != total || *st.Checked != total {
+	if r.code != 0 || st.Current != cur.ID() || st.ToRotate != total || st.ByKey[old.ID()] != total || st.ByKey[cur.ID()] != 1 ||
+		*st.Checked != total+1 {
 		t.Fatalf("before the rotation: exit %d %+v %s", r.code, st, r.stderr)
+	}
+	// What status says is what docs/vault.md shows.
+	r = vaultCmd(t, during, home, nil, "status")
+	if got, want := statusShape(r.stdout), statusShape(docOutput(t, "<!-- output: toolmux vault status -->")); got != want {
+		t.Errorf("status says:\n%s\ndocs/vault.md shows:\n%s", got, want)
 	}
 	// 4: rotate.
 	r = vaultCmd(t, during, home, nil, "rotate")
-	if r.code != 0 || !strings.Contains(r.stderr, fmt.Sprintf("rotation done: %d entries re-sealed, 0 entries already sealed with key %s, of 5 owners", total, cur.ID())) ||
+	if r.code != 0 || !strings.Contains(r.stderr, fmt.Sprintf("rotation done: %d entries re-sealed, 1 entry already sealed with key %s, of 6 owners", total, cur.ID())) ||
 		!strings.Contains(r.stderr, "key:user-000: 2 entries re-sealed") || !strings.Contains(r.stderr, "the previous keys may be taken out") {
 		t.Fatalf("rotate: exit %d %s", r.code, r.stderr)
 	}
 	// 5: every entry under the new key.
 	st, r = statusOf(t, during, home, nil, "--check")
-	if r.code != 0 || st.ToRotate != 0 || st.ByKey[cur.ID()] != total || *st.Checked != total {
+	if r.code != 0 || st.ToRotate != 0 || st.ByKey[cur.ID()] != total+1 || *st.Checked != total+1 {
 		t.Fatalf("after the rotation: exit %d %+v %s", r.code, st, r.stderr)
 	}
 	// Again: nothing to do.
-	if r := vaultCmd(t, during, home, nil, "rotate"); r.code != 0 || !strings.Contains(r.stderr, fmt.Sprintf("0 entries re-sealed, %d entries already", total)) {
+	if r := vaultCmd(t, during, home, nil, "rotate"); r.code != 0 || !strings.Contains(r.stderr, fmt.Sprintf("0 entries re-sealed, %d entries already", total+1)) {
 		t.Fatalf("rotate again: exit %d %s", r.code, r.stderr)
 	}
 	// 6: the old key out; the new one alone opens everything.
 	st, r = statusOf(t, after, home, nil, "--check")
-	if r.code != 0 || len(st.ByKey) != 1 || *st.Checked != total || len(st.Failed) != 0 {
+	if r.code != 0 || len(st.ByKey) != 1 || *st.Checked != total+1 || len(st.Failed) != 0 {
 		t.Fatalf("with the new key alone: exit %d %+v %s", r.code, st, r.stderr)
 	}
 	for _, o := range owners(5) {
