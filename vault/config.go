@@ -38,5 +38,17 @@ func KeysFromConfig(c config.Vault) Keys {
 	return ks
 }
 
+// FromConfig returns the vault the `vault:` section describes, its
+// entries in store: its keys read with lookupEnv (os.LookupEnv; none
+// configured: the vault is locked), its bounds. A key configured that
+// cannot be read is an *Error of KindKey.
+func FromConfig(c config.Vault, store Store, lookupEnv func(string) (string, bool)) (*Vault, error) {
+	ring, err := KeysFromConfig(c).Load(lookupEnv)
+	if err != nil {
+		return nil, err
+	}
+	return New(store, ring, OptionsFromConfig(c)), nil
+}
+
 // Dir is where a data directory keeps its vault (FileStore).
 func Dir(dataDir string) string { return filepath.Join(dataDir, "vault") }

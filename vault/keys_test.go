@@ -157,6 +157,20 @@ func TestFromConfig(t *testing.T) {
 	if ks := vault.KeysFromConfig(config.Vault{}); ks.Current != (vault.KeySource{Env: vault.DefaultKeyEnv, Optional: true}) {
 		t.Errorf("none: %+v", ks)
 	}
+	// The whole vault: locked without a key, its key from the default
+	// variable, a key file missing refused.
+	s := newFileStore(t)
+	if v, err := vault.FromConfig(config.Vault{MaxEntriesPerOwner: 3}, s, env(nil)); err != nil || !v.Locked() || v.Options().MaxEntriesPerOwner != 3 {
+		t.Errorf("no key: %v %v", v, err)
+	}
+	key := vault.GenerateKey()
+	k, _ := vault.ParseKey(key)
+	if v, err := vault.FromConfig(config.Vault{}, s, env(map[string]string{vault.DefaultKeyEnv: key})); err != nil || v.Keyring().Current() != k.ID() {
+		t.Errorf("the default variable: %v %v", v, err)
+	}
+	if _, err := vault.FromConfig(config.Vault{KeyFile: "/nonexistent/vault.key"}, s, env(nil)); vault.KindOf(err) != vault.KindKey {
+		t.Errorf("a key file missing: %v", err)
+	}
 	o := vault.OptionsFromConfig(config.Vault{MaxValueBytes: 1000, MaxEntriesPerOwner: 7})
 	if o != (vault.Options{MaxValueBytes: 1000, MaxEntriesPerOwner: 7}) {
 		t.Errorf("options: %+v", o)

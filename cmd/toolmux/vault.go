@@ -38,7 +38,6 @@ type openedVault struct {
 	*vault.Vault
 	// where names the store: a directory, or a bucket and its server.
 	where string
-	keys  vault.Keys
 	close func()
 }
 
@@ -50,8 +49,9 @@ func (a *app) openVault(ctx context.Context, f vaultFlags) (*openedVault, error)
 	if err != nil {
 		return nil, err
 	}
-	keys := vault.KeysFromConfig(cfg.Vault)
-	ring, err := keys.Load(os.LookupEnv)
+	// The keys are read first: one that cannot be read is said before
+	// any server is asked anything.
+	ring, err := vault.KeysFromConfig(cfg.Vault).Load(os.LookupEnv)
 	if err != nil {
 		return nil, &exitError{code: exitFailed, err: err}
 	}
@@ -65,7 +65,7 @@ func (a *app) openVault(ctx context.Context, f vaultFlags) (*openedVault, error)
 			return nil, usageError("no data directory to keep the vault in: pass --data-dir or set data_dir in the configuration")
 		}
 		s := vault.NewFileStore(vault.Dir(dir))
-		return &openedVault{Vault: vault.New(s, ring, opts), where: s.Dir(), keys: keys, close: func() {}}, nil
+		return &openedVault{Vault: vault.New(s, ring, opts), where: s.Dir(), close: func() {}}, nil
 	}
 	fl, err := a.connectFleet(ctx, fleetFlags{url: f.url, prefix: f.prefix, lease: 10 * time.Second}, "toolmux vault", fleet.ConnectOptions{})
 	if err != nil {
@@ -78,7 +78,7 @@ func (a *app) openVault(ctx context.Context, f vaultFlags) (*openedVault, error)
 		fl.Close()
 		return nil, &exitError{code: exitFailed, err: err}
 	}
-	return &openedVault{Vault: vault.New(s, ring, opts), where: fmt.Sprintf("%s at %s", s, fleet.RedactURL(f.url)), keys: keys,
+	return &openedVault{Vault: vault.New(s, ring, opts), where: fmt.Sprintf("%s at %s", s, fleet.RedactURL(f.url)),
 		close: func() { fl.Close() }}, nil
 }
 
