@@ -24,7 +24,8 @@ FUZZ := ./config:FuzzParse ./builtin:FuzzResolvePath ./internal/ringbuf:FuzzRing
         ./internal/jsonscan:FuzzScan ./internal/jsonscan:FuzzMembers ./internal/mcpwire:FuzzReadRequest ./mcpsource:FuzzDecodeAnswer ./tasklog:FuzzScan \
         ./stream:FuzzAppendJSON ./internal/toolglob:FuzzPattern ./internal/editdist:FuzzDistance \
         ./internal/jsonfloat:FuzzAppend ./fleet:FuzzReadRequests ./gateway:FuzzNewEra ./mcpsource:FuzzTaskSSE ./gateway:FuzzOpenState \
-        ./gateway:FuzzBearerToken ./identity:FuzzJWT ./identity:FuzzClaims ./gateway:FuzzLoginCookie ./gateway:FuzzPageSession
+        ./gateway:FuzzBearerToken ./identity:FuzzJWT ./identity:FuzzClaims ./gateway:FuzzLoginCookie ./gateway:FuzzPageSession \
+        ./vault:FuzzOpen ./vault:FuzzFileStoreFile
 FUZZTIME ?= 5s
 # Fuzz targets run this many at a time, sharing the cores (scripts/fuzz.sh).
 FUZZJOBS ?= 4

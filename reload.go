@@ -89,6 +89,9 @@ func (rt *Runtime) Reload(ctx context.Context, cfg *config.Config, drain time.Du
 		{"subscriptions", old.Subscriptions, cfg.Subscriptions},
 		// Held by the gateway's routes, made at start.
 		{"auth", old.Auth, cfg.Auth},
+		// The vault's keys, read once at start by what uses them: a
+		// rotation configures both keys and restarts (docs/vault.md).
+		{"vault", old.Vault, cfg.Vault},
 	}
 	if !rt.noAgents {
 		fixed = append(fixed, []struct {
@@ -195,7 +198,7 @@ func (rt *Runtime) Reload(ctx context.Context, cfg *config.Config, drain time.Du
 	cfg.Limits.MaxDepth, cfg.Limits.MaxEventBytes = old.Limits.MaxDepth, old.Limits.MaxEventBytes
 	cfg.Policy.Persist, cfg.TaskLog, cfg.Passthrough = old.Policy.Persist, old.TaskLog, old.Passthrough
 	cfg.Pinning, cfg.ToolSearch, cfg.VirtualServers = old.Pinning, old.ToolSearch, old.VirtualServers
-	cfg.MCPTasks, cfg.Subscriptions, cfg.Auth = old.MCPTasks, old.Subscriptions, old.Auth
+	cfg.MCPTasks, cfg.Subscriptions, cfg.Auth, cfg.Vault = old.MCPTasks, old.Subscriptions, old.Auth, old.Vault
 	rt.current = cfg
 	return r, nil
 }

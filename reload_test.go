@@ -183,6 +183,24 @@ func TestReloadKeepsAuth(t *testing.T) {
 	}
 }
 
+// vault (where the vault's keys are, read at start) is reported by a
+// reload that changes it, and kept as in use.
+func TestReloadKeepsVault(t *testing.T) {
+	ctx := context.Background()
+	rt, err := toolmux.Open(ctx, parseIn(t, "builtin: {enabled: false}\nvault: {key_env: KEY_A}\n"), toolmux.Options{NoTaskLog: true, NoAgents: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rt.Close(ctx)
+	res, err := rt.Reload(ctx, parseIn(t, "builtin: {enabled: false}\nvault: {key_env: KEY_B, previous_key_envs: [KEY_A]}\n"), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if in := rt.CurrentConfig().Vault; !slices.Equal(res.Unchanged, []string{"vault"}) || in.KeyEnv != "KEY_A" || len(in.PreviousKeyEnvs) != 0 {
+		t.Errorf("reload said %v, in use %+v", res.Unchanged, in)
+	}
+}
+
 // parseIn parses a toolmux.yaml of body, relative paths in a directory of
 // the test's own.
 func parseIn(t *testing.T, body string) *config.Config {

@@ -137,6 +137,9 @@ type Config struct {
 	// Limits bound what one call may cost in memory and storage
 	// (`limits:`).
 	Limits Limits
+	// Vault says where the key of the vault of users' credentials is
+	// (`vault:`, docs/vault.md): never the key itself.
+	Vault Vault
 	// Model is the language model of the agents (`model:`); not Set when
 	// the file names none.
 	Model Model
@@ -252,6 +255,25 @@ type Limits struct {
 	// MaxEventBytes bounds the arguments and the result text one event
 	// carries.
 	MaxEventBytes int64
+}
+
+// Vault is the `vault:` section: where the keys of the vault (users'
+// OAuth tokens and secrets for upstream servers, encrypted at rest) are,
+// and its bounds. Zero values mean the defaults of package vault. The
+// keys themselves are never in the configuration: a file or an
+// environment variable holds each.
+type Vault struct {
+	// KeyFile is a file holding the current key (base64 of 32 bytes, mode
+	// 0600); KeyEnv an environment variable holding it. At most one is
+	// set; neither means the default variable, TOOLMUX_VAULT_KEY.
+	KeyFile, KeyEnv string
+	// PreviousKeyFiles and PreviousKeyEnvs hold the keys that only open
+	// what they sealed, until a rotation re-seals it with the current one.
+	PreviousKeyFiles, PreviousKeyEnvs []string
+	// MaxValueBytes bounds one value.
+	MaxValueBytes int64
+	// MaxEntriesPerOwner bounds the entries of one owner.
+	MaxEntriesPerOwner int
 }
 
 // Server is one MCP server and the policy that applies only to it.

@@ -217,6 +217,11 @@ func (f *Fleet) eventSubject(id string) string {
 	return f.opts.Prefix + ".events." + jsjournal.Token(id)
 }
 
+// VaultBucket is the name of the fleet's vault bucket (vault/jsvault):
+// PREFIX_VAULT, beside the fleet's other buckets. It holds sealed values
+// only; the key stays on the members' machines.
+func (f *Fleet) VaultBucket() string { return upper(f.opts.Prefix) + "_VAULT" }
+
 // Options are the fleet's options, defaults applied.
 func (f *Fleet) Options() Options { return f.opts }
 

@@ -19,7 +19,7 @@ import (
 	"syscall"
 	"time"
 
-	"golang.org/x/sys/unix"
+	"github.com/toolmux/toolmux/internal/privfile"
 )
 
 // The key store: the API keys of a gateway kept in a file of its data
@@ -270,25 +270,14 @@ func (s *KeyStore) update(change func(*keyFile) error) error {
 // own file is replaced by every write, so a lock on it would lock a file
 // the next writer no longer opens).
 func (s *KeyStore) lock() (unlock func(), err error) {
-	f, err := os.OpenFile(s.path+".lock", os.O_RDWR|os.O_CREATE, 0o600)
+	unlock, err = privfile.Lock(s.path + ".lock")
 	if err != nil {
-		return nil, s.unreadable("cannot open its lock file", err)
-	}
-	for {
-		err = unix.Flock(int(f.Fd()), unix.LOCK_EX)
-		if !errors.Is(err, unix.EINTR) {
-			break
-		}
-	}
-	if err != nil {
-		f.Close()
 		return nil, s.unreadable("cannot lock it", err)
 	}
-	return func() { f.Close() }, nil // closing releases the lock
+	return unlock, nil
 }
 
-// write replaces the file with kf: a temporary file of mode 0600 in the
-// same directory, synced, renamed over it, the directory synced.
+// write replaces the file with kf, by a rename (privfile.Replace).
 func (s *KeyStore) write(kf keyFile) error {
 	kf.Version = keyFileVersion
 	if kf.Keys == nil {
@@ -298,28 +287,8 @@ func (s *KeyStore) write(kf keyFile) error {
 	if err != nil {
 		return err
 	}
-	dir := filepath.Dir(s.path)
-	tmp, err := os.CreateTemp(dir, ".keys-*.json") // mode 0600
-	if err != nil {
+	if err := privfile.Replace(s.path, ".keys-*.json", append(b, '\n')); err != nil {
 		return s.unreadable("cannot write it", err)
-	}
-	defer os.Remove(tmp.Name()) // after the rename, a name no longer there
-	_, err = tmp.Write(append(b, '\n'))
-	if err == nil {
-		err = tmp.Sync()
-	}
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp.Name(), s.path)
-	}
-	if err != nil {
-		return s.unreadable("cannot write it", err)
-	}
-	if d, err := os.Open(dir); err == nil {
-		_ = d.Sync() // the rename outlives a crash; a filesystem that cannot sync a directory has no such promise to keep
-		d.Close()
 	}
 	return nil
 }
