@@ -19,7 +19,7 @@ import (
 	"syscall"
 	"time"
 
-	"golang.org/x/sys/unix"
+	"github.com/toolmux/toolmux/internal/privfile"
 )
 
 // The key store: the API keys of a gateway kept in a file of its data
@@ -266,29 +266,16 @@ func (s *KeyStore) update(change func(*keyFile) error) error {
 	return s.write(kf)
 }
 
-// lock takes the store's lock: an flock on a file beside it (the store's
-// own file is replaced by every write, so a lock on it would lock a file
-// the next writer no longer opens).
+// lock takes the store's lock: an flock on a file beside it.
 func (s *KeyStore) lock() (unlock func(), err error) {
-	f, err := os.OpenFile(s.path+".lock", os.O_RDWR|os.O_CREATE, 0o600)
+	unlock, err = privfile.Lock(s.path + ".lock")
 	if err != nil {
-		return nil, s.unreadable("cannot open its lock file", err)
-	}
-	for {
-		err = unix.Flock(int(f.Fd()), unix.LOCK_EX)
-		if !errors.Is(err, unix.EINTR) {
-			break
-		}
-	}
-	if err != nil {
-		f.Close()
 		return nil, s.unreadable("cannot lock it", err)
 	}
-	return func() { f.Close() }, nil // closing releases the lock
+	return unlock, nil
 }
 
-// write replaces the file with kf: a temporary file of mode 0600 in the
-// same directory, synced, renamed over it, the directory synced.
+// write replaces the file with kf, whole, by rename.
 func (s *KeyStore) write(kf keyFile) error {
 	kf.Version = keyFileVersion
 	if kf.Keys == nil {
@@ -298,28 +285,8 @@ func (s *KeyStore) write(kf keyFile) error {
 	if err != nil {
 		return err
 	}
-	dir := filepath.Dir(s.path)
-	tmp, err := os.CreateTemp(dir, ".keys-*.json") // mode 0600
-	if err != nil {
+	if err := privfile.Write(s.path, append(b, '\n')); err != nil {
 		return s.unreadable("cannot write it", err)
-	}
-	defer os.Remove(tmp.Name()) // after the rename, a name no longer there
-	_, err = tmp.Write(append(b, '\n'))
-	if err == nil {
-		err = tmp.Sync()
-	}
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp.Name(), s.path)
-	}
-	if err != nil {
-		return s.unreadable("cannot write it", err)
-	}
-	if d, err := os.Open(dir); err == nil {
-		_ = d.Sync() // the rename outlives a crash; a filesystem that cannot sync a directory has no such promise to keep
-		d.Close()
 	}
 	return nil
 }
@@ -377,20 +344,20 @@ func (s *KeyStore) read() (keyFile, fileStamp, error) {
 }
 
 // checkMode refuses a file others may read or write, or that another
-// user owns.
+// user owns (who could add keys to it).
 func (s *KeyStore) checkMode(fi fs.FileInfo) error {
-	if !fi.Mode().IsRegular() {
+	me, ok := errors.AsType[*privfile.ModeError](privfile.Check(s.path, fi))
+	switch {
+	case !ok:
+		return nil
+	case me.NotRegular:
 		return &StoreError{Path: s.path, Problem: StoreCorrupt, Detail: "is not a regular file"}
-	}
-	if perm := fi.Mode().Perm(); perm&0o077 != 0 {
+	case me.Perm != 0:
 		return &StoreError{Path: s.path, Problem: StorePermissions, Detail: fmt.Sprintf(
-			"may be read or written by others (mode %04o): it must be its owner's only; run chmod 600 %s", perm, s.path)}
+			"may be read or written by others (mode %04o): it must be its owner's only; run chmod 600 %s", me.Perm, s.path)}
 	}
-	if sys, ok := fi.Sys().(*syscall.Stat_t); ok && sys.Uid != 0 && int(sys.Uid) != os.Getuid() {
-		return &StoreError{Path: s.path, Problem: StorePermissions, Detail: fmt.Sprintf(
-			"belongs to another user (uid %d), who could add keys to it: it must be yours (uid %d)", sys.Uid, os.Getuid())}
-	}
-	return nil
+	return &StoreError{Path: s.path, Problem: StorePermissions, Detail: fmt.Sprintf(
+		"belongs to another user (uid %d), who could add keys to it: it must be yours (uid %d)", me.UID, os.Getuid())}
 }
 
 // check refuses keys that are malformed or twice in the store.
