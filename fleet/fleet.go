@@ -310,6 +310,7 @@ func (o Options) heartbeat() time.Duration { return max(o.Lease/4, 250*time.Mill
 func (f *Fleet) queueStream() string  { return upper(f.opts.Prefix) + "_QUEUE" }
 func (f *Fleet) queueSubject() string { return f.opts.Prefix + ".queue.run" }
 func (f *Fleet) consumerName() string { return "workers" }
+
 // eventSubjectOf is the subject of the events of the run ref:
 // PREFIX.events.RUN, or PREFIX.events.u.OWNER.RUN for a member's, which
 // only that member (and the workers) may read.
