@@ -175,6 +175,13 @@ func Open(ctx context.Context, nc *nats.Conn, o Options) (*Fleet, error) {
 			return nil, fmt.Errorf("fleet: the %s bucket: %w", b.cfg.Bucket, err)
 		}
 	}
+	if o.Member.binds() && o.Member.Role == RoleWorker {
+		// A member's lease is the fleet's, the gateway's: its heartbeats,
+		// renewals and shared offers go by it from the start.
+		if _, err := f.queueConsumer(ctx); err != nil {
+			return nil, err
+		}
+	}
 	return f, nil
 }
 

@@ -19,6 +19,7 @@ import (
 	"github.com/toolmux/toolmux/fleet"
 	"github.com/toolmux/toolmux/identity"
 	"github.com/toolmux/toolmux/internal/testservers"
+	"github.com/toolmux/toolmux/policy"
 	"github.com/toolmux/toolmux/tool"
 )
 
@@ -423,4 +424,168 @@ func TestMembers(t *testing.T) {
 			t.Fatalf("read %d messages of %d streams", msgs, streams)
 		}
 	})
+}
+
+// A worker's approval question carries its run's submitter: the gateway
+// puts it to its approvers as that caller's (who sees it, who may answer
+// it), never with a credential.
+func TestMemberApprovalCarriesAsker(t *testing.T) {
+	dir := t.TempDir()
+	alice := newMember(t, dir, "alice", fleet.RoleSubmitter, "dev")
+	w1 := newMember(t, dir, "w1", fleet.RoleWorker)
+	o := fleet.Options{Lease: 2 * time.Second}
+	s, err := fleet.StartServer(fleet.ServerOptions{Listen: "127.0.0.1:0", StoreDir: t.TempDir(), MembersOnly: true,
+		Members: []fleet.Member{alice.Member, w1.Member}, Fleet: o})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Shutdown)
+	gw, err := fleet.ConnectWith(bg, s.ClientURL(), "gateway", o, fleet.ConnectOptions{Credentials: s.Admin()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { gw.Close() })
+	if err := gw.Setup(bg); err != nil {
+		t.Fatal(err)
+	}
+	if err := gw.PublishMembers(bg, []fleet.Member{alice.Member, w1.Member}); err != nil {
+		t.Fatal(err)
+	}
+	asked := make(chan policy.Request, 1)
+	var fromCtx *identity.Caller
+	stop, err := gw.ServeApprovals(policy.ApproverFunc(func(ctx context.Context, req policy.Request) (policy.Answer, error) {
+		fromCtx = identity.From(ctx)
+		asked <- req
+		return policy.ProceedOnce, nil
+	}), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stop()
+	fw, err := connectAs(t, s, w1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ans, err := fw.Approver("w1", 30*time.Second).Approve(bg, policy.Request{
+		Tool:     tool.Tool{Server: "fx", Name: "append"},
+		Call:     tool.Call{ID: "c1", Server: "fx", Tool: "append", Task: "alice:r1"},
+		Decision: policy.Decision{Action: policy.Ask, Rule: "ask"},
+		Caller:   alice.Caller()})
+	if err != nil || ans != policy.ProceedOnce {
+		t.Fatalf("the answer: %v %v", ans, err)
+	}
+	req := <-asked
+	if req.Caller == nil || req.Caller.Name != "alice" || req.Caller.Key() != "key:alice" || !slices.Equal(req.Caller.Groups, []string{"dev"}) ||
+		req.Call.Caller == nil || *req.Call.Caller != (tool.CallerRef{Name: "alice", Key: "key:alice"}) || fromCtx.Key() != "key:alice" {
+		t.Fatalf("the question's asker: %+v %+v %+v", req.Caller, req.Call.Caller, fromCtx)
+	}
+}
+
+// The members' file: the owner's only, refused when it is not a
+// members' file (naming it), a name or a key once, changes kept by rename.
+func TestMemberStore(t *testing.T) {
+	dir := t.TempDir()
+	st := fleet.NewMemberStore(filepath.Join(dir, "fleet", "members.json"))
+	if ms, err := st.List(); err != nil || len(ms) != 0 {
+		t.Fatalf("no file: %v %v", ms, err)
+	}
+	_, k1, _ := fleet.NewSeed("a")
+	_, k2, _ := fleet.NewSeed("b")
+	if _, err := st.Add(fleet.Member{Name: "alice", Role: fleet.RoleSubmitter, Groups: []string{"dev", "dev", "ops"}, NKey: k1}, false); err != nil {
+		t.Fatal(err)
+	}
+	var ex *fleet.MemberExistsError
+	if _, err := st.Add(fleet.Member{Name: "alice", Role: fleet.RoleWorker, NKey: k2}, false); !errors.As(err, &ex) || ex.Other != "" {
+		t.Fatalf("a name twice: %v", err)
+	}
+	if _, err := st.Add(fleet.Member{Name: "bob", Role: fleet.RoleWorker, NKey: k1}, false); !errors.As(err, &ex) || ex.Other != "alice" {
+		t.Fatalf("a key twice: %v", err)
+	}
+	var me *fleet.MemberError
+	for _, bad := range []fleet.Member{
+		{Name: "a.b", Role: fleet.RoleWorker, NKey: k2},
+		{Name: strings.Repeat("x", fleet.MemberNameMax+1), Role: fleet.RoleWorker, NKey: k2},
+		{Name: "carol", Role: "boss", NKey: k2},
+		{Name: "carol", Role: fleet.RoleWorker, NKey: "SUAB"},
+		{Name: "carol", Role: fleet.RoleSubmitter, NKey: k2, Groups: []string{"a b"}},
+	} {
+		if _, err := st.Add(bad, false); !errors.As(err, &me) {
+			t.Errorf("%+v: %v", bad, err)
+		}
+	}
+	if replaced, err := st.Add(fleet.Member{Name: "alice", Role: fleet.RoleSubmitter, NKey: k2}, true); err != nil || !replaced {
+		t.Fatalf("replace: %v %v", replaced, err)
+	}
+	ms, err := st.List()
+	if err != nil || len(ms) != 1 || ms[0].NKey != k2 {
+		t.Fatalf("after replace: %+v %v", ms, err)
+	}
+	var nf *fleet.MemberNotFoundError
+	if err := st.Remove("alcie"); !errors.As(err, &nf) || !slices.Equal(nf.Names, []string{"alice"}) {
+		t.Fatalf("remove of no member: %v", err)
+	}
+	var se *fleet.MemberStoreError
+	if err := os.Chmod(st.Path(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.List(); !errors.As(err, &se) || !strings.Contains(err.Error(), "chmod 600 "+st.Path()) {
+		t.Fatalf("a file others may read: %v", err)
+	}
+	if err := os.WriteFile(st.Path(), []byte(`{"version": 1, "members": [{"name": "x", "role": "worker", "nkey": "U", "grups": []}]}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.List(); !errors.As(err, &se) || !strings.Contains(err.Error(), st.Path()) {
+		t.Fatalf("not a members' file: %v", err)
+	}
+	if err := st.Remove("x"); !errors.As(err, &se) {
+		t.Fatalf("a change of a file that is not a members' file: %v", err)
+	}
+}
+
+// Follow tells the members when the file changes, and once when it
+// cannot be used.
+func TestMemberStoreFollow(t *testing.T) {
+	st := fleet.NewMemberStore(filepath.Join(t.TempDir(), "members.json"))
+	seen := make(chan string, 10)
+	ctx, cancel := context.WithCancel(bg)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		st.Follow(ctx, 10*time.Millisecond, func(ms []fleet.Member, err error) {
+			names := make([]string, len(ms))
+			for i, m := range ms {
+				names[i] = m.Name
+			}
+			if err != nil {
+				names = []string{"error"}
+			}
+			seen <- strings.Join(names, ",")
+		})
+	}()
+	defer func() { cancel(); <-done }()
+	next := func(want string) {
+		t.Helper()
+		select {
+		case got := <-seen:
+			if got != want {
+				t.Fatalf("told %q, want %q", got, want)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("not told %q", want)
+		}
+	}
+	next("")
+	_, k, _ := fleet.NewSeed("a")
+	if _, err := st.Add(fleet.Member{Name: "alice", Role: fleet.RoleWorker, NKey: k}, false); err != nil {
+		t.Fatal(err)
+	}
+	next("alice")
+	if err := os.Chmod(st.Path(), 0o640); err != nil {
+		t.Fatal(err)
+	}
+	next("error")
+	if err := os.Chmod(st.Path(), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	next("alice")
 }

@@ -86,7 +86,7 @@ func Permissions(o Options, m Member) *server.Permissions {
 		for _, b := range []string{"RUNS", "WORKERS", "LEDGER", "SHARED", "MEMBERS"} {
 			pub = append(pub, api("DIRECT.GET", n.kv(b), ">"), api("STREAM.MSG.GET", n.kv(b)))
 		}
-		for _, s := range []string{n.stream("EVENTS"), o.Journal.Stream, n.stream("SHARED"), n.kv("SHARED"), n.kv("WORKERS")} {
+		for _, s := range []string{n.stream("EVENTS"), o.Journal.Stream, n.stream("SHARED"), n.kv("SHARED")} {
 			pub = append(pub, api("CONSUMER.CREATE", s, ">"), api("CONSUMER.DURABLE.CREATE", s, ">"), api("CONSUMER.MSG.NEXT", s, "*"),
 				api("CONSUMER.INFO", s, "*"), api("CONSUMER.DELETE", s, "*"), api("DIRECT.GET", s, ">"), api("STREAM.MSG.GET", s),
 				"$JS.ACK."+s+".>", "$JS.FC."+s+".>")

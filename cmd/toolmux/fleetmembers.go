@@ -279,9 +279,12 @@ role gateway. docs/fleet.md says what each permission is for.`,
 			for _, m := range ms {
 				users = append(users, user{NKey: m.NKey, Permissions: fleet.Permissions(fleet.Options{Prefix: prefix}, m)})
 			}
-			b, _ := json.MarshalIndent(map[string]any{"authorization": map[string]any{"users": users}}, "", "  ")
-			fmt.Fprintf(a.stdout, "%s\n", b)
-			return nil
+			// Subjects hold '>': not escaped (\u003e), which a NATS
+			// configuration does not read.
+			enc := json.NewEncoder(a.stdout)
+			enc.SetEscapeHTML(false)
+			enc.SetIndent("", "  ")
+			return enc.Encode(map[string]any{"authorization": map[string]any{"users": users}})
 		},
 	}
 	cmd.Flags().StringVar(&prefix, "fleet-prefix", "toolmux", "the fleet's name on the NATS server (its subjects, streams and buckets)")

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/toolmux/toolmux/fleet"
@@ -292,4 +293,112 @@ policy:
 			t.Errorf("fleet list --json: %v\n%s", err, lr.stdout)
 		}
 	})
+}
+
+// In a fleet of members, a worker shares a server with the others as in a
+// fleet without (their keys allow the shared calls, their replies and
+// their cancellations), and the gateway's lease is the fleet's: the
+// workers take it, whatever their own --lease.
+func TestFleetMembersSharedServer(t *testing.T) {
+	t.Parallel()
+	m := appendModel(t, 0)
+	holderDir := fleetWorkspace(t, m)
+	userDir := workspace(t, fmt.Sprintf("model:\n  base_url: %s\n  model: scripted\n", m.BaseURL()))
+	data, keys := t.TempDir(), t.TempDir()
+	holder := addMember(t, data, keys, "holder", "--role", "worker")
+	user := addMember(t, data, keys, "user", "--role", "worker")
+	sub := addMember(t, data, keys, "sub", "--role", "submitter")
+	natsAddr := fmt.Sprintf("127.0.0.1:%d", testservers.FreePort(t))
+	natsURL := "nats://" + natsAddr
+	startFleetGateway(t, holderDir, data, natsAddr, "--lease", "2s")
+	h := spawnWorker(t, binary, holderDir, natsURL, t.TempDir(), "--nats-creds", holder, "--share", "fx=1", "--lease", "30s")
+	h.waitJoined(t)
+	spawnWorker(t, binary, userDir, natsURL, t.TempDir(), "--nats-creds", user, "--concurrency", "2").waitJoined(t)
+	runs := filepath.Join(t.TempDir(), "runs.jsonl")
+	if err := os.WriteFile(runs, []byte(`{"id": "s1", "task": "span 200"}`+"\n"+`{"id": "s2", "task": "span 200"}`+"\n"+
+		`{"id": "s3", "task": "span 200"}`+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r := execToolmux(t, userDir, "", append(modelFreeEnv(), "XDG_DATA_HOME="+t.TempDir()), "submit", "--nats", natsURL, "--nats-creds", sub, "--wait", runs)
+	if r.code != 0 || strings.Count(r.stdout, `"answer":"spanned `) != 3 {
+		t.Fatalf("submit: exit %d\n%s\n%s\nholder: %s", r.code, r.stdout, r.stderr, h.stderr.String())
+	}
+	// The holder's heartbeats expire with the gateway's lease (3/4 of
+	// 2s), not its own 30s: it is gone from the workers within seconds.
+	f, err := fleet.Connect(context.Background(), "nats://"+readNATSTokenFile(t, data)+"@"+natsAddr, "test", fleet.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	h.kill(t)
+	if !testservers.Eventually(20*time.Second, func() bool {
+		ws, err := f.Workers(context.Background())
+		return err == nil && len(ws) == 1 && ws[0].Name == "user"
+	}) {
+		t.Fatal("the killed holder is still listed")
+	}
+}
+
+// A fleet of members on an external NATS server: its configuration
+// includes the authorization toolmux fleet nats-config prints, the
+// gateway joins it as a member of role gateway (serve --nats
+// --nats-creds), sets the fleet up and tells the workers who the members
+// are; a submitter's run is run for it.
+func TestFleetMembersExternalServer(t *testing.T) {
+	t.Parallel()
+	m := appendModel(t, 0)
+	dir := fleetWorkspace(t, m)
+	data, keys := t.TempDir(), t.TempDir()
+	gw := addMember(t, data, keys, "gw", "--role", "gateway")
+	w1 := addMember(t, data, keys, "w1", "--role", "worker")
+	sub := addMember(t, data, keys, "sub", "--role", "submitter", "--group", "dev")
+	nc := fleetCmd(t, data, "nats-config")
+	if nc.code != 0 {
+		t.Fatalf("fleet nats-config: exit %d\n%s", nc.code, nc.stderr)
+	}
+	confDir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(confDir, "toolmux-members.conf"), []byte(nc.stdout), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	port := testservers.FreePort(t)
+	conf := filepath.Join(confDir, "nats.conf")
+	if err := os.WriteFile(conf, []byte(fmt.Sprintf("listen: 127.0.0.1:%d\njetstream {store_dir: %q}\ninclude toolmux-members.conf\n",
+		port, t.TempDir())), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	opts, err := server.ProcessConfigFile(conf)
+	if err != nil {
+		t.Fatalf("the server does not read the configuration: %v\n%s", err, nc.stdout)
+	}
+	opts.NoLog, opts.NoSigs = true, true
+	ns, err := server.NewServer(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns.Start()
+	t.Cleanup(func() { ns.Shutdown(); ns.WaitForShutdown() })
+	if !ns.ReadyForConnections(10 * time.Second) {
+		t.Fatal("the NATS server did not start")
+	}
+	natsURL := fmt.Sprintf("nats://127.0.0.1:%d", port)
+	// Nobody without a member's key.
+	if _, err := fleet.Connect(context.Background(), natsURL, "stranger", fleet.Options{}); err == nil {
+		t.Fatal("a client without credentials connected")
+	}
+	p := startServeProc(t, dir, data, "--nats", natsURL, "--nats-creds", gw, "--lease", "2s")
+	w := spawnWorker(t, binary, dir, natsURL, t.TempDir(), "--nats-creds", w1)
+	w.waitJoined(t)
+	out := filepath.Join(t.TempDir(), "effects.txt")
+	r := execToolmux(t, dir, "", append(modelFreeEnv(), "XDG_DATA_HOME="+t.TempDir()),
+		"run", "--nats", natsURL, "--nats-creds", sub, "append outside to "+out+" sleeping 0")
+	if r.code != 0 || strings.TrimSpace(r.stdout) != "appended outside | tool said: appended outside" {
+		t.Fatalf("run --nats: exit %d\n%s\n%s\nworker: %s\nserve: %s", r.code, r.stdout, r.stderr, w.stderr.String(), p.stderr.String())
+	}
+	var summary struct {
+		Runs map[string]int `json:"runs"`
+	}
+	p.getJSON(t, "/api/fleet", &summary)
+	if summary.Runs["done"] != 1 {
+		t.Errorf("/api/fleet: %+v", summary)
+	}
 }
