@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -14,8 +15,11 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/toolmux/toolmux/config"
 	"github.com/toolmux/toolmux/fleet"
 	"github.com/toolmux/toolmux/internal/testservers"
+	"github.com/toolmux/toolmux/policy"
+	"github.com/toolmux/toolmux/tool"
 )
 
 // fleetCmd runs `toolmux fleet ARGS` on the gateway's data directory.
@@ -400,5 +404,58 @@ func TestFleetMembersExternalServer(t *testing.T) {
 	p.getJSON(t, "/api/fleet", &summary)
 	if summary.Runs["done"] != 1 {
 		t.Errorf("/api/fleet: %+v", summary)
+	}
+}
+
+// The examples of docs/fleet.md's Members section hold: the workers'
+// toolmux.yaml lets a dev merge and refuses a contractor, who sees GitHub's
+// tools and read_file only; fleet list --json has the fields shown.
+func TestFleetMembersDocExamples(t *testing.T) {
+	t.Parallel()
+	doc, err := os.ReadFile(filepath.Join("..", "..", "docs", "fleet.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, members, ok := strings.Cut(string(doc), "## Members: a key each")
+	block := regexp.MustCompile("(?ms)^```yaml toolmux.yaml\n(.*?)^```$").FindStringSubmatch(members)
+	if !ok || block == nil {
+		t.Fatal("docs/fleet.md's Members section has no toolmux.yaml")
+	}
+	cfg, err := config.Parse("toolmux.yaml", []byte(block[1]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	engine, err := policy.ForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	vis, err := policy.VisibilityFromConfig(cfg, "admin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	merge := tool.Tool{Server: "github", Name: "merge_pull_request"}
+	alice := (&fleet.Member{Name: "alice", Role: fleet.RoleSubmitter, Groups: []string{"dev"}}).Caller()
+	bob := (&fleet.Member{Name: "bob", Role: fleet.RoleSubmitter, Groups: []string{"contractors"}}).Caller()
+	if d := engine.DecideFor(bob, merge, tool.Call{Server: "github", Tool: "merge_pull_request"}); d.Action != policy.Deny {
+		t.Errorf("bob's merge: %+v", d)
+	}
+	if d := engine.DecideFor(alice, merge, tool.Call{Server: "github", Tool: "merge_pull_request"}); d.Action == policy.Deny {
+		t.Errorf("alice's merge: %+v", d)
+	}
+	if sc := vis.For(bob); !sc.Sees("github", "merge_pull_request") || !sc.Sees("builtin", "read_file") || sc.Sees("builtin", "write_file") {
+		t.Errorf("what bob sees is not what the doc says")
+	}
+
+	var shown []map[string]any
+	_, after, _ := strings.Cut(members, "<!-- output: toolmux fleet list --json -->\n```json\n")
+	listed, _, _ := strings.Cut(after, "```")
+	if err := json.Unmarshal([]byte(listed), &shown); err != nil || len(shown) != 1 {
+		t.Fatalf("the fleet list example: %v", err)
+	}
+	data := t.TempDir()
+	addMember(t, data, t.TempDir(), "alice", "--role", "submitter", "--group", "dev")
+	var real []map[string]any
+	if r := fleetCmd(t, data, "list", "--json"); json.Unmarshal([]byte(r.stdout), &real) != nil || len(real) != 1 || !sameKeys(shown[0], real[0]) {
+		t.Errorf("docs/fleet.md shows %v, fleet list --json says %v", shown, r.stdout)
 	}
 }
