@@ -422,29 +422,15 @@ func (f *Fleet) Self(ctx context.Context) (*Member, error) {
 func (f *Fleet) Members(ctx context.Context) (map[string]Member, error) {
 	ctx, cancel := context.WithTimeout(ctx, listTimeout)
 	defer cancel()
-	w, err := f.members.WatchAll(ctx, jetstream.IgnoreDeletes())
-	if err != nil {
-		return nil, fmt.Errorf("fleet: listing members: %w", err)
-	}
-	defer w.Stop() //nolint:errcheck // nothing to do about it
 	out := map[string]Member{}
-	for {
-		select {
-		case <-ctx.Done():
-			return nil, fmt.Errorf("fleet: listing members: %w", ctx.Err())
-		case e, ok := <-w.Updates():
-			if !ok {
-				return nil, errors.New("fleet: listing members: the watch ended")
-			}
-			if e == nil {
-				return out, nil
-			}
-			var m Member
-			if json.Unmarshal(e.Value(), &m) == nil {
-				out[e.Key()] = m
-			}
+	err := readAll(ctx, f.members, ">", "members", func(e jetstream.KeyValueEntry) error {
+		var m Member
+		if json.Unmarshal(e.Value(), &m) == nil {
+			out[e.Key()] = m
 		}
-	}
+		return nil
+	})
+	return out, err
 }
 
 // PublishMembers makes the members bucket hold members, and no one else:

@@ -3,7 +3,6 @@ package fleet_test
 import (
 	"context"
 	"errors"
-	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -95,6 +94,35 @@ func rawConn(t *testing.T, s *fleet.Server, m *member, v *violations) *nats.Conn
 	return nc
 }
 
+// memberFleet starts a server of members (and of token, "" for none) and
+// its gateway, connected with the server's own key, which sets the fleet
+// up and publishes the members.
+func memberFleet(t *testing.T, o fleet.Options, token string, members ...*member) (*fleet.Server, *fleet.Fleet) {
+	t.Helper()
+	var ms []fleet.Member
+	for _, m := range members {
+		ms = append(ms, m.Member)
+	}
+	s, err := fleet.StartServer(fleet.ServerOptions{Listen: "127.0.0.1:0", StoreDir: t.TempDir(), Token: token, MembersOnly: true,
+		Members: ms, Fleet: o})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Shutdown)
+	gw, err := fleet.ConnectWith(bg, s.ClientURL(), "gateway", o, fleet.ConnectOptions{Credentials: s.Admin()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { gw.Close() })
+	if err := gw.Setup(bg); err != nil {
+		t.Fatal(err)
+	}
+	if err := gw.PublishMembers(bg, ms); err != nil {
+		t.Fatal(err)
+	}
+	return s, gw
+}
+
 // short is a context for one request that may go unanswered.
 func short(t *testing.T) context.Context {
 	ctx, cancel := context.WithTimeout(bg, time.Second)
@@ -124,30 +152,12 @@ func TestMembers(t *testing.T) {
 	bob := newMember(t, dir, "bob", fleet.RoleSubmitter, "contractors")
 	w1 := newMember(t, dir, "w1", fleet.RoleWorker)
 	o := fleet.Options{Lease: 2 * time.Second}
-	s, err := fleet.StartServer(fleet.ServerOptions{Listen: "127.0.0.1:0", StoreDir: t.TempDir(), Token: "the-admins-token",
-		Members: []fleet.Member{alice.Member, bob.Member, w1.Member}, Fleet: o})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(s.Shutdown)
-
-	// The gateway, with the server's own key, sets the fleet up.
-	gw, err := fleet.ConnectWith(bg, s.ClientURL(), "gateway", o, fleet.ConnectOptions{Credentials: s.Admin()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { gw.Close() })
-	if err := gw.Setup(bg); err != nil {
-		t.Fatal(err)
-	}
+	s, gw := memberFleet(t, o, "the-admins-token", alice, bob, w1)
 	gj, err := gw.OpenJournal(bg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { gj.Close() })
-	if err := gw.PublishMembers(bg, []fleet.Member{alice.Member, bob.Member, w1.Member}); err != nil {
-		t.Fatal(err)
-	}
 
 	// The worker: contractors may not append.
 	fx := newEffects()
@@ -389,39 +399,11 @@ func TestMembers(t *testing.T) {
 		for _, m := range []*member{alice, bob, w1} {
 			secrets = append(secrets, m.seed)
 		}
-		js := gw.JetStream()
 		ctx, cancel := context.WithTimeout(bg, 30*time.Second)
 		defer cancel()
-		var streams, msgs int
-		for name := range js.StreamNames(ctx).Name() {
-			st, err := js.Stream(ctx, name)
-			if err != nil {
-				t.Fatal(err)
-			}
-			info, err := st.Info(ctx)
-			if err != nil {
-				t.Fatal(err)
-			}
-			streams++
-			for seq := info.State.FirstSeq; seq <= info.State.LastSeq && info.State.Msgs > 0; seq++ {
-				m, err := st.GetMsg(ctx, seq)
-				if errors.Is(err, jetstream.ErrMsgNotFound) {
-					continue
-				}
-				if err != nil {
-					t.Fatal(err)
-				}
-				msgs++
-				all := m.Subject + string(m.Data) + fmt.Sprint(m.Header)
-				for _, secret := range secrets {
-					if strings.Contains(all, secret) {
-						t.Fatalf("stream %s holds a credential in %s: %s", name, m.Subject, all)
-					}
-				}
-			}
-		}
-		if streams < 8 || msgs < 20 {
-			t.Fatalf("read %d messages of %d streams", msgs, streams)
+		found, msgs, err := testservers.StreamsHold(ctx, gw.JetStream(), secrets)
+		if err != nil || found != "" || msgs < 20 {
+			t.Fatalf("the streams: a credential in %q of %d messages read (%v)", found, msgs, err)
 		}
 	})
 }
@@ -433,24 +415,7 @@ func TestMemberApprovalCarriesAsker(t *testing.T) {
 	dir := t.TempDir()
 	alice := newMember(t, dir, "alice", fleet.RoleSubmitter, "dev")
 	w1 := newMember(t, dir, "w1", fleet.RoleWorker)
-	o := fleet.Options{Lease: 2 * time.Second}
-	s, err := fleet.StartServer(fleet.ServerOptions{Listen: "127.0.0.1:0", StoreDir: t.TempDir(), MembersOnly: true,
-		Members: []fleet.Member{alice.Member, w1.Member}, Fleet: o})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(s.Shutdown)
-	gw, err := fleet.ConnectWith(bg, s.ClientURL(), "gateway", o, fleet.ConnectOptions{Credentials: s.Admin()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { gw.Close() })
-	if err := gw.Setup(bg); err != nil {
-		t.Fatal(err)
-	}
-	if err := gw.PublishMembers(bg, []fleet.Member{alice.Member, w1.Member}); err != nil {
-		t.Fatal(err)
-	}
+	s, gw := memberFleet(t, fleet.Options{Lease: 2 * time.Second}, "", alice, w1)
 	asked := make(chan policy.Request, 1)
 	var fromCtx *identity.Caller
 	stop, err := gw.ServeApprovals(policy.ApproverFunc(func(ctx context.Context, req policy.Request) (policy.Answer, error) {

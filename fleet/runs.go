@@ -318,30 +318,45 @@ func (f *Fleet) Runs(ctx context.Context) (_ []*Run, err error) {
 	defer cancel()
 	ctx, end := f.denied.guard(ctx)
 	defer func() { err = end(err) }()
-	w, err := f.runs.WatchFiltered(ctx, []string{f.allKeys()}, jetstream.IgnoreDeletes())
+	var out []*Run
+	err = readAll(ctx, f.runs, f.allKeys(), "runs", func(e jetstream.KeyValueEntry) error {
+		r, err := decodeRun(e)
+		if err == nil {
+			out = append(out, r)
+		}
+		return err
+	})
 	if err != nil {
-		return nil, fmt.Errorf("fleet: listing runs: %w", err)
+		return nil, err
+	}
+	return out, nil
+}
+
+// readAll hands fn the current entry of every key of kv that filter
+// matches, read as one watcher's initial values, and returns once they
+// have all come (or fn fails, or ctx ends). what names them in errors.
+func readAll(ctx context.Context, kv jetstream.KeyValue, filter, what string, fn func(jetstream.KeyValueEntry) error) error {
+	w, err := kv.WatchFiltered(ctx, []string{filter}, jetstream.IgnoreDeletes())
+	if err != nil {
+		return fmt.Errorf("fleet: listing %s: %w", what, err)
 	}
 	defer w.Stop() //nolint:errcheck // nothing to do about it
-	var out []*Run
 	for {
 		select {
 		case <-ctx.Done():
-			return nil, fmt.Errorf("fleet: listing runs: %w", ctx.Err())
+			return fmt.Errorf("fleet: listing %s: %w", what, ctx.Err())
 		case e, ok := <-w.Updates():
 			if !ok {
-				return nil, errors.New("fleet: listing runs: the watch of runs ended")
+				return fmt.Errorf("fleet: listing %s: the watch ended", what)
 			}
 			// nil marks the end of the initial values: every key's
 			// current state has been read.
 			if e == nil {
-				return out, nil
+				return nil
 			}
-			r, err := decodeRun(e)
-			if err != nil {
-				return nil, err
+			if err := fn(e); err != nil {
+				return err
 			}
-			out = append(out, r)
 		}
 	}
 }

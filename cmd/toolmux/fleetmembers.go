@@ -50,6 +50,19 @@ or key already, or a members' file that cannot be used; 2 usage error.`,
 	return cmd
 }
 
+// listMembers is the fleet's members of the data directory.
+func (a *app) listMembers() ([]fleet.Member, error) {
+	store, err := a.memberStore()
+	if err != nil {
+		return nil, err
+	}
+	ms, err := store.List()
+	if err != nil {
+		return nil, membersError(err)
+	}
+	return ms, nil
+}
+
 // memberStore is the fleet's members of the data directory.
 func (a *app) memberStore() (*fleet.MemberStore, error) {
 	cfg, err := a.loadConfig()
@@ -154,13 +167,9 @@ func (a *app) fleetListCommand() *cobra.Command {
 		Short: "List the fleet's members: name, role, groups, key",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			store, err := a.memberStore()
+			ms, err := a.listMembers()
 			if err != nil {
 				return err
-			}
-			ms, err := store.List()
-			if err != nil {
-				return membersError(err)
 			}
 			if asJSON {
 				if ms == nil {
@@ -263,13 +272,9 @@ role gateway. docs/fleet.md says what each permission is for.`,
 		Example: `  toolmux fleet nats-config > /etc/nats/toolmux-members.conf   # include toolmux-members.conf`,
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			store, err := a.memberStore()
+			ms, err := a.listMembers()
 			if err != nil {
 				return err
-			}
-			ms, err := store.List()
-			if err != nil {
-				return membersError(err)
 			}
 			type user struct {
 				NKey        string              `json:"nkey"`

@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
-	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/toolmux/toolmux/config"
 	"github.com/toolmux/toolmux/fleet"
@@ -70,21 +69,14 @@ func seedOf(t *testing.T, path string) string {
 func TestFleetMembers(t *testing.T) {
 	t.Parallel()
 	m := appendModel(t, 0)
-	dir := workspace(t, fmt.Sprintf(`model:
-  base_url: %s
-  model: scripted
-servers:
-  fx:
-    command: %s
-    trust: true
-groups:
+	dir := workspace(t, fleetConfig(t, m)+`groups:
   dev: {tools: ["*"]}
   contractors: {tools: ["*"]}
   readers: {tools: ["fx/pid"]}
 policy:
   rules:
     - {name: contractors never append, groups: [contractors], tools: ["fx/append"], action: deny}
-`, m.BaseURL(), testservers.Fixture(t)))
+`)
 	data, keys := t.TempDir(), t.TempDir()
 	w1 := addMember(t, data, keys, "w1", "--role", "worker")
 	alice := addMember(t, data, keys, "alice", "--role", "submitter", "--group", "dev")
@@ -248,37 +240,12 @@ policy:
 			t.Fatal(err)
 		}
 		defer f.Close()
-		js := f.JetStream()
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
-		var msgs int
-		for name := range js.StreamNames(ctx).Name() {
-			st, err := js.Stream(ctx, name)
-			if err != nil {
-				t.Fatal(err)
-			}
-			info, err := st.Info(ctx)
-			if err != nil {
-				t.Fatal(err)
-			}
-			for seq := info.State.FirstSeq; info.State.Msgs > 0 && seq <= info.State.LastSeq; seq++ {
-				m, err := st.GetMsg(ctx, seq)
-				if err != nil {
-					continue // deleted
-				}
-				msgs++
-				all := m.Subject + string(m.Data) + fmt.Sprint(m.Header)
-				for _, s := range secrets {
-					if strings.Contains(all, s) {
-						t.Fatalf("stream %s holds a credential in %s", name, m.Subject)
-					}
-				}
-			}
+		found, msgs, err := testservers.StreamsHold(ctx, f.JetStream(), secrets)
+		if err != nil || found != "" || msgs < 50 {
+			t.Fatalf("the streams: a credential in %q of %d messages read (%v)", found, msgs, err)
 		}
-		if msgs < 50 {
-			t.Fatalf("read only %d messages", msgs)
-		}
-		var _ jetstream.JetStream = js
 		// Nor the gateway's, the worker's or the members' file.
 		b, err := os.ReadFile(filepath.Join(data, "toolmux", "fleet", "members.json"))
 		if err != nil {
