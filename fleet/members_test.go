@@ -299,6 +299,11 @@ func TestMembers(t *testing.T) {
 		if time.Since(start) > 4*time.Second {
 			t.Errorf("the refusal took %s", time.Since(start))
 		}
+		// Nothing of it is left: no state waits for ever.
+		runs, err := gw.Runs(bg)
+		if err != nil || slices.ContainsFunc(runs, func(r *fleet.Run) bool { return r.ID == "by-worker" }) {
+			t.Errorf("the refused run is listed: %v", err)
+		}
 		v := &violations{}
 		js, _ := jetstream.New(rawConn(t, s, w1, v))
 		if _, err := js.Publish(short(t), "toolmux.queue.run", []byte(`{"id": "w", "task": "append w"}`)); err == nil || !v.has("Publish to") {

@@ -215,6 +215,13 @@ func (f *Fleet) Submit(ctx context.Context, req Request) (run *Run, created bool
 	}
 	r.rev = rev
 	if err := f.enqueue(ctx, ref, &req); err != nil {
+		if _, refused := context.Cause(ctx).(*PermissionError); refused {
+			// Credentials that may write a state but not queue a run (a
+			// worker's): the state just made would wait for ever.
+			dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+			_ = f.runs.Delete(dctx, ref.key(), jetstream.LastRevision(rev))
+			cancel()
+		}
 		return nil, false, err
 	}
 	return r, true, nil
