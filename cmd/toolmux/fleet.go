@@ -141,7 +141,10 @@ A worker started while its NATS server cannot be reached (or its JetStream
 does not answer yet) waits for it, with back-off up to 10s, saying each
 failed attempt on stderr, until it joins, --connect-timeout passes (exit 1)
 or it is stopped (exit 0). A URL on loopback without credentials gets the
-token of this user's serve --nats-listen there (docs/fleet.md).
+token of this user's serve --nats-listen there (docs/fleet.md). In a fleet
+of members, --nats-creds FILE are the worker's own (toolmux fleet add on
+the gateway): it runs each run for its submitter, with its groups' policy
+and tools, and takes its name and the fleet's lease from the gateway.
 
 SIGTERM or Ctrl-C drains: no new runs are taken, the runs in progress have
 --grace to finish, and the rest are handed back to the fleet.
@@ -451,7 +454,10 @@ submitted before are reported, not queued).
 Without --wait, each run's id and state is written to stdout as one JSON
 line. With --wait, a progress bar on stderr follows the runs, and each run's
 result ({"id", "status", "answer"}, and "error" for a failed one) is written
-to stdout as it ends. Exit status 1 when a run failed.`,
+to stdout as it ends. Exit status 1 when a run failed.
+
+In a fleet of members, --nats-creds FILE are the submitter's own: its runs
+are run for it (its groups' policy and tools), and its ids are its own.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return a.submit(cmd.Context(), ff, args[0], wait)
