@@ -123,9 +123,16 @@ func memberFleet(t *testing.T, o fleet.Options, token string, members ...*member
 	return s, gw
 }
 
+// long is a context for one request that must be answered.
+func long(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(bg, 10*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
 // short is a context for one request that may go unanswered.
 func short(t *testing.T) context.Context {
-	ctx, cancel := context.WithTimeout(bg, time.Second)
+	ctx, cancel := context.WithTimeout(bg, 500*time.Millisecond)
 	t.Cleanup(cancel)
 	return ctx
 }
@@ -239,7 +246,7 @@ func TestMembers(t *testing.T) {
 				t.Fatalf("no violation for %s: %v", subject, v.errs)
 			}
 		}
-		runs, err := js.KeyValue(short(t), "TOOLMUX_RUNS")
+		runs, err := js.KeyValue(long(t), "TOOLMUX_RUNS")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -252,7 +259,7 @@ func TestMembers(t *testing.T) {
 		if _, err := runs.Keys(short(t)); err == nil {
 			t.Fatal("alice listed every run")
 		}
-		ev, err := js.Stream(short(t), "TOOLMUX_EVENTS")
+		ev, err := js.Stream(long(t), "TOOLMUX_EVENTS")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -262,7 +269,7 @@ func TestMembers(t *testing.T) {
 		if _, err := ev.OrderedConsumer(short(t), jetstream.OrderedConsumerConfig{FilterSubjects: []string{"toolmux.events.>"}}); err == nil {
 			t.Fatal("alice followed every run's events")
 		}
-		if _, err := js.Stream(short(t), "TOOLMUX_JOURNAL"); err != nil {
+		if _, err := js.Stream(long(t), "TOOLMUX_JOURNAL"); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := nc.Subscribe("_INBOX_toolmux."+bob.NKey+".>", func(*nats.Msg) {}); err != nil {
