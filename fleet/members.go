@@ -314,6 +314,8 @@ func readPrivate(path string) ([]byte, fs.FileInfo, error) {
 // it by a rename (a new inode); an edit in place changes its size or
 // time; a chmod its mode.
 type stamp struct {
+	// again: not a file's; the next look reads the file whatever it is.
+	again  bool
 	exists bool
 	ino    uint64
 	size   int64
@@ -334,11 +336,18 @@ func stampOf(fi fs.FileInfo) stamp {
 
 // Follow calls fn with the members now, and again each time the file
 // changes (looked at every every, one stat), until ctx ends. A file that
-// cannot be used is told as an error, once while it lasts; fn is not
-// called again until the file changes.
-func (s *MemberStore) Follow(ctx context.Context, every time.Duration, fn func([]Member, error)) {
-	mf, last, err := s.read()
-	fn(mf.Members, err)
+// cannot be used is told as an error, once while it lasts. fn returns
+// whether to be called again at the next look even if the file does not
+// change (it could not apply the members: the fleet's server was away).
+func (s *MemberStore) Follow(ctx context.Context, every time.Duration, fn func([]Member, error) (again bool)) {
+	look := func() stamp {
+		mf, st, err := s.read()
+		if fn(mf.Members, err) {
+			return stamp{again: true} // equal to no file's
+		}
+		return st
+	}
+	last := look()
 	t := time.NewTicker(every)
 	defer t.Stop()
 	for {
@@ -351,11 +360,9 @@ func (s *MemberStore) Follow(ctx context.Context, every time.Duration, fn func([
 		if fi, err := os.Stat(s.path); err == nil {
 			now = stampOf(fi)
 		}
-		if now == last {
-			continue
+		if now != last {
+			last = look()
 		}
-		mf, last, err = s.read()
-		fn(mf.Members, err)
 	}
 }
 

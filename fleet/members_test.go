@@ -519,16 +519,17 @@ func TestMemberStore(t *testing.T) {
 	}
 }
 
-// Follow tells the members when the file changes, and once when it
-// cannot be used.
+// Follow tells the members when the file changes, once when it cannot
+// be used, and again at the next look when they could not be applied.
 func TestMemberStoreFollow(t *testing.T) {
 	st := fleet.NewMemberStore(filepath.Join(t.TempDir(), "members.json"))
 	seen := make(chan string, 10)
+	failOnce := true
 	ctx, cancel := context.WithCancel(bg)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		st.Follow(ctx, 10*time.Millisecond, func(ms []fleet.Member, err error) {
+		st.Follow(ctx, 10*time.Millisecond, func(ms []fleet.Member, err error) bool {
 			names := make([]string, len(ms))
 			for i, m := range ms {
 				names[i] = m.Name
@@ -537,6 +538,11 @@ func TestMemberStoreFollow(t *testing.T) {
 				names = []string{"error"}
 			}
 			seen <- strings.Join(names, ",")
+			if len(ms) > 0 && failOnce {
+				failOnce = false
+				return true // not applied: told again, the file unchanged
+			}
+			return false
 		})
 	}()
 	defer func() { cancel(); <-done }()
@@ -556,6 +562,7 @@ func TestMemberStoreFollow(t *testing.T) {
 	if _, err := st.Add(fleet.Member{Name: "alice", Role: fleet.RoleWorker, NKey: k}, false); err != nil {
 		t.Fatal(err)
 	}
+	next("alice")
 	next("alice")
 	if err := os.Chmod(st.Path(), 0o640); err != nil {
 		t.Fatal(err)

@@ -8,9 +8,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/nats-io/nkeys"
-
 	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nkeys"
 )
 
 // ServerOptions configure an embedded NATS server (toolmux serve
@@ -44,9 +43,9 @@ type ServerOptions struct {
 	Name string
 }
 
-// Server is an embedded NATS server with JetStream. Nothing connects to
-// it without a credential: its own gateway's key (Admin), the token, or a
-// member's key.
+// Server is an embedded NATS server with JetStream. Started with a
+// Token, Members or MembersOnly, nothing connects to it without a
+// credential: its own gateway's key (Admin), the token, or a member's key.
 type Server struct {
 	s *server.Server
 	// o are the options it was started with; admin is its gateway's key.

@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -148,7 +149,7 @@ func (a *app) startFleetNode(ctx context.Context, ff fleetFlags, listen, token s
 		if err := fn.fleet.PublishMembers(ctx, members); err != nil {
 			return nil, &exitError{code: exitFailed, err: err}
 		}
-		fn.followMembers()
+		fn.followMembers(members)
 	}
 	return fn, nil
 }
@@ -180,44 +181,50 @@ const memberRecheck = time.Second
 // first run comes), then the embedded server's users (a member removed is
 // disconnected, and refused from then on). A file that cannot be used is
 // said once, and changes nothing until it is put right.
-func (fn *fleetNode) followMembers() {
+func (fn *fleetNode) followMembers(applied []fleet.Member) {
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
-	first := true
 	wg.Go(func() {
-		fn.members.Follow(ctx, memberRecheck, func(ms []fleet.Member, err error) {
-			if first {
-				first = false // applied at the start
-				if err == nil {
-					return
-				}
-			}
+		fn.members.Follow(ctx, memberRecheck, func(ms []fleet.Member, err error) (again bool) {
 			if err != nil {
 				fn.stderr("toolmux: the fleet's members are unchanged until their file is put right: %v\n", err)
-				return
+				return false
 			}
-			if err := fn.setUp(ctx, ms); err != nil && ctx.Err() == nil {
-				fn.stderr("toolmux: setting the fleet up for its members: %v\n", err)
-				return
+			if sameMembers(ms, applied) {
+				return false
 			}
-			if err := fn.fleet.PublishMembers(ctx, ms); err != nil && ctx.Err() == nil {
-				fn.stderr("toolmux: publishing the fleet's members: %v\n", err)
-				return
+			if err := fn.setUp(ctx, ms); err != nil {
+				fn.stderr("toolmux: setting the fleet up for its members: %v (trying again)\n", err)
+				return ctx.Err() == nil
+			}
+			if err := fn.fleet.PublishMembers(ctx, ms); err != nil {
+				fn.stderr("toolmux: publishing the fleet's members: %v (trying again)\n", err)
+				return ctx.Err() == nil
 			}
 			if fn.server != nil {
 				if err := fn.server.SetMembers(ms); err != nil {
-					fn.stderr("toolmux: %v\n", err)
-					return
+					fn.stderr("toolmux: %v (trying again)\n", err)
+					return ctx.Err() == nil
 				}
 			}
+			applied = ms
 			names := make([]string, len(ms))
 			for i, m := range ms {
 				names[i] = m.Name + " (" + string(m.Role) + ")"
 			}
 			fn.stderr("toolmux: fleet members changed: %s%s\n", plural(len(ms), "member"), listOf(names))
+			return false
 		})
 	})
 	fn.stopMembers = func() { cancel(); wg.Wait() }
+}
+
+// sameMembers reports whether a and b are the same members, with the
+// same keys, roles and groups.
+func sameMembers(a, b []fleet.Member) bool {
+	return slices.EqualFunc(a, b, func(x, y fleet.Member) bool {
+		return x.Name == y.Name && x.Role == y.Role && x.NKey == y.NKey && slices.Equal(x.Groups, y.Groups)
+	})
 }
 
 func listOf(names []string) string {
