@@ -103,6 +103,12 @@ type Options struct {
 	// tracing up (the CLI passes os.Getenv); nil: only the configuration
 	// decides.
 	Getenv func(string) string
+	// Visibility, when set, says which tools each caller may see and
+	// call (the groups section's tools, policy.VisibilityFromConfig): an
+	// agent run made for a caller (its context carries it: a fleet's
+	// run, its submitter's) is offered and may call only those
+	// (visibility.go). nil: every run sees every tool.
+	Visibility func() *policy.Visibility
 }
 
 // TaskLogError is a task log that could not be opened.
@@ -312,6 +318,10 @@ func Open(ctx context.Context, cfg *config.Config, o Options) (rt *Runtime, err 
 	}
 	rt.agents = agent.Runtime{Model: rt.Model, Models: models, Calls: rt.Scheduler, Catalog: rt.Pipeline,
 		Turns: rt.Pipeline, Events: rt.Events, Logger: log, Observer: o.AgentObserver, Tracer: rt.Telemetry.Tracer()}
+	if o.Visibility != nil {
+		rt.agents.Catalog = visibleCatalog{Catalog: rt.Pipeline, vis: o.Visibility}
+		rt.agents.Calls = visibleCalls{Caller: rt.Scheduler, vis: o.Visibility, catalog: rt.Pipeline}
+	}
 	if rt.Log != nil {
 		rt.agents.Log = rt.Log
 	}

@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"time"
 
+	"github.com/toolmux/toolmux/identity"
 	"github.com/toolmux/toolmux/internal/errkind"
 	"github.com/toolmux/toolmux/internal/toolglob"
 	"github.com/toolmux/toolmux/llm"
@@ -315,7 +316,9 @@ func (a *Agent) Run(ctx context.Context, task string, opts ...RunOption) (res *R
 		meta[k] = v
 	}
 	if a.rt.Log != nil {
-		if err := a.rt.Log.StartTask(ctx, tasklog.Task{ID: o.task, Input: task, Metadata: meta}); err != nil {
+		// A run made for a caller (a fleet's run, its submitter's) is
+		// that caller's task (docs/identity.md "Ownership").
+		if err := a.rt.Log.StartTask(ctx, tasklog.Task{ID: o.task, Input: task, Metadata: meta, Caller: identity.RefFrom(ctx)}); err != nil {
 			return &Result{Task: o.task}, &Error{Kind: ErrConfig, Agent: a.cfg.Name, Message: "the task log refused the task", Err: err}
 		}
 	}

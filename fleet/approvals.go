@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/toolmux/toolmux/identity"
 	"github.com/toolmux/toolmux/policy"
 	"github.com/toolmux/toolmux/tool"
 )
@@ -39,6 +40,9 @@ type question struct {
 	Message     string           `json:"message,omitempty"`
 	Annotations tool.Annotations `json:"annotations,omitzero"`
 	Description string           `json:"description,omitempty"`
+	// Caller is who asks: the run's submitter (its name, subject and
+	// groups; never a credential), nil for a run of no caller.
+	Caller *identity.Caller `json:"caller,omitempty"`
 }
 
 // reply is a gateway's answer.
@@ -73,7 +77,7 @@ type remoteApprover struct {
 func (a *remoteApprover) Approve(ctx context.Context, req policy.Request) (policy.Answer, error) {
 	q := question{ID: req.Call.ID, Worker: a.worker, Run: req.Call.Task, Session: req.Call.Session, Server: req.Call.Server,
 		Tool: req.Call.Tool, Arguments: req.Call.Arguments, Rule: req.Decision.Rule, Message: req.Decision.Message,
-		Annotations: req.Tool.Annotations, Description: req.Tool.Description}
+		Annotations: req.Tool.Annotations, Description: req.Tool.Description, Caller: req.Caller}
 	if q.ID == "" {
 		q.ID = tool.NewID()
 	}
@@ -181,11 +185,20 @@ func (f *Fleet) ServeApprovals(approver policy.Approver, log *slog.Logger) (stop
 			stopWatch := f.watchWorker(qctx, q.Worker, qcancel)
 			defer stopWatch()
 			req := policy.Request{
-				Tool:     tool.Tool{Server: q.Server, Name: q.Tool, Description: q.Description, Annotations: q.Annotations},
-				Call:     tool.Call{ID: q.ID, Server: q.Server, Tool: q.Tool, Arguments: q.Arguments, Task: q.Run, Session: q.Session},
+				Tool: tool.Tool{Server: q.Server, Name: q.Tool, Description: q.Description, Annotations: q.Annotations},
+				Call: tool.Call{ID: q.ID, Server: q.Server, Tool: q.Tool, Arguments: q.Arguments, Task: q.Run, Session: q.Session,
+					Caller: q.Caller.Ref()},
 				Decision: policy.Decision{Action: policy.Ask, Rule: q.Rule, Message: q.Message},
+				// The question is its asker's, as a gateway client's is:
+				// who sees it, who may answer it (not its asker, with
+				// self-approval off).
+				Caller: q.Caller,
 			}
-			ans, err := approver.Approve(qctx, req)
+			actx := qctx
+			if q.Caller != nil {
+				actx = identity.With(qctx, q.Caller)
+			}
+			ans, err := approver.Approve(actx, req)
 			var r reply
 			var nae *policy.NoApproverError
 			var ue *policy.UnansweredError

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -28,6 +29,14 @@ type ConnectOptions struct {
 	// for its JetStream, instead of failing at once: for members that run
 	// unattended (workers), started before or while the server is down.
 	Wait *Wait
+	// Credentials, when set, are the member's own (its nkey,
+	// docs/fleet.md "Members"): Token is then not sent.
+	Credentials *Credentials
+	// Role is what the member of Credentials is: a worker or a
+	// submitter binds to what the fleet's gateway set up and changes
+	// nothing, and a submitter's runs are its own (Options.Member); ""
+	// or RoleGateway: the fleet's admin.
+	Role Role
 }
 
 // Wait is how a member waits for the fleet: attempts spaced by an
@@ -139,6 +148,9 @@ func mendable(err error) bool {
 		return true
 	case errors.As(err, &api):
 		return api.Code == http.StatusServiceUnavailable
+	case errors.As(err, new(*NotSetUpError)):
+		// The gateway sets the fleet up when it starts.
+		return true
 	}
 	return false
 }
@@ -155,8 +167,24 @@ func Connect(ctx context.Context, url, name string, o Options) (*Fleet, error) {
 // for the server (co.Wait) until ctx ends. A wait that ctx ends is an
 // *UnreachableError wrapping ctx's error.
 func ConnectWith(ctx context.Context, url, name string, o Options, co ConnectOptions) (*Fleet, error) {
-	opts := []nats.Option{nats.Name(name), nats.MaxReconnects(-1), nats.ReconnectWait(reconnectWait), nats.Timeout(5 * time.Second)}
-	if co.Token != nil && !HasCredentials(url) {
+	o.defaults()
+	denied := &denials{}
+	opts := []nats.Option{nats.Name(name), nats.MaxReconnects(-1), nats.ReconnectWait(reconnectWait), nats.Timeout(5 * time.Second),
+		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
+			if errors.Is(err, nats.ErrPermissionViolation) {
+				denied.refused(err)
+			}
+		})}
+	switch {
+	case co.Credentials != nil:
+		opts = append(opts, co.Credentials.opt)
+		if co.Role != "" && co.Role != RoleGateway {
+			o.Member = &Membership{Role: co.Role, Key: co.Credentials.PublicKey}
+			denied.member = o.Member
+			// Its replies come to an inbox only it may read.
+			opts = append(opts, nats.CustomInboxPrefix(InboxPrefix(o.Prefix, co.Credentials.PublicKey)))
+		}
+	case co.Token != nil && !HasCredentials(url):
 		opts = append(opts, nats.TokenHandler(co.Token))
 	}
 	w := co.Wait
@@ -190,8 +218,13 @@ func ConnectWith(ctx context.Context, url, name string, o Options, co ConnectOpt
 		return nil, &UnreachableError{URL: url, Err: err}
 	}
 	var f *Fleet
+	open := func(ctx context.Context) (err error) {
+		gctx, end := denied.guard(ctx)
+		f, err = Open(gctx, nc, o)
+		return end(err)
+	}
 	if w == nil {
-		f, err = Open(ctx, nc, o)
+		err = open(ctx)
 	} else {
 		if err := awaitConnected(ctx, nc); err != nil {
 			nc.Close()
@@ -201,17 +234,86 @@ func ConnectWith(ctx context.Context, url, name string, o Options, co ConnectOpt
 		// Connected is not ready: the streams and buckets are set up
 		// through JetStream, which may not answer yet (a cluster
 		// electing its leader, a server still recovering its streams).
-		err = w.Do(ctx, WaitJetStream, func(ctx context.Context) (err error) {
-			f, err = Open(ctx, nc, o)
-			return err
-		})
+		err = w.Do(ctx, WaitJetStream, open)
 	}
 	if err != nil {
 		nc.Close()
 		return nil, err
 	}
 	f.ownConn = true
+	f.denied = denied
 	return f, nil
+}
+
+// PermissionError is what the fleet's NATS server refused this member:
+// its role may not do it (docs/fleet.md "Members"), such as a worker's
+// credentials submitting a run, or a submitter reading another's.
+type PermissionError struct {
+	// Member is who was refused; nil for the fleet's admin.
+	Member *Membership
+	// Err is the server's refusal (errors.Is nats.ErrPermissionViolation).
+	Err error
+}
+
+func (e *PermissionError) Error() string {
+	who := "this connection"
+	if e.Member != nil {
+		who = fmt.Sprintf("this %s (nkey %s)", e.Member.Role, e.Member.Key)
+	}
+	return fmt.Sprintf("fleet: the NATS server refused %s: %v", who, e.Err)
+}
+
+func (e *PermissionError) Unwrap() error { return e.Err }
+
+// denials tells the operations of a connection that the server refused
+// something of it. The server says so on its own (a permission violation
+// comes apart from any answer): a request on a subject the member may not
+// publish on gets no answer, and would wait out its timeout; the
+// operations waiting end at once instead, with a *PermissionError.
+type denials struct {
+	member *Membership
+
+	mu      sync.Mutex
+	waiting map[*int]context.CancelCauseFunc
+}
+
+func (d *denials) refused(err error) {
+	if d == nil {
+		return
+	}
+	pe := &PermissionError{Member: d.member, Err: err}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for _, cancel := range d.waiting {
+		cancel(pe)
+	}
+}
+
+// guard returns ctx ended by the next refusal, and end, which stops
+// watching and gives the refusal, when there was one, in place of err.
+func (d *denials) guard(ctx context.Context) (context.Context, func(err error) error) {
+	if d == nil {
+		return ctx, func(err error) error { return err }
+	}
+	gctx, cancel := context.WithCancelCause(ctx)
+	tok := new(int)
+	d.mu.Lock()
+	if d.waiting == nil {
+		d.waiting = map[*int]context.CancelCauseFunc{}
+	}
+	d.waiting[tok] = cancel
+	d.mu.Unlock()
+	return gctx, func(err error) error {
+		d.mu.Lock()
+		delete(d.waiting, tok)
+		d.mu.Unlock()
+		pe, refused := context.Cause(gctx).(*PermissionError)
+		cancel(nil)
+		if refused && err != nil {
+			return pe
+		}
+		return err
+	}
 }
 
 // awaitConnected returns once nc, connecting in the background

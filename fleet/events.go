@@ -41,6 +41,9 @@ type EventStore struct {
 
 	mu   sync.Mutex
 	seqs map[string]int64
+	// subjects are the runs' events' subjects, by task (Begin): a
+	// member's run's are under its submitter's key.
+	subjects map[string]string
 	// ended are runs whose end_of_workflow event is stored.
 	ended map[string]chan struct{}
 	// muted are runs this worker gave up (handed back past the grace, or
@@ -53,7 +56,7 @@ type EventStore struct {
 
 // NewEventStore returns the event store of worker's hub.
 func NewEventStore(f *Fleet, worker string) *EventStore {
-	return &EventStore{f: f, worker: worker, seqs: map[string]int64{}, ended: map[string]chan struct{}{}, muted: map[string]bool{}}
+	return &EventStore{f: f, worker: worker, seqs: map[string]int64{}, subjects: map[string]string{}, ended: map[string]chan struct{}{}, muted: map[string]bool{}}
 }
 
 // AppendEvents publishes evs, in order, and returns when the stream has
@@ -81,12 +84,13 @@ func (s *EventStore) AppendEvents(ctx context.Context, evs ...stream.Event) erro
 			}
 			continue
 		}
-		seq, err := s.next(ctx, e.Task)
+		subject := s.subjectOf(e.Task)
+		seq, err := s.next(ctx, e.Task, subject)
 		if err != nil {
 			return err
 		}
 		b, _ := json.Marshal(Event{Seq: seq, Name: e.Name, Task: e.Task, Time: e.Time, Data: e.Data, Worker: s.worker})
-		msg := nats.NewMsg(s.f.eventSubject(e.Task))
+		msg := nats.NewMsg(subject)
 		msg.Data = b
 		msg.Header.Set(seqHeader, strconv.FormatInt(seq, 10))
 		// A retried batch is stored once.
@@ -188,14 +192,26 @@ func (s *EventStore) endedLocked(task string) {
 	}
 }
 
+// subjectOf is the subject of task's events: as Begin was told, or the
+// run's of that id of the fleet's admin.
+func (s *EventStore) subjectOf(task string) string {
+	s.mu.Lock()
+	subject, ok := s.subjects[task]
+	s.mu.Unlock()
+	if !ok {
+		subject = s.f.eventSubjectOf(runRef{id: task})
+	}
+	return subject
+}
+
 // next is the run's next event number: one above the last stored, read
 // from the stream at the run's first event in this process.
-func (s *EventStore) next(ctx context.Context, task string) (int64, error) {
+func (s *EventStore) next(ctx context.Context, task, subject string) (int64, error) {
 	s.mu.Lock()
 	n, ok := s.seqs[task]
 	s.mu.Unlock()
 	if !ok {
-		last, err := s.f.LastEventSeq(ctx, task)
+		last, err := s.f.lastEventSeq(ctx, subject)
 		if err != nil {
 			return 0, err
 		}
@@ -226,8 +242,12 @@ func (s *EventStore) mute(task string) {
 
 // Begin readies the store for a run taken by this worker: its numbering
 // is read afresh (another worker may have gone on since).
-func (s *EventStore) Begin(task string) {
+func (s *EventStore) Begin(task string) { s.begin(task, s.f.eventSubjectOf(runRef{id: task})) }
+
+// begin is Begin for a run whose events go on subject.
+func (s *EventStore) begin(task, subject string) {
 	s.mu.Lock()
+	s.subjects[task] = subject
 	delete(s.muted, task)
 	delete(s.seqs, task)
 	if ch, ok := s.ended[task]; ok {
@@ -261,6 +281,7 @@ func (s *EventStore) WaitEnded(ctx context.Context, task string) error {
 func (s *EventStore) End(task string) {
 	s.mu.Lock()
 	delete(s.seqs, task)
+	delete(s.subjects, task)
 	delete(s.ended, task)
 	s.mu.Unlock()
 }
@@ -278,14 +299,24 @@ func (s *EventStore) LastEventID(context.Context) (int64, error) { return 0, nil
 // none. Events sent again after a server's restart may be stored after
 // higher ones, so the last stored is not always the highest: every one's
 // number is read (headers only).
-func (f *Fleet) LastEventSeq(ctx context.Context, id string) (int64, error) {
-	if _, err := f.events.GetLastMsgForSubject(ctx, f.eventSubject(id)); errors.Is(err, jetstream.ErrMsgNotFound) {
+func (f *Fleet) LastEventSeq(ctx context.Context, id string) (_ int64, err error) {
+	ctx, end := f.denied.guard(ctx)
+	defer func() { err = end(err) }()
+	n, err := f.lastEventSeq(ctx, f.eventSubjectOf(f.own(id)))
+	if err != nil {
+		return 0, fmt.Errorf("fleet: reading the events of run %q: %w", id, err)
+	}
+	return n, nil
+}
+
+func (f *Fleet) lastEventSeq(ctx context.Context, subject string) (int64, error) {
+	if _, err := f.events.GetLastMsgForSubject(ctx, subject); errors.Is(err, jetstream.ErrMsgNotFound) {
 		return 0, nil
 	} else if err != nil {
-		return 0, fmt.Errorf("fleet: reading the last event of run %q: %w", id, err)
+		return 0, err
 	}
 	var highest int64
-	err := f.follow(ctx, jetstream.OrderedConsumerConfig{FilterSubjects: []string{f.eventSubject(id)}, HeadersOnly: true},
+	err := f.follow(ctx, jetstream.OrderedConsumerConfig{FilterSubjects: []string{subject}, HeadersOnly: true},
 		func(m jetstream.Msg, meta *jetstream.MsgMetadata) bool {
 			if n, err := strconv.ParseInt(m.Headers().Get(seqHeader), 10, 64); err == nil {
 				highest = max(highest, n)
@@ -293,18 +324,22 @@ func (f *Fleet) LastEventSeq(ctx context.Context, id string) (int64, error) {
 			return meta.NumPending > 0
 		})
 	if err != nil {
-		return 0, fmt.Errorf("fleet: reading the events of run %q: %w", id, err)
+		return 0, err
 	}
 	return highest, nil
 }
 
-// Events calls fn with the events of run id (every run's with "") after
-// number after, in order, the stored ones first, then live ones as they
-// come, until fn returns false or ctx ends.
-func (f *Fleet) Events(ctx context.Context, id string, after int64, fn func(Event) bool) error {
+// Events calls fn with the events of run id (every run's with ""; a
+// submitter's, its own) after number after, in order, the stored ones
+// first, then live ones as they come, until fn returns false or ctx ends.
+func (f *Fleet) Events(ctx context.Context, id string, after int64, fn func(Event) bool) (err error) {
+	ctx, end := f.denied.guard(ctx)
+	defer func() { err = end(err) }()
 	subject := f.opts.Prefix + ".events.>"
-	if id != "" {
-		subject = f.eventSubject(id)
+	if ref := f.own(id); id != "" {
+		subject = f.eventSubjectOf(ref)
+	} else if ref.owner != "" {
+		subject = f.opts.Prefix + ".events." + memberSpace + ref.owner + ".>"
 	}
 	return f.follow(ctx, jetstream.OrderedConsumerConfig{FilterSubjects: []string{subject}},
 		func(m jetstream.Msg, _ *jetstream.MsgMetadata) bool {

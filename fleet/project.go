@@ -3,6 +3,7 @@ package fleet
 import (
 	"context"
 	"encoding/json"
+	"slices"
 
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -37,8 +38,10 @@ type Summary struct {
 	Runs    map[Status]int `json:"runs"`
 }
 
-// Summarize returns the workers alive and the runs counted by status.
-func (f *Fleet) Summarize(ctx context.Context) (*Summary, error) {
+// Summarize returns the workers alive and the runs counted by status:
+// the runs sees keeps (nil: all), and of the runs the workers hold, those
+// (a caller's own, where callers see only theirs).
+func (f *Fleet) Summarize(ctx context.Context, sees func(*Run) bool) (*Summary, error) {
 	ws, err := f.Workers(ctx)
 	if err != nil {
 		return nil, err
@@ -51,8 +54,22 @@ func (f *Fleet) Summarize(ctx context.Context) (*Summary, error) {
 	if s.Workers == nil {
 		s.Workers = []WorkerInfo{}
 	}
+	seen := map[string]bool{}
 	for _, r := range runs {
+		if sees != nil && !sees(r) {
+			continue
+		}
 		s.Runs[r.Status]++
+		task := r.TaskID
+		if task == "" && r.SubmitterKey == "" {
+			task = r.ID // taken by a worker before task ids were kept
+		}
+		seen[task] = true
+	}
+	if sees != nil {
+		for i, w := range s.Workers {
+			s.Workers[i].Running = slices.DeleteFunc(slices.Clone(w.Running), func(task string) bool { return !seen[task] })
+		}
 	}
 	return s, nil
 }

@@ -178,6 +178,10 @@ type nodeOptions struct {
 	// unfenced leaves the worker without its journal's claims
 	// (WorkerOptions.Journal nil): it does not learn of a run lost.
 	unfenced bool
+	// creds are the worker's own, as a member of the fleet.
+	creds *fleet.Credentials
+	// cfg changes the worker's configuration.
+	cfg func(*config.Config)
 }
 
 // newNode assembles a worker named name; start runs it. The runtime is
@@ -192,7 +196,11 @@ func newNode(t *testing.T, s *fleet.Server, o fleet.Options, name string, model 
 	if nopt.url != "" {
 		url = nopt.url
 	}
-	f, err := fleet.Connect(bg, url, name, o)
+	var co fleet.ConnectOptions
+	if nopt.creds != nil {
+		co = fleet.ConnectOptions{Credentials: nopt.creds, Role: fleet.RoleWorker}
+	}
+	f, err := fleet.ConnectWith(bg, url, name, o, co)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -214,6 +222,9 @@ func newNode(t *testing.T, s *fleet.Server, o fleet.Options, name string, model 
 	cfg.Builtin.Enabled = false
 	cfg.DataDir = t.TempDir()
 	cfg.TaskLog.Enabled = true
+	if nopt.cfg != nil {
+		nopt.cfg(cfg)
+	}
 	log := slog.New(slog.DiscardHandler)
 	if os.Getenv("FLEET_TEST_LOG") != "" {
 		log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug})).With("worker", name)

@@ -81,23 +81,28 @@ func stickyKey(server, run string) string {
 func offerKey(server, holder string) string { return "offer." + jsjournal.Token(server) + "." + holder }
 func offerPrefix(server string) string      { return "offer." + jsjournal.Token(server) + "." }
 
-// ensureShared creates the shared calls' stream and the tools bucket.
+// ensureShared creates the shared calls' stream and the tools bucket (a
+// member binds to them: the gateway set them up).
 func (f *Fleet) ensureShared(ctx context.Context) (jetstream.KeyValue, error) {
-	storage := jetstream.FileStorage
-	if f.opts.Memory {
-		storage = jetstream.MemoryStorage
-	}
-	if _, err := f.js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+	scfg := jetstream.StreamConfig{
 		Name: f.sharedStream(), Description: "toolmux calls of shared tools",
 		Subjects: []string{f.opts.Prefix + ".shared.>"}, Retention: jetstream.WorkQueuePolicy,
-		Replicas: f.opts.Replicas, Storage: storage,
-	}); err != nil {
+		Replicas: f.opts.Replicas, Storage: f.storage(),
+	}
+	kcfg := jetstream.KeyValueConfig{
+		Bucket: upper(f.opts.Prefix) + "_SHARED", Description: "toolmux shared tools: offers and runs' holders",
+		TTL: 3 * f.opts.heartbeat(), History: 1, Replicas: f.opts.Replicas, Storage: f.storage(),
+	}
+	if f.opts.Member.binds() {
+		if _, err := f.bindStream(ctx, scfg); err != nil {
+			return nil, err
+		}
+		return f.bindBucket(ctx, kcfg)
+	}
+	if _, err := f.js.CreateOrUpdateStream(ctx, scfg); err != nil {
 		return nil, fmt.Errorf("fleet: creating the shared calls' stream: %w", err)
 	}
-	kv, err := f.js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
-		Bucket: upper(f.opts.Prefix) + "_SHARED", Description: "toolmux shared tools: offers and runs' holders",
-		TTL: 3 * f.opts.heartbeat(), History: 1, Replicas: f.opts.Replicas, Storage: storage,
-	})
+	kv, err := f.js.CreateOrUpdateKeyValue(ctx, kcfg)
 	if err != nil {
 		return nil, fmt.Errorf("fleet: creating the shared tools' bucket: %w", err)
 	}

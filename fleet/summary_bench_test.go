@@ -34,7 +34,7 @@ func BenchmarkSummarize(b *testing.B) {
 			}
 			b.ResetTimer()
 			for b.Loop() {
-				sum, err := f.Summarize(ctx)
+				sum, err := f.Summarize(ctx, nil)
 				if err != nil {
 					b.Fatal(err)
 				}

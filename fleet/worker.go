@@ -14,6 +14,7 @@ import (
 
 	"github.com/toolmux/toolmux"
 	"github.com/toolmux/toolmux/agent"
+	"github.com/toolmux/toolmux/identity"
 	"github.com/toolmux/toolmux/tasklog/jsjournal"
 )
 
@@ -91,8 +92,9 @@ func (f *Fleet) NewWorker(ctx context.Context, o WorkerOptions) (*Worker, error)
 		o.Grace = 30 * time.Second
 	}
 	host, _ := os.Hostname()
+	defaultName := fmt.Sprintf("%s-%d", host, os.Getpid())
 	if o.Name == "" {
-		o.Name = fmt.Sprintf("%s-%d", host, os.Getpid())
+		o.Name = defaultName
 	}
 	if !jsjournal.ValidToken(o.Name) {
 		return nil, &ConfigError{Field: "name", Reason: fmt.Sprintf("%q: want letters, digits, '-' and '_'", o.Name)}
@@ -101,13 +103,47 @@ func (f *Fleet) NewWorker(ctx context.Context, o WorkerOptions) (*Worker, error)
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	if err := f.setLease(ctx); err != nil {
+	if f.opts.Member.binds() {
+		// A member's name is the fleet's: its heartbeat is its own.
+		self, err := f.Self(ctx)
+		if err != nil {
+			return nil, err
+		}
+		if o.Name != self.Name && o.Name != defaultName {
+			return nil, &ConfigError{Field: "name", Reason: fmt.Sprintf("%q: this worker's credentials are member %q's, and its name is its member's", o.Name, self.Name)}
+		}
+		o.Name = self.Name
+	} else if err := f.setLease(ctx); err != nil {
 		return nil, err
 	}
-	// Every worker shares one durable consumer: the queue hands each
-	// run to one of them, and to another when the lease (AckWait)
-	// lapses. Deliveries are counted by the worker, which gives a run
-	// up after MaxDeliveries; the consumer itself never stops.
+	cons, err := f.queueConsumer(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return &Worker{f: f, o: o, log: log, cons: cons, running: map[string]time.Time{}, started: time.Now().UTC()}, nil
+}
+
+// queueConsumer is the queue's one consumer, which every worker shares:
+// the queue hands each run to one of them, and to another when the lease
+// (AckWait) lapses. Deliveries are counted by the worker, which gives a
+// run up after MaxDeliveries; the consumer itself never stops. The
+// fleet's admin (a worker of a fleet without members, the gateway) makes
+// it with its lease; a member binds to it and takes its lease, the
+// gateway's.
+func (f *Fleet) queueConsumer(ctx context.Context) (jetstream.Consumer, error) {
+	if f.opts.Member.binds() {
+		cons, err := f.js.Consumer(ctx, f.queueStream(), f.consumerName())
+		if errors.Is(err, jetstream.ErrConsumerNotFound) {
+			return nil, &NotSetUpError{What: "the queue's consumer " + f.consumerName()}
+		}
+		if err != nil {
+			return nil, fmt.Errorf("fleet: joining the queue: %w", err)
+		}
+		if lease := cons.CachedInfo().Config.AckWait; lease > 0 {
+			f.opts.Lease = lease
+		}
+		return cons, nil
+	}
 	cons, err := f.js.CreateOrUpdateConsumer(ctx, f.queueStream(), jetstream.ConsumerConfig{
 		Durable:       f.consumerName(),
 		Description:   "toolmux workers",
@@ -115,12 +151,13 @@ func (f *Fleet) NewWorker(ctx context.Context, o WorkerOptions) (*Worker, error)
 		AckWait:       f.opts.Lease,
 		MaxDeliver:    -1,
 		MaxAckPending: -1,
-		FilterSubject: f.queueSubject(),
+		// Every submitter's subject, and the admin's.
+		FilterSubject: f.opts.Prefix + ".queue.>",
 	})
 	if err != nil {
 		return nil, fmt.Errorf("fleet: joining the queue: %w", err)
 	}
-	return &Worker{f: f, o: o, log: log, cons: cons, running: map[string]time.Time{}, started: time.Now().UTC()}, nil
+	return cons, nil
 }
 
 // Name is the worker's name.
@@ -243,13 +280,40 @@ func (w *Worker) handle(ctx context.Context, m jetstream.Msg) {
 		_ = m.Term()
 		return
 	}
+	// Who submitted the run is the subject it came on, which only its
+	// submitter may publish on: never what the request says.
+	owner, ok := w.f.submitterOf(m.Subject())
+	if !ok {
+		w.log.Warn("dropping a run request on a subject of no submitter", "subject", m.Subject())
+		_ = m.Term()
+		return
+	}
+	ref := runRef{owner: owner, id: req.ID}
+	task, caller := req.ID, (*identity.Caller)(nil)
+	if owner != "" {
+		sub, err := w.f.Member(ctx, owner)
+		var nm *NotMemberError
+		switch {
+		case errors.As(err, &nm) || err == nil && sub.Role != RoleSubmitter:
+			if err == nil {
+				nm = &NotMemberError{Key: owner, Name: sub.Name, Role: sub.Role}
+			}
+			w.refuse(ctx, m, ref, nm)
+			return
+		case err != nil:
+			w.log.Warn("could not read a run's submitter; handing it back", "run", req.ID, "error", err)
+			_ = m.NakWithDelay(time.Second)
+			return
+		}
+		caller, task = sub.Caller(), sub.Name+":"+req.ID
+	}
 	deliveries := int(meta.NumDelivered)
 	seq := meta.Sequence.Stream
 	// Take the run in its state, by compare-and-set: a second message of
 	// a run already taken (or over) is dropped; a redelivery of the same
 	// message is the run handed back or its worker gone, and is taken.
 	var giveUp bool
-	run, err := w.f.update(ctx, req.ID, func(r *Run) error {
+	run, err := w.f.update(ctx, ref, func(r *Run) error {
 		if r.Request.ID == "" || r.Task == "" {
 			r.Request = req
 		}
@@ -259,6 +323,10 @@ func (w *Worker) handle(ctx context.Context, m jetstream.Msg) {
 		r.Deliveries = deliveries
 		r.QueueSeq = seq
 		r.Worker = w.o.Name
+		r.TaskID = task
+		if caller != nil {
+			r.Submitter = caller.Name
+		}
 		if deliveries > w.f.opts.MaxDeliveries {
 			giveUp = true
 			r.Status = StatusFailed
@@ -287,24 +355,24 @@ func (w *Worker) handle(ctx context.Context, m jetstream.Msg) {
 		return
 	}
 	w.mu.Lock()
-	w.running[req.ID] = time.Now()
+	w.running[task] = time.Now()
 	w.mu.Unlock()
 	defer func() {
 		w.mu.Lock()
-		delete(w.running, req.ID)
+		delete(w.running, task)
 		w.mu.Unlock()
 	}()
 	if w.o.Journal != nil {
-		if _, err := w.o.Journal.Claim(ctx, req.ID, w.o.Name); err != nil {
+		if _, err := w.o.Journal.Claim(ctx, task, w.o.Name); err != nil {
 			w.log.Warn("could not claim a run's journal; handing it back", "run", req.ID, "error", err)
 			_ = m.NakWithDelay(time.Second)
 			return
 		}
-		defer w.o.Journal.Release(req.ID)
+		defer w.o.Journal.Release(task)
 	}
 	if w.o.Events != nil {
-		w.o.Events.Begin(req.ID)
-		defer w.o.Events.End(req.ID)
+		w.o.Events.begin(task, w.f.eventSubjectOf(ref))
+		defer w.o.Events.End(task)
 	}
 
 	// The lease: renewed while the run lives; lost (another worker
@@ -312,12 +380,18 @@ func (w *Worker) handle(ctx context.Context, m jetstream.Msg) {
 	runCtx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	var lease sync.WaitGroup
-	lease.Go(func() { w.renew(runCtx, cancel, m, req.ID) })
-	res, runErr := w.o.Runner.Run(runCtx, toolmux.Task{ID: req.ID, Input: req.Task, Agent: req.Agent, Metadata: req.Metadata, Resume: true})
+	lease.Go(func() { w.renew(runCtx, cancel, m, task) })
+	// The run is its submitter's: its calls are decided, recorded and
+	// limited for that caller, as a gateway's call by it would be.
+	callCtx := runCtx
+	if caller != nil {
+		callCtx = identity.With(runCtx, caller)
+	}
+	res, runErr := w.o.Runner.Run(callCtx, toolmux.Task{ID: task, Input: req.Task, Agent: req.Agent, Metadata: req.Metadata, Resume: true})
 	if w.o.Events != nil && res != nil {
 		// The agent ran: its events end with end_of_workflow.
 		wctx, wcancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-		if err := w.o.Events.WaitEnded(wctx, req.ID); err != nil {
+		if err := w.o.Events.WaitEnded(wctx, task); err != nil {
 			w.log.Warn("the run's last events were not stored in time", "run", req.ID, "error", err)
 		}
 		wcancel()
@@ -332,12 +406,12 @@ func (w *Worker) handle(ctx context.Context, m jetstream.Msg) {
 	}
 	if ctx.Err() != nil {
 		// Draining past the grace: hand the run back, to be resumed.
-		w.handBack(m, req.ID)
+		w.handBack(m, ref)
 		return
 	}
 	fctx, fcancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer fcancel()
-	_, err = w.f.update(fctx, req.ID, func(r *Run) error {
+	_, err = w.f.update(fctx, ref, func(r *Run) error {
 		if r.Worker != w.o.Name || r.QueueSeq != seq {
 			return errStop
 		}
@@ -366,6 +440,24 @@ func (w *Worker) handle(ctx context.Context, m jetstream.Msg) {
 	if err := m.DoubleAck(fctx); err != nil {
 		w.log.Warn("the queue did not take the acknowledgement of a run", "run", req.ID, "error", err)
 	}
+}
+
+// refuse ends a run whose submitter is not a submitter of the fleet (a
+// member removed since it submitted, or no member at all): it fails,
+// saying so, and leaves the queue.
+func (w *Worker) refuse(ctx context.Context, m jetstream.Msg, ref runRef, why error) {
+	w.log.Warn("refusing a run of no submitter of the fleet", "run", ref.id, "error", why)
+	_, err := w.f.update(ctx, ref, func(r *Run) error {
+		if r.Status.Final() {
+			return errStop
+		}
+		r.Status, r.Error, r.Worker, r.Ended = StatusFailed, why.Error(), w.o.Name, time.Now().UTC()
+		return nil
+	})
+	if err != nil && !errors.Is(err, errStop) {
+		w.log.Warn("could not record a refused run", "run", ref.id, "error", err)
+	}
+	_ = m.Term()
 }
 
 // errLeaseLost ends a run whose lease another worker took.
@@ -405,10 +497,11 @@ func isOwnership(err error) bool {
 	return errors.As(err, &oe)
 }
 
-func (w *Worker) handBack(m jetstream.Msg, id string) {
+func (w *Worker) handBack(m jetstream.Msg, ref runRef) {
+	id := ref.id
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	_, err := w.f.update(ctx, id, func(r *Run) error {
+	_, err := w.f.update(ctx, ref, func(r *Run) error {
 		if r.Worker != w.o.Name || r.Status != StatusRunning {
 			return errStop
 		}

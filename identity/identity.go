@@ -32,8 +32,8 @@ type Caller struct {
 	// Groups are the caller's groups, from a token's groups claim or the
 	// key's groups.
 	Groups []string `json:"groups,omitempty"`
-	// Method says how the caller proved it: MethodKey, MethodJWT or
-	// MethodIntrospection.
+	// Method says how the caller proved it: MethodKey, MethodJWT,
+	// MethodIntrospection, or MethodNKey for a fleet's submitter.
 	Method string `json:"method"`
 	// Issuer is the issuer of the caller's token; "" for a key.
 	Issuer string `json:"issuer,omitempty"`
@@ -52,6 +52,11 @@ const (
 	MethodKey           = "key"
 	MethodJWT           = "jwt"
 	MethodIntrospection = "introspection"
+	// MethodNKey: a run of a fleet, submitted by a member of the fleet
+	// with its own nkey (package fleet); its subject is the API key's of
+	// the member's name (KeySubject), so that the key of that name sees
+	// the member's runs as its own.
+	MethodNKey = "nkey"
 )
 
 // Key returns what identifies the caller across requests: the same

@@ -266,9 +266,7 @@ func (s *KeyStore) update(change func(*keyFile) error) error {
 	return s.write(kf)
 }
 
-// lock takes the store's lock: an flock on a file beside it (the store's
-// own file is replaced by every write, so a lock on it would lock a file
-// the next writer no longer opens).
+// lock takes the store's lock: an flock on a file beside it.
 func (s *KeyStore) lock() (unlock func(), err error) {
 	unlock, err = privfile.Lock(s.path + ".lock")
 	if err != nil {
@@ -277,7 +275,7 @@ func (s *KeyStore) lock() (unlock func(), err error) {
 	return unlock, nil
 }
 
-// write replaces the file with kf, by a rename (privfile.Replace).
+// write replaces the file with kf, whole, by rename.
 func (s *KeyStore) write(kf keyFile) error {
 	kf.Version = keyFileVersion
 	if kf.Keys == nil {
@@ -287,7 +285,7 @@ func (s *KeyStore) write(kf keyFile) error {
 	if err != nil {
 		return err
 	}
-	if err := privfile.Replace(s.path, ".keys-*.json", append(b, '\n')); err != nil {
+	if err := privfile.Write(s.path, append(b, '\n')); err != nil {
 		return s.unreadable("cannot write it", err)
 	}
 	return nil
@@ -346,20 +344,20 @@ func (s *KeyStore) read() (keyFile, fileStamp, error) {
 }
 
 // checkMode refuses a file others may read or write, or that another
-// user owns.
+// user owns (who could add keys to it).
 func (s *KeyStore) checkMode(fi fs.FileInfo) error {
-	if !fi.Mode().IsRegular() {
+	me, ok := errors.AsType[*privfile.ModeError](privfile.Check(s.path, fi))
+	switch {
+	case !ok:
+		return nil
+	case me.NotRegular:
 		return &StoreError{Path: s.path, Problem: StoreCorrupt, Detail: "is not a regular file"}
-	}
-	if perm := fi.Mode().Perm(); perm&0o077 != 0 {
+	case me.Perm != 0:
 		return &StoreError{Path: s.path, Problem: StorePermissions, Detail: fmt.Sprintf(
-			"may be read or written by others (mode %04o): it must be its owner's only; run chmod 600 %s", perm, s.path)}
+			"may be read or written by others (mode %04o): it must be its owner's only; run chmod 600 %s", me.Perm, s.path)}
 	}
-	if sys, ok := fi.Sys().(*syscall.Stat_t); ok && sys.Uid != 0 && int(sys.Uid) != os.Getuid() {
-		return &StoreError{Path: s.path, Problem: StorePermissions, Detail: fmt.Sprintf(
-			"belongs to another user (uid %d), who could add keys to it: it must be yours (uid %d)", sys.Uid, os.Getuid())}
-	}
-	return nil
+	return &StoreError{Path: s.path, Problem: StorePermissions, Detail: fmt.Sprintf(
+		"belongs to another user (uid %d), who could add keys to it: it must be yours (uid %d)", me.UID, os.Getuid())}
 }
 
 // check refuses keys that are malformed or twice in the store.

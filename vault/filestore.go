@@ -258,8 +258,8 @@ func (s *FileStore) read(path, owner string) (ownerFile, error) {
 	if err != nil {
 		return of, s.failed(path, "cannot be read", err)
 	}
-	if msg := privfile.Check(path, fi); msg != "" {
-		return of, &Error{Kind: KindStore, Owner: owner, Message: msg}
+	if err := privfile.Check(path, fi); err != nil {
+		return of, &Error{Kind: KindStore, Owner: owner, Message: err.Error()}
 	}
 	var buf bytes.Buffer
 	if _, err := buf.ReadFrom(f); err != nil {

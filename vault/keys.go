@@ -279,8 +279,8 @@ func loadKeyFile(path string) (*Key, error) {
 	if err != nil {
 		return nil, fail("cannot be read", err)
 	}
-	if msg := privfile.Check(path, fi); msg != "" {
-		return nil, &Error{Kind: KindKey, Message: "key file " + msg}
+	if err := privfile.Check(path, fi); err != nil {
+		return nil, &Error{Kind: KindKey, Message: "key file " + err.Error()}
 	}
 	b, err := io.ReadAll(io.LimitReader(f, maxKeyFileBytes+1))
 	if err != nil {

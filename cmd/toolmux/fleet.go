@@ -35,6 +35,9 @@ type fleetFlags struct {
 	url    string
 	prefix string
 	lease  time.Duration
+	// creds is --nats-creds: the member's own credentials (its nkey's
+	// seed file, or a NATS credentials file).
+	creds string
 	// maxDeliveries is the worker's --max-deliveries (0: the fleet's
 	// default); only workers give runs up.
 	maxDeliveries int
@@ -44,6 +47,8 @@ func (f *fleetFlags) add(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&f.url, "nats", "", "the fleet's NATS server, e.g. nats://HOST:4222 (default $TOOLMUX_NATS)")
 	cmd.Flags().StringVar(&f.prefix, "fleet-prefix", "toolmux", "the fleet's name on the NATS server (its subjects, streams and buckets)")
 	cmd.Flags().DurationVar(&f.lease, "lease", 10*time.Second, "how long a worker holds a run without renewing it (every member of a fleet must use the same)")
+	cmd.Flags().StringVar(&f.creds, "nats-creds", "", "this member's own credentials for the fleet's NATS server: the nkey seed file toolmux fleet add printed "+
+		"(or toolmux fleet nkey wrote), or a NATS credentials file (default $TOOLMUX_NATS_CREDS; docs/fleet.md \"Members\")")
 }
 
 func (f *fleetFlags) options() fleet.Options {
@@ -51,9 +56,10 @@ func (f *fleetFlags) options() fleet.Options {
 }
 
 // connectFleet opens the fleet named by the flags, as co says (a worker
-// waits for it). A URL on loopback without credentials gets the token of
-// the embedded NATS server of this user's serve --nats-listen, when its
-// file names that port.
+// waits for it; co.Role is what the member is, with --nats-creds). A URL
+// on loopback without credentials gets the token of the embedded NATS
+// server of this user's serve --nats-listen, when its file names that
+// port.
 func (a *app) connectFleet(ctx context.Context, f fleetFlags, name string, co fleet.ConnectOptions) (*fleet.Fleet, error) {
 	if f.url == "" {
 		f.url = os.Getenv("TOOLMUX_NATS")
@@ -73,7 +79,18 @@ func (a *app) connectFleet(ctx context.Context, f fleetFlags, name string, co fl
 	}
 	o := f.options()
 	o.Journal.MaxAge, o.Journal.MaxBytes = cfg.TaskLog.Retention.MaxAge, cfg.TaskLog.Retention.MaxBytes
-	if co.Token == nil {
+	if f.creds == "" {
+		f.creds = os.Getenv("TOOLMUX_NATS_CREDS")
+	}
+	if f.creds != "" && co.Credentials == nil {
+		if co.Credentials, err = fleet.LoadCredentials(f.creds); err != nil {
+			return nil, usageError("--nats-creds: %v", err)
+		}
+	}
+	if co.Credentials == nil {
+		co.Role = ""
+	}
+	if co.Token == nil && co.Credentials == nil {
 		if dir := a.resolveDataDir(cfg); dir != "" {
 			co.Token = localNATSToken(f.url, natsTokenPath(dir))
 		}
@@ -84,9 +101,16 @@ func (a *app) connectFleet(ctx context.Context, f fleetFlags, name string, co fl
 		switch {
 		case errors.As(err, &ce):
 			return nil, usageError("%v", err)
+		case errors.Is(err, nats.ErrAuthorization) && co.Credentials != nil:
+			return nil, &exitError{code: exitFailed, err: fmt.Errorf("%w (the server does not know the key of %s, %s: "+
+				"register it on the fleet's gateway with toolmux fleet add NAME --role %s --nkey %s)",
+				err, co.Credentials.From, co.Credentials.PublicKey, orRole(co.Role), co.Credentials.PublicKey)}
 		case errors.Is(err, nats.ErrAuthorization):
-			return nil, &exitError{code: exitFailed, err: fmt.Errorf("%w (the server requires a token: give nats://TOKEN@HOST:PORT; "+
+			return nil, &exitError{code: exitFailed, err: fmt.Errorf("%w (the server requires credentials: this member's own, "+
+				"--nats-creds FILE (toolmux fleet add on the gateway makes them), or a token, nats://TOKEN@HOST:PORT; "+
 				"a serve --nats-listen on loopback keeps its own in DATA_DIR/nats/token.json, which its user's commands on that machine send)", err)}
+		case errors.As(err, new(*fleet.PermissionError)):
+			return nil, &exitError{code: exitFailed, err: fmt.Errorf("%w (--nats-creds are not a %s's)", err, orRole(co.Role))}
 		}
 		return nil, &exitError{code: exitFailed, err: err}
 	}
@@ -117,7 +141,10 @@ A worker started while its NATS server cannot be reached (or its JetStream
 does not answer yet) waits for it, with back-off up to 10s, saying each
 failed attempt on stderr, until it joins, --connect-timeout passes (exit 1)
 or it is stopped (exit 0). A URL on loopback without credentials gets the
-token of this user's serve --nats-listen there (docs/fleet.md).
+token of this user's serve --nats-listen there (docs/fleet.md). In a fleet
+of members, --nats-creds FILE are the worker's own (toolmux fleet add on
+the gateway): it runs each run for its submitter, with its groups' policy
+and tools, and takes its name and the fleet's lease from the gateway.
 
 SIGTERM or Ctrl-C drains: no new runs are taken, the runs in progress have
 --grace to finish, and the rest are handed back to the fleet.
@@ -204,7 +231,7 @@ func (a *app) runWorker(ctx context.Context, ff fleetFlags, name string, concurr
 		}
 		return &exitError{code: exitFailed, err: err}
 	}
-	fl, err := a.connectFleet(setupCtx, ff, "toolmux worker", fleet.ConnectOptions{Wait: wait})
+	fl, err := a.connectFleet(setupCtx, ff, "toolmux worker", fleet.ConnectOptions{Wait: wait, Role: fleet.RoleWorker})
 	if err != nil {
 		var ee *exitError
 		if errors.As(err, &ee) && ee.code == exitUsage {
@@ -213,6 +240,23 @@ func (a *app) runWorker(ctx context.Context, ff fleetFlags, name string, concurr
 		return setupFailed(err)
 	}
 	defer fl.Close()
+	if fl.Options().Member != nil {
+		// A member's name is the fleet's (toolmux fleet add NAME).
+		var self *fleet.Member
+		if err := wait.Do(setupCtx, "the fleet's members", func(ctx context.Context) (err error) {
+			self, err = fl.Self(ctx)
+			return err
+		}); err != nil {
+			return setupFailed(err)
+		}
+		if name != "" && name != self.Name {
+			return usageError("--name %s: these credentials are fleet member %s's, and a member's worker has its member's name", name, self.Name)
+		}
+		if self.Role != fleet.RoleWorker {
+			return &exitError{code: exitFailed, err: fmt.Errorf("--nats-creds are fleet member %s's, a %s, not a worker", self.Name, self.Role)}
+		}
+		w0 = self.Name
+	}
 	var j *jsjournal.Journal
 	if err := wait.Do(setupCtx, "the fleet's journal", func(ctx context.Context) (err error) {
 		j, err = fl.OpenJournal(ctx)
@@ -294,8 +338,14 @@ func (a *app) runWorker(ctx context.Context, ff fleetFlags, name string, concurr
 	if approver == nil {
 		approver = fl.Approver(w0, 0)
 	}
+	// A run is its submitter's: it sees the tools its groups may
+	// (groups.NAME.tools), as the submitter would through a gateway.
+	vis, err := newVisibility(cfg)
+	if err != nil {
+		return usageError("%v", err)
+	}
 	rt, err := toolmux.Open(ctx, cfg, toolmux.Options{Logger: log, Approver: approver, ConcurrentApprovals: true, Events: hub, Sources: sources, Getenv: os.Getenv,
-		TaskLog: []tasklog.Option{tasklog.WithJournal(j)}, Middleware: []pipeline.Middleware{ledger.Middleware}})
+		TaskLog: []tasklog.Option{tasklog.WithJournal(j)}, Middleware: []pipeline.Middleware{ledger.Middleware}, Visibility: vis.get})
 	if err != nil {
 		hub.Close(context.WithoutCancel(ctx))
 		return &exitError{code: exitUsage, err: err}
@@ -360,6 +410,14 @@ func cfgHas(cfg *config.Config, server string) bool {
 	return false
 }
 
+// orRole names a role for messages: the gateway's when none.
+func orRole(r fleet.Role) fleet.Role {
+	if r == "" {
+		return fleet.RoleGateway
+	}
+	return r
+}
+
 // urlOrEnv is the fleet's URL, from --nats or $TOOLMUX_NATS, fit to be
 // shown: without its credentials.
 func (f fleetFlags) urlOrEnv() string {
@@ -396,7 +454,10 @@ submitted before are reported, not queued).
 Without --wait, each run's id and state is written to stdout as one JSON
 line. With --wait, a progress bar on stderr follows the runs, and each run's
 result ({"id", "status", "answer"}, and "error" for a failed one) is written
-to stdout as it ends. Exit status 1 when a run failed.`,
+to stdout as it ends. Exit status 1 when a run failed.
+
+In a fleet of members, --nats-creds FILE are the submitter's own: its runs
+are run for it (its groups' policy and tools), and its ids are its own.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return a.submit(cmd.Context(), ff, args[0], wait)
@@ -444,7 +505,7 @@ func (a *app) submit(ctx context.Context, ff fleetFlags, file string, wait bool)
 	if err != nil {
 		return err
 	}
-	fl, err := a.connectFleet(ctx, ff, "toolmux submit", fleet.ConnectOptions{})
+	fl, err := a.connectFleet(ctx, ff, "toolmux submit", fleet.ConnectOptions{Role: fleet.RoleSubmitter})
 	if err != nil {
 		return err
 	}
@@ -587,7 +648,7 @@ line instead.`,
 }
 
 func (a *app) listRuns(ctx context.Context, ff fleetFlags, asJSON, workers bool) error {
-	fl, err := a.connectFleet(ctx, ff, "toolmux runs", fleet.ConnectOptions{})
+	fl, err := a.connectFleet(ctx, ff, "toolmux runs", fleet.ConnectOptions{Role: fleet.RoleSubmitter})
 	if err != nil {
 		return err
 	}
@@ -633,7 +694,7 @@ func (a *app) listRuns(ctx context.Context, ff fleetFlags, asJSON, workers bool)
 // runOnFleet is `toolmux run --nats`: the run is submitted, its events
 // followed and shown as a local run's, and its answer printed.
 func (a *app) runOnFleet(ctx context.Context, task string, f runFlags) error {
-	fl, err := a.connectFleet(ctx, f.fleet, "toolmux run", fleet.ConnectOptions{})
+	fl, err := a.connectFleet(ctx, f.fleet, "toolmux run", fleet.ConnectOptions{Role: fleet.RoleSubmitter})
 	if err != nil {
 		return err
 	}

@@ -112,14 +112,20 @@ func startAppend(t testing.TB, ctx context.Context, f *fleet.Fleet, w *workerPro
 func oneLineOf(s string) string { return strings.Join(strings.Fields(s), " ") }
 
 func fleetWorkspace(t testing.TB, m *llmtest.Server) string {
-	return workspace(t, fmt.Sprintf(`model:
+	return workspace(t, fleetConfig(t, m))
+}
+
+// fleetConfig is fleetWorkspace's configuration: the scripted model and
+// the fixture's server fx, trusted.
+func fleetConfig(t testing.TB, m *llmtest.Server) string {
+	return fmt.Sprintf(`model:
   base_url: %s
   model: scripted
 servers:
   fx:
     command: %s
     trust: true
-`, m.BaseURL(), testservers.Fixture(t)))
+`, m.BaseURL(), testservers.Fixture(t))
 }
 
 type workerProc struct {

@@ -13,6 +13,7 @@ import (
 	"strings"
 
 	"github.com/toolmux/toolmux/gateway"
+	"github.com/toolmux/toolmux/internal/privfile"
 )
 
 // The embedded NATS server of serve --nats-listen on loopback without
@@ -62,26 +63,11 @@ func readNATSToken(path string) (natsTokenFile, error) {
 // writeNATSToken writes the file, readable by its owner only, in one
 // step (a client reading it meanwhile reads the old or the new one).
 func writeNATSToken(path, addr, token string) error {
-	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-		return err
-	}
 	b, err := json.Marshal(natsTokenFile{Addr: addr, Token: token})
 	if err != nil {
 		return err
 	}
-	tmp, err := os.CreateTemp(filepath.Dir(path), ".token-*") // mode 0600
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(append(b, '\n')); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), path)
+	return privfile.Write(path, append(b, '\n'))
 }
 
 // localNATSToken is the token a client sends to the NATS server at

@@ -290,7 +290,7 @@ one more, 300ms after the last. See docs/operations.md.`,
 			opts.Visibility = vis.get
 			opts.API = api.New(api.Options{Catalog: rt.Pipeline, Caller: s, Health: rt.Manager.Health, Pins: rt.Pins, Presented: rt.Manager,
 				Policy: rt.Gate, Approvals: approvals, Log: rt.Log, Events: hub, Version: versionString(), MaxDepth: rt.Config.Limits.MaxDepth,
-				Fleet: fn.summary(), Reload: reloads.infoFunc(), Limits: opts.Limits, Visibility: vis.get,
+				Fleet: fn.summary(authSettings.AdminGroup), Reload: reloads.infoFunc(), Limits: opts.Limits, Visibility: vis.get,
 				AdminGroups: []string{authSettings.AdminGroup}, ApproverGroups: []string{authSettings.ApproversGroup}})
 			if onHTTP {
 				opts.Virtual = gateway.VirtualFromConfig(rt.Config)

@@ -1,8 +1,10 @@
-// Package privfile is how toolmux keeps small files of its own that
-// several processes of a machine share and that must stay their owner's
-// (the API key store, the vault): an flock that writers take turns on,
-// and a replacement of a file by a rename, so that a reader sees the old
-// file or the new, never half of one, and a crash leaves one of them.
+// Package privfile keeps files that are their owner's only: stores of
+// who may connect (the API keys, a fleet's members) and secrets (a NATS
+// server's token, the vault). Such a file is written whole, by rename, so that a
+// reader sees the old file or the new, never half of one; writers in
+// several processes take turns on an flock; and a file that others could
+// read or write, or that another user owns, is refused rather than
+// trusted.
 package privfile
 
 import (
@@ -16,10 +18,50 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Lock takes an exclusive flock of the file at path (made, of mode 0600,
-// when it does not exist), waiting for it. Lock a file of its own, not one
-// that Replace replaces: a lock on a file renamed over is a lock on a file
-// the next writer no longer opens. unlock releases it.
+// ModeError is a file that is not its owner's only: not a regular file,
+// open to group or others (Perm), or owned by another user than the one
+// reading it (UID, not root).
+type ModeError struct {
+	Path string
+	// NotRegular: a directory, a device, a socket.
+	NotRegular bool
+	// Perm is the file's permission bits when they allow group or others
+	// anything; 0 otherwise.
+	Perm fs.FileMode
+	// UID is the owner when it is another user; -1 otherwise.
+	UID int
+}
+
+func (e *ModeError) Error() string {
+	switch {
+	case e.NotRegular:
+		return e.Path + " is not a regular file"
+	case e.Perm != 0:
+		return fmt.Sprintf("%s may be read or written by others (mode %04o): it must be its owner's only; run chmod 600 %s", e.Path, e.Perm, e.Path)
+	}
+	return fmt.Sprintf("%s belongs to another user (uid %d): it must be yours (uid %d)", e.Path, e.UID, os.Getuid())
+}
+
+// Check returns a *ModeError when the file fi describes (named path) is
+// not a regular file of this user's (or root's) with nothing for group and
+// others.
+func Check(path string, fi fs.FileInfo) error {
+	if !fi.Mode().IsRegular() {
+		return &ModeError{Path: path, NotRegular: true, UID: -1}
+	}
+	if perm := fi.Mode().Perm(); perm&0o077 != 0 {
+		return &ModeError{Path: path, Perm: perm, UID: -1}
+	}
+	if sys, ok := fi.Sys().(*syscall.Stat_t); ok && sys.Uid != 0 && int(sys.Uid) != os.Getuid() {
+		return &ModeError{Path: path, UID: int(sys.Uid)}
+	}
+	return nil
+}
+
+// Lock takes an exclusive flock on the file at path (made, mode 0600,
+// when it does not exist) and returns its release. The lock is a file of
+// its own, beside the one it guards: that one is replaced by every Write,
+// so a lock on it would lock a file the next writer no longer opens.
 func Lock(path string) (unlock func(), err error) {
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
@@ -38,9 +80,18 @@ func Lock(path string) (unlock func(), err error) {
 	return func() { f.Close() }, nil // closing releases the lock
 }
 
-// Replace replaces the file at path with data: a temporary file of mode
-// 0600 in the same directory (named by pattern, as os.CreateTemp names
-// it), synced, renamed over it, the directory synced.
+// Write replaces the file at path with data: a temporary file of mode
+// 0600 in the same directory (made 0700 when missing), synced, renamed
+// over it, the directory synced.
+func Write(path string, data []byte) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return err
+	}
+	return Replace(path, "."+filepath.Base(path)+"-*", data)
+}
+
+// Replace is Write in a directory that exists, the temporary file named
+// by pattern (as os.CreateTemp names it).
 func Replace(path, pattern string, data []byte) error {
 	dir := filepath.Dir(path)
 	tmp, err := os.CreateTemp(dir, pattern) // mode 0600
@@ -72,21 +123,4 @@ func SyncDir(dir string) {
 		_ = d.Sync()
 		d.Close()
 	}
-}
-
-// Check says what is wrong with the file at path, of info fi, for a file
-// that must be its owner's only: not a regular file, readable or
-// writable by others, or another user's (root's is trusted); "" when
-// nothing is.
-func Check(path string, fi fs.FileInfo) string {
-	if !fi.Mode().IsRegular() {
-		return path + " is not a regular file"
-	}
-	if perm := fi.Mode().Perm(); perm&0o077 != 0 {
-		return fmt.Sprintf("%s may be read or written by others (mode %04o): it must be its owner's only; run chmod 600 %s", path, perm, path)
-	}
-	if sys, ok := fi.Sys().(*syscall.Stat_t); ok && sys.Uid != 0 && int(sys.Uid) != os.Getuid() {
-		return fmt.Sprintf("%s belongs to another user (uid %d): it must be yours (uid %d) or root's", path, sys.Uid, os.Getuid())
-	}
-	return ""
 }

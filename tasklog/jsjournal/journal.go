@@ -127,13 +127,33 @@ func Open(ctx context.Context, js jetstream.JetStream, cfg Config) (*Journal, er
 	if err != nil {
 		return nil, fmt.Errorf("jsjournal: creating stream %s: %w", cfg.Stream, err)
 	}
+	return newJournal(js, st, cfg), nil
+}
+
+// Bind opens the journal on the stream cfg names, which must exist
+// (jetstream.ErrStreamNotFound otherwise), changing nothing of it: for a
+// client that may use the stream but not configure it (a fleet's member
+// with credentials of its own; its gateway opened the journal).
+func Bind(ctx context.Context, js jetstream.JetStream, cfg Config) (*Journal, error) {
+	cfg.defaults()
+	if !ValidToken(cfg.Stream) {
+		return nil, &tasklog.ValidationError{Field: "stream", Value: cfg.Stream, Reason: "a stream name is letters, digits, '_' and '-'"}
+	}
+	st, err := js.Stream(ctx, cfg.Stream)
+	if err != nil {
+		return nil, fmt.Errorf("jsjournal: binding stream %s: %w", cfg.Stream, err)
+	}
+	return newJournal(js, st, cfg), nil
+}
+
+func newJournal(js jetstream.JetStream, st jetstream.Stream, cfg Config) *Journal {
 	// A record travels as one message: the connection's max_payload
 	// (the server's, 1 MiB by default) bounds it too.
 	maxRecord := cfg.MaxRecordBytes
 	if mp := js.Conn().MaxPayload(); mp > 0 && int(mp) < maxRecord {
 		maxRecord = int(mp)
 	}
-	return &Journal{js: js, stream: st, cfg: cfg, maxRecord: maxRecord, claims: map[string]*claim{}}, nil
+	return &Journal{js: js, stream: st, cfg: cfg, maxRecord: maxRecord, claims: map[string]*claim{}}
 }
 
 func orUnlimited(n int64) int64 {
