@@ -214,12 +214,31 @@ func StartHydra(tb testing.TB) *HydraServer {
 		_ = json.NewEncoder(w).Encode(map[string]any{"session": map[string]any{"access_token": claims}})
 	}))
 	tb.Cleanup(hook.Close)
-	public, admin := FreePort(tb), FreePort(tb)
-	h.Issuer = fmt.Sprintf("http://127.0.0.1:%d", public)
-	h.Admin = fmt.Sprintf("http://127.0.0.1:%d", admin)
 	app := httptest.NewServer(h.consentApp())
 	tb.Cleanup(app.Close)
 	h.Login = app.URL
+	// A free port may be taken by another process before Hydra binds it:
+	// then Hydra starts again on others.
+	for attempt := 1; ; attempt++ {
+		err := h.start(tb, bin, hook.URL)
+		if err == nil {
+			return h
+		}
+		if !errors.Is(err, errPortTaken) || attempt == 5 {
+			tb.Fatal(err)
+		}
+	}
+}
+
+// errPortTaken says a port Hydra was given was taken before it bound it.
+var errPortTaken = errors.New("a port was taken before hydra bound it")
+
+// start runs Hydra on two free ports, with its token hook at hook, and
+// waits until it is ready; errPortTaken when one of them was taken.
+func (h *HydraServer) start(tb testing.TB, bin, hook string) error {
+	public, admin := FreePort(tb), FreePort(tb)
+	h.Issuer = fmt.Sprintf("http://127.0.0.1:%d", public)
+	h.Admin = fmt.Sprintf("http://127.0.0.1:%d", admin)
 	conf := fmt.Sprintf(`dsn: memory
 urls:
   self:
@@ -237,16 +256,17 @@ log:
   level: warn
 oauth2:
   token_hook: %s
-`, h.Issuer, h.Login, h.Login, public, admin, hook.URL)
+`, h.Issuer, h.Login, h.Login, public, admin, hook)
 	cf := filepath.Join(tb.TempDir(), "hydra.yaml")
 	if err := os.WriteFile(cf, []byte(conf), 0o600); err != nil {
-		tb.Fatal(err)
+		return err
 	}
+	out := &SyncBuffer{}
 	cmd := exec.Command(bin, "serve", "all", "--dev", "--sqa-opt-out", "-c", cf)
-	cmd.Stdout, cmd.Stderr = h.out, h.out
+	cmd.Stdout, cmd.Stderr = out, out
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
-		tb.Fatal(err)
+		return err
 	}
 	exited := make(chan struct{})
 	go func() {
@@ -257,19 +277,23 @@ oauth2:
 		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 		<-exited
 	})
+	h.out = out
 	deadline := time.Now().Add(60 * time.Second)
 	for !h.ready() {
 		select {
 		case <-exited:
-			tb.Fatalf("hydra exited before it was ready:\n%s", h.out.String())
+			if strings.Contains(out.String(), "address already in use") {
+				return errPortTaken
+			}
+			return fmt.Errorf("hydra exited before it was ready:\n%s", out.String())
 		default:
 		}
 		if time.Now().After(deadline) {
-			tb.Fatalf("hydra was not ready within 60s:\n%s", h.out.String())
+			return fmt.Errorf("hydra was not ready within 60s:\n%s", out.String())
 		}
-		time.Sleep(50 * time.Millisecond)
+		time.Sleep(50 * time.Millisecond) // polling its readiness endpoints
 	}
-	return h
+	return nil
 }
 
 // ready reports whether both of Hydra's APIs answer as ready.
