@@ -1,0 +1,215 @@
+package upstreamauth_test
+
+import (
+	"errors"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/toolmux/toolmux/internal/testservers"
+	"github.com/toolmux/toolmux/upstreamauth"
+	"github.com/toolmux/toolmux/vault"
+)
+
+// preregistered registers the gateway at the rig's Hydra as an operator
+// would, its tokens issued for the fixture: access tokens of a minute by
+// the code, of an hour by a refresh.
+func (r *rig) preregistered(t *testing.T) upstreamauth.Upstream {
+	t.Helper()
+	r.h.CreateClient(t, testservers.HydraClient{ID: "gateway", Secret: "gateway-secret-0123456789",
+		GrantTypes: []string{"authorization_code", "refresh_token"}, RedirectURIs: []string{r.callback},
+		Audience: []string{r.fx.URL}, Scope: "offline_access"})
+	r.h.SetLifespans(t, "gateway", time.Minute, time.Hour)
+	return upstreamauth.Upstream{Name: "fx", URL: r.fx.URL, ClientID: "gateway", ClientSecret: "gateway-secret-0123456789"}
+}
+
+// authorize takes owner (Hydra's user name after "key:") through the
+// authorization, without a browser, and returns the callback's query.
+func (r *rig) authorize(t *testing.T, c *upstreamauth.Client, owner string) {
+	t.Helper()
+	ctx := t.Context()
+	_, err := c.Token(ctx, owner, "fx")
+	q := r.logIn(t, authURL(t, err), strings.TrimPrefix(owner, "key:"))
+	got, server, err := c.Complete(ctx, q, "")
+	if err != nil || got != owner || server != "fx" {
+		t.Fatalf("Complete: %q %q %v", got, server, err)
+	}
+}
+
+func TestRefreshAndRevoke(t *testing.T) {
+	r := newRig(t)
+	up := r.preregistered(t)
+	// Every token of the code grant (a minute) is within the leeway: the
+	// first use refreshes it; a refreshed one (an hour) is not.
+	c := r.client(t, upstreamauth.Options{Leeway: 5 * time.Minute}, nil, up)
+	ctx := t.Context()
+	r.authorize(t, c, "key:ann")
+	first, err := r.vault.Token(ctx, "key:ann", "fx")
+	if err != nil || first.RefreshToken == "" {
+		t.Fatalf("the token kept: %v %v", first, err)
+	}
+	if _, refreshs := r.counts.get(); refreshs != 0 {
+		t.Fatalf("%d refreshes before any use", refreshs)
+	}
+
+	t.Run("concurrent callers refresh once", func(t *testing.T) {
+		const n = 8
+		var wg sync.WaitGroup
+		toks := make([]string, n)
+		errs := make([]error, n)
+		for i := range n {
+			wg.Go(func() {
+				tok, err := c.Token(ctx, "key:ann", "fx")
+				if err == nil {
+					toks[i] = tok.AccessToken
+				}
+				errs[i] = err
+			})
+		}
+		wg.Wait()
+		for i := range n {
+			if errs[i] != nil {
+				t.Fatalf("caller %d: %v", i, errs[i])
+			}
+			if toks[i] == first.AccessToken || toks[i] != toks[0] {
+				t.Fatalf("caller %d got another token than the refreshed one", i)
+			}
+		}
+		if _, refreshs := r.counts.get(); refreshs != 1 {
+			t.Fatalf("%d refreshes, want 1", refreshs)
+		}
+		now, err := r.vault.Token(ctx, "key:ann", "fx")
+		if err != nil || now.AccessToken != toks[0] {
+			t.Fatalf("the vault does not hold the refreshed token: %v", err)
+		}
+		who, err := whoami(ctx, c, "key:ann", "fx", r.fx.URL)
+		if err != nil || who != "ann" {
+			t.Fatalf("whoami with the refreshed token: %q %v", who, err)
+		}
+	})
+
+	t.Run("a revoked token asks again", func(t *testing.T) {
+		tok, err := r.vault.Token(ctx, "key:ann", "fx")
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.h.Revoke(t, "gateway", "gateway-secret-0123456789", tok.RefreshToken)
+		r.h.Revoke(t, "gateway", "gateway-secret-0123456789", tok.AccessToken)
+		refused := r.fx.Refused.Load()
+		_, err = whoami(ctx, c, "key:ann", "fx", r.fx.URL)
+		if r.fx.Refused.Load() == refused {
+			t.Fatalf("the upstream did not refuse the revoked token (%v)", err)
+		}
+		u := authURL(t, err)
+		if !strings.HasPrefix(u, r.h.Issuer+"/oauth2/auth?") {
+			t.Fatalf("the authorization URL is not Hydra's: %s", u)
+		}
+		if _, err := r.vault.Token(ctx, "key:ann", "fx"); !vault.IsNotFound(err) {
+			t.Fatalf("the refused token is still kept: %v", err)
+		}
+		// And again the same way: the authorization URL given again.
+		_, err = c.Token(ctx, "key:ann", "fx")
+		if again := authURL(t, err); again != u {
+			t.Fatalf("a second authorization URL while the first is usable: %s", again)
+		}
+		r.authorize(t, c, "key:ann")
+		if who, err := whoami(ctx, c, "key:ann", "fx", r.fx.URL); err != nil || who != "ann" {
+			t.Fatalf("whoami after authorizing again: %q %v", who, err)
+		}
+	})
+	noCredentialInLogs(t, r)
+}
+
+// noCredentialInLogs fails the test when the client's log holds a token
+// the vault holds now, or the client's secret.
+func noCredentialInLogs(t *testing.T, r *rig) {
+	t.Helper()
+	logs := r.logs.String()
+	if logs == "" {
+		t.Fatal("the client logged nothing")
+	}
+	secrets := []string{"gateway-secret-0123456789"}
+	owners, err := r.vault.Store().Owners(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range owners {
+		if o == upstreamauth.RegistrationsOwner {
+			continue
+		}
+		if tok, err := r.vault.Token(t.Context(), o, "fx"); err == nil {
+			secrets = append(secrets, tok.AccessToken, tok.RefreshToken)
+		}
+	}
+	for _, s := range secrets {
+		if s != "" && strings.Contains(logs, s) {
+			t.Fatalf("a credential is in the log:\n%s", logs)
+		}
+	}
+}
+
+func TestStates(t *testing.T) {
+	r := newRig(t)
+	up := r.preregistered(t)
+	var clock atomic.Int64
+	clock.Store(time.Now().UnixNano())
+	now := func() time.Time { return time.Unix(0, clock.Load()) }
+	c := r.client(t, upstreamauth.Options{MaxPending: 1, StateTTL: 10 * time.Minute, Now: now}, nil, up)
+	ctx := t.Context()
+
+	_, err := c.Token(ctx, "key:ann", "fx")
+	annURL := authURL(t, err)
+	if _, err := c.Token(ctx, "key:ann", "fx"); authURL(t, err) != annURL {
+		t.Fatal("a second authorization for the same caller and server")
+	}
+	// One more than MaxPending.
+	if _, err := c.Token(ctx, "key:bob", "fx"); upstreamauth.KindOf(err) != upstreamauth.KindTooManyPending {
+		t.Fatalf("a second authorization beyond max pending 1: %v", err)
+	}
+
+	q := r.logIn(t, annURL, "ann")
+	if _, _, err := c.Complete(ctx, q, "key:bob"); upstreamauth.KindOf(err) != upstreamauth.KindWrongCaller {
+		t.Fatalf("a callback in another caller's session: %v", err)
+	}
+	// The state was spent by that attempt.
+	if _, _, err := c.Complete(ctx, q, "key:ann"); upstreamauth.KindOf(err) != upstreamauth.KindState {
+		t.Fatalf("a state used already: %v", err)
+	}
+	if _, err := r.vault.Token(ctx, "key:ann", "fx"); !vault.IsNotFound(err) {
+		t.Fatalf("a token kept from a refused callback: %v", err)
+	}
+
+	// The slot is free again: bob's authorization, completed through the
+	// callback route, then its URL replayed.
+	_, err = c.Token(ctx, "key:bob", "fx")
+	q = r.logIn(t, authURL(t, err), "bob")
+	cb := r.callback + "?" + q.Encode()
+	for i, want := range []int{http.StatusOK, http.StatusBadRequest} {
+		resp, err := http.Get(cb)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != want {
+			t.Fatalf("callback %d: %s, want %d", i+1, resp.Status, want)
+		}
+	}
+	if who, err := whoami(ctx, c, "key:bob", "fx", r.fx.URL); err != nil || who != "bob" {
+		t.Fatalf("whoami as bob: %q %v", who, err)
+	}
+
+	// An authorization past its time.
+	_, err = c.Token(ctx, "key:ann", "fx")
+	q = r.logIn(t, authURL(t, err), "ann")
+	clock.Add(int64(11 * time.Minute))
+	if _, _, err := c.Complete(ctx, q, ""); upstreamauth.KindOf(err) != upstreamauth.KindState {
+		t.Fatalf("an expired authorization: %v", err)
+	}
+	var e *upstreamauth.Error
+	if _, err := c.Token(ctx, "key:nobody", "nope"); !errors.As(err, &e) || e.Kind != upstreamauth.KindUnknownServer {
+		t.Fatalf("an unknown server: %v", err)
+	}
+}
