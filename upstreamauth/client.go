@@ -356,7 +356,7 @@ func (c *Client) register(ctx context.Context, u *upstream) (*oauth2.Config, err
 		if len(asm.TokenEndpointAuthMethodsSupported) > 0 && !slices.Contains(asm.TokenEndpointAuthMethodsSupported, "client_secret_basic") {
 			meta.TokenEndpointAuthMethod = "client_secret_post"
 		}
-		resp, err := oauthex.RegisterClient(ctx, asm.RegistrationEndpoint, meta, c.opts.HTTPClient)
+		resp, err := c.registerClient(ctx, asm.RegistrationEndpoint, meta)
 		if err != nil {
 			return nil, &Error{Kind: KindRegistration, Server: u.Name, Message: "dynamic client registration at " + asm.RegistrationEndpoint, Err: err}
 		}

@@ -2,6 +2,7 @@ package upstreamauth_test
 
 import (
 	"errors"
+	"fmt"
 	"net/http"
 	"strings"
 	"sync"
@@ -132,6 +133,15 @@ func noCredentialInLogs(t *testing.T, r *rig) {
 		t.Fatal("the client logged nothing")
 	}
 	secrets := []string{"gateway-secret-0123456789"}
+	if reg, found, err := upstreamauth.VaultRegistrations(r.vault).Registration(t.Context(), "fx"); err == nil && found {
+		secrets = append(secrets, reg.ClientSecret)
+		// Formatted, as a log line or an error would.
+		for _, s := range []string{fmt.Sprint(reg), fmt.Sprintf("%v %+v %#v", reg, reg, reg)} {
+			if strings.Contains(s, reg.ClientSecret) {
+				t.Fatalf("a registration formatted shows its secret: %s", s)
+			}
+		}
+	}
 	owners, err := r.vault.Store().Owners(t.Context())
 	if err != nil {
 		t.Fatal(err)

@@ -1,9 +1,11 @@
 package upstreamauth
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 
@@ -107,4 +109,57 @@ func (c *Client) MetadataDocument() http.Handler {
 		w.Header().Set("Cache-Control", "max-age=3600")
 		_ = json.NewEncoder(w).Encode(clientDocument{ClientID: c.opts.ClientMetadataURL, ClientRegistrationMetadata: meta})
 	})
+}
+
+// registered is what the gateway reads of a registration's answer (RFC
+// 7591 §3.2.1).
+type registered struct {
+	ClientID                string `json:"client_id"`
+	ClientSecret            string `json:"client_secret"`
+	TokenEndpointAuthMethod string `json:"token_endpoint_auth_method"`
+}
+
+// maxRegistrationBytes bounds the answer to a registration: the client's
+// metadata, some kilobytes.
+const maxRegistrationBytes = 1 << 20
+
+// registerClient registers the gateway at endpoint (RFC 7591). Not
+// oauthex.RegisterClient: the go-sdk v1.8 decodes the answer's jwks as a
+// string where RFC 7591 has a JSON object (ORY Hydra sends {}, and the
+// registration fails), and its errors quote the answer, client secret and
+// registration access token included. The request is its metadata type.
+func (c *Client) registerClient(ctx context.Context, endpoint string, meta *oauthex.ClientRegistrationMetadata) (*registered, error) {
+	body, err := json.Marshal(meta)
+	if err != nil {
+		return nil, err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, endpoint, bytes.NewReader(body))
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json")
+	resp, err := c.opts.HTTPClient.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, maxRegistrationBytes))
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode != http.StatusCreated && resp.StatusCode != http.StatusOK {
+		// RFC 7591 §3.2.2: an error and its description, nothing else said.
+		var e struct {
+			Error       string `json:"error"`
+			Description string `json:"error_description"`
+		}
+		_ = json.Unmarshal(b, &e)
+		return nil, fmt.Errorf("refused: %s %s %s", resp.Status, e.Error, e.Description)
+	}
+	var r registered
+	if err := json.Unmarshal(b, &r); err != nil || r.ClientID == "" {
+		return nil, fmt.Errorf("an answer without a client_id (%s)", resp.Header.Get("Content-Type"))
+	}
+	return &r, nil
 }

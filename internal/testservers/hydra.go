@@ -260,7 +260,10 @@ oauth2:
 oidc:
   dynamic_client_registration:
     enabled: true
-`, h.Issuer, h.Login, h.Login, public, admin, hook)
+webfinger:
+  oidc_discovery:
+    client_registration_url: %s/oauth2/register
+`, h.Issuer, h.Login, h.Login, public, admin, hook, h.Issuer)
 	cf := filepath.Join(tb.TempDir(), "hydra.yaml")
 	if err := os.WriteFile(cf, []byte(conf), 0o600); err != nil {
 		return err
