@@ -47,7 +47,7 @@ func (c *Client) authRequired(ctx context.Context, owner string, u *upstream, wh
 	c.sweep(now)
 	if len(c.pending) >= c.opts.MaxPending {
 		return &Error{Kind: KindTooManyPending, Server: u.Name,
-			Message: fmt.Sprintf("%d authorizations are waiting for their callback already, the most oauth.max_pending allows", c.opts.MaxPending)}
+			Message: fmt.Sprintf("%d authorizations are waiting for their callback already, the most the gateway allows", c.opts.MaxPending)}
 	}
 	state := rand.Text()
 	verifier := oauth2.GenerateVerifier()

@@ -223,3 +223,38 @@ func TestStates(t *testing.T) {
 		t.Fatalf("an unknown server: %v", err)
 	}
 }
+
+// TestRefreshAfterExpiry: a token past its expiry, which the upstream
+// refuses, is refreshed before the call goes.
+func TestRefreshAfterExpiry(t *testing.T) {
+	r := newRig(t)
+	up := r.preregistered(t)
+	r.h.SetLifespans(t, "gateway", 2*time.Second, time.Hour)
+	c := r.client(t, upstreamauth.Options{Leeway: time.Nanosecond}, nil, up)
+	ctx := t.Context()
+	r.authorize(t, c, "key:ann")
+	old, err := r.vault.Token(ctx, "key:ann", "fx")
+	if err != nil || old.Expiry.IsZero() {
+		t.Fatalf("the token kept: %v %v", old, err)
+	}
+	if !testservers.Eventually(30*time.Second, func() bool { return time.Now().After(old.Expiry.Add(time.Second)) }) {
+		t.Fatal("the token did not expire")
+	}
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, r.fx.URL, strings.NewReader(`{}`))
+	req.Header.Set("Authorization", "Bearer "+old.AccessToken)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("the upstream took an expired token: %s", resp.Status)
+	}
+	if who, err := whoami(ctx, c, "key:ann", "fx", r.fx.URL); err != nil || who != "ann" {
+		t.Fatalf("whoami after expiry: %q %v", who, err)
+	}
+	if _, refreshs := r.counts.get(); refreshs != 1 {
+		t.Fatalf("%d refreshes, want 1", refreshs)
+	}
+	noCredentialInLogs(t, r)
+}

@@ -43,11 +43,7 @@ func newRig(t *testing.T) *rig {
 	t.Helper()
 	h := testservers.StartHydra(t)
 	r := &rig{h: h, fx: testservers.StartOAuthMCP(t, h), logs: &testservers.SyncBuffer{}, counts: &counter{}}
-	ring, err := vault.NewKeyring(mustKey(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	r.vault = vault.New(vault.NewFileStore(t.TempDir()), ring, vault.Options{})
+	r.vault = newVault(t)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		r.mu.Lock()
 		hd := r.handler
@@ -59,12 +55,18 @@ func newRig(t *testing.T) *rig {
 	return r
 }
 
-func mustKey(t *testing.T) *vault.Key {
+// newVault returns a vault in a new directory, with a new key.
+func newVault(t *testing.T) *vault.Vault {
+	t.Helper()
 	k, err := vault.ParseKey(vault.GenerateKey())
 	if err != nil {
 		t.Fatal(err)
 	}
-	return k
+	ring, err := vault.NewKeyring(k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return vault.New(vault.NewFileStore(t.TempDir()), ring, vault.Options{})
 }
 
 // client returns a Client of the rig's vault with o (its redirect URL,
