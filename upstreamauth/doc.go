@@ -17,7 +17,9 @@
 // the page's "Connect"), the user authorizes at their authorization
 // server, which sends the browser to the gateway's callback route
 // (Client.Callback), which completes the authorization and keeps the
-// token. The next call goes through.
+// token. The next call goes through. Client.Authorize gives the URL
+// without a call (the page's "Connect"); Client.Revoke disconnects a user
+// (the token revoked at the authorization server, RFC 7009, and deleted).
 //
 // What it does is the specification's, with its libraries, not
 // hand-written: discovery with the go-sdk's oauthex (the upstream's

@@ -4,11 +4,14 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"golang.org/x/oauth2"
 
 	"github.com/toolmux/toolmux/internal/testservers"
 	"github.com/toolmux/toolmux/upstreamauth"
@@ -121,6 +124,37 @@ func TestRefreshAndRevoke(t *testing.T) {
 			t.Fatalf("whoami after authorizing again: %q %v", who, err)
 		}
 	})
+
+	t.Run("a user disconnects", func(t *testing.T) {
+		tok, err := r.vault.Token(ctx, "key:ann", "fx")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Revoke(ctx, "key:ann", "fx"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := r.vault.Token(ctx, "key:ann", "fx"); !vault.IsNotFound(err) {
+			t.Fatalf("the token is still kept: %v", err)
+		}
+		// Revoked at Hydra: the upstream refuses its access token, Hydra
+		// its refresh token.
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, r.fx.URL, strings.NewReader(`{}`))
+		req.Header.Set("Authorization", "Bearer "+tok.AccessToken)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusUnauthorized {
+			t.Fatalf("the upstream took a revoked token: %s", resp.Status)
+		}
+		cfg := oauth2.Config{ClientID: up.ClientID, ClientSecret: up.ClientSecret, Endpoint: oauth2.Endpoint{TokenURL: r.h.Issuer + "/oauth2/token"}}
+		if _, err := cfg.TokenSource(ctx, &oauth2.Token{RefreshToken: tok.RefreshToken}).Token(); err == nil {
+			t.Fatal("Hydra refreshed a revoked refresh token")
+		}
+		_, err = c.Token(ctx, "key:ann", "fx")
+		authURL(t, err)
+	})
 	noCredentialInLogs(t, r)
 }
 
@@ -217,6 +251,19 @@ func TestStates(t *testing.T) {
 	clock.Add(int64(11 * time.Minute))
 	if _, _, err := c.Complete(ctx, q, ""); upstreamauth.KindOf(err) != upstreamauth.KindState {
 		t.Fatalf("an expired authorization: %v", err)
+	}
+	// The authorization server's refusal, and a response of another
+	// issuer (RFC 9207), each spending the state.
+	for _, bad := range []url.Values{{"error": {"access_denied"}}, {"code": {"x"}, "iss": {"https://other.example"}}} {
+		_, err = c.Token(ctx, "key:ann", "fx")
+		pu, _ := url.Parse(authURL(t, err))
+		bad.Set("state", pu.Query().Get("state"))
+		if _, _, err := c.Complete(ctx, bad, ""); upstreamauth.KindOf(err) != upstreamauth.KindDenied {
+			t.Fatalf("%v: %v", bad, err)
+		}
+		if _, _, err := c.Complete(ctx, bad, ""); upstreamauth.KindOf(err) != upstreamauth.KindState {
+			t.Fatalf("%v again: %v", bad, err)
+		}
 	}
 	var e *upstreamauth.Error
 	if _, err := c.Token(ctx, "key:nobody", "nope"); !errors.As(err, &e) || e.Kind != upstreamauth.KindUnknownServer {

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"net/url"
+	"strings"
 
 	"golang.org/x/oauth2"
 
@@ -115,12 +117,69 @@ func (c *Client) giveUp(ctx context.Context, owner string, u *upstream, why stri
 	return c.authRequired(ctx, owner, u, why)
 }
 
-// Revoke deletes owner's token for server (a user disconnecting it). The
-// authorization server is not told: the token is forgotten here.
+// Revoke disconnects owner from server: the token is revoked at the
+// authorization server when it has a revocation endpoint (RFC 7009: the
+// refresh token, which revokes the grant, else the access token), and
+// deleted from the vault whatever the server answered (a token the server
+// keeps is one the gateway no longer holds). The error, when the server
+// could not be told, says so after the token was deleted.
 func (c *Client) Revoke(ctx context.Context, owner, server string) error {
-	err := c.vault.Delete(ctx, owner, vault.TokenName(server))
-	if err != nil && !vault.IsNotFound(err) {
+	u, err := c.upstream(server)
+	if err != nil {
+		return err
+	}
+	t, err := c.vault.Token(ctx, owner, server)
+	if vault.IsNotFound(err) {
+		return nil
+	}
+	var told error
+	if err == nil {
+		told = c.revokeAt(ctx, u, t)
+	}
+	if err := c.vault.Delete(ctx, owner, vault.TokenName(server)); err != nil && !vault.IsNotFound(err) {
 		return &Error{Kind: KindVault, Server: server, Message: "deleting the token", Err: err}
+	}
+	c.opts.Logger.Info("upstream token revoked", "owner", owner, "server", server)
+	return told
+}
+
+// revokeAt asks u's authorization server to revoke t (RFC 7009), the
+// client authenticated as at its token endpoint. Neither x/oauth2 nor the
+// go-sdk has it.
+func (c *Client) revokeAt(ctx context.Context, u *upstream, t vault.OAuthToken) error {
+	cfg, err := c.setup(ctx, u)
+	if err != nil {
+		return err
+	}
+	if u.asm.RevocationEndpoint == "" {
+		return nil
+	}
+	form := url.Values{"token": {t.RefreshToken}, "token_type_hint": {"refresh_token"}}
+	if t.RefreshToken == "" {
+		form = url.Values{"token": {t.AccessToken}, "token_type_hint": {"access_token"}}
+	}
+	if cfg.Endpoint.AuthStyle == oauth2.AuthStyleInParams {
+		form.Set("client_id", cfg.ClientID)
+		if cfg.ClientSecret != "" {
+			form.Set("client_secret", cfg.ClientSecret)
+		}
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u.asm.RevocationEndpoint, strings.NewReader(form.Encode()))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	if cfg.Endpoint.AuthStyle != oauth2.AuthStyleInParams {
+		// RFC 6749 §2.3.1: the id and secret form-encoded, then Basic.
+		req.SetBasicAuth(url.QueryEscape(cfg.ClientID), url.QueryEscape(cfg.ClientSecret))
+	}
+	resp, err := c.opts.HTTPClient.Do(req)
+	if err != nil {
+		return &Error{Kind: KindExchange, Server: u.Name, Message: "revoking the token at " + u.asm.RevocationEndpoint, Err: err}
+	}
+	drain(resp)
+	if resp.StatusCode != http.StatusOK {
+		return &Error{Kind: KindExchange, Server: u.Name, Message: "revoking the token at " + u.asm.RevocationEndpoint + ": " + resp.Status}
 	}
 	return nil
 }
