@@ -305,3 +305,49 @@ func TestRefreshAfterExpiry(t *testing.T) {
 	}
 	noCredentialInLogs(t, r)
 }
+
+// TestRefreshedElsewhere: two gateways on one vault (a fleet's), the
+// second refreshing with a refresh token the first has just used: the
+// second takes the first's token, and does not delete it.
+func TestRefreshedElsewhere(t *testing.T) {
+	r := newRig(t)
+	up := r.preregistered(t)
+	first := r.client(t, upstreamauth.Options{Leeway: 5 * time.Minute}, nil, up)
+	ctx := t.Context()
+	r.authorize(t, first, "key:ann")
+	// The second gateway, with its own HTTP client: its refresh waits for
+	// the first's to be done and kept.
+	second, err := upstreamauth.New(r.vault, upstreamauth.VaultRegistrations(r.vault), upstreamauth.Options{
+		RedirectURL: r.callback, Leeway: 5 * time.Minute, HTTPClient: &http.Client{Transport: r.counts}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := second.Add(up); err != nil {
+		t.Fatal(err)
+	}
+	var kept string
+	r.counts.mu.Lock()
+	r.counts.beforeRefresh = func() {
+		tok, err := first.Token(ctx, "key:ann", "fx")
+		if err != nil {
+			t.Errorf("the first gateway's refresh: %v", err)
+			return
+		}
+		kept = tok.AccessToken
+	}
+	r.counts.mu.Unlock()
+	tok, err := second.Token(ctx, "key:ann", "fx")
+	if err != nil {
+		t.Fatalf("the second gateway: %v", err)
+	}
+	if kept == "" || tok.AccessToken != kept {
+		t.Fatal("the second gateway did not take the first's token")
+	}
+	now, err := r.vault.Token(ctx, "key:ann", "fx")
+	if err != nil || now.AccessToken != kept {
+		t.Fatalf("the vault no longer holds the first's token: %v", err)
+	}
+	if _, refreshs := r.counts.get(); refreshs != 2 {
+		t.Fatalf("%d refreshes, want the two raced", refreshs)
+	}
+}

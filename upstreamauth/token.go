@@ -90,7 +90,12 @@ func (c *Client) refresh(ctx context.Context, owner string, u *upstream, stale s
 		}
 		nt, err := cfg.TokenSource(c.httpContext(ctx), &oauth2.Token{RefreshToken: t.RefreshToken}).Token()
 		if err != nil {
-			if re, ok := errors.AsType[*oauth2.RetrieveError](err); ok && (re.ErrorCode == "invalid_grant" || re.ErrorCode == "unauthorized_client") {
+			// Refreshed meanwhile by another process sharing the vault: its
+			// token, not a refusal (nor a deletion of what it kept).
+			if now, gerr := c.vault.Token(ctx, owner, u.Name); gerr == nil && now.AccessToken != t.AccessToken && c.fresh(now) {
+				return toOAuth2(now), nil
+			}
+			if re, ok := errors.AsType[*oauth2.RetrieveError](err); ok && (re.ErrorCode == "invalid_grant" || re.ErrorCode == "unauthorized_client" || re.ErrorCode == "invalid_client") {
 				return nil, c.giveUp(ctx, owner, u, "the authorization server refused to refresh the token ("+re.ErrorCode+"): authorize again")
 			}
 			return nil, &Error{Kind: KindExchange, Server: u.Name, Message: "refreshing the token", Err: safeError(err)}

@@ -97,6 +97,8 @@ func (r *rig) client(t *testing.T, o upstreamauth.Options, session func(*http.Re
 type counter struct {
 	mu                      sync.Mutex
 	registrations, refreshs int
+	// beforeRefresh, when set, runs (once) before a refresh is sent.
+	beforeRefresh func()
 }
 
 func (c *counter) RoundTrip(req *http.Request) (*http.Response, error) {
@@ -112,7 +114,12 @@ func (c *counter) RoundTrip(req *http.Request) (*http.Response, error) {
 		if form, _ := url.ParseQuery(string(b)); form.Get("grant_type") == "refresh_token" {
 			c.mu.Lock()
 			c.refreshs++
+			hook := c.beforeRefresh
+			c.beforeRefresh = nil
 			c.mu.Unlock()
+			if hook != nil {
+				hook()
+			}
 		}
 	}
 	return http.DefaultTransport.RoundTrip(req)
