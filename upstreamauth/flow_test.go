@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
 	"net/url"
 	"strings"
 	"sync"
@@ -351,3 +353,65 @@ func TestRefreshedElsewhere(t *testing.T) {
 		t.Fatalf("%d refreshes, want the two raced", refreshs)
 	}
 }
+
+// TestUpstreamRefusesToken: a token the upstream refuses before it
+// expires (revoked there, say) is refreshed and the request sent again
+// once; refused again, the token is given up and the user asked again.
+func TestUpstreamRefusesToken(t *testing.T) {
+	r := newRig(t)
+	up := r.preregistered(t)
+	c := r.client(t, upstreamauth.Options{Leeway: time.Nanosecond}, nil, up)
+	ctx := t.Context()
+	r.authorize(t, c, "key:ann")
+	// A proxy in front of the upstream refusing the tokens in refuse.
+	target, _ := url.Parse(r.fx.URL)
+	var mu sync.Mutex
+	refuse := map[string]bool{}
+	proxy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		mu.Lock()
+		no := refuse[strings.TrimPrefix(req.Header.Get("Authorization"), "Bearer ")]
+		mu.Unlock()
+		if no {
+			w.Header().Set("WWW-Authenticate", `Bearer error="invalid_token"`)
+			http.Error(w, "refused", http.StatusUnauthorized)
+			return
+		}
+		httputil.NewSingleHostReverseProxy(&url.URL{Scheme: target.Scheme, Host: target.Host}).ServeHTTP(w, req)
+	}))
+	t.Cleanup(proxy.Close)
+	endpoint := proxy.URL + target.Path
+
+	old, _ := r.vault.Token(ctx, "key:ann", "fx")
+	mu.Lock()
+	refuse[old.AccessToken] = true
+	mu.Unlock()
+	if who, err := whoami(ctx, c, "key:ann", "fx", endpoint); err != nil || who != "ann" {
+		t.Fatalf("whoami with a refused token: %q %v", who, err)
+	}
+	now, _ := r.vault.Token(ctx, "key:ann", "fx")
+	if _, refreshs := r.counts.get(); refreshs != 1 || now.AccessToken == old.AccessToken {
+		t.Fatalf("%d refreshes, want 1 and a new token", refreshs)
+	}
+
+	// Whatever token: refused (each marked so before it is sent).
+	refuseAll := roundTripperFunc(func(req *http.Request) (*http.Response, error) {
+		mu.Lock()
+		refuse[strings.TrimPrefix(req.Header.Get("Authorization"), "Bearer ")] = true
+		mu.Unlock()
+		return http.DefaultTransport.RoundTrip(req)
+	})
+	cl := &http.Client{Transport: c.Transport("key:ann", "fx", refuseAll)}
+	resp, err := cl.Post(endpoint, "application/json", strings.NewReader(`{}`))
+	if err == nil {
+		resp.Body.Close()
+		t.Fatalf("a request with tokens the upstream refuses: %s", resp.Status)
+	}
+	authURL(t, err)
+	if _, err := r.vault.Token(ctx, "key:ann", "fx"); !vault.IsNotFound(err) {
+		t.Fatalf("a token the upstream refuses is still kept: %v", err)
+	}
+}
+
+type roundTripperFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripperFunc) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }
