@@ -48,6 +48,11 @@
 //     line or an error: the tokens and registrations redact themselves
 //     when formatted.
 //
+// Discovery follows the go-sdk's guard against server-side request
+// forgery: metadata at an address of a private network (10.0.0.0/8, ...)
+// is refused unless Options.HTTPClient has a transport of its own (one
+// that dials as it likes); https is required but on loopback.
+//
 // What it leaves to its user: which caller a request is for (the
 // per-caller connections), the route the callback is mounted on (its URL
 // is Options.RedirectURL), and how the authorization URL reaches the
