@@ -188,7 +188,8 @@ func (h *HydraServer) Logins() int {
 }
 
 // StartHydra runs `hydra serve all --dev` on free ports of 127.0.0.1,
-// issuing JWT access tokens unless a client asks for opaque ones, and
+// issuing JWT access tokens unless a client asks for opaque ones, with
+// dynamic client registration (RFC 7591) open at /oauth2/register, and
 // waits until it is ready. It is killed when the test ends.
 func StartHydra(tb testing.TB) *HydraServer {
 	tb.Helper()
@@ -256,7 +257,13 @@ log:
   level: warn
 oauth2:
   token_hook: %s
-`, h.Issuer, h.Login, h.Login, public, admin, hook)
+oidc:
+  dynamic_client_registration:
+    enabled: true
+webfinger:
+  oidc_discovery:
+    client_registration_url: %s/oauth2/register
+`, h.Issuer, h.Login, h.Login, public, admin, hook, h.Issuer)
 	cf := filepath.Join(tb.TempDir(), "hydra.yaml")
 	if err := os.WriteFile(cf, []byte(conf), 0o600); err != nil {
 		return err
@@ -374,6 +381,15 @@ func (h *HydraServer) CreateClient(tb testing.TB, c HydraClient) {
 		h.claims[c.ID] = c.Claims
 		h.mu.Unlock()
 	}
+}
+
+// SetLifespans sets the lifetime of the access tokens client id gets by
+// the authorization code grant (code) and by a refresh (refresh).
+func (h *HydraServer) SetLifespans(tb testing.TB, id string, code, refresh time.Duration) {
+	tb.Helper()
+	h.adminJSON(tb, http.MethodPut, "/admin/clients/"+url.PathEscape(id)+"/lifespans",
+		map[string]any{"authorization_code_grant_access_token_lifespan": code.String(),
+			"refresh_token_grant_access_token_lifespan": refresh.String()}, http.StatusOK)
 }
 
 // Token gets an access token of client id by the client_credentials
