@@ -543,11 +543,13 @@ func (a *app) reportServers(cat *tool.Catalog, st *startup) {
 // with the transport settings the manager gives their sources and the
 // bounds of their sessions: every enabled stdio, SSE and streamable HTTP
 // server. The built-in tools and command servers speak no MCP of their own
-// to pass through.
+// to pass through; a server with an auth section takes each caller's own
+// credential, which a passthrough route, opening its upstream session with
+// the configured one, would go around.
 func passthroughServers(cfg *config.Config, log *slog.Logger) []gateway.Route {
 	var out []gateway.Route
 	for _, sc := range cfg.Servers {
-		if sc.Disabled || sc.Transport == config.Command {
+		if sc.Disabled || sc.Transport == config.Command || sc.Auth != nil {
 			continue
 		}
 		src := toolmux.MCPSourceConfig(cfg, sc, log.With("server", sc.Name, "route", "passthrough"))
