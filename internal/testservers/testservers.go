@@ -52,6 +52,18 @@ type Options struct {
 	// confirm_delete): a
 	// gateway serving them as tasks is held to the suite.
 	TaskJobs bool
+	// Whoami adds the tool whoami, which answers with the value of the
+	// environment variable (over stdio) or the request header (over
+	// HTTP) it is asked for, and the server's process id: a server that
+	// shows whose credential reached it.
+	Whoami bool
+}
+
+// Whoami is the answer of the fixture's whoami tool.
+type Whoami struct {
+	Env    string `json:"env,omitempty"`
+	Header string `json:"header,omitempty"`
+	PID    int    `json:"pid"`
 }
 
 // TraceContext is the answer of the fixture's trace_context tool: the
@@ -127,6 +139,24 @@ func NewServer(o Options) *mcp.Server {
 					tc.Header = req.Extra.Header.Get("Traceparent")
 				}
 				b, _ := json.Marshal(tc)
+				return text(string(b)), nil, nil
+			})
+	}
+	if o.Whoami {
+		type whoIn struct {
+			Env    string `json:"env,omitempty" jsonschema:"an environment variable to answer with"`
+			Header string `json:"header,omitempty" jsonschema:"a request header to answer with"`
+		}
+		mcp.AddTool(s, &mcp.Tool{Name: "whoami", Description: "Answers with an environment variable or request header, and the process id.", Annotations: ro},
+			func(_ context.Context, req *mcp.CallToolRequest, in whoIn) (*mcp.CallToolResult, any, error) {
+				w := Whoami{PID: os.Getpid()}
+				if in.Env != "" {
+					w.Env = os.Getenv(in.Env)
+				}
+				if in.Header != "" && req.Extra != nil && req.Extra.Header != nil {
+					w.Header = req.Extra.Header.Get(in.Header)
+				}
+				b, _ := json.Marshal(w)
 				return text(string(b)), nil, nil
 			})
 	}
