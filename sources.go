@@ -16,8 +16,10 @@ import (
 	"github.com/toolmux/toolmux/internal/toolglob"
 	"github.com/toolmux/toolmux/manager"
 	"github.com/toolmux/toolmux/mcpsource"
+	"github.com/toolmux/toolmux/percaller"
 	"github.com/toolmux/toolmux/telemetry"
 	"github.com/toolmux/toolmux/tool"
+	"github.com/toolmux/toolmux/vault"
 	"github.com/toolmux/toolmux/web"
 )
 
@@ -32,12 +34,21 @@ import (
 // otherwise) and the full output of long shell commands in
 // DataDir/spill/shell.
 func NewManager(cfg *config.Config, log *slog.Logger, opts ...manager.Option) (*manager.Manager, error) {
-	return newManager(cfg, log, nil, opts...)
+	return newManager(cfg, log, sourceDeps{}, opts...)
 }
 
-// newManager is NewManager whose MCP sources trace their calls with tel
-// (nil: not at all).
-func newManager(cfg *config.Config, log *slog.Logger, tel *telemetry.Telemetry, opts ...manager.Option) (m *manager.Manager, err error) {
+// sourceDeps is what the sources of configured servers are made with,
+// besides the configuration.
+type sourceDeps struct {
+	// tel traces the MCP sources' calls (nil: not at all).
+	tel *telemetry.Telemetry
+	// vault keeps users' secrets for the servers that take each
+	// caller's own (nil: none; their calls are refused saying so).
+	vault *vault.Vault
+}
+
+// newManager is NewManager whose sources are made with deps.
+func newManager(cfg *config.Config, log *slog.Logger, deps sourceDeps, opts ...manager.Option) (m *manager.Manager, err error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
@@ -62,7 +73,7 @@ func newManager(cfg *config.Config, log *slog.Logger, tel *telemetry.Telemetry, 
 		all = append(all, manager.WithSource(b, builtinServerOptions(cfg)))
 	}
 	for _, sc := range cfg.Servers {
-		src, sopts, err := newSource(cfg, sc, log, tel)
+		src, sopts, err := newSource(cfg, sc, log, deps)
 		if err != nil {
 			return nil, err
 		}
@@ -73,9 +84,8 @@ func newManager(cfg *config.Config, log *slog.Logger, tel *telemetry.Telemetry, 
 }
 
 // newSource makes the source of one configured server, with the policy
-// the manager applies to it; its MCP calls are traced with tel (nil: not
-// at all).
-func newSource(cfg *config.Config, sc config.Server, log *slog.Logger, tel *telemetry.Telemetry) (manager.Source, manager.ServerOptions, error) {
+// the manager applies to it, with deps.
+func newSource(cfg *config.Config, sc config.Server, log *slog.Logger, deps sourceDeps) (manager.Source, manager.ServerOptions, error) {
 	var src manager.Source
 	var err error
 	sopts := serverOptions(cfg, sc)
@@ -89,8 +99,12 @@ func newSource(cfg *config.Config, sc config.Server, log *slog.Logger, tel *tele
 		sopts.ConnectTimeout = first(sc.ConnectTimeout, cfg.ConnectTimeout) + cmdsource.DefaultKillGrace
 	} else {
 		mc := MCPSourceConfig(cfg, sc, log.With("server", sc.Name))
-		mc.Tracer, mc.Propagator = tel.Tracer(), tel.Propagator()
-		src, err = mcpsource.New(mc)
+		mc.Tracer, mc.Propagator = deps.tel.Tracer(), deps.tel.Propagator()
+		if sc.Auth != nil {
+			src = perCallerSource(cfg, sc, mc, deps.vault, log)
+		} else {
+			src, err = mcpsource.New(mc)
+		}
 	}
 	switch {
 	case err != nil && sc.Disabled:
@@ -102,6 +116,23 @@ func newSource(cfg *config.Config, sc config.Server, log *slog.Logger, tel *tele
 		return nil, sopts, err
 	}
 	return src, sopts, nil
+}
+
+// perCallerSource makes the source of a server with an auth section: each
+// caller's calls over a connection of their own, opened with their
+// credential (package percaller); its tool list kept in
+// DATA_DIR/percaller/NAME.tools.json when there is a data directory.
+func perCallerSource(cfg *config.Config, sc config.Server, mc mcpsource.Config, v *vault.Vault, log *slog.Logger) manager.Source {
+	var sv percaller.SecretVault
+	if v != nil {
+		sv = v
+	}
+	o := percaller.OptionsFromConfig(*sc.Auth)
+	o.Logger = log.With("server", sc.Name)
+	if cfg.DataDir != "" {
+		o.ToolsFile = filepath.Join(cfg.DataDir, "percaller", sc.Name+".tools.json")
+	}
+	return percaller.New(mc, percaller.SecretsFromConfig(sc.Name, *sc.Auth, sv), o)
 }
 
 // disabledSource stands in for a disabled server whose source cannot be

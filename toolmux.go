@@ -32,6 +32,7 @@ import (
 	"github.com/toolmux/toolmux/tasklog"
 	"github.com/toolmux/toolmux/telemetry"
 	"github.com/toolmux/toolmux/tool"
+	"github.com/toolmux/toolmux/vault"
 )
 
 // Options adjust Open. The zero value is a runtime of the configuration
@@ -99,6 +100,10 @@ type Options struct {
 	// configuration's telemetry section and Getenv (telemetry.New), and
 	// the runtime closes it.
 	Telemetry *telemetry.Telemetry
+	// Vault keeps users' secrets for the servers that take each caller's
+	// own (a server's auth section, docs/identity.md); nil: none, and
+	// calls to such servers are refused saying so. The caller closes it.
+	Vault *vault.Vault
 	// Getenv reads the OTEL_* environment variables when Open sets
 	// tracing up (the CLI passes os.Getenv); nil: only the configuration
 	// decides.
@@ -172,6 +177,8 @@ type Runtime struct {
 	log      *slog.Logger
 	// ownTelemetry: Telemetry is the runtime's own, closed by Close.
 	ownTelemetry bool
+	// sourceDeps makes the sources of servers added by a reload.
+	sourceDeps sourceDeps
 }
 
 // CurrentConfig returns the configuration in use: Open's, or the last one
@@ -258,7 +265,8 @@ func Open(ctx context.Context, cfg *config.Config, o Options) (rt *Runtime, err 
 		// never retried.
 		mopts = append(mopts, manager.WithSource(sa, manager.ServerOptions{Timeout: cfg.Timeout, Retry: manager.Retry{MaxAttempts: 1}}))
 	}
-	if rt.Manager, err = newManager(cfg, log, rt.Telemetry, append(mopts, o.ManagerOptions...)...); err != nil {
+	rt.sourceDeps = sourceDeps{tel: rt.Telemetry, vault: o.Vault}
+	if rt.Manager, err = newManager(cfg, log, rt.sourceDeps, append(mopts, o.ManagerOptions...)...); err != nil {
 		return rt, err
 	}
 	rt.popts = popts

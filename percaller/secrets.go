@@ -62,6 +62,10 @@ func (s *Secrets) Kind() string { return tool.CredentialUserSecret }
 // headers; an owner without one of them gets auth_required naming the
 // command that sets it.
 func (s *Secrets) Connect(ctx context.Context, owner string, base mcpsource.Config) (mcpsource.Config, error) {
+	if s.Vault == nil {
+		return base, &tool.Error{Kind: tool.KindExecutionFailed, Server: s.Server, Err: tool.ErrNotSent,
+			Message: fmt.Sprintf("server %s takes each user's own secrets, which are kept in the vault of the data directory, and this toolmux has none (set data_dir, docs/vault.md)", s.Server)}
+	}
 	cfg := base
 	cfg.Env, cfg.Headers = maps.Clone(base.Env), maps.Clone(base.Headers)
 	var missing []string
@@ -106,6 +110,9 @@ func (s *Secrets) Connect(ctx context.Context, owner string, base mcpsource.Conf
 
 // Holders returns the owners who have set every secret of the server.
 func (s *Secrets) Holders(ctx context.Context) ([]string, error) {
+	if s.Vault == nil {
+		return nil, nil
+	}
 	owners, err := s.Vault.Store().Owners(ctx)
 	if err != nil {
 		return nil, err
