@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"path/filepath"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/toolmux/toolmux/builtin"
@@ -45,6 +46,37 @@ type sourceDeps struct {
 	// vault keeps users' secrets for the servers that take each
 	// caller's own (nil: none; their calls are refused saying so).
 	vault *vault.Vault
+	// perCaller, when set, learns the per-caller sources made
+	// (Runtime.DisconnectCaller).
+	perCaller *perCallers
+}
+
+// perCallers are the per-caller sources of a runtime, by server: the
+// last one made for a name (a reload's replaces the one before).
+type perCallers struct {
+	mu sync.Mutex
+	by map[string]*percaller.Source
+}
+
+func (p *perCallers) add(name string, s *percaller.Source) {
+	if p == nil {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.by == nil {
+		p.by = map[string]*percaller.Source{}
+	}
+	p.by[name] = s
+}
+
+func (p *perCallers) get(name string) *percaller.Source {
+	if p == nil {
+		return nil
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.by[name]
 }
 
 // newManager is NewManager whose sources are made with deps.
@@ -101,7 +133,9 @@ func newSource(cfg *config.Config, sc config.Server, log *slog.Logger, deps sour
 		mc := MCPSourceConfig(cfg, sc, log.With("server", sc.Name))
 		mc.Tracer, mc.Propagator = deps.tel.Tracer(), deps.tel.Propagator()
 		if sc.Auth != nil {
-			src = perCallerSource(cfg, sc, mc, deps.vault, log)
+			pc := perCallerSource(cfg, sc, mc, deps.vault, log)
+			deps.perCaller.add(sc.Name, pc)
+			src = pc
 		} else {
 			src, err = mcpsource.New(mc)
 		}
@@ -122,7 +156,7 @@ func newSource(cfg *config.Config, sc config.Server, log *slog.Logger, deps sour
 // caller's calls over a connection of their own, opened with their
 // credential (package percaller); its tool list kept in
 // DATA_DIR/percaller/NAME.tools.json when there is a data directory.
-func perCallerSource(cfg *config.Config, sc config.Server, mc mcpsource.Config, v *vault.Vault, log *slog.Logger) manager.Source {
+func perCallerSource(cfg *config.Config, sc config.Server, mc mcpsource.Config, v *vault.Vault, log *slog.Logger) *percaller.Source {
 	var sv percaller.SecretVault
 	if v != nil {
 		sv = v

@@ -181,6 +181,33 @@ type Runtime struct {
 	sourceDeps sourceDeps
 }
 
+// DisconnectCaller closes the connection of the caller whose key is owner
+// (identity.Caller.Key) to server, when server takes each caller's own
+// credential (its auth section) and the caller has one open: their next
+// call opens it again with their credential as it is now. Anything else
+// is left alone.
+func (rt *Runtime) DisconnectCaller(server, owner string) {
+	if s := rt.sourceDeps.perCaller.get(server); s != nil {
+		s.Disconnect(owner)
+	}
+}
+
+// UserSecrets returns, by server, the names of the secrets each user sets
+// for the servers of the configuration in use that take them (auth kind
+// user_secrets).
+func (rt *Runtime) UserSecrets() map[string][]string {
+	out := map[string][]string{}
+	for _, sc := range rt.CurrentConfig().Servers {
+		if sc.Auth == nil || sc.Auth.Kind != config.AuthUserSecrets || sc.Disabled {
+			continue
+		}
+		for _, s := range sc.Auth.Secrets {
+			out[sc.Name] = append(out[sc.Name], s.Name)
+		}
+	}
+	return out
+}
+
 // CurrentConfig returns the configuration in use: Open's, or the last one
 // Reload applied.
 func (rt *Runtime) CurrentConfig() *config.Config {
@@ -265,7 +292,7 @@ func Open(ctx context.Context, cfg *config.Config, o Options) (rt *Runtime, err 
 		// never retried.
 		mopts = append(mopts, manager.WithSource(sa, manager.ServerOptions{Timeout: cfg.Timeout, Retry: manager.Retry{MaxAttempts: 1}}))
 	}
-	rt.sourceDeps = sourceDeps{tel: rt.Telemetry, vault: o.Vault}
+	rt.sourceDeps = sourceDeps{tel: rt.Telemetry, vault: o.Vault, perCaller: &perCallers{}}
 	if rt.Manager, err = newManager(cfg, log, rt.sourceDeps, append(mopts, o.ManagerOptions...)...); err != nil {
 		return rt, err
 	}

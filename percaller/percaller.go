@@ -276,6 +276,21 @@ func (s *Source) acquire(ctx context.Context, owner string) (*conn, error) {
 	return c, nil
 }
 
+// Disconnect closes owner's connection, when it has one, so that the next
+// call opens it again with the owner's credential as it is now (a secret
+// set again, or deleted). Calls in flight over it are cancelled.
+func (s *Source) Disconnect(owner string) {
+	s.mu.Lock()
+	c := s.conns[owner]
+	if c == nil {
+		s.mu.Unlock()
+		return
+	}
+	s.remove(c)
+	s.mu.Unlock()
+	s.finish(c, "credential changed")
+}
+
 // release ends a use of c; the last one arms its idle timer.
 func (s *Source) release(c *conn) {
 	s.mu.Lock()

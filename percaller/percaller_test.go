@@ -75,7 +75,7 @@ func TestEachCallerOwnProcess(t *testing.T) {
 	setSecret(t, v, "bob", "bob-secret")
 	s := newSource(t, v, percaller.Options{})
 	a, b := whoami(t, s, as("ann")), whoami(t, s, as("bob"))
-	if a.Env != "ann-secret" || b.Env != "bob-secret" {
+	if a.Env != testservers.WhoamiSum("ann-secret") || b.Env != testservers.WhoamiSum("bob-secret") {
 		t.Errorf("ann saw %q, bob saw %q", a.Env, b.Env)
 	}
 	if a.PID == b.PID {
@@ -183,7 +183,7 @@ func TestIdleConnectionsClosed(t *testing.T) {
 		t.Errorf("process %d still runs", w.PID)
 	}
 	// The next call opens it again.
-	if again := whoami(t, s, as("ann")); again.PID == w.PID || again.Env != "ann-secret" {
+	if again := whoami(t, s, as("ann")); again.PID == w.PID || again.Env != testservers.WhoamiSum("ann-secret") {
 		t.Errorf("after reaping: %+v", again)
 	}
 }
@@ -220,4 +220,22 @@ func hasTool(ts []tool.Tool, name string) bool {
 		}
 	}
 	return false
+}
+
+// A caller's secret set again reaches the server once Disconnect closed
+// the connection opened with the old one.
+func TestDisconnect(t *testing.T) {
+	v := newVault(t)
+	setSecret(t, v, "ann", "old")
+	s := newSource(t, v, percaller.Options{})
+	first := whoami(t, s, as("ann"))
+	setSecret(t, v, "ann", "new")
+	if w := whoami(t, s, as("ann")); w.Env != testservers.WhoamiSum("old") {
+		t.Errorf("an open connection keeps its secret: %+v", w)
+	}
+	s.Disconnect(identity.KeySubject("ann"))
+	s.Disconnect(identity.KeySubject("nobody"))
+	if w := whoami(t, s, as("ann")); w.Env != testservers.WhoamiSum("new") || w.PID == first.PID {
+		t.Errorf("after Disconnect: %+v (first %+v)", w, first)
+	}
 }

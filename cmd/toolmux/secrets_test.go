@@ -1,0 +1,200 @@
+package main_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/toolmux/toolmux/internal/testservers"
+	"github.com/toolmux/toolmux/vault"
+)
+
+// secretsConfig is a stdio fixture server whose callers' secret TOKEN
+// goes in $FIXTURE_TOKEN, at most two callers' processes at once.
+func secretsConfig(t *testing.T) string {
+	return fmt.Sprintf(`servers:
+  fx:
+    command: %s
+    args: [-whoami]
+    trust: true
+    health_check: {min_backoff: 50ms, max_backoff: 200ms}
+    auth:
+      kind: user_secrets
+      secrets:
+        TOKEN: {env: FIXTURE_TOKEN}
+      max_connections: 2
+`, testservers.Fixture(t))
+}
+
+// Per-user secrets end to end, through the real binary: two callers (API
+// keys) set their own secret with toolmux secrets set and call the same
+// tool, each reaching the server in a process of their own with their own
+// secret; a caller without one gets auth_required naming the command, in
+// both protocol eras; a third caller's process beyond max_connections
+// closes the one unused longest; the records name the credential kind;
+// no secret is anywhere in the data directory or on stderr in the clear.
+func TestServeUserSecrets(t *testing.T) {
+	t.Parallel()
+	home := t.TempDir()
+	keys := map[string]string{}
+	for _, n := range []string{"ann", "bob", "carol"} {
+		keys[n] = addKey(t, home, n)
+	}
+	env := []string{"TOOLMUX_VAULT_KEY=" + vault.GenerateKey()}
+	dir := workspace(t, secretsConfig(t))
+	p := startServeEnv(t, binary, dir, home, env)
+	secrets := func(who, stdin string, args ...string) result {
+		t.Helper()
+		e := append(os.Environ(), "XDG_DATA_HOME="+home, "TOOLMUX_URL=http://"+p.addr, "TOOLMUX_TOKEN="+keys[who])
+		return execToolmux(t, dir, stdin, append(e, env...), append([]string{"secrets"}, args...)...)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	session := func(who, version string) *mcp.ClientSession {
+		t.Helper()
+		client := mcp.NewClient(&mcp.Implementation{Name: "secrets-test"}, nil)
+		cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: p.url("/mcp"), HTTPClient: bearer(keys[who])},
+			&mcp.ClientSessionOptions{ProtocolVersion: version})
+		if err != nil {
+			t.Fatalf("%s (%s): %v", who, version, err)
+		}
+		t.Cleanup(func() { cs.Close() })
+		return cs
+	}
+	whoami := func(cs *mcp.ClientSession) (testservers.Whoami, *mcp.CallToolResult) {
+		t.Helper()
+		out, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "fx__whoami", Arguments: map[string]any{"env": "FIXTURE_TOKEN"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var w testservers.Whoami
+		if !out.IsError {
+			if err := json.Unmarshal([]byte(out.Content[0].(*mcp.TextContent).Text), &w); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return w, out
+	}
+
+	if r := secrets("ann", "", "list"); r.code != 0 || !strings.Contains(r.stdout, "no: toolmux secrets set fx TOKEN") {
+		t.Errorf("list before: %d %q %s", r.code, r.stdout, r.stderr)
+	}
+	for _, who := range []string{"ann", "bob"} {
+		if r := secrets(who, who+"-s3cret-value\n", "set", "fx", "TOKEN"); r.code != 0 {
+			t.Fatalf("%s: secrets set: %d %s", who, r.code, r.stderr)
+		}
+	}
+	if r := secrets("ann", "x", "set", "fx", "OTHER"); r.code != 1 || !strings.Contains(r.stderr, "takes no secret") {
+		t.Errorf("a secret the server does not take: %d %s", r.code, r.stderr)
+	}
+	if r := secrets("ann", "", "list"); r.code != 0 || !strings.Contains(r.stdout, "fx      TOKEN") || strings.Contains(r.stdout, "no:") ||
+		strings.Contains(r.stdout, "s3cret") {
+		t.Errorf("list after: %d %q %s", r.code, r.stdout, r.stderr)
+	}
+
+	// Started with no secret set, the server's tools are listed over a
+	// caller's connection once one has one (the next recovery).
+	ann, bob := session("ann", legacyProtocol), session("bob", "2026-07-28")
+	if !testservers.Eventually(30*time.Second, func() bool {
+		ts, err := ann.ListTools(ctx, nil)
+		return err == nil && slicesHas(ts.Tools, "fx__whoami")
+	}) {
+		t.Fatalf("fx's tools never listed\n%s", p.stderr.String())
+	}
+	a, out := whoami(ann)
+	if out.IsError {
+		t.Fatalf("ann: %+v", out.Content[0])
+	}
+	b, out := whoami(bob)
+	if out.IsError {
+		t.Fatalf("bob: %+v", out.Content[0])
+	}
+	if a.Env != testservers.WhoamiSum("ann-s3cret-value") || b.Env != testservers.WhoamiSum("bob-s3cret-value") || a.PID == b.PID {
+		t.Errorf("ann saw %+v, bob %+v", a, b)
+	}
+
+	// Carol has set nothing: told what to do, in both eras.
+	for _, version := range []string{legacyProtocol, "2026-07-28"} {
+		_, out := whoami(session("carol", version))
+		text := ""
+		if len(out.Content) > 0 {
+			text = out.Content[0].(*mcp.TextContent).Text
+		}
+		if !out.IsError || !strings.Contains(text, "auth_required") || !strings.Contains(text, "toolmux secrets set fx TOKEN") {
+			t.Errorf("carol (%s): %v %q", version, out.IsError, text)
+		}
+	}
+
+	// Carol's secret makes a third process, one more than max_connections:
+	// ann's, unused longest, is stopped.
+	if r := secrets("carol", "carol-s3cret-value", "set", "fx", "TOKEN"); r.code != 0 {
+		t.Fatalf("carol: secrets set: %d %s", r.code, r.stderr)
+	}
+	c, out := whoami(session("carol", legacyProtocol))
+	if out.IsError || c.Env != testservers.WhoamiSum("carol-s3cret-value") {
+		t.Fatalf("carol after setting: %+v %+v", c, out.Content)
+	}
+	if !testservers.Eventually(10*time.Second, func() bool { return syscall.Kill(a.PID, 0) != nil }) {
+		t.Errorf("ann's process %d still runs beside bob's and carol's", a.PID)
+	}
+	if syscall.Kill(b.PID, 0) != nil {
+		t.Errorf("bob's process %d is gone", b.PID)
+	}
+	// Deleted, carol's secret no longer reaches the server.
+	if r := secrets("carol", "", "delete", "fx", "TOKEN"); r.code != 0 {
+		t.Fatalf("carol: secrets delete: %d %s", r.code, r.stderr)
+	}
+	if _, out := whoami(session("carol", legacyProtocol)); !out.IsError {
+		t.Errorf("carol's call after delete: %+v", out.Content)
+	}
+
+	if err := p.signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.wait(); err != nil {
+		t.Fatalf("serve: %v\n%s", err, p.stderr.String())
+	}
+	// The records say which credential each call used, never which.
+	credential := false
+	err := filepath.WalkDir(home, func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		if strings.Contains(string(b), "s3cret") {
+			t.Errorf("%s holds a secret in the clear", path)
+		}
+		credential = credential || strings.Contains(string(b), `"credential":"user-secret"`)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !credential {
+		t.Error("no record names the credential kind user-secret")
+	}
+	if strings.Contains(p.stderr.String(), "s3cret") {
+		t.Errorf("serve wrote a secret on stderr:\n%s", p.stderr.String())
+	}
+}
+
+func slicesHas(ts []*mcp.Tool, name string) bool {
+	for _, t := range ts {
+		if t.Name == name {
+			return true
+		}
+	}
+	return false
+}
