@@ -280,15 +280,7 @@ func (s *Source) acquire(ctx context.Context, owner string) (*conn, error) {
 // call opens it again with the owner's credential as it is now (a secret
 // set again, or deleted). Calls in flight over it are cancelled.
 func (s *Source) Disconnect(owner string) {
-	s.mu.Lock()
-	c := s.conns[owner]
-	if c == nil {
-		s.mu.Unlock()
-		return
-	}
-	s.remove(c)
-	s.mu.Unlock()
-	s.finish(c, "credential changed")
+	s.closeIf(owner, func(*conn) bool { return true }, "credential changed")
 }
 
 // release ends a use of c; the last one arms its idle timer.
@@ -306,14 +298,20 @@ func (s *Source) release(c *conn) {
 
 // reap closes c when its idle timer fired while nothing used it.
 func (s *Source) reap(c *conn) {
+	s.closeIf(c.owner, func(open *conn) bool { return open == c && c.busy == 0 }, "idle")
+}
+
+// closeIf closes owner's connection when it has one and ok says so.
+func (s *Source) closeIf(owner string, ok func(*conn) bool, why string) {
 	s.mu.Lock()
-	if s.conns[c.owner] != c || c.busy > 0 {
+	c := s.conns[owner]
+	if c == nil || !ok(c) {
 		s.mu.Unlock()
 		return
 	}
 	s.remove(c)
 	s.mu.Unlock()
-	s.finish(c, "idle")
+	s.finish(c, why)
 }
 
 // remove takes c out of the connections, to be closed by finish; s.mu is
