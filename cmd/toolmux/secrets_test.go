@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/chromedp"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/toolmux/toolmux/internal/testservers"
@@ -197,4 +198,51 @@ func slicesHas(ts []*mcp.Tool, name string) bool {
 		}
 	}
 	return false
+}
+
+// The page's Secrets tab sets and deletes the caller's own secret: the
+// call then reaches the server with it, and the value is never on the
+// page again.
+func TestBrowserSecrets(t *testing.T) {
+	t.Parallel()
+	home := t.TempDir()
+	key := addKey(t, home, "ann")
+	p := startServeEnv(t, binary, workspace(t, secretsConfig(t)), home, []string{"TOOLMUX_VAULT_KEY=" + vault.GenerateKey()})
+	b := newUIBrowser(t)
+	b.do(chromedp.Navigate(p.url("/#secrets")))
+	b.visible(`#token-dialog[open] #token-input`)
+	b.do(chromedp.SendKeys(chromedp.CSS(`#token-input`), key), chromedp.Click(chromedp.CSS(`#token-form button[type="submit"]`)))
+	row := `#secrets tr[data-server="fx"][data-name="TOKEN"]`
+	b.do(chromedp.Navigate(p.url("/#secrets")))
+	b.visible(row + `[data-set="no"] input.secret-value`)
+	b.shot("secrets-unset")
+	const value = "ann-page-s3cret"
+	b.fill(row+` input.secret-value`, value)
+	b.do(chromedp.Click(chromedp.CSS(row + ` form button[type="submit"]`)))
+	b.visible(row + `[data-set="yes"]`)
+	b.shot("secrets-set")
+	if uiEval[bool](b, `document.documentElement.outerHTML.includes(`+fmt.Sprintf("%q", value)+`) || [...document.querySelectorAll('input')].some((i) => i.value !== '' && i.id !== 'token-input')`) {
+		t.Error("the value is still on the page")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	client := mcp.NewClient(&mcp.Implementation{Name: "secrets-page-test"}, nil)
+	cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: p.url("/mcp"), HTTPClient: bearer(key)},
+		&mcp.ClientSessionOptions{ProtocolVersion: legacyProtocol})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	var w testservers.Whoami
+	if !testservers.Eventually(30*time.Second, func() bool {
+		out, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "fx__whoami", Arguments: map[string]any{"env": "FIXTURE_TOKEN"}})
+		return err == nil && !out.IsError && json.Unmarshal([]byte(out.Content[0].(*mcp.TextContent).Text), &w) == nil
+	}) || w.Env != testservers.WhoamiSum(value) {
+		t.Fatalf("the call after setting the secret on the page: %+v", w)
+	}
+	b.do(chromedp.Click(chromedp.CSS(row + ` button.delete`)))
+	b.visible(row + `[data-set="no"]`)
+	if out, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "fx__whoami", Arguments: map[string]any{"env": "FIXTURE_TOKEN"}}); err != nil || !out.IsError {
+		t.Errorf("the call after deleting it on the page: %v %+v", err, out)
+	}
 }
