@@ -50,7 +50,8 @@ func TestServeUserSecrets(t *testing.T) {
 	for _, n := range []string{"ann", "bob", "carol"} {
 		keys[n] = addKey(t, home, n)
 	}
-	env := []string{"TOOLMUX_VAULT_KEY=" + vault.GenerateKey()}
+	vaultKey := vault.GenerateKey()
+	env := []string{"TOOLMUX_VAULT_KEY=" + vaultKey}
 	dir := workspace(t, secretsConfig(t))
 	p := startServeEnv(t, binary, dir, home, env)
 	secrets := func(who, stdin string, args ...string) result {
@@ -188,6 +189,25 @@ func TestServeUserSecrets(t *testing.T) {
 	}
 	if strings.Contains(p.stderr.String(), "s3cret") {
 		t.Errorf("serve wrote a secret on stderr:\n%s", p.stderr.String())
+	}
+	// The vault's files open with serve's key only.
+	open := func(text string) ([]byte, error) {
+		k, err := vault.ParseKey(text)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ring, err := vault.NewKeyring(k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		v := vault.New(vault.NewFileStore(vault.Dir(filepath.Join(home, "toolmux"))), ring, vault.Options{})
+		return v.Secret(context.Background(), "key:bob", "fx", "TOKEN")
+	}
+	if b, err := open(vaultKey); err != nil || string(b) != "bob-s3cret-value" {
+		t.Errorf("bob's secret with serve's key: %v", err)
+	}
+	if _, err := open(vault.GenerateKey()); vault.KindOf(err) != vault.KindWrongKey {
+		t.Errorf("bob's secret with another key: %v", err)
 	}
 }
 
