@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io/fs"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -33,6 +34,9 @@ func secretsConfig(t *testing.T) string {
       secrets:
         TOKEN: {env: FIXTURE_TOKEN}
       max_connections: 2
+virtual_servers:
+  - name: mine
+    tools: ["fx/whoami"]
 `, testservers.Fixture(t))
 }
 
@@ -61,10 +65,15 @@ func TestServeUserSecrets(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
+	var sessionAt func(who, version, path string) *mcp.ClientSession
 	session := func(who, version string) *mcp.ClientSession {
 		t.Helper()
+		return sessionAt(who, version, "/mcp")
+	}
+	sessionAt = func(who, version, path string) *mcp.ClientSession {
+		t.Helper()
 		client := mcp.NewClient(&mcp.Implementation{Name: "secrets-test"}, nil)
-		cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: p.url("/mcp"), HTTPClient: bearer(keys[who])},
+		cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: p.url(path), HTTPClient: bearer(keys[who])},
 			&mcp.ClientSessionOptions{ProtocolVersion: version})
 		if err != nil {
 			t.Fatalf("%s (%s): %v", who, version, err)
@@ -124,9 +133,14 @@ func TestServeUserSecrets(t *testing.T) {
 		t.Errorf("ann saw %+v, bob %+v", a, b)
 	}
 
-	// Carol has set nothing: told what to do, in both eras.
+	// Carol has set nothing: told what to do, in both eras, on /mcp and
+	// a virtual server (whose tool is named whoami there).
 	for _, version := range []string{legacyProtocol, "2026-07-28"} {
 		_, out := whoami(session("carol", version))
+		out2, err := sessionAt("carol", version, "/virtual/mine/mcp").CallTool(ctx, &mcp.CallToolParams{Name: "fx__whoami", Arguments: map[string]any{"env": "FIXTURE_TOKEN"}})
+		if err != nil || !out2.IsError || !strings.Contains(out2.Content[0].(*mcp.TextContent).Text, "toolmux secrets set fx TOKEN") {
+			t.Errorf("carol on the virtual server (%s): %v %+v", version, err, out2)
+		}
 		text := ""
 		if len(out.Content) > 0 {
 			text = out.Content[0].(*mcp.TextContent).Text
@@ -134,6 +148,12 @@ func TestServeUserSecrets(t *testing.T) {
 		if !out.IsError || !strings.Contains(text, "auth_required") || !strings.Contains(text, "toolmux secrets set fx TOKEN") {
 			t.Errorf("carol (%s): %v %q", version, out.IsError, text)
 		}
+	}
+
+	// No passthrough route: it would reach the server with the
+	// configuration's credential, not the caller's.
+	if code, _ := postRPC(t, p.url("/servers/fx/mcp"), keys["ann"]); code != http.StatusNotFound {
+		t.Errorf("/servers/fx/mcp: %d", code)
 	}
 
 	// Carol's secret makes a third process, one more than max_connections:
