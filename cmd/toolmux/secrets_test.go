@@ -286,3 +286,41 @@ func TestBrowserSecrets(t *testing.T) {
 		t.Errorf("the call after deleting it on the page: %v %+v", err, out)
 	}
 }
+
+// toolmux secrets refuses what it cannot send, before sending anything:
+// no value on stdin, a URL that is not one; a serve it cannot reach, or
+// one that wants a credential, is exit 1 saying so.
+func TestSecretsCommandErrors(t *testing.T) {
+	t.Parallel()
+	env := func(extra ...string) []string {
+		return append(append(os.Environ(), "XDG_DATA_HOME="+t.TempDir()), extra...)
+	}
+	dir := t.TempDir()
+	for _, c := range []struct {
+		name  string
+		stdin string
+		env   []string
+		args  []string
+		code  int
+		says  string
+	}{
+		{"no value", "", env(), []string{"set", "fx", "TOKEN"}, 2, "no value on stdin"},
+		{"a line end only", "\n", env(), []string{"set", "fx", "TOKEN"}, 2, "no value on stdin"},
+		{"bad url", "v", env(), []string{"set", "fx", "TOKEN", "--url", "ftp://x"}, 2, `--url: "ftp://x" is not an http:// or https:// URL`},
+		{"args", "v", env(), []string{"set", "fx"}, 2, "accepts 2 arg(s)"},
+		{"unreachable", "", env("TOOLMUX_URL=http://127.0.0.1:" + fmt.Sprint(testservers.FreePort(t))), []string{"list"}, 1, "reaching toolmux serve at"},
+	} {
+		r := execToolmux(t, dir, c.stdin, c.env, append([]string{"secrets"}, c.args...)...)
+		if r.code != c.code || !strings.Contains(r.stderr, c.says) {
+			t.Errorf("%s: exit %d, stderr %q", c.name, r.code, r.stderr)
+		}
+	}
+	// A serve with keys, asked without one.
+	home := t.TempDir()
+	addKey(t, home, "ann")
+	p := startServeEnv(t, binary, workspace(t, secretsConfig(t)), home, []string{"TOOLMUX_VAULT_KEY=" + vault.GenerateKey()})
+	r := execToolmux(t, dir, "v", env("TOOLMUX_URL=http://"+p.addr), "secrets", "set", "fx", "TOKEN")
+	if r.code != 1 || !strings.Contains(r.stderr, "set TOOLMUX_TOKEN to your API key or access token") || strings.Contains(r.stderr, "set\n") {
+		t.Errorf("without a key: exit %d, stderr %q", r.code, r.stderr)
+	}
+}
