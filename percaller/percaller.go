@@ -100,6 +100,9 @@ type Source struct {
 	conns  map[string]*conn
 	closed bool
 	tools  []tool.Tool // the last listing, kept for when none can list
+	// gen counts Disconnects: a connection whose credential was read
+	// before one is not opened with it.
+	gen uint64
 	// closing counts connections being closed outside mu, which Close
 	// waits for.
 	closing sync.WaitGroup
@@ -224,24 +227,53 @@ func (s *Source) owner(ctx context.Context) (string, error) {
 // busy until release. A new connection beyond MaxConnections closes the
 // one unused longest first, or is refused when every one is in use.
 func (s *Source) acquire(ctx context.Context, owner string) (*conn, error) {
-	s.mu.Lock()
-	if s.closed {
+	for {
+		s.mu.Lock()
+		if c, err := s.existing(owner); c != nil || err != nil {
+			s.mu.Unlock()
+			return c, err
+		}
+		gen := s.gen
 		s.mu.Unlock()
+		// The credential first, without the lock (an OAuth credential may
+		// refresh a token over the network): a caller without one takes
+		// no place and closes nobody's connection.
+		cfg, err := s.cred.Connect(ctx, owner, s.base)
+		if err != nil {
+			return nil, err
+		}
+		s.mu.Lock()
+		if c, err := s.existing(owner); c != nil || err != nil {
+			// Opened by another call of the same caller meanwhile.
+			s.mu.Unlock()
+			return c, err
+		}
+		if s.gen != gen {
+			// A credential changed (Disconnect) while this one was read:
+			// read it again rather than open with the old one.
+			s.mu.Unlock()
+			continue
+		}
+		return s.open(owner, cfg)
+	}
+}
+
+// existing returns owner's open connection, counted busy; s.mu is held.
+func (s *Source) existing(owner string) (*conn, error) {
+	if s.closed {
 		return nil, s.closedError()
 	}
-	if c := s.conns[owner]; c != nil {
+	c := s.conns[owner]
+	if c != nil {
 		c.busy++
 		c.idle.Stop()
-		s.mu.Unlock()
-		return c, nil
 	}
-	// The credential first: a caller without one takes no place and
-	// closes nobody's connection.
-	cfg, err := s.cred.Connect(ctx, owner, s.base)
-	if err != nil {
-		s.mu.Unlock()
-		return nil, err
-	}
+	return c, nil
+}
+
+// open makes owner's connection with cfg, closing the one unused longest
+// when MaxConnections are open; s.mu is held, and released.
+func (s *Source) open(owner string, cfg mcpsource.Config) (*conn, error) {
 	var evicted *conn
 	if len(s.conns) >= s.opts.MaxConnections {
 		for _, c := range s.conns {
@@ -280,6 +312,9 @@ func (s *Source) acquire(ctx context.Context, owner string) (*conn, error) {
 // call opens it again with the owner's credential as it is now (a secret
 // set again, or deleted). Calls in flight over it are cancelled.
 func (s *Source) Disconnect(owner string) {
+	s.mu.Lock()
+	s.gen++
+	s.mu.Unlock()
 	s.closeIf(owner, func(*conn) bool { return true }, "credential changed")
 }
 

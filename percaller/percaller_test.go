@@ -6,6 +6,7 @@ import (
 	"errors"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -237,5 +238,63 @@ func TestDisconnect(t *testing.T) {
 	s.Disconnect(identity.KeySubject("nobody"))
 	if w := whoami(t, s, as("ann")); w.Env != testservers.WhoamiSum("new") || w.PID == first.PID {
 		t.Errorf("after Disconnect: %+v (first %+v)", w, first)
+	}
+}
+
+// gated is a credential whose Connect for one owner waits until let is
+// closed, after saying so on entered.
+type gated struct {
+	percaller.Credential
+	owner   string
+	entered chan struct{}
+	let     chan struct{}
+	calls   atomic.Int32
+}
+
+func (g *gated) Connect(ctx context.Context, owner string, base mcpsource.Config) (mcpsource.Config, error) {
+	if owner == g.owner {
+		if g.calls.Add(1) == 1 {
+			close(g.entered)
+			<-g.let
+		}
+	}
+	return g.Credential.Connect(ctx, owner, base)
+}
+
+// A credential slow to read holds up its caller only; one that changes
+// while it is read (Disconnect) is read again.
+func TestConnectOutsideTheLock(t *testing.T) {
+	v := newVault(t)
+	setSecret(t, v, "ann", "ann-secret")
+	setSecret(t, v, "bob", "bob-old")
+	base := mcpsource.Config{Name: "fx", Transport: mcpsource.Stdio, Command: testservers.Fixture(t), Args: []string{"-whoami"},
+		ConnectTimeout: 10 * time.Second, StopGrace: time.Second}
+	g := &gated{Credential: &percaller.Secrets{Server: "fx", Vault: v, Secrets: []percaller.Secret{{Name: "TOKEN", Env: "FIXTURE_TOKEN"}}},
+		owner: identity.KeySubject("bob"), entered: make(chan struct{}), let: make(chan struct{})}
+	s := percaller.New(base, g, percaller.Options{})
+	defer s.Close()
+	bob := make(chan testservers.Whoami, 1)
+	go func() {
+		res, err := s.Call(as("bob"), "whoami", map[string]any{"env": "FIXTURE_TOKEN"})
+		var w testservers.Whoami
+		if err == nil {
+			_ = json.Unmarshal([]byte(res.Text()), &w)
+		}
+		bob <- w
+	}()
+	<-g.entered
+	// Bob's credential is being read: ann's call goes on meanwhile.
+	if w := whoami(t, s, as("ann")); w.Env != testservers.WhoamiSum("ann-secret") {
+		t.Errorf("ann: %+v", w)
+	}
+	// Bob sets a new secret while his old one is being read.
+	setSecret(t, v, "bob", "bob-new")
+	s.Disconnect(identity.KeySubject("bob"))
+	close(g.let)
+	if w := <-bob; w.Env != testservers.WhoamiSum("bob-new") {
+		t.Errorf("bob's connection opened with %s, not his new secret", w.Env)
+	}
+	if n := g.calls.Load(); n != 2 {
+		t.Errorf("bob's credential read %d times, want 2", n)
 	}
 }
