@@ -298,3 +298,18 @@ func TestConnectOutsideTheLock(t *testing.T) {
 		t.Errorf("bob's credential read %d times, want 2", n)
 	}
 }
+
+// Without a vault, a caller's call is refused saying where one comes
+// from, and nothing can list the tools.
+func TestNoVault(t *testing.T) {
+	base := mcpsource.Config{Name: "fx", Transport: mcpsource.Stdio, Command: testservers.Fixture(t)}
+	s := percaller.New(base, &percaller.Secrets{Server: "fx", Secrets: []percaller.Secret{{Name: "TOKEN", Env: "T"}}}, percaller.Options{})
+	defer s.Close()
+	_, err := s.Call(as("ann"), "whoami", nil)
+	if tool.KindOf(err) != tool.KindExecutionFailed || !strings.Contains(err.Error(), "toolmux serve opens its data directory's") {
+		t.Errorf("without a vault: %v", err)
+	}
+	if _, err := s.Tools(context.Background()); tool.KindOf(err) != tool.KindAuthRequired {
+		t.Errorf("listing without a vault: %v", err)
+	}
+}
