@@ -160,7 +160,7 @@ func (rt *Runtime) Reload(ctx context.Context, cfg *config.Config, drain time.Du
 		if ok && reflect.DeepEqual(serverKey(old, prev), serverKey(cfg, sc)) {
 			continue
 		}
-		src, sopts, err := newSource(cfg, sc, rt.log, rt.Telemetry)
+		src, sopts, err := newSource(cfg, sc, rt.log, rt.sourceDeps)
 		if err != nil {
 			closeAdded()
 			return Reloaded{}, err

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"path/filepath"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/toolmux/toolmux/builtin"
@@ -16,8 +17,10 @@ import (
 	"github.com/toolmux/toolmux/internal/toolglob"
 	"github.com/toolmux/toolmux/manager"
 	"github.com/toolmux/toolmux/mcpsource"
+	"github.com/toolmux/toolmux/percaller"
 	"github.com/toolmux/toolmux/telemetry"
 	"github.com/toolmux/toolmux/tool"
+	"github.com/toolmux/toolmux/vault"
 	"github.com/toolmux/toolmux/web"
 )
 
@@ -32,12 +35,52 @@ import (
 // otherwise) and the full output of long shell commands in
 // DataDir/spill/shell.
 func NewManager(cfg *config.Config, log *slog.Logger, opts ...manager.Option) (*manager.Manager, error) {
-	return newManager(cfg, log, nil, opts...)
+	return newManager(cfg, log, sourceDeps{}, opts...)
 }
 
-// newManager is NewManager whose MCP sources trace their calls with tel
-// (nil: not at all).
-func newManager(cfg *config.Config, log *slog.Logger, tel *telemetry.Telemetry, opts ...manager.Option) (m *manager.Manager, err error) {
+// sourceDeps is what the sources of configured servers are made with,
+// besides the configuration.
+type sourceDeps struct {
+	// tel traces the MCP sources' calls (nil: not at all).
+	tel *telemetry.Telemetry
+	// vault keeps users' secrets for the servers that take each
+	// caller's own (nil: none; their calls are refused saying so).
+	vault *vault.Vault
+	// perCaller, when set, learns the per-caller sources made
+	// (Runtime.DisconnectCaller).
+	perCaller *perCallers
+}
+
+// perCallers are the per-caller sources of a runtime, by server: the
+// last one made for a name (a reload's replaces the one before).
+type perCallers struct {
+	mu sync.Mutex
+	by map[string]*percaller.Source
+}
+
+func (p *perCallers) add(name string, s *percaller.Source) {
+	if p == nil {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.by == nil {
+		p.by = map[string]*percaller.Source{}
+	}
+	p.by[name] = s
+}
+
+func (p *perCallers) get(name string) *percaller.Source {
+	if p == nil {
+		return nil
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.by[name]
+}
+
+// newManager is NewManager whose sources are made with deps.
+func newManager(cfg *config.Config, log *slog.Logger, deps sourceDeps, opts ...manager.Option) (m *manager.Manager, err error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
@@ -62,7 +105,7 @@ func newManager(cfg *config.Config, log *slog.Logger, tel *telemetry.Telemetry, 
 		all = append(all, manager.WithSource(b, builtinServerOptions(cfg)))
 	}
 	for _, sc := range cfg.Servers {
-		src, sopts, err := newSource(cfg, sc, log, tel)
+		src, sopts, err := newSource(cfg, sc, log, deps)
 		if err != nil {
 			return nil, err
 		}
@@ -73,9 +116,8 @@ func newManager(cfg *config.Config, log *slog.Logger, tel *telemetry.Telemetry, 
 }
 
 // newSource makes the source of one configured server, with the policy
-// the manager applies to it; its MCP calls are traced with tel (nil: not
-// at all).
-func newSource(cfg *config.Config, sc config.Server, log *slog.Logger, tel *telemetry.Telemetry) (manager.Source, manager.ServerOptions, error) {
+// the manager applies to it, with deps.
+func newSource(cfg *config.Config, sc config.Server, log *slog.Logger, deps sourceDeps) (manager.Source, manager.ServerOptions, error) {
 	var src manager.Source
 	var err error
 	sopts := serverOptions(cfg, sc)
@@ -89,8 +131,14 @@ func newSource(cfg *config.Config, sc config.Server, log *slog.Logger, tel *tele
 		sopts.ConnectTimeout = first(sc.ConnectTimeout, cfg.ConnectTimeout) + cmdsource.DefaultKillGrace
 	} else {
 		mc := MCPSourceConfig(cfg, sc, log.With("server", sc.Name))
-		mc.Tracer, mc.Propagator = tel.Tracer(), tel.Propagator()
-		src, err = mcpsource.New(mc)
+		mc.Tracer, mc.Propagator = deps.tel.Tracer(), deps.tel.Propagator()
+		if sc.Auth != nil {
+			pc := perCallerSource(cfg, sc, mc, deps.vault, log)
+			deps.perCaller.add(sc.Name, pc)
+			src = pc
+		} else {
+			src, err = mcpsource.New(mc)
+		}
 	}
 	switch {
 	case err != nil && sc.Disabled:
@@ -102,6 +150,23 @@ func newSource(cfg *config.Config, sc config.Server, log *slog.Logger, tel *tele
 		return nil, sopts, err
 	}
 	return src, sopts, nil
+}
+
+// perCallerSource makes the source of a server with an auth section: each
+// caller's calls over a connection of their own, opened with their
+// credential (package percaller); its tool list kept in
+// DATA_DIR/percaller/NAME.tools.json when there is a data directory.
+func perCallerSource(cfg *config.Config, sc config.Server, mc mcpsource.Config, v *vault.Vault, log *slog.Logger) *percaller.Source {
+	var sv percaller.SecretVault
+	if v != nil {
+		sv = v
+	}
+	o := percaller.OptionsFromConfig(*sc.Auth)
+	o.Logger = log.With("server", sc.Name)
+	if cfg.DataDir != "" {
+		o.ToolsFile = filepath.Join(cfg.DataDir, "percaller", sc.Name+".tools.json")
+	}
+	return percaller.New(mc, percaller.SecretsFromConfig(sc.Name, *sc.Auth, sv), o)
 }
 
 // disabledSource stands in for a disabled server whose source cannot be

@@ -32,6 +32,7 @@ import (
 	"github.com/toolmux/toolmux/tasklog"
 	"github.com/toolmux/toolmux/telemetry"
 	"github.com/toolmux/toolmux/tool"
+	"github.com/toolmux/toolmux/vault"
 )
 
 // Options adjust Open. The zero value is a runtime of the configuration
@@ -99,6 +100,10 @@ type Options struct {
 	// configuration's telemetry section and Getenv (telemetry.New), and
 	// the runtime closes it.
 	Telemetry *telemetry.Telemetry
+	// Vault keeps users' secrets for the servers that take each caller's
+	// own (a server's auth section, docs/identity.md); nil: none, and
+	// calls to such servers are refused saying so. The caller closes it.
+	Vault *vault.Vault
 	// Getenv reads the OTEL_* environment variables when Open sets
 	// tracing up (the CLI passes os.Getenv); nil: only the configuration
 	// decides.
@@ -172,6 +177,35 @@ type Runtime struct {
 	log      *slog.Logger
 	// ownTelemetry: Telemetry is the runtime's own, closed by Close.
 	ownTelemetry bool
+	// sourceDeps makes the sources of servers added by a reload.
+	sourceDeps sourceDeps
+}
+
+// DisconnectCaller closes the connection of the caller whose key is owner
+// (identity.Caller.Key) to server, when server takes each caller's own
+// credential (its auth section) and the caller has one open: their next
+// call opens it again with their credential as it is now. Anything else
+// is left alone.
+func (rt *Runtime) DisconnectCaller(server, owner string) {
+	if s := rt.sourceDeps.perCaller.get(server); s != nil {
+		s.Disconnect(owner)
+	}
+}
+
+// UserSecrets returns, by server, the names of the secrets each user sets
+// for the servers of the configuration in use that take them (auth kind
+// user_secrets).
+func (rt *Runtime) UserSecrets() map[string][]string {
+	out := map[string][]string{}
+	for _, sc := range rt.CurrentConfig().Servers {
+		if sc.Auth == nil || sc.Auth.Kind != config.AuthUserSecrets || sc.Disabled {
+			continue
+		}
+		for _, s := range sc.Auth.Secrets {
+			out[sc.Name] = append(out[sc.Name], s.Name)
+		}
+	}
+	return out
 }
 
 // CurrentConfig returns the configuration in use: Open's, or the last one
@@ -258,7 +292,8 @@ func Open(ctx context.Context, cfg *config.Config, o Options) (rt *Runtime, err 
 		// never retried.
 		mopts = append(mopts, manager.WithSource(sa, manager.ServerOptions{Timeout: cfg.Timeout, Retry: manager.Retry{MaxAttempts: 1}}))
 	}
-	if rt.Manager, err = newManager(cfg, log, rt.Telemetry, append(mopts, o.ManagerOptions...)...); err != nil {
+	rt.sourceDeps = sourceDeps{tel: rt.Telemetry, vault: o.Vault, perCaller: &perCallers{}}
+	if rt.Manager, err = newManager(cfg, log, rt.sourceDeps, append(mopts, o.ManagerOptions...)...); err != nil {
 		return rt, err
 	}
 	rt.popts = popts

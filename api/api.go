@@ -54,6 +54,9 @@ type Caller interface {
 type Options struct {
 	Catalog Catalog
 	Caller  Caller
+	// Secrets serves each caller's own secrets (/api/secrets); nil: those
+	// routes answer that there are none.
+	Secrets *Secrets
 	// Health returns the servers' health (manager.Health).
 	Health func() []tool.ServerHealth
 	// Policy says what the policy does with each tool, for /api/tools: a
@@ -227,6 +230,7 @@ func New(o Options) http.Handler {
 	mux.HandleFunc("GET /api/fleet", s.fleet)
 	mux.HandleFunc("GET /api/pins", s.pins)
 	mux.HandleFunc("POST /api/pins/{server}/{tool}/accept", s.acceptPin)
+	s.secretsRoutes(mux)
 	mux.HandleFunc("/api/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "not_found", fmt.Sprintf("no API route %s %s (see docs/api.md)", r.Method, r.URL.Path))
 	})
@@ -808,6 +812,10 @@ func statusOf(k tool.Kind) int {
 		return 499 // client closed request, as nginx reports it
 	case tool.KindFileNotFound:
 		return http.StatusNotFound
+	case tool.KindAuthRequired:
+		// The caller is known; what is missing is their credential for
+		// the upstream server, which no other toolmux credential gives.
+		return http.StatusForbidden
 	}
 	return http.StatusBadGateway
 }

@@ -329,6 +329,11 @@ type Server struct {
 	// server's passthrough route, filled in from the global section like
 	// Retry. Command servers have no route, so they cannot set it.
 	Passthrough *Passthrough
+	// Auth, when non-nil, makes every call to the server go over a
+	// connection of the caller's own, opened with the caller's credential
+	// (docs/identity.md, "On whose behalf"); nil: one connection for
+	// everyone, with the credential configured here.
+	Auth *ServerAuth
 	// HealthCheck, when non-nil, replaces Config.HealthCheck for this
 	// server, filled in from the global one like Retry.
 	HealthCheck *HealthCheck

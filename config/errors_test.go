@@ -50,7 +50,7 @@ func TestErrors(t *testing.T) {
 `,
 			want: []wantErr{
 				{2, 3, "servers.everything", "needs command (to start a stdio server), url (to reach an sse or http server), or discover and call (to run tools found by a command)"},
-				{3, 5, "servers.everything.comand", "unknown key (expected one of: command, args, env, cwd, url, transport, type, headers, bearer_token, discover, call, allow, deny, timeout, tool_timeouts, connect_timeout, retry, circuit_breaker, health_check, passthrough, disabled, trust); did you mean command?"},
+				{3, 5, "servers.everything.comand", "unknown key (expected one of: command, args, env, cwd, url, transport, type, headers, bearer_token, discover, call, allow, deny, timeout, tool_timeouts, connect_timeout, retry, circuit_breaker, health_check, passthrough, auth, disabled, trust); did you mean command?"},
 			},
 		},
 		{
@@ -487,7 +487,7 @@ func TestErrorMessages(t *testing.T) {
 		t.Errorf("got  %v\nwant %s", err, want)
 	}
 	_, err = config.ParseWith("toolmux.yaml", []byte("servers:\n  everything:\n    comand: npx\n    command: npx\n"), config.Options{LookupEnv: envOf(nil)})
-	if want := "toolmux.yaml:3:5: servers.everything.comand: unknown key (expected one of: command, args, env, cwd, url, transport, type, headers, bearer_token, discover, call, allow, deny, timeout, tool_timeouts, connect_timeout, retry, circuit_breaker, health_check, passthrough, disabled, trust); did you mean command?"; err == nil || err.Error() != want {
+	if want := "toolmux.yaml:3:5: servers.everything.comand: unknown key (expected one of: command, args, env, cwd, url, transport, type, headers, bearer_token, discover, call, allow, deny, timeout, tool_timeouts, connect_timeout, retry, circuit_breaker, health_check, passthrough, auth, disabled, trust); did you mean command?"; err == nil || err.Error() != want {
 		t.Errorf("got  %v\nwant %s", err, want)
 	}
 }

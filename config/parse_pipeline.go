@@ -39,7 +39,7 @@ var (
 	errorKinds = []string{"tool_not_registered", "server_not_found", "server_unavailable",
 		"invalid_tool_params", "policy_violation", "approval_denied", "approval_unavailable", "timeout", "cancelled",
 		"tool_error", "execution_failed", "duplicate_query", "path_not_in_workspace",
-		"file_not_found", "permission_denied", "output_truncated", "fallback_failed", "outcome_unknown", "tool_changed"}
+		"file_not_found", "permission_denied", "output_truncated", "fallback_failed", "outcome_unknown", "tool_changed", "auth_required"}
 
 	urlActions     = []string{"allow", "deny"}
 	dedupePolicies = []string{"allow", "warn", "reject"}

@@ -22,7 +22,7 @@ import (
 var (
 	serverKeys = []string{"command", "args", "env", "cwd", "url", "transport", "type",
 		"headers", "bearer_token", "discover", "call", "allow", "deny", "timeout", "tool_timeouts",
-		"connect_timeout", "retry", "circuit_breaker", "health_check", "passthrough", "disabled", "trust"}
+		"connect_timeout", "retry", "circuit_breaker", "health_check", "passthrough", "auth", "disabled", "trust"}
 	retryKeys       = []string{"max_attempts", "initial_backoff", "max_backoff", "tools"}
 	breakerKeys     = []string{"failures", "cooldown"}
 	healthCheckKeys = []string{"enabled", "ping_after", "ping_timeout", "ping_interval", "min_backoff", "max_backoff"}
@@ -191,7 +191,7 @@ type serverDecl struct {
 	cmdNode            *yaml.Node
 	discNode, callNode *yaml.Node
 
-	retry, breaker, passthrough, health *entry
+	retry, breaker, passthrough, health, auth *entry
 }
 
 func (d *serverDecl) hasCmd() bool  { return d.cmdNode != nil }
@@ -292,6 +292,8 @@ func (p *parser) serverKey(d *serverDecl, e *entry, kp string) {
 		d.passthrough = e
 	case "health_check":
 		d.health = e
+	case "auth":
+		d.auth = e
 	}
 }
 
@@ -462,6 +464,9 @@ func (p *parser) serverSections(d *serverDecl, cfg *Config) {
 			pt := p.passthrough(d.passthrough.v, sp+".passthrough", cfg.Passthrough)
 			s.Passthrough = &pt
 		}
+	}
+	if d.auth != nil {
+		s.Auth = p.serverAuth(d, d.auth)
 	}
 	if d.health != nil {
 		h, pings := p.healthCheck(d.health.v, sp+".health_check", cfg.HealthCheck)

@@ -455,8 +455,15 @@ func (m *Manager) Call(ctx context.Context, call tool.Call) *tool.Record {
 	} else if res != nil && res.IsError {
 		rec.Error = &tool.Error{Kind: tool.KindToolError, Server: call.Server, Tool: call.Tool, Message: res.Text()}
 	}
+	if rec.Error != nil && rec.Error.Kind == tool.KindAuthRequired {
+		rec.Credential = "" // none was used
+	}
 	return rec
 }
+
+// credentialed is a source whose calls each go with their caller's own
+// credential (percaller.Source): the record names its kind.
+type credentialed interface{ Credential() string }
 
 // call makes the call against def, or against the definition it looks up
 // when def is nil.
@@ -469,6 +476,9 @@ func (m *Manager) call(ctx context.Context, call *tool.Call, def *tool.Tool, rec
 		return nil, err
 	}
 	defer s.exit()
+	if cs, ok := s.src.(credentialed); ok {
+		rec.Credential = cs.Credential()
+	}
 
 	ctx, cancel := context.WithTimeoutCause(ctx, s.timeout(call.Tool), errTimedOut)
 	defer cancel()

@@ -97,6 +97,8 @@ func fixHint(k tool.Kind) string {
 		return "check whether its effect happened (read the state it changes) before you call it again."
 	case tool.KindToolChanged:
 		return "the tool's definition changed since it was approved; do not retry it until a person accepts the change, use another tool or tell the user."
+	case tool.KindAuthRequired:
+		return "the user must give their credential for this server first (the message says how); tell the user, and do not retry until they have."
 	case tool.KindExecutionFailed:
 		return "the call failed unexpectedly; try again once, then use another tool."
 	}

@@ -67,6 +67,11 @@ const (
 	// accept them, not what the new definition says (a model reads it);
 	// the record's "pinning" note carries the difference.
 	KindToolChanged Kind = "tool_changed"
+	// KindAuthRequired: the server takes each caller's own credential
+	// (its auth section) and this caller has not given it yet; the
+	// message says what to do (the command that sets a secret, the page
+	// to open), never what a credential is. Nothing was sent.
+	KindAuthRequired Kind = "auth_required"
 )
 
 // ErrNotSent is in the chain of errors for calls that failed before the

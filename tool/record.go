@@ -63,6 +63,12 @@ func (r *CallerRef) String() string {
 	return r.Name
 }
 
+// The kinds of credential a record names (Record.Credential).
+const (
+	// CredentialUserSecret: the caller's own secrets (toolmux secrets set).
+	CredentialUserSecret = "user-secret"
+)
+
 // NewRecord returns the record of call as it starts: the call's identity
 // and arguments, the tool's exposed name (name; "" means
 // [ExposedName]), and Started now. Every layer that answers a call builds
@@ -96,6 +102,11 @@ type Record struct {
 	Caller *CallerRef `json:"caller,omitempty"`
 	Server string     `json:"server"`
 	Tool   string     `json:"tool"`
+	// Credential is the kind of credential the call reached its server
+	// with, for a server that takes each caller's own (CredentialUserSecret);
+	// "" for one connection shared by every caller, with the credential the
+	// configuration gives. Never the credential itself.
+	Credential string `json:"credential,omitempty"`
 	// Name is the tool's exposed name, when the call went through a catalog.
 	Name string `json:"name,omitempty"`
 	// Arguments are the arguments as sent to the tool.

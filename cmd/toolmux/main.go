@@ -145,7 +145,7 @@ Claude Desktop, Cursor and Gemini CLI is accepted as is.`,
 	root.PersistentFlags().BoolVarP(&a.yes, "yes", "y", false, "approve every call the policy would ask about (deny rules still apply)")
 	root.PersistentFlags().StringVar(&a.dataDir, "data-dir", "", "where toolmux keeps state (default: data_dir from the config, else $XDG_DATA_HOME/toolmux or ~/.local/share/toolmux)")
 	root.AddCommand(a.toolsCommand(), a.callCommand(), a.serveCommand(), a.runCommand(), a.versionCommand(), a.logsCommand(),
-		a.workerCommand(), a.submitCommand(), a.runsCommand(), a.keysCommand(), a.vaultCommand(), a.fleetCommand())
+		a.workerCommand(), a.submitCommand(), a.runsCommand(), a.keysCommand(), a.vaultCommand(), a.secretsCommand(), a.fleetCommand())
 	return root
 }
 

@@ -245,8 +245,17 @@ one more, 300ms after the last. See docs/operations.md.`,
 				mx = metrics.New()
 				sinks = append(sinks, mx)
 			}
+			// Users' own secrets for the servers that take them.
+			cfg, err := a.loadConfig()
+			if err != nil {
+				return err
+			}
+			sv, err := a.serveVault(cfg)
+			if err != nil {
+				return err
+			}
 			rt, err := a.openIn(ctx, toolmux.Options{NoAgents: true, Approver: approver, ConcurrentApprovals: true,
-				Sinks: sinks, ManagerOptions: []manager.Option{st.option()}, TaskLog: fn.taskLog()}, fn.dataSub())
+				Sinks: sinks, ManagerOptions: []manager.Option{st.option()}, TaskLog: fn.taskLog(), Vault: sv}, fn.dataSub())
 			if err != nil {
 				return err
 			}
@@ -291,7 +300,8 @@ one more, 300ms after the last. See docs/operations.md.`,
 			opts.API = api.New(api.Options{Catalog: rt.Pipeline, Caller: s, Health: rt.Manager.Health, Pins: rt.Pins, Presented: rt.Manager,
 				Policy: rt.Gate, Approvals: approvals, Log: rt.Log, Events: hub, Version: versionString(), MaxDepth: rt.Config.Limits.MaxDepth,
 				Fleet: fn.summary(authSettings.AdminGroup), Reload: reloads.infoFunc(), Limits: opts.Limits, Visibility: vis.get,
-				AdminGroups: []string{authSettings.AdminGroup}, ApproverGroups: []string{authSettings.ApproversGroup}})
+				AdminGroups: []string{authSettings.AdminGroup}, ApproverGroups: []string{authSettings.ApproversGroup},
+				Secrets: secretsAPI(rt, sv)})
 			if onHTTP {
 				opts.Virtual = gateway.VirtualFromConfig(rt.Config)
 				opts.Passthrough = passthroughServers(rt.Config, a.logger())
@@ -543,11 +553,13 @@ func (a *app) reportServers(cat *tool.Catalog, st *startup) {
 // with the transport settings the manager gives their sources and the
 // bounds of their sessions: every enabled stdio, SSE and streamable HTTP
 // server. The built-in tools and command servers speak no MCP of their own
-// to pass through.
+// to pass through; a server with an auth section takes each caller's own
+// credential, which a passthrough route, opening its upstream session with
+// the configured one, would go around.
 func passthroughServers(cfg *config.Config, log *slog.Logger) []gateway.Route {
 	var out []gateway.Route
 	for _, sc := range cfg.Servers {
-		if sc.Disabled || sc.Transport == config.Command {
+		if sc.Disabled || sc.Transport == config.Command || sc.Auth != nil {
 			continue
 		}
 		src := toolmux.MCPSourceConfig(cfg, sc, log.With("server", sc.Name, "route", "passthrough"))

@@ -9,6 +9,8 @@ package testservers
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -52,6 +54,29 @@ type Options struct {
 	// confirm_delete): a
 	// gateway serving them as tasks is held to the suite.
 	TaskJobs bool
+	// Whoami adds the tool whoami, which answers with the SHA-256 of the
+	// environment variable (over stdio) or the request header (over
+	// HTTP) it is asked for, and the server's process id: a server that
+	// shows whose credential reached it without putting the credential
+	// in its answer (which toolmux records).
+	Whoami bool
+}
+
+// Whoami is the answer of the fixture's whoami tool: hex SHA-256 sums
+// (WhoamiSum), "" for a value that is not set.
+type Whoami struct {
+	Env    string `json:"env,omitempty"`
+	Header string `json:"header,omitempty"`
+	PID    int    `json:"pid"`
+}
+
+// WhoamiSum is how the whoami tool shows a value: its hex SHA-256.
+func WhoamiSum(v string) string {
+	if v == "" {
+		return ""
+	}
+	s := sha256.Sum256([]byte(v))
+	return hex.EncodeToString(s[:])
 }
 
 // TraceContext is the answer of the fixture's trace_context tool: the
@@ -127,6 +152,24 @@ func NewServer(o Options) *mcp.Server {
 					tc.Header = req.Extra.Header.Get("Traceparent")
 				}
 				b, _ := json.Marshal(tc)
+				return text(string(b)), nil, nil
+			})
+	}
+	if o.Whoami {
+		type whoIn struct {
+			Env    string `json:"env,omitempty" jsonschema:"an environment variable to answer with"`
+			Header string `json:"header,omitempty" jsonschema:"a request header to answer with"`
+		}
+		mcp.AddTool(s, &mcp.Tool{Name: "whoami", Description: "Answers with an environment variable or request header, and the process id.", Annotations: ro},
+			func(_ context.Context, req *mcp.CallToolRequest, in whoIn) (*mcp.CallToolResult, any, error) {
+				w := Whoami{PID: os.Getpid()}
+				if in.Env != "" {
+					w.Env = WhoamiSum(os.Getenv(in.Env))
+				}
+				if in.Header != "" && req.Extra != nil && req.Extra.Header != nil {
+					w.Header = WhoamiSum(req.Extra.Header.Get(in.Header))
+				}
+				b, _ := json.Marshal(w)
 				return text(string(b)), nil, nil
 			})
 	}

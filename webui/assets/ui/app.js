@@ -9,6 +9,7 @@ import {Catalog} from './catalog.js';
 import {Tasks} from './tasks.js';
 import {MCPTasks} from './mcptasks.js';
 import {Fleet} from './fleet.js';
+import {Secrets} from './secrets.js';
 import {debounce, setText} from './util.js';
 
 const $ = (id) => document.getElementById(id);
@@ -101,8 +102,9 @@ function showStatus(status, detail = {}) {
     // read the queue again.
     approvals.refresh();
     // A gateway that could not be asked before (down, or a token
-    // missing) may be a fleet's.
+    // missing) may be a fleet's, or keep users' secrets.
     if (!fleet.present) fleet.probe().then((yes) => { if (yes) showTab(); });
+    if (!secrets.present) secrets.probe().then((yes) => { if (yes) showTab(); });
     say('');
   }
   if (status === 'reconnecting' && detail.error) say(`The event stream is down (${detail.error}); the page reconnects by itself and resumes where it stopped.`);
@@ -187,15 +189,20 @@ const fleet = new Fleet({
   count: $('fleet-workers-count'), empty: $('fleet-empty'), error: $('fleet-error'), updated: $('fleet-updated'),
 });
 
+// The Secrets tab, where some server takes users' own secrets.
+const secrets = new Secrets({tab: document.querySelector('[data-tab="secrets"]'), panel: $('tab-secrets'),
+  table: $('secrets'), error: $('secrets-error')});
+
 // --- tabs -----------------------------------------------------------------
 
-const TABS = ['live', 'catalog', 'tasks', 'call', 'fleet'];
+const TABS = ['live', 'catalog', 'tasks', 'call', 'fleet', 'secrets'];
 // showTab shows the tab the address names: #NAME, or #tasks/ID for one
 // task (the links of the Fleet tab's runs).
 function showTab() {
   const [first, ...rest] = location.hash.slice(1).split('/');
   let name = TABS.includes(first) ? first : 'live';
   if (name === 'fleet' && !fleet.present) name = 'live';
+  if (name === 'secrets' && !secrets.present) name = 'live';
   let taskID = '';
   if (name === 'tasks' && rest.length) {
     try { taskID = decodeURIComponent(rest.join('/')); } catch { taskID = ''; }
@@ -213,6 +220,7 @@ function showTab() {
     mcpTasks.refresh();
   }
   fleet.show(name === 'fleet');
+  if (name === 'secrets') secrets.refresh();
 }
 window.addEventListener('hashchange', showTab);
 
@@ -285,7 +293,7 @@ onTokenChange(() => {
   stream.pause();
   startStream();
   approvals.refresh();
-  fleet.probe().finally(showTab);
+  Promise.allSettled([fleet.probe(), secrets.probe()]).finally(showTab);
 });
 
 // --- start ------------------------------------------------------------------
@@ -307,6 +315,8 @@ async function startStream() {
 startStream();
 approvals.refresh();
 showTab();
-// Once the gateway has said whether it is a fleet's, the address may name
-// the Fleet tab (#fleet), hidden until now.
+// Once the gateway has said whether it is a fleet's, or keeps users'
+// secrets, the address may name the Fleet tab (#fleet) or the Secrets tab
+// (#secrets), hidden until now.
 fleet.probe().then((yes) => { if (yes) showTab(); });
+secrets.probe().then((yes) => { if (yes) showTab(); });
