@@ -92,6 +92,13 @@ type Error struct {
 	Suggestion string `json:"suggestion,omitempty"`
 	// Detail is diagnostic text, such as the tail of a server's stderr.
 	Detail string `json:"detail,omitempty"`
+	// URL, for KindAuthRequired, is where the caller's user goes to give
+	// the credential (an authorization server's page, the web page's
+	// secrets). It is not kept in records or events: an authorization
+	// URL holds a single-use state meant for that user alone. The
+	// gateway sends it through the channel the client has (an
+	// elicitation in URL mode, the page), else in the error's text.
+	URL string `json:"-"`
 	// Err is the underlying cause, if any.
 	Err error `json:"-"`
 }
