@@ -133,3 +133,62 @@ func postAuth(t *testing.T, url, token string) (int, string) {
 	t.Helper()
 	return postBody(t, url, `{"jsonrpc":"2.0","id":1,"method":"ping"}`, map[string]string{"Authorization": "Bearer " + token})
 }
+
+// A request's verified access token (a JWT, an introspected token) rides
+// in its context for token exchange, and nothing else does: not an API
+// key, not a token refused, not what a request without authentication
+// sends.
+func TestAuthCarriesVerifiedToken(t *testing.T) {
+	type seen struct {
+		caller string
+		token  string
+		ok     bool
+	}
+	got := make(chan seen, 1)
+	api := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		tok, ok := identity.TokenFrom(r.Context())
+		got <- seen{identity.From(r.Context()).String(), tok.Raw(), ok}
+	})
+	g := builtinGateway(t, t.TempDir(), gateway.Options{API: api})
+	key := identity.NewKeySecret()
+	var h http.Handler
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { h.ServeHTTP(w, r) }))
+	defer srv.Close()
+	auth := gateway.Auth{AuthorizationServers: []string{"https://idp.example"}}
+	auth.Verifier = identity.Verifiers{
+		identity.NewKeys(identity.Key{Name: "ci", Hash: identity.HashKey(key)}),
+		tokens{
+			"jwt-of-ann":   {Subject: "u1", Name: "ann", Method: identity.MethodJWT, Audience: []string{srv.URL}},
+			"opaque-of-bo": {Subject: "u2", Name: "bo", Method: identity.MethodIntrospection, Audience: []string{srv.URL}},
+			"elsewhere":    {Subject: "u1", Name: "ann", Method: identity.MethodJWT, Audience: []string{"https://other.example"}},
+		},
+	}
+	h = g.MuxAuth(auth, gateway.Security{Loopback: true})
+	get := func(token string) (int, seen) {
+		t.Helper()
+		req, _ := http.NewRequest(http.MethodGet, srv.URL+"/api/tools", nil)
+		req.Header.Set("Authorization", "Bearer "+token)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		select {
+		case s := <-got:
+			return resp.StatusCode, s
+		default:
+			return resp.StatusCode, seen{}
+		}
+	}
+	for token, caller := range map[string]string{"jwt-of-ann": "ann (jwt)", "opaque-of-bo": "bo (introspection)"} {
+		if code, s := get(token); code != 200 || !s.ok || s.token != token || s.caller != caller {
+			t.Errorf("%s: %d, caller %s, token carried %v (its own: %v)", caller, code, s.caller, s.ok, s.token == token)
+		}
+	}
+	if code, s := get(key); code != 200 || s.ok || s.caller != "ci (key)" {
+		t.Errorf("an API key: %d, caller %s, a token carried: %v", code, s.caller, s.ok)
+	}
+	if code, s := get("elsewhere"); code != 401 || s.ok {
+		t.Errorf("a token for another resource: %d, a token carried: %v", code, s.ok)
+	}
+}
