@@ -182,6 +182,7 @@ func (idp *ExchangeIdP) Token(tb testing.TB, caller string) string {
 	req, _ := http.NewRequest(http.MethodPost, idp.TokenURL, strings.NewReader(url.Values{"grant_type": {"client_credentials"}}.Encode()))
 	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 	req.SetBasicAuth(url.QueryEscape(caller), url.QueryEscape(idp.opts.Callers[caller]))
+	req.Close = true // no idle connection left behind (goleak)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		tb.Fatal(err)
@@ -206,7 +207,9 @@ type ExchangeIdPStats struct {
 // Stats returns how many token requests of each grant it has had.
 func (idp *ExchangeIdP) Stats(tb testing.TB) ExchangeIdPStats {
 	tb.Helper()
-	resp, err := http.Get(idp.Issuer + "/stats")
+	req, _ := http.NewRequest(http.MethodGet, idp.Issuer+"/stats", nil)
+	req.Close = true
+	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		tb.Fatal(err)
 	}
