@@ -2,7 +2,9 @@ package gateway_test
 
 import (
 	"context"
+	"crypto/sha256"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -11,8 +13,10 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/toolmux/toolmux/funcsource"
 	"github.com/toolmux/toolmux/gateway"
 	"github.com/toolmux/toolmux/identity"
+	"github.com/toolmux/toolmux/manager"
 )
 
 // tokens is a verifier of fixed tokens, each with the caller it stands
@@ -190,5 +194,53 @@ func TestAuthCarriesVerifiedToken(t *testing.T) {
 	}
 	if code, s := get("elsewhere"); code != 401 || s.ok {
 		t.Errorf("a token for another resource: %d, a token carried: %v", code, s.ok)
+	}
+}
+
+// The caller's verified token reaches the context its call is made in,
+// for token exchange to find: on /mcp and a virtual server, in both eras;
+// a caller with an API key has none there.
+func TestCallerTokenReachesTheCall(t *testing.T) {
+	seen := funcsource.Func("seen", "Says which caller's token the call carries.", func(ctx context.Context, _ struct{}) (string, error) {
+		tok, ok := identity.TokenFrom(ctx)
+		if !ok {
+			return "no token", nil
+		}
+		return fmt.Sprintf("token %x", sha256.Sum256([]byte(tok.Raw()))), nil
+	}, funcsource.ReadOnly())
+	m, err := manager.New(manager.WithSource(funcsource.New("fx", seen), manager.ServerOptions{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := gateway.New(m, gateway.Options{Virtual: []gateway.Virtual{{Name: "v", Tools: []string{"fx/seen"}}}})
+	key := identity.NewKeySecret()
+	var h http.Handler
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { h.ServeHTTP(w, r) }))
+	t.Cleanup(func() {
+		srv.CloseClientConnections()
+		srv.Close()
+		g.Close()
+		m.Close()
+	})
+	const jwt = "jwt-of-ann"
+	h = g.MuxAuth(gateway.Auth{Verifier: identity.Verifiers{
+		identity.NewKeys(identity.Key{Name: "ci", Hash: identity.HashKey(key)}),
+		tokens{jwt: {Subject: "u1", Name: "ann", Method: identity.MethodJWT, Audience: []string{srv.URL}}},
+	}}, gateway.Security{Loopback: true})
+	want := map[string]string{jwt: fmt.Sprintf("token %x", sha256.Sum256([]byte(jwt))), key: "no token"}
+	for _, route := range []string{"/mcp", "/virtual/v/mcp"} {
+		for _, era := range []string{legacyProtocol, "2026-07-28"} {
+			for token, answer := range want {
+				cs := connectAs(t, srv.URL+route, token, era)
+				res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "fx__seen"})
+				if err != nil || res.IsError || len(res.Content) != 1 {
+					t.Fatalf("%s %s: %v %+v", route, era, err, res)
+				}
+				if got := res.Content[0].(*mcp.TextContent).Text; got != answer {
+					t.Errorf("%s %s, %s: the call sees %q, want %q", route, era, map[bool]string{true: "a JWT", false: "an API key"}[token == jwt], got, answer)
+				}
+				cs.Close()
+			}
+		}
 	}
 }
