@@ -9,14 +9,18 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/toolmux/toolmux/funcsource"
 	"github.com/toolmux/toolmux/gateway"
 	"github.com/toolmux/toolmux/identity"
+	"github.com/toolmux/toolmux/internal/taskclient"
 	"github.com/toolmux/toolmux/manager"
+	"github.com/toolmux/toolmux/tasklog"
 )
 
 // tokens is a verifier of fixed tokens, each with the caller it stands
@@ -198,8 +202,9 @@ func TestAuthCarriesVerifiedToken(t *testing.T) {
 }
 
 // The caller's verified token reaches the context its call is made in,
-// for token exchange to find: on /mcp and a virtual server, in both eras;
-// a caller with an API key has none there.
+// for token exchange to find: on a virtual server, and on /mcp through
+// tool search's call_tool (the go-sdk's handler), in both eras; a caller
+// with an API key has none there.
 func TestCallerTokenReachesTheCall(t *testing.T) {
 	seen := funcsource.Func("seen", "Says which caller's token the call carries.", func(ctx context.Context, _ struct{}) (string, error) {
 		tok, ok := identity.TokenFrom(ctx)
@@ -212,7 +217,8 @@ func TestCallerTokenReachesTheCall(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	g := gateway.New(m, gateway.Options{Virtual: []gateway.Virtual{{Name: "v", Tools: []string{"fx/seen"}}}})
+	// /mcp with tool search: the tool is called through call_tool.
+	g := gateway.New(m, gateway.Options{Virtual: []gateway.Virtual{{Name: "v", Tools: []string{"fx/seen"}}}, ToolSearch: gateway.ToolSearch{Enabled: true}})
 	key := identity.NewKeySecret()
 	var h http.Handler
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { h.ServeHTTP(w, r) }))
@@ -222,17 +228,35 @@ func TestCallerTokenReachesTheCall(t *testing.T) {
 		g.Close()
 		m.Close()
 	})
-	const jwt = "jwt-of-ann"
+	// ann's session begins with one token and calls with the next one
+	// she got (hers too): a call carries the token of its own request.
+	const jwt, refreshed = "jwt-of-ann", "jwt-of-ann-refreshed"
+	ann := &identity.Caller{Subject: "u1", Name: "ann", Method: identity.MethodJWT, Audience: []string{srv.URL}}
 	h = g.MuxAuth(gateway.Auth{Verifier: identity.Verifiers{
 		identity.NewKeys(identity.Key{Name: "ci", Hash: identity.HashKey(key)}),
-		tokens{jwt: {Subject: "u1", Name: "ann", Method: identity.MethodJWT, Audience: []string{srv.URL}}},
+		tokens{jwt: ann, refreshed: ann},
 	}}, gateway.Security{Loopback: true})
-	want := map[string]string{jwt: fmt.Sprintf("token %x", sha256.Sum256([]byte(jwt))), key: "no token"}
+	want := map[string]string{jwt: fmt.Sprintf("token %x", sha256.Sum256([]byte(refreshed))), key: "no token"}
 	for _, route := range []string{"/mcp", "/virtual/v/mcp"} {
 		for _, era := range []string{legacyProtocol, "2026-07-28"} {
 			for token, answer := range want {
-				cs := connectAs(t, srv.URL+route, token, era)
-				res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "fx__seen"})
+				tr := &switchTransport{}
+				tr.token.Store(&token)
+				cs, err := mcp.NewClient(&mcp.Implementation{Name: "t", Version: "1"}, nil).Connect(context.Background(),
+					&mcp.StreamableClientTransport{Endpoint: srv.URL + route, HTTPClient: &http.Client{Transport: tr}},
+					&mcp.ClientSessionOptions{ProtocolVersion: era})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if token == jwt {
+					next := refreshed
+					tr.token.Store(&next)
+				}
+				call := &mcp.CallToolParams{Name: "fx__seen"}
+				if route == "/mcp" {
+					call = &mcp.CallToolParams{Name: "call_tool", Arguments: map[string]any{"name": "fx__seen"}}
+				}
+				res, err := cs.CallTool(context.Background(), call)
 				if err != nil || res.IsError || len(res.Content) != 1 {
 					t.Fatalf("%s %s: %v %+v", route, era, err, res)
 				}
@@ -241,6 +265,67 @@ func TestCallerTokenReachesTheCall(t *testing.T) {
 				}
 				cs.Close()
 			}
+		}
+	}
+}
+
+// switchTransport sends the token it holds now with every request.
+type switchTransport struct{ token atomic.Pointer[string] }
+
+func (s *switchTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+*s.token.Load())
+	return http.DefaultTransport.RoundTrip(r)
+}
+
+// A call made a task outlives its request, and still carries its
+// caller's token, for token exchange to find; an API key's caller's
+// task has none.
+func TestCallerTokenReachesTheTask(t *testing.T) {
+	seen := funcsource.Func("seen", "Says which caller's token the call carries.", func(ctx context.Context, _ struct{}) (string, error) {
+		tok, ok := identity.TokenFrom(ctx)
+		if !ok {
+			return "no token", nil
+		}
+		return fmt.Sprintf("token %x", sha256.Sum256([]byte(tok.Raw()))), nil
+	}, funcsource.ReadOnly())
+	m, err := manager.New(manager.WithSource(funcsource.New("fx", seen), manager.ServerOptions{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	log, err := tasklog.Open(context.Background(), t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := gateway.New(m, gateway.Options{Tasks: gateway.Tasks{Store: log, Long: []string{"fx/seen"}, TTL: time.Hour}})
+	key := identity.NewKeySecret()
+	var h http.Handler
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { h.ServeHTTP(w, r) }))
+	t.Cleanup(func() {
+		srv.CloseClientConnections()
+		srv.Close()
+		g.Close()
+		m.Close()
+		log.Close()
+	})
+	const jwt = "jwt-of-ann"
+	h = g.MuxAuth(gateway.Auth{Verifier: identity.Verifiers{
+		identity.NewKeys(identity.Key{Name: "ci", Hash: identity.HashKey(key)}),
+		tokens{jwt: {Subject: "u1", Name: "ann", Method: identity.MethodJWT, Audience: []string{srv.URL}}},
+	}}, gateway.Security{Loopback: true})
+	ctx := pollCtx(t)
+	for token, answer := range map[string]string{jwt: fmt.Sprintf("token %x", sha256.Sum256([]byte(jwt))), key: "no token"} {
+		c := &taskclient.Client{URL: srv.URL + "/mcp", Token: token}
+		task, err := c.CallTool(ctx, "fx__seen", map[string]any{})
+		if err != nil || task.TaskID == "" {
+			t.Fatalf("the call is no task: %v %+v", err, task)
+		}
+		if task, err = c.Poll(ctx, task.TaskID, nil); err != nil || task.Status != "completed" {
+			t.Fatalf("the task: %+v %v", task, err)
+		}
+		r, _ := task.ToolResult()
+		if r.Text() != answer {
+			t.Errorf("%s's task sees %q, want %q", map[bool]string{true: "a JWT", false: "an API key"}[token == jwt], r.Text(), answer)
 		}
 	}
 }

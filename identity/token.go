@@ -73,3 +73,13 @@ func TokenFrom(ctx context.Context) (Token, bool) {
 	t, ok := ctx.Value(callerTokenKey{}).(Token)
 	return t, ok && !t.IsZero()
 }
+
+// Carry returns dst carrying the caller src carries (With) and the
+// caller's token, or none when src has none (whatever dst had): for a
+// call made on a context apart from its request's (a task's call, which
+// outlives its request), which is still the caller's and may need its
+// token for as long as it runs.
+func Carry(dst, src context.Context) context.Context {
+	t, _ := TokenFrom(src)
+	return context.WithValue(With(dst, From(src)), callerTokenKey{}, t)
+}

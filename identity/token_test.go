@@ -49,3 +49,20 @@ func TestTokenInContextRedacted(t *testing.T) {
 		}
 	}
 }
+
+// Carry gives a context apart from the request's the request's caller
+// and token, and no token when the request has none.
+func TestCarry(t *testing.T) {
+	ann := &identity.Caller{Subject: "u1", Name: "ann", Method: identity.MethodJWT}
+	req := identity.WithToken(identity.With(context.Background(), ann), "ann-token")
+	stale := identity.WithToken(context.Background(), "stale-token")
+	ctx := identity.Carry(stale, req)
+	if tok, ok := identity.TokenFrom(ctx); identity.From(ctx) != ann || !ok || tok.Raw() != "ann-token" {
+		t.Errorf("carried: %v, a token %v", identity.From(ctx), ok)
+	}
+	key := identity.With(context.Background(), &identity.Caller{Subject: "key:ci", Name: "ci", Method: identity.MethodKey})
+	ctx = identity.Carry(stale, key)
+	if _, ok := identity.TokenFrom(ctx); ok || identity.From(ctx).Name != "ci" {
+		t.Errorf("an API key's caller carried with a token: %v", ok)
+	}
+}
