@@ -201,25 +201,32 @@ func TestAuthCarriesVerifiedToken(t *testing.T) {
 	}
 }
 
-// The caller's verified token reaches the context its call is made in,
-// for token exchange to find: on a virtual server, and on /mcp through
-// tool search's call_tool (the go-sdk's handler), in both eras; a caller
-// with an API key has none there.
-func TestCallerTokenReachesTheCall(t *testing.T) {
+// The tokens of seenGateway's callers: ann's session begins with one of
+// her JWTs and may call with the next one she got (hers too).
+const (
+	annJWT       = "jwt-of-ann"
+	annRefreshed = "jwt-of-ann-refreshed"
+)
+
+// seenGateway serves fx__seen, a tool that answers the SHA-256 of the
+// caller's token its call carries ("token HEX"), or "no token", to ann
+// (annJWT, annRefreshed) and to an API key, which it returns with the
+// gateway's URL.
+func seenGateway(t *testing.T, opts gateway.Options) (url, key string) {
+	t.Helper()
 	seen := funcsource.Func("seen", "Says which caller's token the call carries.", func(ctx context.Context, _ struct{}) (string, error) {
 		tok, ok := identity.TokenFrom(ctx)
 		if !ok {
 			return "no token", nil
 		}
-		return fmt.Sprintf("token %x", sha256.Sum256([]byte(tok.Raw()))), nil
+		return seenAnswer(tok.Raw()), nil
 	}, funcsource.ReadOnly())
 	m, err := manager.New(manager.WithSource(funcsource.New("fx", seen), manager.ServerOptions{}))
 	if err != nil {
 		t.Fatal(err)
 	}
-	// /mcp with tool search: the tool is called through call_tool.
-	g := gateway.New(m, gateway.Options{Virtual: []gateway.Virtual{{Name: "v", Tools: []string{"fx/seen"}}}, ToolSearch: gateway.ToolSearch{Enabled: true}})
-	key := identity.NewKeySecret()
+	g := gateway.New(m, opts)
+	key = identity.NewKeySecret()
 	var h http.Handler
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { h.ServeHTTP(w, r) }))
 	t.Cleanup(func() {
@@ -228,28 +235,38 @@ func TestCallerTokenReachesTheCall(t *testing.T) {
 		g.Close()
 		m.Close()
 	})
-	// ann's session begins with one token and calls with the next one
-	// she got (hers too): a call carries the token of its own request.
-	const jwt, refreshed = "jwt-of-ann", "jwt-of-ann-refreshed"
 	ann := &identity.Caller{Subject: "u1", Name: "ann", Method: identity.MethodJWT, Audience: []string{srv.URL}}
 	h = g.MuxAuth(gateway.Auth{Verifier: identity.Verifiers{
 		identity.NewKeys(identity.Key{Name: "ci", Hash: identity.HashKey(key)}),
-		tokens{jwt: ann, refreshed: ann},
+		tokens{annJWT: ann, annRefreshed: ann},
 	}}, gateway.Security{Loopback: true})
-	want := map[string]string{jwt: fmt.Sprintf("token %x", sha256.Sum256([]byte(refreshed))), key: "no token"}
+	return srv.URL, key
+}
+
+func seenAnswer(token string) string { return fmt.Sprintf("token %x", sha256.Sum256([]byte(token))) }
+
+// The caller's verified token reaches the context its call is made in,
+// for token exchange to find: on a virtual server, and on /mcp through
+// tool search's call_tool, in both eras; a call carries the token of its
+// own request, not the session's first; a caller with an API key has
+// none there.
+func TestCallerTokenReachesTheCall(t *testing.T) {
+	// /mcp with tool search: the tool is called through call_tool.
+	base, key := seenGateway(t, gateway.Options{Virtual: []gateway.Virtual{{Name: "v", Tools: []string{"fx/seen"}}}, ToolSearch: gateway.ToolSearch{Enabled: true}})
+	want := map[string]string{annJWT: seenAnswer(annRefreshed), key: "no token"}
 	for _, route := range []string{"/mcp", "/virtual/v/mcp"} {
 		for _, era := range []string{legacyProtocol, "2026-07-28"} {
 			for token, answer := range want {
 				tr := &switchTransport{}
 				tr.token.Store(&token)
 				cs, err := mcp.NewClient(&mcp.Implementation{Name: "t", Version: "1"}, nil).Connect(context.Background(),
-					&mcp.StreamableClientTransport{Endpoint: srv.URL + route, HTTPClient: &http.Client{Transport: tr}},
+					&mcp.StreamableClientTransport{Endpoint: base + route, HTTPClient: &http.Client{Transport: tr}},
 					&mcp.ClientSessionOptions{ProtocolVersion: era})
 				if err != nil {
 					t.Fatal(err)
 				}
-				if token == jwt {
-					next := refreshed
+				if token == annJWT {
+					next := annRefreshed
 					tr.token.Store(&next)
 				}
 				call := &mcp.CallToolParams{Name: "fx__seen"}
@@ -261,7 +278,7 @@ func TestCallerTokenReachesTheCall(t *testing.T) {
 					t.Fatalf("%s %s: %v %+v", route, era, err, res)
 				}
 				if got := res.Content[0].(*mcp.TextContent).Text; got != answer {
-					t.Errorf("%s %s, %s: the call sees %q, want %q", route, era, map[bool]string{true: "a JWT", false: "an API key"}[token == jwt], got, answer)
+					t.Errorf("%s %s, %s: the call sees %q, want %q", route, era, map[bool]string{true: "a JWT", false: "an API key"}[token == annJWT], got, answer)
 				}
 				cs.Close()
 			}
@@ -282,40 +299,15 @@ func (s *switchTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 // caller's token, for token exchange to find; an API key's caller's
 // task has none.
 func TestCallerTokenReachesTheTask(t *testing.T) {
-	seen := funcsource.Func("seen", "Says which caller's token the call carries.", func(ctx context.Context, _ struct{}) (string, error) {
-		tok, ok := identity.TokenFrom(ctx)
-		if !ok {
-			return "no token", nil
-		}
-		return fmt.Sprintf("token %x", sha256.Sum256([]byte(tok.Raw()))), nil
-	}, funcsource.ReadOnly())
-	m, err := manager.New(manager.WithSource(funcsource.New("fx", seen), manager.ServerOptions{}))
-	if err != nil {
-		t.Fatal(err)
-	}
 	log, err := tasklog.Open(context.Background(), t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
-	g := gateway.New(m, gateway.Options{Tasks: gateway.Tasks{Store: log, Long: []string{"fx/seen"}, TTL: time.Hour}})
-	key := identity.NewKeySecret()
-	var h http.Handler
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { h.ServeHTTP(w, r) }))
-	t.Cleanup(func() {
-		srv.CloseClientConnections()
-		srv.Close()
-		g.Close()
-		m.Close()
-		log.Close()
-	})
-	const jwt = "jwt-of-ann"
-	h = g.MuxAuth(gateway.Auth{Verifier: identity.Verifiers{
-		identity.NewKeys(identity.Key{Name: "ci", Hash: identity.HashKey(key)}),
-		tokens{jwt: {Subject: "u1", Name: "ann", Method: identity.MethodJWT, Audience: []string{srv.URL}}},
-	}}, gateway.Security{Loopback: true})
+	t.Cleanup(func() { log.Close() })
+	base, key := seenGateway(t, gateway.Options{Tasks: gateway.Tasks{Store: log, Long: []string{"fx/seen"}, TTL: time.Hour}})
 	ctx := pollCtx(t)
-	for token, answer := range map[string]string{jwt: fmt.Sprintf("token %x", sha256.Sum256([]byte(jwt))), key: "no token"} {
-		c := &taskclient.Client{URL: srv.URL + "/mcp", Token: token}
+	for token, answer := range map[string]string{annJWT: seenAnswer(annJWT), key: "no token"} {
+		c := &taskclient.Client{URL: base + "/mcp", Token: token}
 		task, err := c.CallTool(ctx, "fx__seen", map[string]any{})
 		if err != nil || task.TaskID == "" {
 			t.Fatalf("the call is no task: %v %+v", err, task)
@@ -325,7 +317,7 @@ func TestCallerTokenReachesTheTask(t *testing.T) {
 		}
 		r, _ := task.ToolResult()
 		if r.Text() != answer {
-			t.Errorf("%s's task sees %q, want %q", map[bool]string{true: "a JWT", false: "an API key"}[token == jwt], r.Text(), answer)
+			t.Errorf("%s's task sees %q, want %q", map[bool]string{true: "a JWT", false: "an API key"}[token == annJWT], r.Text(), answer)
 		}
 	}
 }
