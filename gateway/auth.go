@@ -25,7 +25,10 @@ import (
 // request refused says why in a WWW-Authenticate challenge (RFC 6750)
 // naming the protected resource metadata (RFC 9728), which is how an MCP
 // client learns where to get a token. The credential itself goes no
-// further: it is never passed upstream, logged or recorded.
+// further: it is never passed upstream, logged or recorded. An issuer's
+// access token, once verified, stays in the request's context
+// (identity.TokenFrom) for token exchange to trade at its issuer, and
+// nowhere else.
 
 // Auth configures who may call the gateway. The zero value lets every
 // request through without a caller (a gateway on loopback).
@@ -209,7 +212,17 @@ func (a Auth) authenticate(kind routeKind, h http.Handler) http.Handler {
 			a.refuse(w, r, kind, err)
 			return
 		}
-		h.ServeHTTP(w, r.WithContext(identity.With(r.Context(), c)))
+		ctx := identity.With(r.Context(), c)
+		if !found && c != nil && (c.Method == identity.MethodJWT || c.Method == identity.MethodIntrospection) {
+			// An issuer's access token, verified: kept in the request's
+			// context (only there) for token exchange, which trades it
+			// at its issuer for a token of an upstream server. An API
+			// key is no token an issuer would take, and is not kept.
+			if token, ok := bearerToken(r.Header.Get("Authorization")); ok {
+				ctx = identity.WithToken(ctx, token)
+			}
+		}
+		h.ServeHTTP(w, r.WithContext(ctx))
 	})
 }
 

@@ -711,11 +711,11 @@ func (tr *taskRunner) call(w http.ResponseWriter, r *http.Request, v *view, rec 
 	tr.wg.Add(1)
 	tr.mu.Unlock()
 	cctx, cancel := context.WithCancelCause(tr.ctx)
-	// The task's call is its caller's, as an ordinary call is.
-	cctx = identity.With(cctx, identity.From(ctx))
 	lt.cancel = cancel
-	// The call is its caller's, though it outlives its request.
-	cctx = identity.With(cctx, identity.From(ctx))
+	// The task's call is its caller's, as an ordinary call is, though it
+	// outlives its request: its caller, and the caller's token for token
+	// exchange while it runs.
+	cctx = identity.Carry(cctx, ctx)
 	keyed = keyed && tr.keep(key, reqKey, lt)
 	// Until it becomes a task, the call ends with its request; a keyed
 	// call becomes a task then instead (below).
