@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"slices"
 	"sync"
@@ -133,9 +134,12 @@ func newSource(cfg *config.Config, sc config.Server, log *slog.Logger, deps sour
 		mc := MCPSourceConfig(cfg, sc, log.With("server", sc.Name))
 		mc.Tracer, mc.Propagator = deps.tel.Tracer(), deps.tel.Propagator()
 		if sc.Auth != nil {
-			pc := perCallerSource(cfg, sc, mc, deps.vault, log)
-			deps.perCaller.add(sc.Name, pc)
-			src = pc
+			var pc *percaller.Source
+			pc, err = perCallerSource(cfg, sc, mc, deps.vault, log)
+			if err == nil {
+				deps.perCaller.add(sc.Name, pc)
+				src = pc
+			}
 		} else {
 			src, err = mcpsource.New(mc)
 		}
@@ -156,17 +160,28 @@ func newSource(cfg *config.Config, sc config.Server, log *slog.Logger, deps sour
 // caller's calls over a connection of their own, opened with their
 // credential (package percaller); its tool list kept in
 // DATA_DIR/percaller/NAME.tools.json when there is a data directory.
-func perCallerSource(cfg *config.Config, sc config.Server, mc mcpsource.Config, v *vault.Vault, log *slog.Logger) *percaller.Source {
-	var sv percaller.SecretVault
-	if v != nil {
-		sv = v
-	}
+func perCallerSource(cfg *config.Config, sc config.Server, mc mcpsource.Config, v *vault.Vault, log *slog.Logger) (*percaller.Source, error) {
 	o := percaller.OptionsFromConfig(*sc.Auth)
 	o.Logger = log.With("server", sc.Name)
 	if cfg.DataDir != "" {
 		o.ToolsFile = filepath.Join(cfg.DataDir, "percaller", sc.Name+".tools.json")
 	}
-	return percaller.New(mc, percaller.SecretsFromConfig(sc.Name, *sc.Auth, sv), o)
+	var cred percaller.Credential
+	switch sc.Auth.Kind {
+	case config.AuthTokenExchange:
+		x, err := percaller.ExchangeFromConfig(sc.Name, *sc.Auth.Exchange, os.Getenv)
+		if err != nil {
+			return nil, err
+		}
+		cred = x
+	default:
+		var sv percaller.SecretVault
+		if v != nil {
+			sv = v
+		}
+		cred = percaller.SecretsFromConfig(sc.Name, *sc.Auth, sv)
+	}
+	return percaller.New(mc, cred, o), nil
 }
 
 // disabledSource stands in for a disabled server whose source cannot be

@@ -24,7 +24,7 @@ const (
 	// user's behalf. Not available yet.
 	AuthOAuth = "oauth"
 	// AuthTokenExchange: the caller's token exchanged at its IdP for one
-	// whose audience is the server (RFC 8693). Not available yet.
+	// whose audience is the server (RFC 8693).
 	AuthTokenExchange = "token_exchange"
 )
 
@@ -32,11 +32,13 @@ const (
 // server goes over a connection of the caller's own, opened with the
 // caller's credential.
 type ServerAuth struct {
-	// Kind is AuthUserSecrets (the only kind available yet).
+	// Kind is AuthUserSecrets or AuthTokenExchange.
 	Kind string
 	// Secrets are the secrets each user sets for a user_secrets server,
 	// by name, in the order the file gives them.
 	Secrets []UserSecret
+	// Exchange is a token_exchange section's own part.
+	Exchange *TokenExchange
 	// MaxConnections bounds the callers' connections (for stdio, their
 	// processes) open at once; 0: the default of package percaller.
 	MaxConnections int
@@ -61,6 +63,9 @@ type UserSecret struct {
 // SecretValue is what a secret's format has where the secret goes.
 const SecretValue = "{value}"
 
+// authKinds are the kinds available, as errors name them.
+const authKinds = AuthUserSecrets + " or " + AuthTokenExchange
+
 // maxAuthConnections bounds max_connections: each may be a process.
 const maxAuthConnections = 10_000
 
@@ -69,7 +74,8 @@ var (
 	serverAuthKeys = []string{"kind", "max_connections", "idle_timeout"}
 	// serverAuthKindKeys are the keys of each kind besides serverAuthKeys.
 	serverAuthKindKeys = map[string][]string{
-		AuthUserSecrets: {"secrets"},
+		AuthUserSecrets:   {"secrets"},
+		AuthTokenExchange: tokenExchangeKeys,
 	}
 	userSecretKeys = []string{"env", "header", "format"}
 )
@@ -96,13 +102,13 @@ func (p *parser) serverAuth(d *serverDecl, e *entry) *ServerAuth {
 	}
 	switch {
 	case kindNode == nil:
-		p.errAt(e.k, kp, "needs kind (%s)", AuthUserSecrets)
+		p.errAt(e.k, kp, "needs kind (%s)", authKinds)
 		return nil
-	case a.Kind == AuthOAuth || a.Kind == AuthTokenExchange:
-		p.errAt(kindNode, kp+".kind", "%s is not available yet (expected %s)", quote(a.Kind), AuthUserSecrets)
+	case a.Kind == AuthOAuth:
+		p.errAt(kindNode, kp+".kind", "%s is not available yet (expected %s)", quote(a.Kind), authKinds)
 		return nil
 	case serverAuthKindKeys[a.Kind] == nil:
-		p.errAt(kindNode, kp+".kind", "unknown kind %s (expected %s)", quote(a.Kind), AuthUserSecrets)
+		p.errAt(kindNode, kp+".kind", "unknown kind %s (expected %s)", quote(a.Kind), authKinds)
 		return nil
 	}
 	known := append(slices.Clone(serverAuthKeys), serverAuthKindKeys[a.Kind]...)
@@ -124,8 +130,11 @@ func (p *parser) serverAuth(d *serverDecl, e *entry) *ServerAuth {
 			secrets = &es[i]
 		}
 	}
-	if a.Kind == AuthUserSecrets {
+	switch a.Kind {
+	case AuthUserSecrets:
 		p.userSecrets(d, e.k, secrets, kp, a)
+	case AuthTokenExchange:
+		p.tokenExchange(d, e.k, es, kp, a)
 	}
 	return a
 }

@@ -90,9 +90,9 @@ func TestServerAuthErrors(t *testing.T) {
     call: [echo]
     auth: {kind: user_secrets, secrets: {T: {env: T}}}
 `, []wantErr{
-		{4, 5, "servers.a.auth", "needs kind (user_secrets)"},
-		{7, 18, "servers.b.auth.kind", `"oauth" is not available yet (expected user_secrets)`},
-		{10, 18, "servers.c.auth.kind", `unknown kind "magic" (expected user_secrets)`},
+		{4, 5, "servers.a.auth", "needs kind (user_secrets or token_exchange)"},
+		{7, 18, "servers.b.auth.kind", `"oauth" is not available yet (expected user_secrets or token_exchange)`},
+		{10, 18, "servers.c.auth.kind", `unknown kind "magic" (expected user_secrets or token_exchange)`},
 		{13, 5, "servers.d.auth", "kind user_secrets needs secrets (each secret's name and where it goes: env or header)"},
 		{18, 24, "servers.e.auth.max_connections", "must be between 1 and 10000, got 0"},
 		{19, 21, "servers.e.auth.idle_timeout", `"soon" is not a duration`},
@@ -108,5 +108,86 @@ func TestServerAuthErrors(t *testing.T) {
 		{36, 14, "servers.f.auth.secrets.T3.header", "a secret goes to either env or header, not both"},
 		{37, 22, "servers.f.auth.secrets.T4.header", `"a b" is not an HTTP header name`},
 		{41, 5, "servers.g.auth", "applies only to MCP servers (stdio, sse, http), but this server has discover"},
+	})
+}
+
+func TestServerAuthTokenExchange(t *testing.T) {
+	cfg, err := config.ParseWith("toolmux.yaml", []byte(`servers:
+  jira:
+    url: https://jira.example.com/mcp
+    auth:
+      kind: token_exchange
+      issuer: https://idp.example.com
+      client_id: toolmux
+      client_secret_env: TOOLMUX_EXCHANGE_SECRET
+      client_auth: client_secret_post
+      audience: jira
+      resource: https://jira.example.com/mcp
+      scopes: [jira.read, jira.write]
+      requested_token_type: urn:ietf:params:oauth:token-type:jwt
+      max_tokens: 50
+      refresh_before: 1m
+      timeout: 5s
+      max_connections: 8
+  wiki:
+    url: https://wiki.example.com/mcp
+    auth: {kind: token_exchange, token_url: "http://127.0.0.1:9/token", client_id: t, client_secret_env: S, audience: wiki}
+`), config.Options{Dir: "/work"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]*config.ServerAuth{
+		"jira": {Kind: config.AuthTokenExchange, MaxConnections: 8, Line: 4, Exchange: &config.TokenExchange{
+			Issuer: "https://idp.example.com", ClientID: "toolmux", ClientSecretEnv: "TOOLMUX_EXCHANGE_SECRET",
+			ClientAuth: "client_secret_post", Audience: "jira", Resource: "https://jira.example.com/mcp",
+			Scopes: []string{"jira.read", "jira.write"}, RequestedTokenType: "urn:ietf:params:oauth:token-type:jwt",
+			MaxTokens: 50, RefreshBefore: time.Minute, Timeout: 5 * time.Second}},
+		"wiki": {Kind: config.AuthTokenExchange, Line: 20, Exchange: &config.TokenExchange{
+			TokenURL: "http://127.0.0.1:9/token", ClientID: "t", ClientSecretEnv: "S", Audience: "wiki"}},
+	}
+	for _, s := range cfg.Servers {
+		if !reflect.DeepEqual(s.Auth, want[s.Name]) {
+			t.Errorf("%s: auth %+v, want %+v", s.Name, s.Auth, want[s.Name])
+		}
+	}
+}
+
+func TestServerAuthTokenExchangeErrors(t *testing.T) {
+	checkErrors(t, "toolmux.yaml", `servers:
+  a:
+    command: a
+    auth: {kind: token_exchange, issuer: "https://idp.example.com", client_id: t, client_secret_env: S, audience: a}
+  b:
+    url: https://b.example.com/mcp
+    auth: {kind: token_exchange}
+  c:
+    url: https://c.example.com/mcp
+    auth:
+      kind: token_exchange
+      issuer: http://idp.example.com
+      token_url: https://idp.example.com/token
+      client_id: t
+      client_secret_env: "${SECRET}"
+      client_auth: private_key_jwt
+      resource: "not a url"
+      requested_token_type: bearer
+      max_tokens: 0
+      timeout: 1h
+      secrets: {X: {header: X}}
+`, []wantErr{
+		{4, 5, "servers.a.auth", "kind token_exchange applies only to sse and http servers, but this server has command (a stdio server takes user_secrets)"},
+		{7, 5, "servers.b.auth", "kind token_exchange needs issuer (the identity provider, its token endpoint found by discovery) or token_url"},
+		{7, 5, "servers.b.auth", "kind token_exchange needs client_id: toolmux's client at the identity provider, allowed to exchange tokens"},
+		{7, 5, "servers.b.auth", "kind token_exchange needs client_secret_env: the environment variable holding toolmux's client secret at the identity provider"},
+		{7, 5, "servers.b.auth", "kind token_exchange needs audience (the server's name at the identity provider) or resource (its URL), or both"},
+		{12, 15, "servers.c.auth.issuer", `"http://idp.example.com" must use https (plain http only on loopback: localhost, 127.0.0.1, [::1])`},
+		{13, 18, "servers.c.auth.token_url", "give issuer or token_url, not both"},
+		{15, 26, "servers.c.auth.client_secret_env", "must be the name of an environment variable (letters, digits and _), such as IDP_CLIENT_SECRET: not the secret itself, nor ${...}"},
+		{16, 20, "servers.c.auth.client_auth", `must be client_secret_basic or client_secret_post, got "private_key_jwt"`},
+		{17, 17, "servers.c.auth.resource", `"not a url" is not an http(s) URL such as https://idp.example.com`},
+		{18, 29, "servers.c.auth.requested_token_type", `"bearer" is not a token type of RFC 8693 (such as urn:ietf:params:oauth:token-type:access_token)`},
+		{19, 19, "servers.c.auth.max_tokens", "must be between 1 and 1000000, got 0"},
+		{20, 16, "servers.c.auth.timeout", "must be at most 5m, got \"1h\""},
+		{21, 7, "servers.c.auth.secrets", "unknown key (expected one of: kind, max_connections, idle_timeout, issuer, token_url, client_id, client_secret_env, client_auth, audience, resource, scopes, requested_token_type, subject_token_type, max_tokens, refresh_before, timeout)"},
 	})
 }

@@ -293,19 +293,45 @@ func (m *Manager) Tools(ctx context.Context) (*tool.Catalog, error) {
 	if m.closed.Load() {
 		return nil, errClosed
 	}
-	if b := m.built.Load(); b != nil && !m.needsRefresh(b) {
+	mine := m.forCaller(ctx)
+	if b := m.built.Load(); b != nil && len(mine) == 0 && !m.needsRefresh(b) {
 		return b.catalog, nil
 	}
 	m.refreshMu.Lock()
 	defer m.refreshMu.Unlock()
-	if b := m.built.Load(); b != nil && !m.needsRefresh(b) {
+	if b := m.built.Load(); b != nil && len(mine) == 0 && !m.needsRefresh(b) {
 		return b.catalog, nil
 	}
-	m.discover(ctx, false)
+	m.discover(ctx, false, mine...)
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
 	return m.rebuild(), nil
+}
+
+// CallerListing is what a source may also do whose tools are listed over
+// a caller's own connection (package percaller): after its listing failed
+// for want of a credential (auth_required), say whether the caller ctx
+// carries may have one it has not listed with yet. Such a source is then
+// listed again with ctx, on that caller's request, rather than only by
+// the server's recovery, which has no caller: the first caller of a
+// server reached by token exchange has nothing stored to list with.
+type CallerListing interface {
+	ListFor(ctx context.Context) bool
+}
+
+// forCaller returns the servers whose listing failed for want of a
+// credential and that the caller ctx carries may list now.
+func (m *Manager) forCaller(ctx context.Context) []*server {
+	var out []*server
+	set := m.set.Load()
+	for _, name := range set.order {
+		s := set.servers[name]
+		if cl, ok := s.src.(CallerListing); ok && s.authFailed() && cl.ListFor(ctx) {
+			out = append(out, s)
+		}
+	}
+	return out
 }
 
 // Refresh re-lists every enabled server and rebuilds the catalog.
@@ -340,13 +366,14 @@ func (m *Manager) needsRefresh(b *built) bool {
 	return false
 }
 
-// discover lists, in parallel, every server that needs it.
-func (m *Manager) discover(ctx context.Context, all bool) {
+// discover lists, in parallel, every server that needs it, and those of
+// also.
+func (m *Manager) discover(ctx context.Context, all bool, also ...*server) {
 	var wg sync.WaitGroup
 	set := m.set.Load()
 	for _, name := range set.order {
 		s := set.servers[name]
-		if !s.needsListing(all) {
+		if !s.needsListing(all) && !slices.Contains(also, s) {
 			continue
 		}
 		wg.Go(func() { m.listObserved(ctx, set, s) })

@@ -146,6 +146,17 @@ func (s *server) needsListing(all bool) bool {
 	}
 }
 
+// authFailed reports whether the server's last listing failed for want of
+// a caller's credential.
+func (s *server) authFailed() bool {
+	if s.opts.Disabled {
+		return false
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.listErr != nil && s.listErr.Kind == tool.KindAuthRequired
+}
+
 // list asks the source for its tools, bounded by the connect timeout, and
 // keeps the answer. Concurrent callers share one listing.
 func (s *server) list(ctx context.Context) error {

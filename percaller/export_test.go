@@ -9,3 +9,6 @@ func (s *Source) Busy(owner string) int {
 	}
 	return 0
 }
+
+// MaxTried is maxTried.
+const MaxTried = maxTried

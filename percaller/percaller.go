@@ -47,6 +47,13 @@ type Credential interface {
 	Connect(ctx context.Context, owner string, base mcpsource.Config) (mcpsource.Config, error)
 }
 
+// callErrors is what a Credential may also do: say what a call's error
+// means when its credential failed on the way (a token exchange the
+// provider refused), in place of the transport's error.
+type callErrors interface {
+	CallError(err error) error
+}
+
 // Holders is what a Credential may also do: name the owners that hold
 // it, so that the server's tools can be listed over one of their
 // connections when no caller's request is there to list them (at start).
@@ -100,6 +107,10 @@ type Source struct {
 	conns  map[string]*conn
 	closed bool
 	tools  []tool.Tool // the last listing, kept for when none can list
+	// tried are the owners whose own listing failed for want of their
+	// credential since the last listing that did not (ListFor), at most
+	// maxTried.
+	tried map[string]bool
 	// gen counts Disconnects: a connection whose credential was read
 	// before one is not opened with it.
 	gen uint64
@@ -158,7 +169,16 @@ func (s *Source) Call(ctx context.Context, name string, args map[string]any) (*t
 		return nil, err
 	}
 	defer s.release(c)
-	return c.src.Call(ctx, name, args)
+	res, err := c.src.Call(ctx, name, args)
+	return res, s.callError(err)
+}
+
+// callError is err as the credential explains it, when it does.
+func (s *Source) callError(err error) error {
+	if ce, ok := s.cred.(callErrors); ok && err != nil {
+		return ce.CallError(err)
+	}
+	return err
 }
 
 // Tools lists the server's tools over a caller's connection: that of the
@@ -198,15 +218,53 @@ func (s *Source) Tools(ctx context.Context) ([]tool.Tool, error) {
 		Message: fmt.Sprintf("server %s takes each caller's own credential, and no caller has given one yet: its tools are listed over the first caller's connection once one has (see docs/identity.md)", s.base.Name)}
 }
 
+// maxTried bounds the owners remembered as having tried to list without
+// their credential; past it they are forgotten, and may each try once
+// more.
+const maxTried = 4096
+
+// ListFor reports whether the caller ctx carries should list the server's
+// tools over its own connection (manager.CallerListing): it has not
+// tried since the last listing, or since its credential changed
+// (Disconnect). The first caller of a server reached by token exchange
+// lists it so: nothing is stored that the server's recovery could list
+// with.
+func (s *Source) ListFor(ctx context.Context) bool {
+	c := identity.From(ctx)
+	if c == nil {
+		return false
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return !s.tried[c.Key()]
+}
+
+// triedAs remembers that owner could not list for want of its credential.
+func (s *Source) triedAs(owner string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.tried == nil || len(s.tried) >= maxTried {
+		s.tried = map[string]bool{}
+	}
+	s.tried[owner] = true
+}
+
 // listAs lists the tools over owner's connection, and keeps them.
 func (s *Source) listAs(ctx context.Context, owner string) ([]tool.Tool, error) {
 	c, err := s.acquire(ctx, owner)
+	if tool.KindOf(err) == tool.KindAuthRequired {
+		s.triedAs(owner)
+	}
 	if err != nil {
 		return nil, err
 	}
 	defer s.release(c)
 	ts, err := c.src.Tools(ctx)
 	if err != nil {
+		err = s.callError(err)
+		if tool.KindOf(err) == tool.KindAuthRequired {
+			s.triedAs(owner)
+		}
 		return nil, err
 	}
 	s.keep(ts)
@@ -314,6 +372,7 @@ func (s *Source) open(owner string, cfg mcpsource.Config) (*conn, error) {
 func (s *Source) Disconnect(owner string) {
 	s.mu.Lock()
 	s.gen++
+	delete(s.tried, owner)
 	s.mu.Unlock()
 	s.closeIf(owner, func(*conn) bool { return true }, "credential changed")
 }
@@ -391,6 +450,9 @@ func (s *Source) Close() error {
 	}
 	wg.Wait()
 	s.closing.Wait()
+	if ic, ok := s.cred.(interface{ CloseIdleConnections() }); ok {
+		ic.CloseIdleConnections()
+	}
 	return nil
 }
 
@@ -402,7 +464,7 @@ func (s *Source) closedError() error {
 // keep remembers a listing, and writes it to ToolsFile.
 func (s *Source) keep(ts []tool.Tool) {
 	s.mu.Lock()
-	s.tools = ts
+	s.tools, s.tried = ts, nil
 	s.mu.Unlock()
 	if s.opts.ToolsFile == "" {
 		return

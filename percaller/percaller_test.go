@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
@@ -311,5 +312,48 @@ func TestNoVault(t *testing.T) {
 	}
 	if _, err := s.Tools(context.Background()); tool.KindOf(err) != tool.KindAuthRequired {
 		t.Errorf("listing without a vault: %v", err)
+	}
+}
+
+// A caller without the credential lists once (ListFor) until it changes;
+// the callers remembered are bounded: one more than the bound forgets
+// them, and each may try once more.
+func TestListFor(t *testing.T) {
+	v := newVault(t)
+	s := newSource(t, v, percaller.Options{})
+	if s.ListFor(context.Background()) {
+		t.Error("a request with no caller would list")
+	}
+	if !s.ListFor(as("carol")) {
+		t.Fatal("carol has not tried")
+	}
+	if _, err := s.Tools(as("carol")); tool.KindOf(err) != tool.KindAuthRequired {
+		t.Fatalf("carol's listing: %v", err)
+	}
+	if s.ListFor(as("carol")) {
+		t.Error("carol would list again with the same credential")
+	}
+	s.Disconnect(identity.From(as("carol")).Key())
+	if !s.ListFor(as("carol")) {
+		t.Error("carol's credential changed, and she would not list")
+	}
+	_, _ = s.Tools(as("carol"))
+	for i := range percaller.MaxTried - 1 {
+		_, _ = s.Tools(as(fmt.Sprintf("u%d", i)))
+	}
+	if s.ListFor(as("carol")) || s.ListFor(as("u0")) {
+		t.Fatal("a caller at the bound was forgotten")
+	}
+	_, _ = s.Tools(as("one-more"))
+	if !s.ListFor(as("carol")) || s.ListFor(as("one-more")) {
+		t.Error("one more than the bound did not start again from it")
+	}
+	// A listing that works (ann has the secret) forgets every one.
+	setSecret(t, v, "ann", "ann-secret")
+	if _, err := s.Tools(as("ann")); err != nil {
+		t.Fatal(err)
+	}
+	if !s.ListFor(as("one-more")) {
+		t.Error("tried callers kept after a listing")
 	}
 }

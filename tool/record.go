@@ -67,6 +67,9 @@ func (r *CallerRef) String() string {
 const (
 	// CredentialUserSecret: the caller's own secrets (toolmux secrets set).
 	CredentialUserSecret = "user-secret"
+	// CredentialTokenExchange: a token of the server's own, exchanged at
+	// the caller's identity provider for the caller's (RFC 8693).
+	CredentialTokenExchange = "token-exchange"
 )
 
 // NewRecord returns the record of call as it starts: the call's identity

@@ -243,7 +243,8 @@ func (f *secretsFlags) do(ctx context.Context, method, path string, body []byte,
 // serveVault is the vault of serve: that of the data directory, whose
 // secrets the servers with an auth section are reached with. nil when
 // there is no data directory. A key configured that cannot be read
-// stops serve when a server takes users' secrets, and leaves the vault
+// stops serve when a server takes users' secrets (user_secrets), and
+// leaves the vault
 // out otherwise (said on stderr).
 func (a *app) serveVault(cfg *config.Config) (*vault.Vault, error) {
 	dir := a.resolveDataDir(cfg)
@@ -253,7 +254,7 @@ func (a *app) serveVault(cfg *config.Config) (*vault.Vault, error) {
 	ring, err := vault.KeysFromConfig(cfg.Vault).Load(os.LookupEnv)
 	if err != nil {
 		for _, sc := range cfg.Servers {
-			if sc.Auth != nil {
+			if sc.Auth != nil && sc.Auth.Kind == config.AuthUserSecrets {
 				return nil, &exitError{code: exitFailed, err: fmt.Errorf("the vault, which server %s's users' secrets are kept in: %w", sc.Name, err)}
 			}
 		}
