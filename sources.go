@@ -49,6 +49,8 @@ type sourceDeps struct {
 	// perCaller, when set, learns the per-caller sources made
 	// (Runtime.DisconnectCaller).
 	perCaller *perCallers
+	// secretsURL is where users set their secrets (Options.SecretsURL).
+	secretsURL string
 }
 
 // perCallers are the per-caller sources of a runtime, by server: the
@@ -133,7 +135,7 @@ func newSource(cfg *config.Config, sc config.Server, log *slog.Logger, deps sour
 		mc := MCPSourceConfig(cfg, sc, log.With("server", sc.Name))
 		mc.Tracer, mc.Propagator = deps.tel.Tracer(), deps.tel.Propagator()
 		if sc.Auth != nil {
-			pc := perCallerSource(cfg, sc, mc, deps.vault, log)
+			pc := perCallerSource(cfg, sc, mc, deps.vault, deps.secretsURL, log)
 			deps.perCaller.add(sc.Name, pc)
 			src = pc
 		} else {
@@ -156,7 +158,7 @@ func newSource(cfg *config.Config, sc config.Server, log *slog.Logger, deps sour
 // caller's calls over a connection of their own, opened with their
 // credential (package percaller); its tool list kept in
 // DATA_DIR/percaller/NAME.tools.json when there is a data directory.
-func perCallerSource(cfg *config.Config, sc config.Server, mc mcpsource.Config, v *vault.Vault, log *slog.Logger) *percaller.Source {
+func perCallerSource(cfg *config.Config, sc config.Server, mc mcpsource.Config, v *vault.Vault, secretsURL string, log *slog.Logger) *percaller.Source {
 	var sv percaller.SecretVault
 	if v != nil {
 		sv = v
@@ -166,7 +168,9 @@ func perCallerSource(cfg *config.Config, sc config.Server, mc mcpsource.Config, 
 	if cfg.DataDir != "" {
 		o.ToolsFile = filepath.Join(cfg.DataDir, "percaller", sc.Name+".tools.json")
 	}
-	return percaller.New(mc, percaller.SecretsFromConfig(sc.Name, *sc.Auth, sv), o)
+	secrets := percaller.SecretsFromConfig(sc.Name, *sc.Auth, sv)
+	secrets.URL = secretsURL
+	return percaller.New(mc, secrets, o)
 }
 
 // disabledSource stands in for a disabled server whose source cannot be
