@@ -3,6 +3,7 @@ package gateway_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http/httptest"
 	"strings"
 	"sync"
@@ -112,7 +113,8 @@ func newCredGateway(t *testing.T, await bool) *credGateway {
 	}
 	k := &kept{}
 	s := schedule.New(m, schedule.WithGate(policy.NewGate(engine, policy.WithApprover(gateway.ElicitApprover{}))), schedule.WithSink(k))
-	g := gateway.New(keptCaller{governed{m, s}, k}, gateway.Options{AuthTimeout: 20 * time.Second, AwaitCredentials: await})
+	g := gateway.New(keptCaller{governed{m, s}, k}, gateway.Options{AuthTimeout: 20 * time.Second, AwaitCredentials: await,
+		Virtual: []gateway.Virtual{{Name: "v", Tools: []string{"acct/*"}}}})
 	srv := httptest.NewServer(g.Mux("", gateway.Security{Loopback: true}))
 	t.Cleanup(func() {
 		srv.CloseClientConnections()
@@ -168,10 +170,23 @@ func (a *asker) counts() (approvals int, urls []string) {
 	return a.approvals, append([]string(nil), a.urls...)
 }
 
-func (c *credGateway) connect(t *testing.T, protocol string, opts *mcp.ClientOptions) *mcp.ClientSession {
+// connect connects a client of protocol to route: an HTTP route, or
+// "stdio", the gateway's MCP server over a connection of its own (as
+// serve --stdio serves it).
+func (c *credGateway) connect(t *testing.T, route, protocol string, opts *mcp.ClientOptions) *mcp.ClientSession {
 	t.Helper()
+	var transport mcp.Transport = &mcp.StreamableClientTransport{Endpoint: c.url + route}
+	if route == "stdio" {
+		st, ct := mcp.NewInMemoryTransports()
+		ss, err := c.g.Server().Connect(context.Background(), st, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { ss.Close() })
+		transport = ct
+	}
 	cs, err := mcp.NewClient(&mcp.Implementation{Name: "creds", Version: "1"}, opts).Connect(context.Background(),
-		&mcp.StreamableClientTransport{Endpoint: c.url + "/mcp"}, &mcp.ClientSessionOptions{ProtocolVersion: protocol})
+		transport, &mcp.ClientSessionOptions{ProtocolVersion: protocol})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -191,42 +206,66 @@ func profile(t *testing.T, cs *mcp.ClientSession) *mcp.CallToolResult {
 	return res
 }
 
+// credRoutes are the routes the channel is tested on (the virtual server
+// keeps the tool's exposed name).
+var credRoutes = []string{"/mcp", "/virtual/v/mcp", "stdio"}
+
 // A client of either era that declared URL-mode elicitation is sent to
 // the URL (2025-11-25: elicitation/create on the call's stream;
-// 2026-07-28: input_required); once its user gave the credential the
-// call is made, approved once only; the URL is in no record or event.
+// 2026-07-28: input_required), on every route; once its user gave the
+// credential the call is made, approved once only; the URL is in no
+// record or event.
 func TestCredentialAskedByURLElicitation(t *testing.T) {
-	for _, tc := range []struct {
-		protocol string
-		await    bool
-	}{{legacyProtocol, false}, {legacyProtocol, true}, {"2026-07-28", false}} {
-		t.Run(tc.protocol, func(t *testing.T) {
-			c := newCredGateway(t, tc.await)
-			a := &asker{give: func() string {
-				// The user sets the credential at the URL (the secrets
-				// API tells the gateway, as serve wires it).
-				c.src.given.Store(true)
-				c.g.CredentialGiven("", "acct")
-				return "accept"
-			}}
-			cs := c.connect(t, tc.protocol, a.options(true))
-			res := profile(t, cs)
-			if res.IsError || testservers.ResultText(res) != "profile of you" || c.src.calls.Load() != 1 {
-				t.Fatalf("after the credential was given: %s %+v", testservers.ResultText(res), res)
-			}
-			approvals, urls := a.counts()
-			if approvals != 1 || len(urls) != 1 || urls[0] != authURL {
-				t.Fatalf("approvals %d (want 1), URLs %q", approvals, urls)
-			}
-			if tc.await && !testservers.Eventually(10*time.Second, func() bool {
-				a.mu.Lock()
-				defer a.mu.Unlock()
-				return len(a.completed) == 1
-			}) {
-				t.Fatal("no notifications/elicitation/complete")
-			}
-			c.kept.check(t)
-		})
+	for _, r := range credRoutes {
+		for _, tc := range []struct {
+			protocol string
+			await    bool
+		}{{legacyProtocol, false}, {legacyProtocol, true}, {"2026-07-28", false}} {
+			t.Run(fmt.Sprintf("%s/%s/await=%v", r, tc.protocol, tc.await), func(t *testing.T) {
+				c := newCredGateway(t, tc.await)
+				a := &asker{give: func() string {
+					// The user sets the credential at the URL (the
+					// secrets API tells the gateway, as serve wires it).
+					c.src.given.Store(true)
+					c.g.CredentialGiven("", "acct")
+					return "accept"
+				}}
+				cs := c.connect(t, r, tc.protocol, a.options(true))
+				res := profile(t, cs)
+				if res.IsError || testservers.ResultText(res) != "profile of you" || c.src.calls.Load() != 1 {
+					t.Fatalf("after the credential was given: %s %+v", testservers.ResultText(res), res)
+				}
+				approvals, urls := a.counts()
+				if approvals != 1 || len(urls) != 1 || urls[0] != authURL {
+					t.Fatalf("approvals %d (want 1), URLs %q", approvals, urls)
+				}
+				if tc.await && !testservers.Eventually(10*time.Second, func() bool {
+					a.mu.Lock()
+					defer a.mu.Unlock()
+					return len(a.completed) == 1
+				}) {
+					t.Fatal("no notifications/elicitation/complete")
+				}
+				c.kept.check(t)
+			})
+		}
+	}
+}
+
+// A session's call whose user accepted waits for the credential given
+// after the answer, and is made with it.
+func TestCredentialGivenAfterTheAnswer(t *testing.T) {
+	c := newCredGateway(t, true)
+	a := &asker{give: func() string {
+		go func() {
+			c.src.given.Store(true)
+			c.g.CredentialGiven("", "acct")
+		}()
+		return "accept"
+	}}
+	res := profile(t, c.connect(t, "/mcp", legacyProtocol, a.options(true)))
+	if res.IsError || testservers.ResultText(res) != "profile of you" {
+		t.Fatalf("%s", testservers.ResultText(res))
 	}
 }
 
@@ -238,7 +277,7 @@ func TestCredentialNotGiven(t *testing.T) {
 			t.Run(protocol+"/"+action, func(t *testing.T) {
 				c := newCredGateway(t, false)
 				a := &asker{give: func() string { return action }}
-				cs := c.connect(t, protocol, a.options(true))
+				cs := c.connect(t, "/mcp", protocol, a.options(true))
 				res := profile(t, cs)
 				if !res.IsError || res.Meta["toolmux/error_kind"] != "auth_required" || !strings.Contains(testservers.ResultText(res), authURL) {
 					t.Fatalf("%s: %+v %s", action, res, testservers.ResultText(res))
@@ -259,7 +298,7 @@ func TestCredentialURLInTheErrorText(t *testing.T) {
 		t.Run(protocol, func(t *testing.T) {
 			c := newCredGateway(t, false)
 			a := &asker{give: func() string { t.Error("asked for a URL"); return "accept" }}
-			cs := c.connect(t, protocol, a.options(false))
+			cs := c.connect(t, "/mcp", protocol, a.options(false))
 			res := profile(t, cs)
 			text := testservers.ResultText(res)
 			if !res.IsError || res.Meta["toolmux/error_kind"] != "auth_required" || !strings.Contains(text, "open "+authURL) ||
