@@ -4,7 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io/fs"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -14,10 +17,12 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/toolmux/toolmux/gateway"
+	"github.com/toolmux/toolmux/internal/taskclient"
 	"github.com/toolmux/toolmux/internal/testservers"
 	"github.com/toolmux/toolmux/manager"
 	"github.com/toolmux/toolmux/policy"
 	"github.com/toolmux/toolmux/schedule"
+	"github.com/toolmux/toolmux/tasklog"
 	"github.com/toolmux/toolmux/tool"
 )
 
@@ -102,19 +107,25 @@ type credGateway struct {
 // about), over HTTP.
 func newCredGateway(t *testing.T, await bool) *credGateway {
 	t.Helper()
+	return credGatewayWith(t, policy.ModeDefault, gateway.Options{AuthTimeout: 20 * time.Second, AwaitCredentials: await,
+		Virtual: []gateway.Virtual{{Name: "v", Tools: []string{"acct/*"}}}})
+}
+
+// credGatewayWith serves acct in mode, with the gateway's options o.
+func credGatewayWith(t *testing.T, mode policy.Mode, o gateway.Options) *credGateway {
+	t.Helper()
 	src := &credSource{}
 	m, err := manager.New(manager.WithSource(src, manager.ServerOptions{}))
 	if err != nil {
 		t.Fatal(err)
 	}
-	engine, err := policy.New(policy.ModeDefault, nil)
+	engine, err := policy.New(mode, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	k := &kept{}
 	s := schedule.New(m, schedule.WithGate(policy.NewGate(engine, policy.WithApprover(gateway.ElicitApprover{}))), schedule.WithSink(k))
-	g := gateway.New(keptCaller{governed{m, s}, k}, gateway.Options{AuthTimeout: 20 * time.Second, AwaitCredentials: await,
-		Virtual: []gateway.Virtual{{Name: "v", Tools: []string{"acct/*"}}}})
+	g := gateway.New(keptCaller{governed{m, s}, k}, o)
 	srv := httptest.NewServer(g.Mux("", gateway.Security{Loopback: true}))
 	t.Cleanup(func() {
 		srv.CloseClientConnections()
@@ -310,5 +321,64 @@ func TestCredentialURLInTheErrorText(t *testing.T) {
 			}
 			c.kept.check(t)
 		})
+	}
+}
+
+// A call run as an MCP task that lacks its credential completes with
+// the error, whose text says what to do; the task log, which keeps the
+// result, does not hold the URL.
+func TestCredentialInATask(t *testing.T) {
+	dir := t.TempDir()
+	log, err := tasklog.Open(context.Background(), dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := credGatewayWith(t, policy.ModeYolo, gateway.Options{Tasks: gateway.Tasks{Store: log, Long: []string{"acct/*"}}})
+	tc := &taskclient.Client{URL: c.url + "/mcp", Elicitation: true}
+	ctx := pollCtx(t)
+	task, err := tc.CallTool(ctx, "acct__profile", map[string]any{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if task.ResultType != "task" {
+		t.Fatalf("not a task: %s", task.Raw)
+	}
+	task, err = tc.Poll(ctx, task.TaskID, (*taskclient.Task).Final)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := task.ToolResult()
+	if err != nil || task.Status != "completed" || !res.IsError || !strings.Contains(res.Text(), "needs your secret token") ||
+		strings.Contains(string(task.Raw), authMarker) {
+		t.Fatalf("%v %s", err, task.Raw)
+	}
+	c.g.Close()
+	if err := log.Close(); err != nil {
+		t.Fatal(err)
+	}
+	c.kept.check(t)
+	noMarker(t, dir)
+}
+
+// noMarker fails when a file under dir holds authMarker.
+func noMarker(t *testing.T, dir string) {
+	t.Helper()
+	n := 0
+	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		n++
+		if strings.Contains(string(b), authMarker) {
+			t.Errorf("%s holds the credential's URL", path)
+		}
+		return nil
+	})
+	if err != nil || n == 0 {
+		t.Fatalf("%d files: %v", n, err)
 	}
 }
