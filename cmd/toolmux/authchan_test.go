@@ -3,9 +3,7 @@ package main_test
 import (
 	"context"
 	"encoding/json"
-	"io/fs"
 	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
@@ -149,23 +147,12 @@ func TestServeCredentialChannel(t *testing.T) {
 	// The records and events of the calls that lacked the secret are
 	// kept, without where the user was sent.
 	authRequired := false
-	err := filepath.WalkDir(home, func(path string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() {
-			return err
-		}
-		b, err := os.ReadFile(path)
-		if err != nil {
-			return err
-		}
-		if strings.Contains(string(b), "#secrets") {
+	eachFile(t, home, func(path, text string) {
+		if strings.Contains(text, "#secrets") {
 			t.Errorf("%s holds the URL the user was sent to", path)
 		}
-		authRequired = authRequired || strings.Contains(string(b), `"auth_required"`)
-		return nil
+		authRequired = authRequired || strings.Contains(text, `"auth_required"`)
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	if !authRequired {
 		t.Error("no record of a call that lacked the secret")
 	}
