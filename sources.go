@@ -50,6 +50,8 @@ type sourceDeps struct {
 	// perCaller, when set, learns the per-caller sources made
 	// (Runtime.DisconnectCaller).
 	perCaller *perCallers
+	// secretsURL is where users set their secrets (Options.SecretsURL).
+	secretsURL string
 }
 
 // perCallers are the per-caller sources of a runtime, by server: the
@@ -135,7 +137,7 @@ func newSource(cfg *config.Config, sc config.Server, log *slog.Logger, deps sour
 		mc.Tracer, mc.Propagator = deps.tel.Tracer(), deps.tel.Propagator()
 		if sc.Auth != nil {
 			var pc *percaller.Source
-			pc, err = perCallerSource(cfg, sc, mc, deps.vault, log)
+			pc, err = perCallerSource(cfg, sc, mc, deps.vault, deps.secretsURL, log)
 			if err == nil {
 				deps.perCaller.add(sc.Name, pc)
 				src = pc
@@ -160,7 +162,7 @@ func newSource(cfg *config.Config, sc config.Server, log *slog.Logger, deps sour
 // caller's calls over a connection of their own, opened with their
 // credential (package percaller); its tool list kept in
 // DATA_DIR/percaller/NAME.tools.json when there is a data directory.
-func perCallerSource(cfg *config.Config, sc config.Server, mc mcpsource.Config, v *vault.Vault, log *slog.Logger) (*percaller.Source, error) {
+func perCallerSource(cfg *config.Config, sc config.Server, mc mcpsource.Config, v *vault.Vault, secretsURL string, log *slog.Logger) (*percaller.Source, error) {
 	o := percaller.OptionsFromConfig(*sc.Auth)
 	o.Logger = log.With("server", sc.Name)
 	if cfg.DataDir != "" {
@@ -179,7 +181,9 @@ func perCallerSource(cfg *config.Config, sc config.Server, mc mcpsource.Config, 
 		if v != nil {
 			sv = v
 		}
-		cred = percaller.SecretsFromConfig(sc.Name, *sc.Auth, sv)
+		secrets := percaller.SecretsFromConfig(sc.Name, *sc.Auth, sv)
+		secrets.URL = secretsURL
+		cred = secrets
 	}
 	return percaller.New(mc, cred, o), nil
 }

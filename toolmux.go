@@ -104,6 +104,10 @@ type Options struct {
 	// own (a server's auth section, docs/identity.md); nil: none, and
 	// calls to such servers are refused saying so. The caller closes it.
 	Vault *vault.Vault
+	// SecretsURL, when set, is where users set their own secrets (serve:
+	// the web page's Secrets tab, PAGE/#secrets): a caller who has not
+	// set a server's is sent there (tool.Error.URL).
+	SecretsURL string
 	// Getenv reads the OTEL_* environment variables when Open sets
 	// tracing up (the CLI passes os.Getenv); nil: only the configuration
 	// decides.
@@ -292,7 +296,7 @@ func Open(ctx context.Context, cfg *config.Config, o Options) (rt *Runtime, err 
 		// never retried.
 		mopts = append(mopts, manager.WithSource(sa, manager.ServerOptions{Timeout: cfg.Timeout, Retry: manager.Retry{MaxAttempts: 1}}))
 	}
-	rt.sourceDeps = sourceDeps{tel: rt.Telemetry, vault: o.Vault, perCaller: &perCallers{}}
+	rt.sourceDeps = sourceDeps{tel: rt.Telemetry, vault: o.Vault, perCaller: &perCallers{}, secretsURL: o.SecretsURL}
 	if rt.Manager, err = newManager(cfg, log, rt.sourceDeps, append(mopts, o.ManagerOptions...)...); err != nil {
 		return rt, err
 	}

@@ -39,6 +39,10 @@ type request struct {
 
 	mu       sync.Mutex
 	question mcp.InputRequestMap
+	// approved holds the answers given in this request, by question
+	// key: a call the gateway makes again within its request (once its
+	// user gave a credential, authchan.go) is not asked twice.
+	approved map[string]policy.Answer
 }
 
 // withRequest puts the MCP request a call came from into ctx, so that an
@@ -199,6 +203,11 @@ func (e ElicitApprover) Approve(ctx context.Context, req policy.Request) (policy
 		r.ask(key, form)
 		return 0, policy.ErrInputRequired
 	}
+	key := approvalKey(req)
+	if ans, ok := r.approvedBefore(key); ok {
+		answeredByCaller(ctx, req)
+		return ans, nil
+	}
 	timeout := e.Timeout
 	if timeout <= 0 {
 		timeout = policy.DefaultApprovalTimeout
@@ -222,9 +231,29 @@ func (e ElicitApprover) Approve(ctx context.Context, req policy.Request) (policy
 	}
 	ans, err := r.answer(res, time.Since(sent))
 	if err == nil {
+		r.approve(key, ans)
 		answeredByCaller(ctx, req)
 	}
 	return ans, err
+}
+
+// approve keeps the answer to the question key of this request.
+func (r *request) approve(key string, ans policy.Answer) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.approved == nil {
+		r.approved = map[string]policy.Answer{}
+	}
+	r.approved[key] = ans
+}
+
+// approvedBefore returns the answer given to the question key earlier in
+// this request.
+func (r *request) approvedBefore(key string) (policy.Answer, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	ans, ok := r.approved[key]
+	return ans, ok
 }
 
 // approveInTask asks through the call's MCP task: the question shows on

@@ -113,6 +113,17 @@ type Options struct {
 	// not exist (callers.go). nil, or a nil result: every caller sees
 	// every tool.
 	Visibility func() *policy.Visibility
+	// AuthTimeout bounds how long a call of a session waits for its
+	// user to give a credential the call lacks (authchan.go): the URL
+	// elicitation's answer, then the credential itself; 0 means
+	// policy.DefaultApprovalTimeout.
+	AuthTimeout time.Duration
+	// AwaitCredentials says that whoever keeps the credentials tells the
+	// gateway when a user gives one (CredentialGiven: serve's
+	// /api/secrets): a call whose user accepted to give it waits for it
+	// before it is made again. Without it, the call is made again as
+	// soon as the user accepted.
+	AwaitCredentials bool
 }
 
 // Gateway is an MCP server whose tools are the caller's catalog.
@@ -140,6 +151,10 @@ type Gateway struct {
 	limits    *ratelimit.Limiter
 	admins    []string // Options.AdminGroups
 	visible   func() *policy.Visibility
+
+	creds       credWatch     // calls waiting for a credential (authchan.go)
+	authTimeout time.Duration // Options.AuthTimeout
+	awaitCreds  bool          // Options.AwaitCredentials
 }
 
 // New returns a gateway in front of c. The catalog is read on the first
@@ -161,6 +176,7 @@ func New(c Caller, o Options) *Gateway {
 		g.log = slog.New(slog.DiscardHandler)
 	}
 	g.listens = newListens(o.Listens)
+	g.authTimeout, g.awaitCreds = cmpDur(o.AuthTimeout, policy.DefaultApprovalTimeout), o.AwaitCredentials
 	g.admins = o.AdminGroups
 	if g.admins == nil {
 		g.admins = []string{AdminGroup}
@@ -439,14 +455,27 @@ func (g *Gateway) callArgs(ctx context.Context, t tool.Tool, in callInput, args 
 	}
 	// One MCP session is one task: first-use instructions and duplicate
 	// detection are per client session.
-	r := &request{session: in.session, answers: in.params.InputResponses, elicit: in.elicit}
-	rec := g.callRecord(withRequest(ctx, r), t, in, args)
+	r := &request{session: in.session, answers: withState(in.params.InputResponses, in.params.RequestState), elicit: in.elicit}
+	ctx = withRequest(ctx, r)
+	rec := g.callRecord(ctx, t, in, args)
 	if q := r.questions(); q != nil {
 		// The call waits for the client's answer to an approval
 		// question; the client retries it with the answer.
 		return inputRequired(q)
 	}
-	return toMCP(rec)
+	if e := needsAuth(rec); e != nil {
+		// Its caller's credential is missing: the user is sent to give
+		// it (authchan.go).
+		switch g.authorize(ctx, r, e) {
+		case authAsked:
+			res := inputRequired(r.questions())
+			res.RequestState = authState(r.answers)
+			return res
+		case authGiven:
+			rec = g.callRecord(ctx, t, in, args)
+		}
+	}
+	return sentResult(rec)
 }
 
 // callRecord makes one call of t with args through the Caller, and returns

@@ -809,7 +809,9 @@ func (tr *taskRunner) run(ctx context.Context, lt *liveTask, t tool.Tool, in cal
 	pctx := tool.WithProgress(withRequest(ctx, r), func(p tool.Progress) { lt.progress(ctx, p) })
 	rec := tr.g.callRecord(pctx, t, in, args)
 	res := toMCP(rec)
-	lt.res = res
+	// A client answered at once is sent the URL of a credential it
+	// lacks; the task log keeps the result without it.
+	lt.res = sentResult(rec)
 	lt.wmu.Lock()
 	defer lt.wmu.Unlock()
 	defer close(lt.done)

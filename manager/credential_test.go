@@ -2,6 +2,8 @@ package manager_test
 
 import (
 	"context"
+	"encoding/json"
+	"strings"
 	"testing"
 
 	"github.com/toolmux/toolmux/manager"
@@ -15,8 +17,13 @@ type credentialed struct{ fake }
 func (credentialed) Credential() string { return tool.CredentialUserSecret }
 
 func (c credentialed) Call(ctx context.Context, name string, args map[string]any) (*tool.Result, error) {
-	if name == "denied" {
+	switch name {
+	case "denied":
 		return nil, &tool.Error{Kind: tool.KindAuthRequired, Message: "set your secret", Err: tool.ErrNotSent}
+	case "authorize":
+		// A message that names its URL, as an OAuth client's error does.
+		return nil, &tool.Error{Kind: tool.KindAuthRequired, URL: authorizeURL, Err: tool.ErrNotSent,
+			Message: "authorize at " + authorizeURL, Detail: "the flow for " + authorizeURL}
 	}
 	return c.fake.Call(ctx, name, args)
 }
@@ -36,5 +43,25 @@ func TestRecordCredential(t *testing.T) {
 	}
 	if r := do(m, "shared", "ok", nil); r.Err() != nil || r.Credential != "" {
 		t.Errorf("shared/ok: %q %v", r.Credential, r.Err())
+	}
+}
+
+const authorizeURL = "https://as.example/authorize?state=single-use-7c1"
+
+// An auth_required error's URL, where its caller's user goes, is the
+// gateway's to send, never the record's to keep: not as a field, nor in
+// the message or the detail, whatever the source wrote there.
+func TestRecordWithoutAuthURL(t *testing.T) {
+	m := newManager(t, manager.WithSource(credentialed{fake{name: "mine", tools: []string{"authorize"}}}, manager.ServerOptions{}))
+	r := do(m, "mine", "authorize", nil)
+	if kind(r) != tool.KindAuthRequired || r.Error.URL != authorizeURL {
+		t.Fatalf("the caller is not told where to go: %+v", r.Error)
+	}
+	b, err := json.Marshal(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(b), "single-use-7c1") || strings.Contains(r.Error.Error(), "single-use-7c1") {
+		t.Errorf("the record holds the URL: %s", b)
 	}
 }

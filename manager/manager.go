@@ -17,6 +17,7 @@ import (
 	"log/slog"
 	"runtime/debug"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -484,8 +485,21 @@ func (m *Manager) Call(ctx context.Context, call tool.Call) *tool.Record {
 	}
 	if rec.Error != nil && rec.Error.Kind == tool.KindAuthRequired {
 		rec.Credential = "" // none was used
+		withoutURL(rec.Error)
 	}
 	return rec
+}
+
+// withoutURL takes e's URL out of its message and detail, which records
+// and events keep: an authorization URL holds a single-use state meant
+// for the caller's user alone, whom the gateway sends there (e.URL, not
+// serialized).
+func withoutURL(e *tool.Error) {
+	if e.URL == "" {
+		return
+	}
+	e.Message = strings.ReplaceAll(e.Message, e.URL, "the URL given to the caller")
+	e.Detail = strings.ReplaceAll(e.Detail, e.URL, "the URL given to the caller")
 }
 
 // credentialed is a source whose calls each go with their caller's own

@@ -357,3 +357,18 @@ func TestListFor(t *testing.T) {
 		t.Error("tried callers kept after a listing")
 	}
 }
+
+// A caller without the secret is sent where secrets are set, when the
+// source knows (Secrets.URL): the error's URL, never its text.
+func TestAuthRequiredURL(t *testing.T) {
+	const page = "http://127.0.0.1:8931/#secrets"
+	cred := &percaller.Secrets{Server: "fx", Vault: newVault(t), URL: page, Secrets: []percaller.Secret{{Name: "TOKEN", Env: "FIXTURE_TOKEN"}}}
+	_, err := cred.Connect(as("carol"), identity.KeySubject("carol"), mcpsource.Config{Name: "fx"})
+	te, ok := errors.AsType[*tool.Error](err)
+	if !ok || te.Kind != tool.KindAuthRequired || te.URL != page {
+		t.Fatalf("%#v", err)
+	}
+	if strings.Contains(te.Error(), page) {
+		t.Errorf("the URL is in the error's text: %v", te)
+	}
+}

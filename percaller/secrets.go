@@ -39,6 +39,10 @@ type Secrets struct {
 	Server  string
 	Secrets []Secret
 	Vault   SecretVault
+	// URL, when set, is where a user sets their secrets (the web page's
+	// Secrets tab): the URL of the auth_required error of a caller who
+	// has not set them all, where the gateway sends the caller's user.
+	URL string
 }
 
 // SecretsFromConfig returns the secrets of a user_secrets auth section.
@@ -103,7 +107,7 @@ func (s *Secrets) Connect(ctx context.Context, owner string, base mcpsource.Conf
 	}
 	if len(missing) > 0 {
 		ae := &AuthRequiredError{Server: s.Server, Missing: missing}
-		return base, &tool.Error{Kind: tool.KindAuthRequired, Server: s.Server, Message: ae.Error(), Err: errors.Join(ae, tool.ErrNotSent)}
+		return base, &tool.Error{Kind: tool.KindAuthRequired, Server: s.Server, Message: ae.Error(), URL: s.URL, Err: errors.Join(ae, tool.ErrNotSent)}
 	}
 	return cfg, nil
 }

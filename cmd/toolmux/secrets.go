@@ -265,11 +265,15 @@ func (a *app) serveVault(cfg *config.Config) (*vault.Vault, error) {
 }
 
 // secretsAPI is what /api/secrets serves: the vault's secrets of the
-// runtime's servers; nil without a vault.
-func secretsAPI(rt *toolmux.Runtime, v *vault.Vault) *api.Secrets {
+// runtime's servers; nil without a vault. given is told of a user's
+// secret set or changed (the gateway: calls waiting for it go on).
+func secretsAPI(rt *toolmux.Runtime, v *vault.Vault, given func(owner, server string)) *api.Secrets {
 	if v == nil {
 		return nil
 	}
 	return &api.Secrets{Vault: v, Needed: rt.UserSecrets, MaxValueBytes: v.Options().WithDefaults().MaxValueBytes,
-		Changed: func(owner, server string) { rt.DisconnectCaller(server, owner) }}
+		Changed: func(owner, server string) {
+			rt.DisconnectCaller(server, owner)
+			given(owner, server)
+		}}
 }

@@ -187,23 +187,12 @@ func TestServeUserSecrets(t *testing.T) {
 	}
 	// The records say which credential each call used, never which.
 	credential := false
-	err := filepath.WalkDir(home, func(path string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() {
-			return err
-		}
-		b, err := os.ReadFile(path)
-		if err != nil {
-			return err
-		}
-		if strings.Contains(string(b), "s3cret") {
+	eachFile(t, home, func(path, text string) {
+		if strings.Contains(text, "s3cret") {
 			t.Errorf("%s holds a secret in the clear", path)
 		}
-		credential = credential || strings.Contains(string(b), `"credential":"user-secret"`)
-		return nil
+		credential = credential || strings.Contains(text, `"credential":"user-secret"`)
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	if !credential {
 		t.Error("no record names the credential kind user-secret")
 	}
@@ -228,6 +217,25 @@ func TestServeUserSecrets(t *testing.T) {
 	}
 	if _, err := open(vault.GenerateKey()); vault.KindOf(err) != vault.KindWrongKey {
 		t.Errorf("bob's secret with another key: %v", err)
+	}
+}
+
+// eachFile calls f with the path and the content of every file under dir.
+func eachFile(t *testing.T, dir string, f func(path, text string)) {
+	t.Helper()
+	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		f(path, string(b))
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 }
 

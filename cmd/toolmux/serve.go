@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -254,8 +255,14 @@ one more, 300ms after the last. See docs/operations.md.`,
 			if err != nil {
 				return err
 			}
+			// A caller without a server's secrets is sent to the page's
+			// Secrets tab, where there is a page.
+			secretsURL := ""
+			if onHTTP && sv != nil {
+				secretsURL = pageURL(ln.Addr()) + "#secrets"
+			}
 			rt, err := a.openIn(ctx, toolmux.Options{NoAgents: true, Approver: approver, ConcurrentApprovals: true,
-				Sinks: sinks, ManagerOptions: []manager.Option{st.option()}, TaskLog: fn.taskLog(), Vault: sv}, fn.dataSub())
+				Sinks: sinks, ManagerOptions: []manager.Option{st.option()}, TaskLog: fn.taskLog(), Vault: sv, SecretsURL: secretsURL}, fn.dataSub())
 			if err != nil {
 				return err
 			}
@@ -286,6 +293,11 @@ one more, 300ms after the last. See docs/operations.md.`,
 				Sessions: sessionTasks(rt.Log, a.logger()), ToolSearch: search.apply(cmd, rt.Config.ToolSearch),
 				Tracer: rt.Telemetry.Tracer(), Propagator: rt.Telemetry.Propagator(), Reissue: gateway.ReissueFromConfig(rt.Config.Reissue)}
 			opts.Listens = gateway.ListensFromConfig(rt.Config.Subscriptions)
+			// A call whose user accepted to give a missing credential
+			// waits for it as long as for an approval; the secrets API
+			// says when one is given.
+			opts.AuthTimeout, opts.AwaitCredentials = approvalTimeout, sv != nil
+			var gw atomic.Pointer[gateway.Gateway]
 			opts.AdminGroups = []string{authSettings.AdminGroup}
 			// Limits per caller (rate_limits), on every route and the API
 			// alike; made even when none is configured, for a reload may
@@ -301,7 +313,11 @@ one more, 300ms after the last. See docs/operations.md.`,
 				Policy: rt.Gate, Approvals: approvals, Log: rt.Log, Events: hub, Version: versionString(), MaxDepth: rt.Config.Limits.MaxDepth,
 				Fleet: fn.summary(authSettings.AdminGroup), Reload: reloads.infoFunc(), Limits: opts.Limits, Visibility: vis.get,
 				AdminGroups: []string{authSettings.AdminGroup}, ApproverGroups: []string{authSettings.ApproversGroup},
-				Secrets: secretsAPI(rt, sv)})
+				Secrets: secretsAPI(rt, sv, func(owner, server string) {
+					if g := gw.Load(); g != nil {
+						g.CredentialGiven(owner, server)
+					}
+				})})
 			if onHTTP {
 				opts.Virtual = gateway.VirtualFromConfig(rt.Config)
 				opts.Passthrough = passthroughServers(rt.Config, a.logger())
@@ -321,6 +337,7 @@ one more, 300ms after the last. See docs/operations.md.`,
 				opts.Tasks.ApprovalTimeout = approvalTimeout
 			}
 			g := gateway.New(gateway.Scheduled{Catalog: rt.Pipeline, Calls: s}, opts)
+			gw.Store(g)
 			defer g.Close()
 			if mx != nil {
 				mx.Watch(metricSources(rt, g, approvals, reloads))
