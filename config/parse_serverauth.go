@@ -21,7 +21,8 @@ const (
 	// (stdio) or as headers (sse, http).
 	AuthUserSecrets = "user_secrets"
 	// AuthOAuth: toolmux is the OAuth client of the server on each
-	// user's behalf. Not available yet.
+	// user's behalf (sse and http servers): each user authorizes it once
+	// at the server's authorization server (package upstreamauth).
 	AuthOAuth = "oauth"
 	// AuthTokenExchange: the caller's token exchanged at its IdP for one
 	// whose audience is the server (RFC 8693). Not available yet.
@@ -32,11 +33,20 @@ const (
 // server goes over a connection of the caller's own, opened with the
 // caller's credential.
 type ServerAuth struct {
-	// Kind is AuthUserSecrets (the only kind available yet).
+	// Kind is AuthUserSecrets or AuthOAuth.
 	Kind string
 	// Secrets are the secrets each user sets for a user_secrets server,
 	// by name, in the order the file gives them.
 	Secrets []UserSecret
+	// ClientID and ClientSecretEnv, for an oauth server, are a client an
+	// operator registered for the gateway at the server's authorization
+	// server (the secret read from the environment variable named, never
+	// from the file); "": the gateway registers itself (a Client ID
+	// Metadata Document, or dynamic registration).
+	ClientID, ClientSecretEnv string
+	// Scopes, for an oauth server, are asked for; nil: those the server
+	// says it wants.
+	Scopes []string
 	// MaxConnections bounds the callers' connections (for stdio, their
 	// processes) open at once; 0: the default of package percaller.
 	MaxConnections int
@@ -70,9 +80,13 @@ var (
 	// serverAuthKindKeys are the keys of each kind besides serverAuthKeys.
 	serverAuthKindKeys = map[string][]string{
 		AuthUserSecrets: {"secrets"},
+		AuthOAuth:       {"client_id", "client_secret_env", "scopes"},
 	}
 	userSecretKeys = []string{"env", "header", "format"}
 )
+
+// authKindsExpected are the kinds available, as an error says them.
+const authKindsExpected = AuthUserSecrets + " or " + AuthOAuth
 
 // serverAuth reads a server's auth section; the server's transport is
 // known.
@@ -96,13 +110,13 @@ func (p *parser) serverAuth(d *serverDecl, e *entry) *ServerAuth {
 	}
 	switch {
 	case kindNode == nil:
-		p.errAt(e.k, kp, "needs kind (%s)", AuthUserSecrets)
+		p.errAt(e.k, kp, "needs kind (%s)", authKindsExpected)
 		return nil
-	case a.Kind == AuthOAuth || a.Kind == AuthTokenExchange:
-		p.errAt(kindNode, kp+".kind", "%s is not available yet (expected %s)", quote(a.Kind), AuthUserSecrets)
+	case a.Kind == AuthTokenExchange:
+		p.errAt(kindNode, kp+".kind", "%s is not available yet (expected %s)", quote(a.Kind), authKindsExpected)
 		return nil
 	case serverAuthKindKeys[a.Kind] == nil:
-		p.errAt(kindNode, kp+".kind", "unknown kind %s (expected %s)", quote(a.Kind), AuthUserSecrets)
+		p.errAt(kindNode, kp+".kind", "unknown kind %s (expected %s)", quote(a.Kind), authKindsExpected)
 		return nil
 	}
 	known := append(slices.Clone(serverAuthKeys), serverAuthKindKeys[a.Kind]...)
@@ -124,8 +138,11 @@ func (p *parser) serverAuth(d *serverDecl, e *entry) *ServerAuth {
 			secrets = &es[i]
 		}
 	}
-	if a.Kind == AuthUserSecrets {
+	switch a.Kind {
+	case AuthUserSecrets:
 		p.userSecrets(d, e.k, secrets, kp, a)
+	case AuthOAuth:
+		p.serverOAuth(d, kindNode, es, kp, a)
 	}
 	return a
 }
