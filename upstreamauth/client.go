@@ -190,6 +190,27 @@ func (c *Client) Add(u Upstream) error {
 	return nil
 }
 
+// Set makes u known as Add does, or, when an upstream of its name is
+// known already, replaces it if u differs (a reload changed its URL, its
+// client or its scopes): what was discovered of it and its client are
+// found again at the next use. An equal u changes nothing.
+func (c *Client) Set(u Upstream) error {
+	if u.Name == "" {
+		return errors.New("upstreamauth: an upstream needs a name")
+	}
+	if err := checkURL("the URL of upstream "+u.Name, u.URL); err != nil {
+		return err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if old, ok := c.upstreams[u.Name]; ok && old.URL == u.URL && old.ClientID == u.ClientID &&
+		old.ClientSecret == u.ClientSecret && slices.Equal(old.Scopes, u.Scopes) && (old.Scopes == nil) == (u.Scopes == nil) {
+		return nil
+	}
+	c.upstreams[u.Name] = &upstream{Upstream: u}
+	return nil
+}
+
 func (c *Client) upstream(server string) (*upstream, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
