@@ -67,6 +67,9 @@ func (r *CallerRef) String() string {
 const (
 	// CredentialUserSecret: the caller's own secrets (toolmux secrets set).
 	CredentialUserSecret = "user-secret"
+	// CredentialUserOAuth: the caller's own OAuth token, which the user
+	// authorized toolmux to get from the server's authorization server.
+	CredentialUserOAuth = "user-oauth"
 )
 
 // NewRecord returns the record of call as it starts: the call's identity
