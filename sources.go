@@ -20,6 +20,7 @@ import (
 	"github.com/toolmux/toolmux/percaller"
 	"github.com/toolmux/toolmux/telemetry"
 	"github.com/toolmux/toolmux/tool"
+	"github.com/toolmux/toolmux/upstreamauth"
 	"github.com/toolmux/toolmux/vault"
 	"github.com/toolmux/toolmux/web"
 )
@@ -46,6 +47,11 @@ type sourceDeps struct {
 	// vault keeps users' secrets for the servers that take each
 	// caller's own (nil: none; their calls are refused saying so).
 	vault *vault.Vault
+	// oauth is the gateway as the OAuth client of the servers whose auth
+	// kind is oauth (nil: none; their calls are refused saying so), and
+	// getenv reads their client secrets.
+	oauth  *upstreamauth.Client
+	getenv func(string) string
 	// perCaller, when set, learns the per-caller sources made
 	// (Runtime.DisconnectCaller).
 	perCaller *perCallers
@@ -133,9 +139,11 @@ func newSource(cfg *config.Config, sc config.Server, log *slog.Logger, deps sour
 		mc := MCPSourceConfig(cfg, sc, log.With("server", sc.Name))
 		mc.Tracer, mc.Propagator = deps.tel.Tracer(), deps.tel.Propagator()
 		if sc.Auth != nil {
-			pc := perCallerSource(cfg, sc, mc, deps.vault, log)
-			deps.perCaller.add(sc.Name, pc)
-			src = pc
+			var pc *percaller.Source
+			if pc, err = perCallerSource(cfg, sc, mc, deps, log); err == nil {
+				deps.perCaller.add(sc.Name, pc)
+				src = pc
+			}
 		} else {
 			src, err = mcpsource.New(mc)
 		}
@@ -156,17 +164,29 @@ func newSource(cfg *config.Config, sc config.Server, log *slog.Logger, deps sour
 // caller's calls over a connection of their own, opened with their
 // credential (package percaller); its tool list kept in
 // DATA_DIR/percaller/NAME.tools.json when there is a data directory.
-func perCallerSource(cfg *config.Config, sc config.Server, mc mcpsource.Config, v *vault.Vault, log *slog.Logger) *percaller.Source {
+func perCallerSource(cfg *config.Config, sc config.Server, mc mcpsource.Config, deps sourceDeps, log *slog.Logger) (*percaller.Source, error) {
 	var sv percaller.SecretVault
-	if v != nil {
-		sv = v
+	if deps.vault != nil {
+		sv = deps.vault
 	}
 	o := percaller.OptionsFromConfig(*sc.Auth)
 	o.Logger = log.With("server", sc.Name)
 	if cfg.DataDir != "" {
 		o.ToolsFile = filepath.Join(cfg.DataDir, "percaller", sc.Name+".tools.json")
 	}
-	return percaller.New(mc, percaller.SecretsFromConfig(sc.Name, *sc.Auth, sv), o)
+	var cred percaller.Credential = percaller.SecretsFromConfig(sc.Name, *sc.Auth, sv)
+	if sc.Auth.Kind == config.AuthOAuth {
+		getenv := deps.getenv
+		if getenv == nil {
+			getenv = func(string) string { return "" }
+		}
+		oc, err := percaller.OAuthFromConfig(sc, deps.oauth, sv, getenv)
+		if err != nil {
+			return nil, err
+		}
+		cred = oc
+	}
+	return percaller.New(mc, cred, o), nil
 }
 
 // disabledSource stands in for a disabled server whose source cannot be

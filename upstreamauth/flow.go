@@ -182,6 +182,6 @@ func (c *Client) Callback(session func(*http.Request) string) http.Handler {
 			return
 		}
 		w.Header().Set("Content-Type", "text/html; charset=utf-8")
-		fmt.Fprintf(w, "<!doctype html><title>Connected</title><p id=\"connected\">toolmux is connected to %s on your behalf. You may close this tab.</p>\n", html.EscapeString(server))
+		fmt.Fprintf(w, "<!doctype html><title>Connected</title><p id=\"connected\">toolmux is connected to %s on your behalf: you may close this tab and return to your client.</p>\n", html.EscapeString(server))
 	})
 }

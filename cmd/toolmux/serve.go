@@ -254,8 +254,13 @@ one more, 300ms after the last. See docs/operations.md.`,
 			if err != nil {
 				return err
 			}
+			// Users' own OAuth authorizations of the servers that take them.
+			oc, err := a.upstreamOAuth(cfg, sv, ln)
+			if err != nil {
+				return err
+			}
 			rt, err := a.openIn(ctx, toolmux.Options{NoAgents: true, Approver: approver, ConcurrentApprovals: true,
-				Sinks: sinks, ManagerOptions: []manager.Option{st.option()}, TaskLog: fn.taskLog(), Vault: sv}, fn.dataSub())
+				Sinks: sinks, ManagerOptions: []manager.Option{st.option()}, TaskLog: fn.taskLog(), Vault: sv, UpstreamOAuth: oc}, fn.dataSub())
 			if err != nil {
 				return err
 			}
@@ -301,7 +306,7 @@ one more, 300ms after the last. See docs/operations.md.`,
 				Policy: rt.Gate, Approvals: approvals, Log: rt.Log, Events: hub, Version: versionString(), MaxDepth: rt.Config.Limits.MaxDepth,
 				Fleet: fn.summary(authSettings.AdminGroup), Reload: reloads.infoFunc(), Limits: opts.Limits, Visibility: vis.get,
 				AdminGroups: []string{authSettings.AdminGroup}, ApproverGroups: []string{authSettings.ApproversGroup},
-				Secrets: secretsAPI(rt, sv)})
+				Secrets: secretsAPI(rt, sv), Connections: connectionsAPI(rt, sv, oc)})
 			if onHTTP {
 				opts.Virtual = gateway.VirtualFromConfig(rt.Config)
 				opts.Passthrough = passthroughServers(rt.Config, a.logger())
@@ -373,6 +378,7 @@ one more, 300ms after the last. See docs/operations.md.`,
 					// The file changed since it was checked above.
 					return usageError("refusing to listen on %s: nothing says who may call (--token, an API key, auth.issuers, auth.page)", addr)
 				}
+				sa.auth.Upstream = upstreamRoutes(rt.Config, oc)
 				h = g.MuxAuth(sa.auth, sec)
 			}
 			if stdio {

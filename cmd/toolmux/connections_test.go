@@ -1,0 +1,259 @@
+package main_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"io/fs"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/toolmux/toolmux/internal/testservers"
+	"github.com/toolmux/toolmux/vault"
+)
+
+// oauthConfig is the OAuth-protected fixture fx, which each user
+// authorizes toolmux to call on their behalf.
+func oauthConfig(fx *testservers.OAuthMCP) string {
+	return fmt.Sprintf(`servers:
+  fx:
+    url: %s
+    trust: true
+    health_check: {min_backoff: 50ms, max_backoff: 200ms}
+    auth: {kind: oauth}
+`, fx.URL)
+}
+
+// connection is what GET /api/connections says of one server.
+type connection struct {
+	Server      string    `json:"server"`
+	Connected   bool      `json:"connected"`
+	Updated     time.Time `json:"updated"`
+	Expires     time.Time `json:"expires"`
+	Refreshable bool      `json:"refreshable"`
+}
+
+// apiAs sends method path with key's bearer and decodes the answer into
+// v (nil: none), returning its status.
+func apiAs(t *testing.T, p *serveProc, key, method, path string, v any) int {
+	t.Helper()
+	req, err := http.NewRequest(method, p.url(path), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := bearer(key).Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if v != nil && resp.StatusCode < 300 {
+		if err := json.Unmarshal(b, v); err != nil {
+			t.Fatalf("%s %s: %v: %s", method, path, err, b)
+		}
+	}
+	return resp.StatusCode
+}
+
+// authorizeInBrowser opens the authorization URL u in a browser of its
+// own (another person's), logs in at Hydra as user, and waits for the
+// gateway's callback page; it returns the callback's URL (its code and
+// state, which must be nowhere after).
+func authorizeInBrowser(t *testing.T, u, user string) *url.URL {
+	t.Helper()
+	b := newUIBrowser(t)
+	b.do(chromedp.Navigate(u))
+	b.visible(`#username`)
+	b.do(chromedp.SendKeys(chromedp.CSS(`#username`), user), chromedp.Click(chromedp.CSS(`#sign-in`)))
+	b.visible(`#connected`)
+	if said := b.text(`#connected`); !strings.Contains(said, "connected to fx") || !strings.Contains(said, "return to your client") {
+		t.Fatalf("the callback page said %q", said)
+	}
+	loc := uiEval[string](b, `location.href`)
+	back, err := url.Parse(loc)
+	if err != nil || back.Query().Get("code") == "" || back.Query().Get("state") == "" {
+		t.Fatalf("the callback's URL %q: %v", loc, err)
+	}
+	return back
+}
+
+// Per-user OAuth end to end, through the real binary, a real Hydra and
+// an OAuth-protected MCP server, nothing configured per user: two callers
+// (API keys) each authorize toolmux in a browser as themselves and reach
+// the server as themselves; one without an authorization is answered
+// auth_required, whose URL the API gives; a disconnection revokes and
+// asks again; no token, code or state anywhere in the data directory or
+// on stderr; the records name the credential kind.
+func TestServeUserOAuth(t *testing.T) {
+	t.Parallel()
+	h := testservers.StartHydra(t)
+	fx := testservers.StartOAuthMCP(t, h)
+	home := t.TempDir()
+	keys := map[string]string{}
+	for _, n := range []string{"ann", "bob"} {
+		keys[n] = addKey(t, home, n)
+	}
+	vaultKey := vault.GenerateKey()
+	p := startServeEnv(t, binary, workspace(t, oauthConfig(fx)), home, []string{"TOOLMUX_VAULT_KEY=" + vaultKey})
+	if !strings.Contains(p.stderr.String(), "http://"+p.addr+"/oauth/callback") {
+		t.Errorf("serve did not say where browsers come back to:\n%s", p.stderr.String())
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	session := func(who, version string) *mcp.ClientSession {
+		t.Helper()
+		client := mcp.NewClient(&mcp.Implementation{Name: "oauth-test"}, nil)
+		cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: p.url("/mcp"), HTTPClient: bearer(keys[who])},
+			&mcp.ClientSessionOptions{ProtocolVersion: version})
+		if err != nil {
+			t.Fatalf("%s (%s): %v", who, version, err)
+		}
+		t.Cleanup(func() { cs.Close() })
+		return cs
+	}
+	whoami := func(cs *mcp.ClientSession) (string, bool) {
+		t.Helper()
+		out, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "fx__whoami"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out.Content[0].(*mcp.TextContent).Text, out.IsError
+	}
+	connections := func(who string) map[string]connection {
+		t.Helper()
+		var in struct{ Connections []connection }
+		if code := apiAs(t, p, keys[who], http.MethodGet, "/api/connections", &in); code != http.StatusOK {
+			t.Fatalf("GET /api/connections as %s: %d", who, code)
+		}
+		out := map[string]connection{}
+		for _, c := range in.Connections {
+			out[c.Server] = c
+		}
+		return out
+	}
+	connect := func(who string) string {
+		t.Helper()
+		var in struct{ URL string }
+		if code := apiAs(t, p, keys[who], http.MethodPost, "/api/connections/fx", &in); code != http.StatusOK || !strings.HasPrefix(in.URL, h.Issuer) {
+			t.Fatalf("POST /api/connections/fx as %s: %d %q", who, code, in.URL)
+		}
+		return in.URL
+	}
+	if c := connections("ann"); len(c) != 1 || c["fx"].Connected {
+		t.Fatalf("ann's connections before: %+v", c)
+	}
+	if code := apiAs(t, p, keys["ann"], http.MethodPost, "/api/connections/nope", nil); code != http.StatusNotFound {
+		t.Errorf("POST /api/connections/nope: %d", code)
+	}
+
+	// Ann connects on the API (the page's Connect): then fx's tools are
+	// listed over her connection.
+	var backs []*url.URL
+	backs = append(backs, authorizeInBrowser(t, connect("ann"), "ann"))
+	if c := connections("ann")["fx"]; !c.Connected || c.Updated.IsZero() || c.Expires.IsZero() {
+		t.Errorf("ann's connection after: %+v", c)
+	}
+	if connections("bob")["fx"].Connected {
+		t.Error("bob sees ann's connection as his")
+	}
+	ann, bob := session("ann", legacyProtocol), session("bob", "2026-07-28")
+	if !testservers.Eventually(30*time.Second, func() bool {
+		ts, err := bob.ListTools(ctx, nil)
+		return err == nil && slicesHas(ts.Tools, "fx__whoami")
+	}) {
+		t.Fatalf("fx's tools never listed\n%s", p.stderr.String())
+	}
+	// Bob has not authorized: auth_required, saying where to go without
+	// the URL (records keep messages); the URL is the API's to give him.
+	text, isErr := whoami(bob)
+	if !isErr || !strings.Contains(text, "auth_required") || !strings.Contains(text, "Connections") || strings.Contains(text, "state=") {
+		t.Fatalf("bob before authorizing: %v %q", isErr, text)
+	}
+	backs = append(backs, authorizeInBrowser(t, connect("bob"), "bob"))
+	for who, cs := range map[string]*mcp.ClientSession{"ann": ann, "bob": bob} {
+		if text, isErr := whoami(cs); isErr || text != who {
+			t.Errorf("%s reached fx as %q (error %v)", who, text, isErr)
+		}
+	}
+
+	// Bob disconnects: revoked, asked again; Ann's goes on, and she
+	// never sees his.
+	if code := apiAs(t, p, keys["bob"], http.MethodDelete, "/api/connections/fx", nil); code != http.StatusNoContent {
+		t.Fatalf("DELETE /api/connections/fx: %d", code)
+	}
+	if connections("bob")["fx"].Connected || !connections("ann")["fx"].Connected {
+		t.Errorf("after bob's disconnection: bob %+v, ann %+v", connections("bob"), connections("ann"))
+	}
+	if text, isErr := whoami(bob); !isErr || !strings.Contains(text, "auth_required") {
+		t.Errorf("bob after disconnecting: %v %q", isErr, text)
+	}
+	if text, isErr := whoami(ann); isErr || text != "ann" {
+		t.Errorf("ann after bob's disconnection: %v %q", isErr, text)
+	}
+	// Ann's tokens, to look for them after.
+	k, err := vault.ParseKey(vaultKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ring, err := vault.NewKeyring(k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok, err := vault.New(vault.NewFileStore(vault.Dir(filepath.Join(home, "toolmux"))), ring, vault.Options{}).Token(ctx, "key:ann", "fx")
+	if err != nil || tok.AccessToken == "" {
+		t.Fatalf("ann's token in the vault: %v", err)
+	}
+
+	if err := p.signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.wait(); err != nil {
+		t.Fatalf("serve: %v\n%s", err, p.stderr.String())
+	}
+	secrets := map[string]string{"ann's access token": tok.AccessToken}
+	if tok.RefreshToken != "" {
+		secrets["ann's refresh token"] = tok.RefreshToken
+	}
+	for i, b := range backs {
+		secrets[fmt.Sprintf("code %d", i)] = b.Query().Get("code")
+		secrets[fmt.Sprintf("state %d", i)] = b.Query().Get("state")
+	}
+	credential := false
+	err = filepath.WalkDir(home, func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		for what, s := range secrets {
+			if strings.Contains(string(b), s) {
+				t.Errorf("%s holds %s", path, what)
+			}
+		}
+		credential = credential || strings.Contains(string(b), `"credential":"user-oauth"`)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !credential {
+		t.Error("no record names the credential kind user-oauth")
+	}
+	for what, s := range secrets {
+		if strings.Contains(p.stderr.String(), s) {
+			t.Errorf("serve wrote %s on stderr", what)
+		}
+	}
+}
