@@ -257,3 +257,57 @@ func TestServeUserOAuth(t *testing.T) {
 		}
 	}
 }
+
+// The page's Connections tab connects the caller to an OAuth server
+// (Connect: the authorization server's page, then the callback) and
+// disconnects them: the calls reach the server as the caller, then are
+// asked again.
+func TestBrowserConnections(t *testing.T) {
+	t.Parallel()
+	h := testservers.StartHydra(t)
+	fx := testservers.StartOAuthMCP(t, h)
+	home := t.TempDir()
+	key := addKey(t, home, "ann")
+	p := startServeEnv(t, binary, workspace(t, oauthConfig(fx)), home, []string{"TOOLMUX_VAULT_KEY=" + vault.GenerateKey()})
+	b := newUIBrowser(t)
+	b.do(chromedp.Navigate(p.url("/#connections")))
+	b.visible(`#token-dialog[open] #token-input`)
+	b.do(chromedp.SendKeys(chromedp.CSS(`#token-input`), key), chromedp.Click(chromedp.CSS(`#token-form button[type="submit"]`)))
+	row := `#connections tr[data-server="fx"]`
+	b.do(chromedp.Navigate(p.url("/#connections")))
+	b.visible(row + `[data-connected="no"] button.connect`)
+	b.shot("connections-none")
+	b.do(chromedp.Click(chromedp.CSS(row + ` button.connect`)))
+	b.visible(`#username`)
+	b.do(chromedp.SendKeys(chromedp.CSS(`#username`), "ann"), chromedp.Click(chromedp.CSS(`#sign-in`)))
+	b.visible(`#connected`)
+	b.do(chromedp.Navigate(p.url("/#connections")))
+	b.visible(row + `[data-connected="yes"] button.delete`)
+	b.shot("connections-connected")
+
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	client := mcp.NewClient(&mcp.Implementation{Name: "connections-page-test"}, nil)
+	cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: p.url("/mcp"), HTTPClient: bearer(key)},
+		&mcp.ClientSessionOptions{ProtocolVersion: legacyProtocol})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	var said string
+	if !testservers.Eventually(30*time.Second, func() bool {
+		out, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "fx__whoami"})
+		if err == nil && len(out.Content) == 1 {
+			said = out.Content[0].(*mcp.TextContent).Text
+		}
+		return err == nil && !out.IsError
+	}) || said != "ann" {
+		t.Fatalf("the call after connecting on the page: %q", said)
+	}
+	b.do(chromedp.Click(chromedp.CSS(row + ` button.delete`)))
+	b.visible(row + `[data-connected="no"]`)
+	out, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "fx__whoami"})
+	if err != nil || !out.IsError || !strings.Contains(out.Content[0].(*mcp.TextContent).Text, "auth_required") {
+		t.Errorf("the call after disconnecting on the page: %v %+v", err, out)
+	}
+}
