@@ -101,8 +101,9 @@ func (o *OAuth) toolError(err error) error {
 	switch ue.Kind {
 	case upstreamauth.KindAuthRequired:
 		return &tool.Error{Kind: tool.KindAuthRequired, Server: o.Server, URL: ue.URL, Err: tool.ErrNotSent,
-			Message: fmt.Sprintf("server %s needs your authorization (%s): open the authorization link toolmux gives with this error, "+
-				"or the web page's Connections tab (Connect %s), log in there as yourself, then call again", o.Server, ue.Message, o.Server)}
+			Message: fmt.Sprintf("server %s needs your authorization (%s): open the link your client shows with this error, if it shows one, "+
+				"or Connect %s on the web page's Connections tab (POST /api/connections/%s gives the link); log in there as yourself, then call again",
+				o.Server, ue.Message, o.Server, o.Server)}
 	}
 	// Not the URL (there is none), nor a credential: upstreamauth's
 	// errors hold none.

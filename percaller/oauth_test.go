@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/http/cookiejar"
 	"net/http/httptest"
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -37,12 +38,13 @@ func TestOAuth(t *testing.T) {
 		t.Fatal(err)
 	}
 	cb = c.Callback(nil)
-	sc := config.Server{Name: "fx", URL: fx.URL, Auth: &config.ServerAuth{Kind: config.AuthOAuth}}
+	// Named as in docs/identity.md's walk-through, which shows its error.
+	sc := config.Server{Name: "tracker", URL: fx.URL, Auth: &config.ServerAuth{Kind: config.AuthOAuth}}
 	cred, err := percaller.OAuthFromConfig(sc, c, v, func(string) string { return "" })
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := percaller.New(mcpsource.Config{Name: "fx", Transport: mcpsource.StreamableHTTP, URL: fx.URL, ConnectTimeout: 10 * time.Second}, cred, percaller.Options{})
+	s := percaller.New(mcpsource.Config{Name: "tracker", Transport: mcpsource.StreamableHTTP, URL: fx.URL, ConnectTimeout: 10 * time.Second}, cred, percaller.Options{})
 	defer s.Close()
 	if s.Credential() != tool.CredentialUserOAuth {
 		t.Errorf("the record's credential: %q", s.Credential())
@@ -63,6 +65,9 @@ func TestOAuth(t *testing.T) {
 	for _, who := range []string{"ann", "bob"} {
 		_, err := s.Call(as(who), "whoami", nil)
 		u := asked(err)
+		if who == "ann" {
+			documented(t, err)
+		}
 		jar, _ := cookiejar.New(nil)
 		resp, err := http.Get(h.LogIn(t, jar, u, who, callback).String())
 		if err != nil || resp.StatusCode != http.StatusOK {
@@ -84,7 +89,7 @@ func TestOAuth(t *testing.T) {
 	// Ann disconnects (the grant revoked at Hydra, the token deleted)
 	// while her connection is open: her next call is asked again, Bob's
 	// goes on.
-	if err := c.Revoke(ctx, identity.KeySubject("ann"), "fx"); err != nil {
+	if err := c.Revoke(ctx, identity.KeySubject("ann"), "tracker"); err != nil {
 		t.Fatal(err)
 	}
 	if s.Connections() != 2 {
@@ -127,5 +132,17 @@ func TestOAuthWithoutClient(t *testing.T) {
 	}
 	if _, err := percaller.OAuthFromConfig(sc, c, v, func(string) string { return "" }); err == nil || !strings.Contains(err.Error(), "FX_SECRET") {
 		t.Errorf("an unset client secret: %v", err)
+	}
+}
+
+// documented checks that docs/identity.md shows err as it is.
+func documented(t *testing.T, err error) {
+	t.Helper()
+	doc, rerr := os.ReadFile("../docs/identity.md")
+	if rerr != nil {
+		t.Fatal(rerr)
+	}
+	if !strings.Contains(string(doc), "\n"+err.Error()+"\n") {
+		t.Errorf("docs/identity.md does not show the error as it is:\n%s", err.Error())
 	}
 }

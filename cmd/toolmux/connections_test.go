@@ -31,6 +31,9 @@ func oauthConfig(fx *testservers.OAuthMCP) string {
     trust: true
     health_check: {min_backoff: 50ms, max_backoff: 200ms}
     auth: {kind: oauth}
+virtual_servers:
+  - name: mine
+    tools: ["fx/whoami"]
 `, fx.URL)
 }
 
@@ -110,10 +113,15 @@ func TestServeUserOAuth(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
+	var sessionAt func(who, version, path string) *mcp.ClientSession
 	session := func(who, version string) *mcp.ClientSession {
 		t.Helper()
+		return sessionAt(who, version, "/mcp")
+	}
+	sessionAt = func(who, version, path string) *mcp.ClientSession {
+		t.Helper()
 		client := mcp.NewClient(&mcp.Implementation{Name: "oauth-test"}, nil)
-		cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: p.url("/mcp"), HTTPClient: bearer(keys[who])},
+		cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: p.url(path), HTTPClient: bearer(keys[who])},
 			&mcp.ClientSessionOptions{ProtocolVersion: version})
 		if err != nil {
 			t.Fatalf("%s (%s): %v", who, version, err)
@@ -174,10 +182,14 @@ func TestServeUserOAuth(t *testing.T) {
 		t.Fatalf("fx's tools never listed\n%s", p.stderr.String())
 	}
 	// Bob has not authorized: auth_required, saying where to go without
-	// the URL (records keep messages); the URL is the API's to give him.
-	text, isErr := whoami(bob)
-	if !isErr || !strings.Contains(text, "auth_required") || !strings.Contains(text, "Connections") || strings.Contains(text, "state=") {
-		t.Fatalf("bob before authorizing: %v %q", isErr, text)
+	// the URL (records keep messages), in both eras, on /mcp and a
+	// virtual server; the URL is the API's to give him.
+	for _, cs := range []*mcp.ClientSession{bob, session("bob", legacyProtocol), sessionAt("bob", legacyProtocol, "/virtual/mine/mcp"),
+		sessionAt("bob", "2026-07-28", "/virtual/mine/mcp")} {
+		text, isErr := whoami(cs)
+		if !isErr || !strings.Contains(text, "auth_required") || !strings.Contains(text, "Connections") || strings.Contains(text, "state=") {
+			t.Fatalf("bob before authorizing: %v %q", isErr, text)
+		}
 	}
 	backs = append(backs, authorizeInBrowser(t, connect("bob"), "bob"))
 	for who, cs := range map[string]*mcp.ClientSession{"ann": ann, "bob": bob} {
