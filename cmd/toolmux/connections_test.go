@@ -7,6 +7,7 @@ import (
 	"io"
 	"io/fs"
 	"net/http"
+	"net/http/cookiejar"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -321,5 +322,113 @@ func TestBrowserConnections(t *testing.T) {
 	out, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "fx__whoami"})
 	if err != nil || !out.IsError || !strings.Contains(out.Content[0].(*mcp.TextContent).Text, "auth_required") {
 		t.Errorf("the call after disconnecting on the page: %v %+v", err, out)
+	}
+}
+
+// A client an operator registered for toolmux (client_id, the secret from
+// client_secret_env) is the one used, and a token about to expire
+// (within upstream_oauth.leeway) is refreshed before the call goes: the
+// call reaches the server as its user with the new token. The client
+// secret is nowhere in the data directory or on stderr.
+func TestServeUserOAuthRefresh(t *testing.T) {
+	t.Parallel()
+	h := testservers.StartHydra(t)
+	fx := testservers.StartOAuthMCP(t, h)
+	home := t.TempDir()
+	key := addKey(t, home, "ann")
+	vaultKey := vault.GenerateKey()
+	const secret = "gateway-s3cret-0123456789"
+	cfg := fmt.Sprintf(`servers:
+  fx:
+    url: %s
+    trust: true
+    health_check: {min_backoff: 50ms, max_backoff: 200ms}
+    auth:
+      kind: oauth
+      client_id: gateway
+      client_secret_env: FX_CLIENT_SECRET
+      scopes: [offline_access]
+upstream_oauth:
+  leeway: 1h
+`, fx.URL)
+	p := startServeEnv(t, binary, workspace(t, cfg), home, []string{"TOOLMUX_VAULT_KEY=" + vaultKey, "FX_CLIENT_SECRET=" + secret})
+	callback := "http://" + p.addr + "/oauth/callback"
+	// A code's token lives a minute, within the leeway: its first use
+	// refreshes it; a refreshed one lives two hours.
+	h.CreateClient(t, testservers.HydraClient{ID: "gateway", Secret: secret, GrantTypes: []string{"authorization_code", "refresh_token"},
+		RedirectURIs: []string{callback}, Audience: []string{fx.URL}, Scope: "offline_access"})
+	h.SetLifespans(t, "gateway", time.Minute, 2*time.Hour)
+
+	var in struct{ URL string }
+	if code := apiAs(t, p, key, http.MethodPost, "/api/connections/fx", &in); code != http.StatusOK {
+		t.Fatalf("POST /api/connections/fx: %d", code)
+	}
+	if u, err := url.Parse(in.URL); err != nil || u.Query().Get("client_id") != "gateway" {
+		t.Fatalf("the authorization URL is not of the configured client: %s", in.URL)
+	}
+	jar, _ := cookiejar.New(nil)
+	back := h.LogIn(t, jar, in.URL, "ann", callback)
+	resp, err := http.Get(back.String())
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("the callback: %v %v", resp, err)
+	}
+	resp.Body.Close()
+	k, err := vault.ParseKey(vaultKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ring, err := vault.NewKeyring(k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := vault.New(vault.NewFileStore(vault.Dir(filepath.Join(home, "toolmux"))), ring, vault.Options{})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	first, err := v.Token(ctx, "key:ann", "fx")
+	if err != nil || first.RefreshToken == "" {
+		t.Fatalf("ann's first token: refresh token %v, %v", first.RefreshToken != "", err)
+	}
+
+	client := mcp.NewClient(&mcp.Implementation{Name: "oauth-refresh-test"}, nil)
+	cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: p.url("/mcp"), HTTPClient: bearer(key)},
+		&mcp.ClientSessionOptions{ProtocolVersion: legacyProtocol})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	var said string
+	if !testservers.Eventually(30*time.Second, func() bool {
+		out, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "fx__whoami"})
+		if err == nil && len(out.Content) == 1 {
+			said = out.Content[0].(*mcp.TextContent).Text
+		}
+		return err == nil && !out.IsError
+	}) || said != "ann" {
+		t.Fatalf("ann's call: %q", said)
+	}
+	now, err := v.Token(ctx, "key:ann", "fx")
+	if err != nil || now.AccessToken == first.AccessToken || !now.Expiry.After(first.Expiry.Add(time.Hour)) {
+		t.Fatalf("the token was not refreshed: same %v, expiry %v then %v, %v", now.AccessToken == first.AccessToken, first.Expiry, now.Expiry, err)
+	}
+	if err := p.signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.wait(); err != nil {
+		t.Fatalf("serve: %v\n%s", err, p.stderr.String())
+	}
+	for what, s := range map[string]string{"the client secret": secret, "the first access token": first.AccessToken,
+		"the refresh token": now.RefreshToken, "the code": back.Query().Get("code")} {
+		if strings.Contains(p.stderr.String(), s) {
+			t.Errorf("serve wrote %s on stderr", what)
+		}
+		_ = filepath.WalkDir(home, func(path string, d fs.DirEntry, err error) error {
+			if err != nil || d.IsDir() {
+				return err
+			}
+			if b, _ := os.ReadFile(path); strings.Contains(string(b), s) {
+				t.Errorf("%s holds %s", path, what)
+			}
+			return nil
+		})
 	}
 }
