@@ -38,10 +38,14 @@ type UpstreamOAuth struct {
 	// Timeout bounds one request to an upstream or an authorization
 	// server (discovery, registration, tokens).
 	Timeout time.Duration
+	// AllowPrivateNetworks lets discovery fetch metadata at addresses of
+	// private networks (10.0.0.0/8, 192.168.0.0/16, ...), which the
+	// go-sdk refuses by default against request forgery.
+	AllowPrivateNetworks bool
 }
 
 var (
-	upstreamOAuthKeys = []string{"public_url", "client_name", "client_metadata", "leeway", "max_pending", "state_ttl", "timeout"}
+	upstreamOAuthKeys = []string{"public_url", "client_name", "client_metadata", "leeway", "max_pending", "state_ttl", "timeout", "allow_private_networks"}
 )
 
 // Bounds of upstream_oauth: a token refreshed an hour early is refreshed
@@ -81,6 +85,8 @@ func (p *parser) upstreamOAuth(n *yaml.Node, kp string) UpstreamOAuth {
 			u.StateTTL = p.boundedDuration(e.v, fp, maxOAuthStateTTLSecs, "24h")
 		case "timeout":
 			u.Timeout = p.boundedDuration(e.v, fp, maxOAuthTimeoutSecs, "5m")
+		case "allow_private_networks":
+			u.AllowPrivateNetworks, _ = p.boolean(e.v, fp)
 		}
 	})
 	if u.ClientMetadata && metaNode != nil {

@@ -149,6 +149,7 @@ func TestUpstreamOAuth(t *testing.T) {
   max_pending: 50
   state_ttl: 5m
   timeout: 10s
+  allow_private_networks: true
 servers:
   fx: {url: https://fx.example.com/mcp}
 `), config.Options{Dir: "/work"})
@@ -156,7 +157,7 @@ servers:
 		t.Fatal(err)
 	}
 	want := config.UpstreamOAuth{PublicURL: "https://gw.example.com", ClientName: "Acme toolmux", ClientMetadata: true,
-		Leeway: 2 * time.Minute, MaxPending: 50, StateTTL: 5 * time.Minute, Timeout: 10 * time.Second}
+		Leeway: 2 * time.Minute, MaxPending: 50, StateTTL: 5 * time.Minute, Timeout: 10 * time.Second, AllowPrivateNetworks: true}
 	if cfg.UpstreamOAuth != want {
 		t.Errorf("upstream_oauth: %+v, want %+v", cfg.UpstreamOAuth, want)
 	}

@@ -27,8 +27,16 @@ func OptionsFromConfig(c config.UpstreamOAuth, publicURL string) Options {
 	if c.ClientMetadata {
 		o.ClientMetadataURL = base + MetadataPath
 	}
-	if c.Timeout > 0 {
+	if c.Timeout > 0 || c.AllowPrivateNetworks {
 		o.HTTPClient = &http.Client{Timeout: c.Timeout}
+		if o.HTTPClient.Timeout <= 0 {
+			o.HTTPClient.Timeout = DefaultTimeout
+		}
+	}
+	if c.AllowPrivateNetworks {
+		// A transport that dials as it likes: the go-sdk's discovery then
+		// leaves the addresses to it.
+		o.HTTPClient.Transport = http.DefaultTransport.(*http.Transport).Clone()
 	}
 	return o
 }

@@ -254,7 +254,7 @@ func (a *app) serveVault(cfg *config.Config) (*vault.Vault, error) {
 	if err != nil {
 		for _, sc := range cfg.Servers {
 			if sc.Auth != nil {
-				return nil, &exitError{code: exitFailed, err: fmt.Errorf("the vault, which server %s's users' secrets are kept in: %w", sc.Name, err)}
+				return nil, &exitError{code: exitFailed, err: fmt.Errorf("the vault, which server %s's users' secrets or tokens are kept in: %w", sc.Name, err)}
 			}
 		}
 		fmt.Fprintf(a.stderr, "toolmux: the vault is left out: %v\n", err)
