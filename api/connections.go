@@ -90,15 +90,18 @@ func (s *server) oauthServers() []string {
 	return s.o.Connections.Servers()
 }
 
-// connectionServer is the request's server, or false after an answer
-// saying it takes no connection.
-func (s *server) connectionServer(w http.ResponseWriter, r *http.Request) (string, bool) {
-	srv := r.PathValue("server")
+// connectionOf is the owner and the server of a request on one server's
+// connection, or false after an answer saying why there is none.
+func (s *server) connectionOf(w http.ResponseWriter, r *http.Request) (owner, srv string, ok bool) {
+	if owner, ok = s.connectionOwner(w, r); !ok {
+		return "", "", false
+	}
+	srv = r.PathValue("server")
 	if !slices.Contains(s.oauthServers(), srv) {
 		writeError(w, http.StatusNotFound, "not_found", fmt.Sprintf("server %q takes no user's authorization (auth kind oauth; GET /api/connections lists those that do)", srv))
-		return "", false
+		return "", "", false
 	}
-	return srv, true
+	return owner, srv, true
 }
 
 func (s *server) listConnections(w http.ResponseWriter, r *http.Request) {
@@ -135,11 +138,7 @@ func (s *server) listConnections(w http.ResponseWriter, r *http.Request) {
 // connect answers the URL at which the caller authorizes the gateway to
 // call the server on their behalf: the page opens it.
 func (s *server) connect(w http.ResponseWriter, r *http.Request) {
-	owner, ok := s.connectionOwner(w, r)
-	if !ok {
-		return
-	}
-	srv, ok := s.connectionServer(w, r)
+	owner, srv, ok := s.connectionOf(w, r)
 	if !ok {
 		return
 	}
@@ -154,11 +153,7 @@ func (s *server) connect(w http.ResponseWriter, r *http.Request) {
 // disconnect revokes the caller's token for the server and closes their
 // connection to it; a caller without one is answered the same.
 func (s *server) disconnect(w http.ResponseWriter, r *http.Request) {
-	owner, ok := s.connectionOwner(w, r)
-	if !ok {
-		return
-	}
-	srv, ok := s.connectionServer(w, r)
+	owner, srv, ok := s.connectionOf(w, r)
 	if !ok {
 		return
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 
 	"golang.org/x/oauth2"
 
@@ -131,27 +132,12 @@ func (o *OAuth) Recheck(ctx context.Context, owner string, callErr error) error 
 
 // Holders returns the owners who hold a token for the server.
 func (o *OAuth) Holders(ctx context.Context) ([]string, error) {
-	if o.Vault == nil || o.Client == nil {
+	if o.Client == nil {
 		return nil, nil
 	}
-	owners, err := o.Vault.Store().Owners(ctx)
-	if err != nil {
-		return nil, err
-	}
-	var out []string
-	for _, ow := range owners {
-		infos, err := o.Vault.List(ctx, ow)
-		if err != nil {
-			continue
-		}
-		for _, in := range infos {
-			if in.Name == vault.TokenName(o.Server) {
-				out = append(out, ow)
-				break
-			}
-		}
-	}
-	return out, nil
+	return holders(ctx, o.Vault, func(infos []vault.Info) bool {
+		return slices.ContainsFunc(infos, func(in vault.Info) bool { return in.Name == vault.TokenName(o.Server) })
+	})
 }
 
 // authErrors is the transport of an OAuth caller's connection: a request

@@ -175,10 +175,7 @@ func checkURL(what, s string) error {
 
 // Add makes u known; a name added again is refused.
 func (c *Client) Add(u Upstream) error {
-	if u.Name == "" {
-		return errors.New("upstreamauth: an upstream needs a name")
-	}
-	if err := checkURL("the URL of upstream "+u.Name, u.URL); err != nil {
+	if err := checkUpstream(u); err != nil {
 		return err
 	}
 	c.mu.Lock()
@@ -190,15 +187,20 @@ func (c *Client) Add(u Upstream) error {
 	return nil
 }
 
+// checkUpstream checks what Add and Set are given.
+func checkUpstream(u Upstream) error {
+	if u.Name == "" {
+		return errors.New("upstreamauth: an upstream needs a name")
+	}
+	return checkURL("the URL of upstream "+u.Name, u.URL)
+}
+
 // Set makes u known as Add does, or, when an upstream of its name is
 // known already, replaces it if u differs (a reload changed its URL, its
 // client or its scopes): what was discovered of it and its client are
 // found again at the next use. An equal u changes nothing.
 func (c *Client) Set(u Upstream) error {
-	if u.Name == "" {
-		return errors.New("upstreamauth: an upstream needs a name")
-	}
-	if err := checkURL("the URL of upstream "+u.Name, u.URL); err != nil {
+	if err := checkUpstream(u); err != nil {
 		return err
 	}
 	c.mu.Lock()

@@ -69,6 +69,78 @@ func apiAs(t *testing.T, p *serveProc, key, method, path string, v any) int {
 	return resp.StatusCode
 }
 
+// dataVault opens the vault of the data directory under home with key.
+func dataVault(t *testing.T, home, key string) *vault.Vault {
+	t.Helper()
+	k, err := vault.ParseKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ring, err := vault.NewKeyring(k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return vault.New(vault.NewFileStore(vault.Dir(filepath.Join(home, "toolmux"))), ring, vault.Options{})
+}
+
+// nowhere fails the test for each of secrets (what it is, by what it
+// is called) found in a file under home or in the stopped serve's
+// stderr; it returns whether some file holds a record naming the
+// credential kind user-oauth.
+func nowhere(t *testing.T, p *serveProc, home string, secrets map[string]string) (credential bool) {
+	t.Helper()
+	err := filepath.WalkDir(home, func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		for what, s := range secrets {
+			if strings.Contains(string(b), s) {
+				t.Errorf("%s holds %s", path, what)
+			}
+		}
+		credential = credential || strings.Contains(string(b), `"credential":"user-oauth"`)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for what, s := range secrets {
+		if strings.Contains(p.stderr.String(), s) {
+			t.Errorf("serve wrote %s on stderr", what)
+		}
+	}
+	return credential
+}
+
+// whoamiSession opens a session of key on /mcp and calls fx__whoami over
+// it until it answers (fx's tools are listed once a first user has
+// connected), returning the session and what it answered.
+func whoamiSession(t *testing.T, ctx context.Context, p *serveProc, key string) (*mcp.ClientSession, string) {
+	t.Helper()
+	client := mcp.NewClient(&mcp.Implementation{Name: "oauth-test"}, nil)
+	cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: p.url("/mcp"), HTTPClient: bearer(key)},
+		&mcp.ClientSessionOptions{ProtocolVersion: legacyProtocol})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cs.Close() })
+	var said string
+	if !testservers.Eventually(30*time.Second, func() bool {
+		out, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "fx__whoami"})
+		if err == nil && len(out.Content) == 1 {
+			said = out.Content[0].(*mcp.TextContent).Text
+		}
+		return err == nil && !out.IsError
+	}) {
+		t.Fatalf("fx__whoami never answered: %q", said)
+	}
+	return cs, said
+}
+
 // authorizeInBrowser opens the authorization URL u in a browser of its
 // own (another person's), logs in at Hydra as user, and waits for the
 // gateway's callback page; it returns the callback's URL (its code and
@@ -214,15 +286,7 @@ func TestServeUserOAuth(t *testing.T) {
 		t.Errorf("ann after bob's disconnection: %v %q", isErr, text)
 	}
 	// Ann's tokens, to look for them after.
-	k, err := vault.ParseKey(vaultKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ring, err := vault.NewKeyring(k)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tok, err := vault.New(vault.NewFileStore(vault.Dir(filepath.Join(home, "toolmux"))), ring, vault.Options{}).Token(ctx, "key:ann", "fx")
+	tok, err := dataVault(t, home, vaultKey).Token(ctx, "key:ann", "fx")
 	if err != nil || tok.AccessToken == "" {
 		t.Fatalf("ann's token in the vault: %v", err)
 	}
@@ -241,33 +305,8 @@ func TestServeUserOAuth(t *testing.T) {
 		secrets[fmt.Sprintf("code %d", i)] = b.Query().Get("code")
 		secrets[fmt.Sprintf("state %d", i)] = b.Query().Get("state")
 	}
-	credential := false
-	err = filepath.WalkDir(home, func(path string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() {
-			return err
-		}
-		b, err := os.ReadFile(path)
-		if err != nil {
-			return err
-		}
-		for what, s := range secrets {
-			if strings.Contains(string(b), s) {
-				t.Errorf("%s holds %s", path, what)
-			}
-		}
-		credential = credential || strings.Contains(string(b), `"credential":"user-oauth"`)
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !credential {
+	if !nowhere(t, p, home, secrets) {
 		t.Error("no record names the credential kind user-oauth")
-	}
-	for what, s := range secrets {
-		if strings.Contains(p.stderr.String(), s) {
-			t.Errorf("serve wrote %s on stderr", what)
-		}
 	}
 }
 
@@ -300,21 +339,8 @@ func TestBrowserConnections(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	client := mcp.NewClient(&mcp.Implementation{Name: "connections-page-test"}, nil)
-	cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: p.url("/mcp"), HTTPClient: bearer(key)},
-		&mcp.ClientSessionOptions{ProtocolVersion: legacyProtocol})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cs.Close()
-	var said string
-	if !testservers.Eventually(30*time.Second, func() bool {
-		out, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "fx__whoami"})
-		if err == nil && len(out.Content) == 1 {
-			said = out.Content[0].(*mcp.TextContent).Text
-		}
-		return err == nil && !out.IsError
-	}) || said != "ann" {
+	cs, said := whoamiSession(t, ctx, p, key)
+	if said != "ann" {
 		t.Fatalf("the call after connecting on the page: %q", said)
 	}
 	b.do(chromedp.Click(chromedp.CSS(row + ` button.delete`)))
@@ -373,15 +399,7 @@ upstream_oauth:
 		t.Fatalf("the callback: %v %v", resp, err)
 	}
 	resp.Body.Close()
-	k, err := vault.ParseKey(vaultKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ring, err := vault.NewKeyring(k)
-	if err != nil {
-		t.Fatal(err)
-	}
-	v := vault.New(vault.NewFileStore(vault.Dir(filepath.Join(home, "toolmux"))), ring, vault.Options{})
+	v := dataVault(t, home, vaultKey)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	first, err := v.Token(ctx, "key:ann", "fx")
@@ -389,21 +407,7 @@ upstream_oauth:
 		t.Fatalf("ann's first token: refresh token %v, %v", first.RefreshToken != "", err)
 	}
 
-	client := mcp.NewClient(&mcp.Implementation{Name: "oauth-refresh-test"}, nil)
-	cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: p.url("/mcp"), HTTPClient: bearer(key)},
-		&mcp.ClientSessionOptions{ProtocolVersion: legacyProtocol})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cs.Close()
-	var said string
-	if !testservers.Eventually(30*time.Second, func() bool {
-		out, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "fx__whoami"})
-		if err == nil && len(out.Content) == 1 {
-			said = out.Content[0].(*mcp.TextContent).Text
-		}
-		return err == nil && !out.IsError
-	}) || said != "ann" {
+	if _, said := whoamiSession(t, ctx, p, key); said != "ann" {
 		t.Fatalf("ann's call: %q", said)
 	}
 	now, err := v.Token(ctx, "key:ann", "fx")
@@ -416,19 +420,6 @@ upstream_oauth:
 	if err := p.wait(); err != nil {
 		t.Fatalf("serve: %v\n%s", err, p.stderr.String())
 	}
-	for what, s := range map[string]string{"the client secret": secret, "the first access token": first.AccessToken,
-		"the refresh token": now.RefreshToken, "the code": back.Query().Get("code")} {
-		if strings.Contains(p.stderr.String(), s) {
-			t.Errorf("serve wrote %s on stderr", what)
-		}
-		_ = filepath.WalkDir(home, func(path string, d fs.DirEntry, err error) error {
-			if err != nil || d.IsDir() {
-				return err
-			}
-			if b, _ := os.ReadFile(path); strings.Contains(string(b), s) {
-				t.Errorf("%s holds %s", path, what)
-			}
-			return nil
-		})
-	}
+	nowhere(t, p, home, map[string]string{"the client secret": secret, "the first access token": first.AccessToken,
+		"the refresh token": now.RefreshToken, "the code": back.Query().Get("code")})
 }
