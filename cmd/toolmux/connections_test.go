@@ -116,18 +116,26 @@ func nowhere(t *testing.T, p *serveProc, home string, secrets map[string]string)
 	return credential
 }
 
+// sessionOf opens a session of protocol version on path with key's
+// bearer, closed when the test ends.
+func sessionOf(t *testing.T, ctx context.Context, p *serveProc, key, version, path string) *mcp.ClientSession {
+	t.Helper()
+	client := mcp.NewClient(&mcp.Implementation{Name: "oauth-test"}, nil)
+	cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: p.url(path), HTTPClient: bearer(key)},
+		&mcp.ClientSessionOptions{ProtocolVersion: version})
+	if err != nil {
+		t.Fatalf("a session on %s (%s): %v", path, version, err)
+	}
+	t.Cleanup(func() { cs.Close() })
+	return cs
+}
+
 // whoamiSession opens a session of key on /mcp and calls fx__whoami over
 // it until it answers (fx's tools are listed once a first user has
 // connected), returning the session and what it answered.
 func whoamiSession(t *testing.T, ctx context.Context, p *serveProc, key string) (*mcp.ClientSession, string) {
 	t.Helper()
-	client := mcp.NewClient(&mcp.Implementation{Name: "oauth-test"}, nil)
-	cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: p.url("/mcp"), HTTPClient: bearer(key)},
-		&mcp.ClientSessionOptions{ProtocolVersion: legacyProtocol})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cs.Close() })
+	cs := sessionOf(t, ctx, p, key, legacyProtocol, "/mcp")
 	var said string
 	if !testservers.Eventually(30*time.Second, func() bool {
 		out, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "fx__whoami"})
@@ -186,21 +194,13 @@ func TestServeUserOAuth(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	var sessionAt func(who, version, path string) *mcp.ClientSession
+	sessionAt := func(who, version, path string) *mcp.ClientSession {
+		t.Helper()
+		return sessionOf(t, ctx, p, keys[who], version, path)
+	}
 	session := func(who, version string) *mcp.ClientSession {
 		t.Helper()
 		return sessionAt(who, version, "/mcp")
-	}
-	sessionAt = func(who, version, path string) *mcp.ClientSession {
-		t.Helper()
-		client := mcp.NewClient(&mcp.Implementation{Name: "oauth-test"}, nil)
-		cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: p.url(path), HTTPClient: bearer(keys[who])},
-			&mcp.ClientSessionOptions{ProtocolVersion: version})
-		if err != nil {
-			t.Fatalf("%s (%s): %v", who, version, err)
-		}
-		t.Cleanup(func() { cs.Close() })
-		return cs
 	}
 	whoami := func(cs *mcp.ClientSession) (string, bool) {
 		t.Helper()
