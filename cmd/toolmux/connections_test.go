@@ -38,6 +38,10 @@ virtual_servers:
 `, fx.URL)
 }
 
+// authRequired is how a tool error of kind auth_required reads in a tool
+// result (not the kind quoted in another's message).
+const authRequired = "failed (auth_required)"
+
 // connection is what GET /api/connections says of one server.
 type connection struct {
 	Server      string    `json:"server"`
@@ -260,7 +264,7 @@ func TestServeUserOAuth(t *testing.T) {
 	for _, cs := range []*mcp.ClientSession{bob, session("bob", legacyProtocol), sessionAt("bob", legacyProtocol, "/virtual/mine/mcp"),
 		sessionAt("bob", "2026-07-28", "/virtual/mine/mcp")} {
 		text, isErr := whoami(cs)
-		if !isErr || !strings.Contains(text, "auth_required") || !strings.Contains(text, "Connections") || strings.Contains(text, "state=") {
+		if !isErr || !strings.Contains(text, authRequired) || !strings.Contains(text, "Connections") || strings.Contains(text, "state=") {
 			t.Fatalf("bob before authorizing: %v %q", isErr, text)
 		}
 	}
@@ -279,7 +283,7 @@ func TestServeUserOAuth(t *testing.T) {
 	if connections("bob")["fx"].Connected || !connections("ann")["fx"].Connected {
 		t.Errorf("after bob's disconnection: bob %+v, ann %+v", connections("bob"), connections("ann"))
 	}
-	if text, isErr := whoami(bob); !isErr || !strings.Contains(text, "auth_required") {
+	if text, isErr := whoami(bob); !isErr || !strings.Contains(text, authRequired) {
 		t.Errorf("bob after disconnecting: %v %q", isErr, text)
 	}
 	if text, isErr := whoami(ann); isErr || text != "ann" {
@@ -346,7 +350,7 @@ func TestBrowserConnections(t *testing.T) {
 	b.do(chromedp.Click(chromedp.CSS(row + ` button.delete`)))
 	b.visible(row + `[data-connected="no"]`)
 	out, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "fx__whoami"})
-	if err != nil || !out.IsError || !strings.Contains(out.Content[0].(*mcp.TextContent).Text, "auth_required") {
+	if err != nil || !out.IsError || !strings.Contains(out.Content[0].(*mcp.TextContent).Text, authRequired) {
 		t.Errorf("the call after disconnecting on the page: %v %+v", err, out)
 	}
 }
@@ -407,12 +411,24 @@ upstream_oauth:
 		t.Fatalf("ann's first token: refresh token %v, %v", first.RefreshToken != "", err)
 	}
 
-	if _, said := whoamiSession(t, ctx, p, key); said != "ann" {
+	cs, said := whoamiSession(t, ctx, p, key)
+	if said != "ann" {
 		t.Fatalf("ann's call: %q", said)
 	}
 	now, err := v.Token(ctx, "key:ann", "fx")
 	if err != nil || now.AccessToken == first.AccessToken || !now.Expiry.After(first.Expiry.Add(time.Hour)) {
 		t.Fatalf("the token was not refreshed: same %v, expiry %v then %v, %v", now.AccessToken == first.AccessToken, first.Expiry, now.Expiry, err)
+	}
+	// The grant revoked at the authorization server, behind toolmux's back:
+	// the server refuses the token, its refresh is refused, and ann's
+	// next call over her open connection is asked again.
+	h.Revoke(t, "gateway", secret, now.RefreshToken)
+	out, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "fx__whoami"})
+	if err != nil || !out.IsError || !strings.Contains(out.Content[0].(*mcp.TextContent).Text, authRequired) {
+		t.Fatalf("ann's call after the grant was revoked: %v %+v", err, out)
+	}
+	if _, err := v.Token(ctx, "key:ann", "fx"); !vault.IsNotFound(err) {
+		t.Errorf("the revoked token is still kept: %v", err)
 	}
 	if err := p.signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
