@@ -71,6 +71,10 @@ type Options struct {
 	Logger *slog.Logger
 	// Now is the clock; nil: time.Now.
 	Now func() time.Time
+	// Authorized, when set, is told that owner authorized the gateway
+	// to call server (a callback completed, its token kept): a call
+	// waiting for it may go on.
+	Authorized func(owner, server string)
 }
 
 func (o Options) withDefaults() Options {

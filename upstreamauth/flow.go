@@ -148,6 +148,9 @@ func (c *Client) Complete(ctx context.Context, q url.Values, session string) (ow
 		return "", "", &Error{Kind: KindVault, Server: p.server, Message: "keeping the token", Err: err}
 	}
 	c.opts.Logger.Info("upstream authorized", "owner", p.owner, "server", p.server)
+	if c.opts.Authorized != nil {
+		c.opts.Authorized(p.owner, p.server)
+	}
 	return p.owner, p.server, nil
 }
 

@@ -23,14 +23,15 @@ import (
 // callback below the gateway's public URL (upstream_oauth.public_url,
 // else auth.resource, else the address ln listens on); nil when nothing
 // could complete an authorization: no vault, or no HTTP listener (serve
-// --stdio without --addr), which the servers' calls then say.
-func (a *app) upstreamOAuth(cfg *config.Config, v *vault.Vault, ln net.Listener) (*upstreamauth.Client, error) {
+// --stdio without --addr), which the servers' calls then say. authorized,
+// when set, is told of each authorization completed.
+func (a *app) upstreamOAuth(cfg *config.Config, v *vault.Vault, ln net.Listener, authorized func(owner, server string)) (*upstreamauth.Client, error) {
 	if v == nil || ln == nil {
 		return nil, nil
 	}
 	public := cmp.Or(cfg.UpstreamOAuth.PublicURL, cfg.Auth.Resource, strings.TrimSuffix(pageURL(ln.Addr()), "/"))
 	o := upstreamauth.OptionsFromConfig(cfg.UpstreamOAuth, public)
-	o.Logger = a.logger()
+	o.Logger, o.Authorized = a.logger(), authorized
 	c, err := upstreamauth.New(v, upstreamauth.VaultRegistrations(v), o)
 	if err != nil {
 		return nil, usageError("upstream_oauth: %v", err)

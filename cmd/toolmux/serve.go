@@ -255,7 +255,7 @@ one more, 300ms after the last. See docs/operations.md.`,
 				return err
 			}
 			// Users' own OAuth authorizations of the servers that take them.
-			oc, err := a.upstreamOAuth(cfg, sv, ln)
+			oc, err := a.upstreamOAuth(cfg, sv, ln, nil)
 			if err != nil {
 				return err
 			}
