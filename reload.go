@@ -92,6 +92,8 @@ func (rt *Runtime) Reload(ctx context.Context, cfg *config.Config, drain time.Du
 		// The vault's keys, read once at start by what uses them: a
 		// rotation configures both keys and restarts (docs/vault.md).
 		{"vault", old.Vault, cfg.Vault},
+		// Held by serve's OAuth client of its upstreams, made at start.
+		{"upstream_oauth", old.UpstreamOAuth, cfg.UpstreamOAuth},
 	}
 	if !rt.noAgents {
 		fixed = append(fixed, []struct {
@@ -199,6 +201,7 @@ func (rt *Runtime) Reload(ctx context.Context, cfg *config.Config, drain time.Du
 	cfg.Policy.Persist, cfg.TaskLog, cfg.Passthrough = old.Policy.Persist, old.TaskLog, old.Passthrough
 	cfg.Pinning, cfg.ToolSearch, cfg.VirtualServers = old.Pinning, old.ToolSearch, old.VirtualServers
 	cfg.MCPTasks, cfg.Subscriptions, cfg.Auth, cfg.Vault = old.MCPTasks, old.Subscriptions, old.Auth, old.Vault
+	cfg.UpstreamOAuth = old.UpstreamOAuth
 	rt.current = cfg
 	return r, nil
 }

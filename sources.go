@@ -21,6 +21,7 @@ import (
 	"github.com/toolmux/toolmux/percaller"
 	"github.com/toolmux/toolmux/telemetry"
 	"github.com/toolmux/toolmux/tool"
+	"github.com/toolmux/toolmux/upstreamauth"
 	"github.com/toolmux/toolmux/vault"
 	"github.com/toolmux/toolmux/web"
 )
@@ -47,6 +48,11 @@ type sourceDeps struct {
 	// vault keeps users' secrets for the servers that take each
 	// caller's own (nil: none; their calls are refused saying so).
 	vault *vault.Vault
+	// oauth is the gateway as the OAuth client of the servers whose auth
+	// kind is oauth (nil: none; their calls are refused saying so), and
+	// getenv reads their client secrets.
+	oauth  *upstreamauth.Client
+	getenv func(string) string
 	// perCaller, when set, learns the per-caller sources made
 	// (Runtime.DisconnectCaller).
 	perCaller *perCallers
@@ -137,8 +143,7 @@ func newSource(cfg *config.Config, sc config.Server, log *slog.Logger, deps sour
 		mc.Tracer, mc.Propagator = deps.tel.Tracer(), deps.tel.Propagator()
 		if sc.Auth != nil {
 			var pc *percaller.Source
-			pc, err = perCallerSource(cfg, sc, mc, deps.vault, deps.secretsURL, log)
-			if err == nil {
+			if pc, err = perCallerSource(cfg, sc, mc, deps, log); err == nil {
 				deps.perCaller.add(sc.Name, pc)
 				src = pc
 			}
@@ -162,7 +167,11 @@ func newSource(cfg *config.Config, sc config.Server, log *slog.Logger, deps sour
 // caller's calls over a connection of their own, opened with their
 // credential (package percaller); its tool list kept in
 // DATA_DIR/percaller/NAME.tools.json when there is a data directory.
-func perCallerSource(cfg *config.Config, sc config.Server, mc mcpsource.Config, v *vault.Vault, secretsURL string, log *slog.Logger) (*percaller.Source, error) {
+func perCallerSource(cfg *config.Config, sc config.Server, mc mcpsource.Config, deps sourceDeps, log *slog.Logger) (*percaller.Source, error) {
+	var sv percaller.SecretVault
+	if deps.vault != nil {
+		sv = deps.vault
+	}
 	o := percaller.OptionsFromConfig(*sc.Auth)
 	o.Logger = log.With("server", sc.Name)
 	if cfg.DataDir != "" {
@@ -176,13 +185,19 @@ func perCallerSource(cfg *config.Config, sc config.Server, mc mcpsource.Config, 
 			return nil, err
 		}
 		cred = x
-	default:
-		var sv percaller.SecretVault
-		if v != nil {
-			sv = v
+	case config.AuthOAuth:
+		getenv := deps.getenv
+		if getenv == nil {
+			getenv = func(string) string { return "" }
 		}
+		oc, err := percaller.OAuthFromConfig(sc, deps.oauth, sv, getenv)
+		if err != nil {
+			return nil, err
+		}
+		cred = oc
+	default:
 		secrets := percaller.SecretsFromConfig(sc.Name, *sc.Auth, sv)
-		secrets.URL = secretsURL
+		secrets.URL = deps.secretsURL
 		cred = secrets
 	}
 	return percaller.New(mc, cred, o), nil

@@ -19,6 +19,7 @@ import (
 	"fmt"
 	"log/slog"
 	"path/filepath"
+	"slices"
 	"sync"
 
 	"github.com/toolmux/toolmux/agent"
@@ -32,6 +33,7 @@ import (
 	"github.com/toolmux/toolmux/tasklog"
 	"github.com/toolmux/toolmux/telemetry"
 	"github.com/toolmux/toolmux/tool"
+	"github.com/toolmux/toolmux/upstreamauth"
 	"github.com/toolmux/toolmux/vault"
 )
 
@@ -104,6 +106,11 @@ type Options struct {
 	// own (a server's auth section, docs/identity.md); nil: none, and
 	// calls to such servers are refused saying so. The caller closes it.
 	Vault *vault.Vault
+	// UpstreamOAuth is the gateway as the OAuth client of the servers
+	// whose auth kind is oauth, on each caller's behalf (serve makes it,
+	// with its callback route); nil: none, and calls to such servers are
+	// refused saying so. Their client secrets are read with Getenv.
+	UpstreamOAuth *upstreamauth.Client
 	// SecretsURL, when set, is where users set their own secrets (serve:
 	// the web page's Secrets tab, PAGE/#secrets): a caller who has not
 	// set a server's is sent there (tool.Error.URL).
@@ -212,6 +219,19 @@ func (rt *Runtime) UserSecrets() map[string][]string {
 	return out
 }
 
+// OAuthServers returns the names of the servers of the configuration in
+// use that each user authorizes toolmux to call (auth kind oauth), sorted.
+func (rt *Runtime) OAuthServers() []string {
+	var out []string
+	for _, sc := range rt.CurrentConfig().Servers {
+		if sc.Auth != nil && sc.Auth.Kind == config.AuthOAuth && !sc.Disabled {
+			out = append(out, sc.Name)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
 // CurrentConfig returns the configuration in use: Open's, or the last one
 // Reload applied.
 func (rt *Runtime) CurrentConfig() *config.Config {
@@ -296,7 +316,7 @@ func Open(ctx context.Context, cfg *config.Config, o Options) (rt *Runtime, err 
 		// never retried.
 		mopts = append(mopts, manager.WithSource(sa, manager.ServerOptions{Timeout: cfg.Timeout, Retry: manager.Retry{MaxAttempts: 1}}))
 	}
-	rt.sourceDeps = sourceDeps{tel: rt.Telemetry, vault: o.Vault, perCaller: &perCallers{}, secretsURL: o.SecretsURL}
+	rt.sourceDeps = sourceDeps{tel: rt.Telemetry, vault: o.Vault, oauth: o.UpstreamOAuth, getenv: o.Getenv, perCaller: &perCallers{}, secretsURL: o.SecretsURL}
 	if rt.Manager, err = newManager(cfg, log, rt.sourceDeps, append(mopts, o.ManagerOptions...)...); err != nil {
 		return rt, err
 	}

@@ -57,6 +57,9 @@ type Options struct {
 	// Secrets serves each caller's own secrets (/api/secrets); nil: those
 	// routes answer that there are none.
 	Secrets *Secrets
+	// Connections, when set, serve /api/connections: each caller's own
+	// OAuth authorizations of the servers that take them.
+	Connections *Connections
 	// Health returns the servers' health (manager.Health).
 	Health func() []tool.ServerHealth
 	// Policy says what the policy does with each tool, for /api/tools: a
@@ -231,6 +234,7 @@ func New(o Options) http.Handler {
 	mux.HandleFunc("GET /api/pins", s.pins)
 	mux.HandleFunc("POST /api/pins/{server}/{tool}/accept", s.acceptPin)
 	s.secretsRoutes(mux)
+	s.connectionsRoutes(mux)
 	mux.HandleFunc("/api/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "not_found", fmt.Sprintf("no API route %s %s (see docs/api.md)", r.Method, r.URL.Path))
 	})

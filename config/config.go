@@ -140,6 +140,10 @@ type Config struct {
 	// Vault says where the key of the vault of users' credentials is
 	// (`vault:`, docs/vault.md): never the key itself.
 	Vault Vault
+	// UpstreamOAuth are the gateway's settings as the OAuth client of the
+	// servers whose auth kind is oauth (`upstream_oauth:`,
+	// docs/identity.md "Per-user OAuth").
+	UpstreamOAuth UpstreamOAuth
 	// Model is the language model of the agents (`model:`); not Set when
 	// the file names none.
 	Model Model

@@ -32,7 +32,7 @@ import (
 // order is also the order "expected one of" lists them in.
 var topKeys = []string{"workspace", "data_dir", "builtin", "connect_timeout", "timeout",
 	"allow", "deny", "retry", "circuit_breaker", "health_check", "servers", "mcpServers", "pipeline", "policy", "task_log",
-	"pinning", "limits", "model", "agent", "agents", "passthrough", "reissue", "subscriptions", "tool_search", "virtual_servers", "telemetry", "mcp_tasks", "rate_limits", "auth", "groups", "vault"}
+	"pinning", "limits", "model", "agent", "agents", "passthrough", "reissue", "subscriptions", "tool_search", "virtual_servers", "telemetry", "mcp_tasks", "rate_limits", "auth", "groups", "vault", "upstream_oauth"}
 
 type parser struct {
 	file   string
@@ -351,6 +351,8 @@ func (p *parser) topLevel(e entry, cfg *Config, agents *agentDecls) {
 		cfg.Limits = p.limits(e.v, kp)
 	case "vault":
 		cfg.Vault = p.vault(e.v, kp)
+	case "upstream_oauth":
+		cfg.UpstreamOAuth = p.upstreamOAuth(e.v, kp)
 	case "connect_timeout":
 		p.setDuration(&cfg.ConnectTimeout, e.v, kp)
 	case "timeout":

@@ -21,7 +21,8 @@ const (
 	// (stdio) or as headers (sse, http).
 	AuthUserSecrets = "user_secrets"
 	// AuthOAuth: toolmux is the OAuth client of the server on each
-	// user's behalf. Not available yet.
+	// user's behalf (sse and http servers): each user authorizes it once
+	// at the server's authorization server (package upstreamauth).
 	AuthOAuth = "oauth"
 	// AuthTokenExchange: the caller's token exchanged at its IdP for one
 	// whose audience is the server (RFC 8693).
@@ -32,11 +33,20 @@ const (
 // server goes over a connection of the caller's own, opened with the
 // caller's credential.
 type ServerAuth struct {
-	// Kind is AuthUserSecrets or AuthTokenExchange.
+	// Kind is AuthUserSecrets, AuthOAuth or AuthTokenExchange.
 	Kind string
 	// Secrets are the secrets each user sets for a user_secrets server,
 	// by name, in the order the file gives them.
 	Secrets []UserSecret
+	// ClientID and ClientSecretEnv, for an oauth server, are a client an
+	// operator registered for the gateway at the server's authorization
+	// server (the secret read from the environment variable named, never
+	// from the file); "": the gateway registers itself (a Client ID
+	// Metadata Document, or dynamic registration).
+	ClientID, ClientSecretEnv string
+	// Scopes, for an oauth server, are asked for; nil: those the server
+	// says it wants.
+	Scopes []string
 	// Exchange is a token_exchange section's own part.
 	Exchange *TokenExchange
 	// MaxConnections bounds the callers' connections (for stdio, their
@@ -64,7 +74,7 @@ type UserSecret struct {
 const SecretValue = "{value}"
 
 // authKinds are the kinds available, as errors name them.
-const authKinds = AuthUserSecrets + " or " + AuthTokenExchange
+const authKinds = AuthUserSecrets + ", " + AuthOAuth + " or " + AuthTokenExchange
 
 // maxAuthConnections bounds max_connections: each may be a process.
 const maxAuthConnections = 10_000
@@ -75,6 +85,7 @@ var (
 	// serverAuthKindKeys are the keys of each kind besides serverAuthKeys.
 	serverAuthKindKeys = map[string][]string{
 		AuthUserSecrets:   {"secrets"},
+		AuthOAuth:         {"client_id", "client_secret_env", "scopes"},
 		AuthTokenExchange: tokenExchangeKeys,
 	}
 	userSecretKeys = []string{"env", "header", "format"}
@@ -104,9 +115,6 @@ func (p *parser) serverAuth(d *serverDecl, e *entry) *ServerAuth {
 	case kindNode == nil:
 		p.errAt(e.k, kp, "needs kind (%s)", authKinds)
 		return nil
-	case a.Kind == AuthOAuth:
-		p.errAt(kindNode, kp+".kind", "%s is not available yet (expected %s)", quote(a.Kind), authKinds)
-		return nil
 	case serverAuthKindKeys[a.Kind] == nil:
 		p.errAt(kindNode, kp+".kind", "unknown kind %s (expected %s)", quote(a.Kind), authKinds)
 		return nil
@@ -133,6 +141,8 @@ func (p *parser) serverAuth(d *serverDecl, e *entry) *ServerAuth {
 	switch a.Kind {
 	case AuthUserSecrets:
 		p.userSecrets(d, e.k, secrets, kp, a)
+	case AuthOAuth:
+		p.serverOAuth(d, kindNode, es, kp, a)
 	case AuthTokenExchange:
 		p.tokenExchange(d, e.k, es, kp, a)
 	}

@@ -28,6 +28,17 @@ func TestServerAuth(t *testing.T) {
         org: {header: X-Org}
   plain:
     command: plain-mcp
+  tracker:
+    url: https://tracker.example.com/mcp
+    auth: {kind: oauth}
+  wiki:
+    url: https://wiki.example.com/mcp
+    auth:
+      kind: oauth
+      client_id: toolmux
+      client_secret_env: WIKI_CLIENT_SECRET
+      scopes: [read, write]
+      max_connections: 8
 `), config.Options{Dir: "/work"})
 	if err != nil {
 		t.Fatal(err)
@@ -38,7 +49,10 @@ func TestServerAuth(t *testing.T) {
 			MaxConnections: 4, IdleTimeout: 2 * time.Minute, Line: 4},
 		"github": {Kind: config.AuthUserSecrets, Secrets: []config.UserSecret{
 			{Name: "token", Header: "Authorization", Format: "Bearer {value}"}, {Name: "org", Header: "X-Org"}}, Line: 13},
-		"plain": nil,
+		"plain":   nil,
+		"tracker": {Kind: config.AuthOAuth, Line: 22},
+		"wiki": {Kind: config.AuthOAuth, ClientID: "toolmux", ClientSecretEnv: "WIKI_CLIENT_SECRET", Scopes: []string{"read", "write"},
+			MaxConnections: 8, Line: 25},
 	}
 	for _, s := range cfg.Servers {
 		if !reflect.DeepEqual(s.Auth, want[s.Name]) {
@@ -89,10 +103,17 @@ func TestServerAuthErrors(t *testing.T) {
     discover: [ls]
     call: [echo]
     auth: {kind: user_secrets, secrets: {T: {env: T}}}
+  i:
+    url: https://example.com/mcp
+    auth:
+      kind: oauth
+      client_secret_env: "${SECRET}"
+      scopes: ["a b"]
+      secrets: {T: {header: X}}
 `, []wantErr{
-		{4, 5, "servers.a.auth", "needs kind (user_secrets or token_exchange)"},
-		{7, 18, "servers.b.auth.kind", `"oauth" is not available yet (expected user_secrets or token_exchange)`},
-		{10, 18, "servers.c.auth.kind", `unknown kind "magic" (expected user_secrets or token_exchange)`},
+		{4, 5, "servers.a.auth", "needs kind (user_secrets, oauth or token_exchange)"},
+		{7, 18, "servers.b.auth.kind", "oauth applies only to sse and http servers (an MCP endpoint that asks for OAuth), but this server has command (use user_secrets)"},
+		{10, 18, "servers.c.auth.kind", `unknown kind "magic" (expected user_secrets, oauth or token_exchange)`},
 		{13, 5, "servers.d.auth", "kind user_secrets needs secrets (each secret's name and where it goes: env or header)"},
 		{18, 24, "servers.e.auth.max_connections", "must be between 1 and 10000, got 0"},
 		{19, 21, "servers.e.auth.idle_timeout", `"soon" is not a duration`},
@@ -108,6 +129,54 @@ func TestServerAuthErrors(t *testing.T) {
 		{36, 14, "servers.f.auth.secrets.T3.header", "a secret goes to either env or header, not both"},
 		{37, 22, "servers.f.auth.secrets.T4.header", `"a b" is not an HTTP header name`},
 		{41, 5, "servers.g.auth", "applies only to MCP servers (stdio, sse, http), but this server has discover"},
+		{46, 26, "servers.i.auth.client_secret_env", "must be the name of an environment variable"},
+		{46, 26, "servers.i.auth.client_secret_env", "client_secret_env needs a client_id"},
+		{47, 16, "servers.i.auth.scopes[0]", `"a b" is not a scope`},
+		{48, 7, "servers.i.auth.secrets", "unknown key (expected one of: kind, max_connections, idle_timeout, client_id, client_secret_env, scopes)"},
+	})
+}
+
+func TestUpstreamOAuth(t *testing.T) {
+	cfg, err := config.ParseWith("toolmux.yaml", []byte(`upstream_oauth:
+  public_url: https://gw.example.com
+  client_name: Acme toolmux
+  client_metadata: true
+  leeway: 2m
+  max_pending: 50
+  state_ttl: 5m
+  timeout: 10s
+  allow_private_networks: true
+servers:
+  fx: {url: https://fx.example.com/mcp}
+`), config.Options{Dir: "/work"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := config.UpstreamOAuth{PublicURL: "https://gw.example.com", ClientName: "Acme toolmux", ClientMetadata: true,
+		Leeway: 2 * time.Minute, MaxPending: 50, StateTTL: 5 * time.Minute, Timeout: 10 * time.Second, AllowPrivateNetworks: true}
+	if cfg.UpstreamOAuth != want {
+		t.Errorf("upstream_oauth: %+v, want %+v", cfg.UpstreamOAuth, want)
+	}
+}
+
+func TestUpstreamOAuthErrors(t *testing.T) {
+	checkErrors(t, "toolmux.yaml", `upstream_oauth:
+  public_url: http://gw.example.com
+  client_metadata: true
+  leeway: 2h
+  max_pending: 1000001
+  state_ttl: 25h
+  timeout: 6m
+  redirect: x
+servers:
+  fx: {url: https://fx.example.com/mcp}
+`, []wantErr{
+		{3, 20, "upstream_oauth.client_metadata", "needs public_url, an https URL"},
+		{4, 11, "upstream_oauth.leeway", `must be at most 1h, got "2h"`},
+		{5, 16, "upstream_oauth.max_pending", "must be between 1 and 1000000, got 1000001"},
+		{6, 14, "upstream_oauth.state_ttl", `must be at most 24h, got "25h"`},
+		{7, 12, "upstream_oauth.timeout", `must be at most 5m, got "6m"`},
+		{8, 3, "upstream_oauth.redirect", "unknown key"},
 	})
 }
 

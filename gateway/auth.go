@@ -63,6 +63,10 @@ type Auth struct {
 	// authenticates the page's requests to the API (/api/ and the index)
 	// besides a bearer credential (page.go).
 	Page *PageLogin
+	// Upstream, when set, are the routes of the gateway as the OAuth
+	// client of its upstream servers on its callers' behalf (package
+	// upstreamauth).
+	Upstream *UpstreamRoutes
 
 	// page is Page as MuxAuth serves it (whether its cookies are Secure).
 	page *pageAuth
@@ -138,6 +142,39 @@ func AuthFromConfig(c config.Auth, v identity.Verifier) Auth {
 		}
 	}
 	return a
+}
+
+// UpstreamRoutes are the routes of the gateway as the OAuth client of its
+// upstream servers (docs/identity.md, "Per-user OAuth"). They are served
+// without a bearer credential: the callback is reached by a user's
+// browser coming back from an authorization server, and is protected by
+// its state, random, single use, expiring, and bound to the caller who
+// started the authorization; when the browser has a session of the page
+// (auth.page), it must be that caller's.
+type UpstreamRoutes struct {
+	// CallbackPath is where Callback is mounted.
+	CallbackPath string
+	// Callback returns the callback's handler; session gives the key
+	// (identity.Caller.Key) of the caller whose page session the request
+	// carries, "" when none.
+	Callback func(session func(*http.Request) string) http.Handler
+	// MetadataPath is where Metadata, when set, is mounted: the gateway's
+	// Client ID Metadata Document.
+	MetadataPath string
+	Metadata     http.Handler
+}
+
+// sessionKey returns the key of the caller of r's page session, "" when r
+// has none (no page login, no cookie, a session ended).
+func (a Auth) sessionKey(r *http.Request) string {
+	if a.page == nil {
+		return ""
+	}
+	c, found, err := a.page.sessionOf(r)
+	if !found || err != nil {
+		return ""
+	}
+	return c.Key()
 }
 
 // AdminGroup is the group whose members see everything (every caller's

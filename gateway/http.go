@@ -84,6 +84,12 @@ func (g *Gateway) MuxAuth(auth Auth, sec Security) http.Handler {
 			secure: !sec.Loopback || strings.HasPrefix(auth.Resource, "https://")}
 		mux.Handle("/auth/", auth.page.handler())
 	}
+	if u := auth.Upstream; u != nil {
+		mux.Handle(u.CallbackPath, u.Callback(auth.sessionKey))
+		if u.Metadata != nil {
+			mux.Handle(u.MetadataPath, u.Metadata)
+		}
+	}
 	mux.Handle("/mcp", mcp(g.streamable(true)))
 	mux.Handle("/servers/{name}/mcp", mcp(http.HandlerFunc(g.servePassthrough)))
 	mux.Handle("/virtual/{name}/mcp", mcp(http.HandlerFunc(g.serveVirtual)))

@@ -61,6 +61,14 @@ type Holders interface {
 	Holders(ctx context.Context) ([]string, error)
 }
 
+// Rechecker is what a Credential may also do: tell, after a call over a
+// caller's connection failed, whether the credential was why (revoked
+// meanwhile, its refresh refused): the error to give instead, of kind
+// tool.KindAuthRequired; nil when it was not.
+type Rechecker interface {
+	Recheck(ctx context.Context, owner string, err error) error
+}
+
 // Defaults of Options.
 const (
 	DefaultMaxConnections = 16
@@ -170,6 +178,13 @@ func (s *Source) Call(ctx context.Context, name string, args map[string]any) (*t
 	}
 	defer s.release(c)
 	res, err := c.src.Call(ctx, name, args)
+	if err != nil && tool.KindOf(err) != tool.KindAuthRequired {
+		if rc, ok := s.cred.(Rechecker); ok {
+			if e := rc.Recheck(ctx, owner, err); e != nil {
+				return nil, e
+			}
+		}
+	}
 	return res, s.callError(err)
 }
 

@@ -114,30 +114,36 @@ func (s *Secrets) Connect(ctx context.Context, owner string, base mcpsource.Conf
 
 // Holders returns the owners who have set every secret of the server.
 func (s *Secrets) Holders(ctx context.Context) ([]string, error) {
-	if s.Vault == nil {
-		return nil, nil
-	}
-	owners, err := s.Vault.Store().Owners(ctx)
-	if err != nil {
-		return nil, err
-	}
-	var out []string
-	for _, o := range owners {
-		infos, err := s.Vault.List(ctx, o)
-		if err != nil {
-			continue
-		}
+	return holders(ctx, s.Vault, func(infos []vault.Info) bool {
 		has := map[string]bool{}
 		for _, in := range infos {
 			if srv, sec, ok := vault.ParseName(in.Name); ok && srv == s.Server && sec != "" {
 				has[sec] = true
 			}
 		}
-		all := true
 		for _, sec := range s.Secrets {
-			all = all && has[sec.Name]
+			if !has[sec.Name] {
+				return false
+			}
 		}
-		if all {
+		return true
+	})
+}
+
+// holders returns the owners of v whose entries hold says hold the
+// credential; none without a vault. An owner whose entries cannot be
+// listed is left out.
+func holders(ctx context.Context, v SecretVault, hold func([]vault.Info) bool) ([]string, error) {
+	if v == nil {
+		return nil, nil
+	}
+	owners, err := v.Store().Owners(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, o := range owners {
+		if infos, err := v.List(ctx, o); err == nil && hold(infos) {
 			out = append(out, o)
 		}
 	}

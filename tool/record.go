@@ -67,6 +67,9 @@ func (r *CallerRef) String() string {
 const (
 	// CredentialUserSecret: the caller's own secrets (toolmux secrets set).
 	CredentialUserSecret = "user-secret"
+	// CredentialUserOAuth: the caller's own OAuth token, which the user
+	// authorized toolmux to get from the server's authorization server.
+	CredentialUserOAuth = "user-oauth"
 	// CredentialTokenExchange: a token of the server's own, exchanged at
 	// the caller's identity provider for the caller's (RFC 8693).
 	CredentialTokenExchange = "token-exchange"

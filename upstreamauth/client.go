@@ -71,6 +71,10 @@ type Options struct {
 	Logger *slog.Logger
 	// Now is the clock; nil: time.Now.
 	Now func() time.Time
+	// Authorized, when set, is told that owner authorized the gateway
+	// to call server (a callback completed, its token kept): a call
+	// waiting for it may go on.
+	Authorized func(owner, server string)
 }
 
 func (o Options) withDefaults() Options {
@@ -175,16 +179,39 @@ func checkURL(what, s string) error {
 
 // Add makes u known; a name added again is refused.
 func (c *Client) Add(u Upstream) error {
-	if u.Name == "" {
-		return errors.New("upstreamauth: an upstream needs a name")
-	}
-	if err := checkURL("the URL of upstream "+u.Name, u.URL); err != nil {
+	if err := checkUpstream(u); err != nil {
 		return err
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if _, ok := c.upstreams[u.Name]; ok {
 		return fmt.Errorf("upstreamauth: upstream %s is added already", u.Name)
+	}
+	c.upstreams[u.Name] = &upstream{Upstream: u}
+	return nil
+}
+
+// checkUpstream checks what Add and Set are given.
+func checkUpstream(u Upstream) error {
+	if u.Name == "" {
+		return errors.New("upstreamauth: an upstream needs a name")
+	}
+	return checkURL("the URL of upstream "+u.Name, u.URL)
+}
+
+// Set makes u known as Add does, or, when an upstream of its name is
+// known already, replaces it if u differs (a reload changed its URL, its
+// client or its scopes): what was discovered of it and its client are
+// found again at the next use. An equal u changes nothing.
+func (c *Client) Set(u Upstream) error {
+	if err := checkUpstream(u); err != nil {
+		return err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if old, ok := c.upstreams[u.Name]; ok && old.URL == u.URL && old.ClientID == u.ClientID &&
+		old.ClientSecret == u.ClientSecret && slices.Equal(old.Scopes, u.Scopes) && (old.Scopes == nil) == (u.Scopes == nil) {
+		return nil
 	}
 	c.upstreams[u.Name] = &upstream{Upstream: u}
 	return nil

@@ -59,19 +59,8 @@
 // user. Pending authorizations are kept in memory: after a restart the
 // user is asked again; tokens and registrations are in the vault.
 //
-// # User documentation (draft, for docs/identity.md)
-//
-// An HTTP server whose MCP endpoint requires OAuth is configured with
-// per-user OAuth; no credential is configured for it. The first time a
-// user calls one of its tools, toolmux answers with a link to the
-// server's authorization server ("connect fx: authorize at https://…");
-// the user opens it, logs in there as themselves and consents; their
-// browser comes back to toolmux's /oauth/callback, which says "connected".
-// From then on their calls reach the server with a token of their own,
-// which toolmux keeps in the vault, refreshes before it expires, and asks
-// again for when the server or its authorization server revokes it. Each
-// user sees the server as themselves. An operator configures, at most, a
-// client id and secret registered for toolmux at that authorization
-// server; without one toolmux registers itself (dynamic client
-// registration) once, or is known by its Client ID Metadata Document.
+// The user documentation is docs/identity.md, "Per-user OAuth"; serve
+// mounts the routes (CallbackPath, MetadataPath) and reads the
+// upstream_oauth section (OptionsFromConfig), and package percaller's
+// OAuth credential sends each caller's token on their own connection.
 package upstreamauth

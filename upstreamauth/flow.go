@@ -148,6 +148,9 @@ func (c *Client) Complete(ctx context.Context, q url.Values, session string) (ow
 		return "", "", &Error{Kind: KindVault, Server: p.server, Message: "keeping the token", Err: err}
 	}
 	c.opts.Logger.Info("upstream authorized", "owner", p.owner, "server", p.server)
+	if c.opts.Authorized != nil {
+		c.opts.Authorized(p.owner, p.server)
+	}
 	return p.owner, p.server, nil
 }
 
@@ -182,6 +185,6 @@ func (c *Client) Callback(session func(*http.Request) string) http.Handler {
 			return
 		}
 		w.Header().Set("Content-Type", "text/html; charset=utf-8")
-		fmt.Fprintf(w, "<!doctype html><title>Connected</title><p id=\"connected\">toolmux is connected to %s on your behalf. You may close this tab.</p>\n", html.EscapeString(server))
+		fmt.Fprintf(w, "<!doctype html><title>Connected</title><p id=\"connected\">toolmux is connected to %s on your behalf: you may close this tab and return to your client.</p>\n", html.EscapeString(server))
 	})
 }

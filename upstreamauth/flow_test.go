@@ -50,9 +50,15 @@ func TestRefreshAndRevoke(t *testing.T) {
 	up := r.preregistered(t)
 	// Every token of the code grant (a minute) is within the leeway: the
 	// first use refreshes it; a refreshed one (an hour) is not.
-	c := r.client(t, upstreamauth.Options{Leeway: 5 * time.Minute}, nil, up)
+	var authorized []string // told at each completed authorization
+	c := r.client(t, upstreamauth.Options{Leeway: 5 * time.Minute, Authorized: func(owner, server string) {
+		authorized = append(authorized, owner+" "+server)
+	}}, nil, up)
 	ctx := t.Context()
 	r.authorize(t, c, "key:ann")
+	if len(authorized) != 1 || authorized[0] != "key:ann fx" {
+		t.Fatalf("told of authorizations: %v", authorized)
+	}
 	first, err := r.vault.Token(ctx, "key:ann", "fx")
 	if err != nil || first.RefreshToken == "" {
 		t.Fatalf("the token kept: %v %v", first, err)

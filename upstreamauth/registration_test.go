@@ -86,6 +86,33 @@ func TestRegistrationOrder(t *testing.T) {
 	if regs, _ := r.counts.get(); regs != 1 {
 		t.Fatalf("%d registrations, want 1", regs)
 	}
+	// Set again as it is: nothing changes, the same authorization is
+	// waiting; Set with a configured client (a reload): that client.
+	first, err := c.Authorize(ctx, "key:ann", "up")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Set(upstreamauth.Upstream{Name: "up", URL: up}); err != nil {
+		t.Fatal(err)
+	}
+	if again, err := c.Authorize(ctx, "key:ann", "up"); err != nil || again != first {
+		t.Fatalf("after Set of the same upstream: %v, another URL: %v", err, again != first)
+	}
+	if err := c.Set(upstreamauth.Upstream{Name: "up", URL: up, ClientID: "reloaded"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Set(upstreamauth.Upstream{Name: "up", URL: "ftp://x"}); err == nil {
+		t.Fatal("Set took an ftp URL")
+	}
+	// Ann's authorization waits with the client it was started with;
+	// Bob's, new, is of the client set.
+	bob, err := c.Authorize(ctx, "key:bob", "up")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pu, err := url.Parse(bob); err != nil || pu.Query().Get("client_id") != "reloaded" {
+		t.Fatalf("an authorization after Set: %s %v, want client_id reloaded", bob, err)
+	}
 
 	// The document the gateway serves at its URL.
 	c = r.client(t, upstreamauth.Options{ClientMetadataURL: doc, ClientName: "team gateway"}, nil)

@@ -121,7 +121,7 @@ func TestAssets(t *testing.T) {
 			}
 		}
 	}
-	for _, want := range []string{"/ui/app.js", "/ui/app.css", "/ui/sse.js", "/ui/stream.js", "/ui/live.js", "/ui/fleet.js", "/ui/secrets.js", "/ui/favicon.svg"} {
+	for _, want := range []string{"/ui/app.js", "/ui/app.css", "/ui/sse.js", "/ui/stream.js", "/ui/live.js", "/ui/fleet.js", "/ui/secrets.js", "/ui/connections.js", "/ui/favicon.svg"} {
 		if !seen[want] {
 			t.Errorf("%s is not reachable from the page", want)
 		}

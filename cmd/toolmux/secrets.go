@@ -254,8 +254,8 @@ func (a *app) serveVault(cfg *config.Config) (*vault.Vault, error) {
 	ring, err := vault.KeysFromConfig(cfg.Vault).Load(os.LookupEnv)
 	if err != nil {
 		for _, sc := range cfg.Servers {
-			if sc.Auth != nil && sc.Auth.Kind == config.AuthUserSecrets {
-				return nil, &exitError{code: exitFailed, err: fmt.Errorf("the vault, which server %s's users' secrets are kept in: %w", sc.Name, err)}
+			if sc.Auth != nil && (sc.Auth.Kind == config.AuthUserSecrets || sc.Auth.Kind == config.AuthOAuth) {
+				return nil, &exitError{code: exitFailed, err: fmt.Errorf("the vault, which server %s's users' secrets or tokens are kept in: %w", sc.Name, err)}
 			}
 		}
 		fmt.Fprintf(a.stderr, "toolmux: the vault is left out: %v\n", err)

@@ -261,8 +261,20 @@ one more, 300ms after the last. See docs/operations.md.`,
 			if onHTTP && sv != nil {
 				secretsURL = pageURL(ln.Addr()) + "#secrets"
 			}
+			// Users' own OAuth authorizations of the servers that take them.
+			// A completed authorization lets a call waiting for it go on
+			// (the gateway, made below).
+			var gw atomic.Pointer[gateway.Gateway]
+			oc, err := a.upstreamOAuth(cfg, sv, ln, func(owner, server string) {
+				if g := gw.Load(); g != nil {
+					g.CredentialGiven(owner, server)
+				}
+			})
+			if err != nil {
+				return err
+			}
 			rt, err := a.openIn(ctx, toolmux.Options{NoAgents: true, Approver: approver, ConcurrentApprovals: true,
-				Sinks: sinks, ManagerOptions: []manager.Option{st.option()}, TaskLog: fn.taskLog(), Vault: sv, SecretsURL: secretsURL}, fn.dataSub())
+				Sinks: sinks, ManagerOptions: []manager.Option{st.option()}, TaskLog: fn.taskLog(), Vault: sv, SecretsURL: secretsURL, UpstreamOAuth: oc}, fn.dataSub())
 			if err != nil {
 				return err
 			}
@@ -295,9 +307,8 @@ one more, 300ms after the last. See docs/operations.md.`,
 			opts.Listens = gateway.ListensFromConfig(rt.Config.Subscriptions)
 			// A call whose user accepted to give a missing credential
 			// waits for it as long as for an approval; the secrets API
-			// says when one is given.
+			// and the OAuth callback say when one is given.
 			opts.AuthTimeout, opts.AwaitCredentials = approvalTimeout, sv != nil
-			var gw atomic.Pointer[gateway.Gateway]
 			opts.AdminGroups = []string{authSettings.AdminGroup}
 			// Limits per caller (rate_limits), on every route and the API
 			// alike; made even when none is configured, for a reload may
@@ -317,7 +328,7 @@ one more, 300ms after the last. See docs/operations.md.`,
 					if g := gw.Load(); g != nil {
 						g.CredentialGiven(owner, server)
 					}
-				})})
+				}), Connections: connectionsAPI(rt, sv, oc)})
 			if onHTTP {
 				opts.Virtual = gateway.VirtualFromConfig(rt.Config)
 				opts.Passthrough = passthroughServers(rt.Config, a.logger())
@@ -390,6 +401,7 @@ one more, 300ms after the last. See docs/operations.md.`,
 					// The file changed since it was checked above.
 					return usageError("refusing to listen on %s: nothing says who may call (--token, an API key, auth.issuers, auth.page)", addr)
 				}
+				sa.auth.Upstream = upstreamRoutes(rt.Config, oc)
 				h = g.MuxAuth(sa.auth, sec)
 			}
 			if stdio {

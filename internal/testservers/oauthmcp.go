@@ -45,7 +45,14 @@ func StartOAuthMCP(tb testing.TB, h *HydraServer) *OAuthMCP {
 		})
 	mux := http.NewServeMux()
 	srv := httptest.NewServer(mux)
-	tb.Cleanup(srv.Close)
+	tb.Cleanup(func() {
+		srv.Close()
+		// A session whose client could not end it (its DELETE refused
+		// for want of a token, a revoked one) ends with the fixture.
+		for ss := range server.Sessions() {
+			ss.Close()
+		}
+	})
 	f.URL = srv.URL + "/mcp"
 	f.MetadataURL = srv.URL + "/.well-known/oauth-protected-resource/mcp"
 	mux.Handle("/.well-known/oauth-protected-resource/mcp", auth.ProtectedResourceMetadataHandler(&oauthex.ProtectedResourceMetadata{

@@ -10,6 +10,7 @@ import {Tasks} from './tasks.js';
 import {MCPTasks} from './mcptasks.js';
 import {Fleet} from './fleet.js';
 import {Secrets} from './secrets.js';
+import {Connections} from './connections.js';
 import {debounce, setText} from './util.js';
 
 const $ = (id) => document.getElementById(id);
@@ -105,6 +106,8 @@ function showStatus(status, detail = {}) {
     // missing) may be a fleet's, or keep users' secrets.
     if (!fleet.present) fleet.probe().then((yes) => { if (yes) showTab(); });
     if (!secrets.present) secrets.probe().then((yes) => { if (yes) showTab(); });
+connections.probe().then((yes) => { if (yes) showTab(); });
+    if (!connections.present) connections.probe().then((yes) => { if (yes) showTab(); });
     say('');
   }
   if (status === 'reconnecting' && detail.error) say(`The event stream is down (${detail.error}); the page reconnects by itself and resumes where it stopped.`);
@@ -193,9 +196,14 @@ const fleet = new Fleet({
 const secrets = new Secrets({tab: document.querySelector('[data-tab="secrets"]'), panel: $('tab-secrets'),
   table: $('secrets'), error: $('secrets-error')});
 
+// The Connections tab, where some server takes users' own OAuth
+// authorizations.
+const connections = new Connections({tab: document.querySelector('[data-tab="connections"]'), panel: $('tab-connections'),
+  table: $('connections'), error: $('connections-error')});
+
 // --- tabs -----------------------------------------------------------------
 
-const TABS = ['live', 'catalog', 'tasks', 'call', 'fleet', 'secrets'];
+const TABS = ['live', 'catalog', 'tasks', 'call', 'fleet', 'secrets', 'connections'];
 // showTab shows the tab the address names: #NAME, or #tasks/ID for one
 // task (the links of the Fleet tab's runs).
 function showTab() {
@@ -203,6 +211,7 @@ function showTab() {
   let name = TABS.includes(first) ? first : 'live';
   if (name === 'fleet' && !fleet.present) name = 'live';
   if (name === 'secrets' && !secrets.present) name = 'live';
+  if (name === 'connections' && !connections.present) name = 'live';
   let taskID = '';
   if (name === 'tasks' && rest.length) {
     try { taskID = decodeURIComponent(rest.join('/')); } catch { taskID = ''; }
@@ -221,6 +230,7 @@ function showTab() {
   }
   fleet.show(name === 'fleet');
   if (name === 'secrets') secrets.refresh();
+  if (name === 'connections') connections.refresh();
 }
 window.addEventListener('hashchange', showTab);
 
@@ -293,7 +303,7 @@ onTokenChange(() => {
   stream.pause();
   startStream();
   approvals.refresh();
-  Promise.allSettled([fleet.probe(), secrets.probe()]).finally(showTab);
+  Promise.allSettled([fleet.probe(), secrets.probe(), connections.probe()]).finally(showTab);
 });
 
 // --- start ------------------------------------------------------------------
@@ -315,8 +325,10 @@ async function startStream() {
 startStream();
 approvals.refresh();
 showTab();
-// Once the gateway has said whether it is a fleet's, or keeps users'
-// secrets, the address may name the Fleet tab (#fleet) or the Secrets tab
-// (#secrets), hidden until now.
+// Once the gateway has said whether it is a fleet's, keeps users' secrets
+// or connects on their behalf, the address may name the Fleet tab
+// (#fleet), the Secrets tab (#secrets) or the Connections tab
+// (#connections), hidden until now.
 fleet.probe().then((yes) => { if (yes) showTab(); });
 secrets.probe().then((yes) => { if (yes) showTab(); });
+connections.probe().then((yes) => { if (yes) showTab(); });
