@@ -28,6 +28,8 @@ import (
 	"github.com/toolmux/toolmux/tasklog"
 	"github.com/toolmux/toolmux/tasklog/jsjournal"
 	"github.com/toolmux/toolmux/tool"
+	"github.com/toolmux/toolmux/vault"
+	"github.com/toolmux/toolmux/vault/jsvault"
 )
 
 // fleetFlags are the flags every fleet command shares.
@@ -344,8 +346,18 @@ func (a *app) runWorker(ctx context.Context, ff fleetFlags, name string, concurr
 	if err != nil {
 		return usageError("%v", err)
 	}
+	// A run's calls of a server taking its users' secrets or tokens go
+	// with its submitter's, from the fleet's vault.
+	wv, err := a.workerVault(setupCtx, fl, cfg, wait, w0)
+	if err != nil {
+		hub.Close(context.WithoutCancel(ctx))
+		if _, ok := errors.AsType[*exitError](err); ok {
+			return err
+		}
+		return setupFailed(err)
+	}
 	rt, err := toolmux.Open(ctx, cfg, toolmux.Options{Logger: log, Approver: approver, ConcurrentApprovals: true, Events: hub, Sources: sources, Getenv: os.Getenv,
-		TaskLog: []tasklog.Option{tasklog.WithJournal(j)}, Middleware: []pipeline.Middleware{ledger.Middleware}, Visibility: vis.get})
+		TaskLog: []tasklog.Option{tasklog.WithJournal(j)}, Middleware: []pipeline.Middleware{ledger.Middleware}, Visibility: vis.get, Vault: wv})
 	if err != nil {
 		hub.Close(context.WithoutCancel(ctx))
 		return &exitError{code: exitUsage, err: err}
@@ -377,6 +389,38 @@ func (a *app) runWorker(ctx context.Context, ff fleetFlags, name string, concurr
 	err = w.Run(ctx)
 	fmt.Fprintf(a.stderr, "toolmux: worker %s left the fleet\n", w.Name())
 	return err
+}
+
+// workerVault is the fleet's vault, for the runs' calls of the servers
+// that take their users' secrets or tokens (nil when no server does): the
+// bucket the gateway keeps them in, opened with this machine's key
+// (vault.key_file, vault.key_env, TOOLMUX_VAULT_KEY); locked without one,
+// said on stderr, and such calls then fail saying what to configure. A
+// key configured that cannot be read is exit 1. The bucket is waited for
+// as the journal is: in a fleet of members, the gateway makes it.
+func (a *app) workerVault(ctx context.Context, fl *fleet.Fleet, cfg *config.Config, wait *fleet.Wait, worker string) (*vault.Vault, error) {
+	server := authServer(cfg)
+	if server == "" {
+		return nil, nil
+	}
+	ring, err := vault.KeysFromConfig(cfg.Vault).Load(os.LookupEnv)
+	if err != nil {
+		return nil, &exitError{code: exitFailed, err: fmt.Errorf("the fleet's vault, which server %s's users' secrets or tokens are kept in: %w", server, err)}
+	}
+	opts := vault.OptionsFromConfig(cfg.Vault)
+	var s *jsvault.Store
+	if err := wait.Do(ctx, "the fleet's vault", func(ctx context.Context) (err error) {
+		s, err = openFleetVault(ctx, fl, opts)
+		return err
+	}); err != nil {
+		return nil, err
+	}
+	if ring == nil {
+		fmt.Fprintf(a.stderr, "toolmux: worker %s: the fleet's vault (%s) is locked: no vault key on this machine, so runs' calls of server %s "+
+			"(and any other taking its users' secrets or tokens) fail; give the worker the fleet's key: vault.key_file, vault.key_env or %s (docs/vault.md)\n",
+			worker, s, server, vault.DefaultKeyEnv)
+	}
+	return vault.New(s, ring, opts), nil
 }
 
 // parseShares reads --share: SERVER or SERVER=MAX, each a configured

@@ -71,15 +71,23 @@ func (a *app) openVault(ctx context.Context, f vaultFlags) (*openedVault, error)
 	if err != nil {
 		return nil, err
 	}
-	fo := fl.Options()
-	s, err := jsvault.Open(ctx, fl.JetStream(), jsvault.Config{Bucket: fl.VaultBucket(), Replicas: fo.Replicas, Memory: fo.Memory,
-		MaxValueBytes: opts.WithDefaults().MaxValueBytes})
+	s, err := openFleetVault(ctx, fl, opts)
 	if err != nil {
 		fl.Close()
 		return nil, &exitError{code: exitFailed, err: err}
 	}
 	return &openedVault{Vault: vault.New(s, ring, opts), where: fmt.Sprintf("%s at %s", s, fleet.RedactURL(f.url)),
 		close: func() { fl.Close() }}, nil
+}
+
+// openFleetVault binds the vault bucket of the fleet fl (PREFIX_VAULT),
+// made with the fleet's storage and opts' largest value when it is not
+// there yet (by the gateway, in a fleet of members: they may not make
+// one). The connection stays fl's.
+func openFleetVault(ctx context.Context, fl *fleet.Fleet, opts vault.Options) (*jsvault.Store, error) {
+	fo := fl.Options()
+	return jsvault.Open(ctx, fl.JetStream(), jsvault.Config{Bucket: fl.VaultBucket(), Replicas: fo.Replicas, Memory: fo.Memory,
+		MaxValueBytes: opts.WithDefaults().MaxValueBytes})
 }
 
 // withVault is the RunE of a command that works on the vault f names:
