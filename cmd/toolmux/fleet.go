@@ -1,13 +1,16 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -28,6 +31,7 @@ import (
 	"github.com/toolmux/toolmux/tasklog"
 	"github.com/toolmux/toolmux/tasklog/jsjournal"
 	"github.com/toolmux/toolmux/tool"
+	"github.com/toolmux/toolmux/upstreamauth"
 	"github.com/toolmux/toolmux/vault"
 	"github.com/toolmux/toolmux/vault/jsvault"
 )
@@ -356,8 +360,14 @@ func (a *app) runWorker(ctx context.Context, ff fleetFlags, name string, concurr
 		}
 		return setupFailed(err)
 	}
+	oc, err := workerOAuth(cfg, wv, log)
+	if err != nil {
+		hub.Close(context.WithoutCancel(ctx))
+		return err
+	}
 	rt, err := toolmux.Open(ctx, cfg, toolmux.Options{Logger: log, Approver: approver, ConcurrentApprovals: true, Events: hub, Sources: sources, Getenv: os.Getenv,
-		TaskLog: []tasklog.Option{tasklog.WithJournal(j)}, Middleware: []pipeline.Middleware{ledger.Middleware}, Visibility: vis.get, Vault: wv})
+		TaskLog: []tasklog.Option{tasklog.WithJournal(j)}, Middleware: []pipeline.Middleware{ledger.Middleware}, Visibility: vis.get,
+		Vault: wv, UpstreamOAuth: oc})
 	if err != nil {
 		hub.Close(context.WithoutCancel(ctx))
 		return &exitError{code: exitUsage, err: err}
@@ -421,6 +431,36 @@ func (a *app) workerVault(ctx context.Context, fl *fleet.Fleet, cfg *config.Conf
 			worker, s, server, vault.DefaultKeyEnv)
 	}
 	return vault.New(s, ring, opts), nil
+}
+
+// workerOAuthElsewhere is what a worker's run is told of an oauth server
+// its submitter has not authorized: where to.
+const workerOAuthElsewhere = "a fleet's worker cannot start an authorization (it completes at the gateway's callback route): " +
+	"connect the server on the fleet's gateway, on its web page's Connections tab, then submit the run again"
+
+// workerOAuth is the OAuth client of a worker's runs, for the servers of
+// auth kind oauth (nil without a vault or such a server): it sends the
+// tokens the gateway got for its users, kept in the fleet's vault, and
+// refreshes them there, with the clients the gateway registered; it never
+// starts an authorization (upstreamauth.Options.Elsewhere): its callback
+// would be the gateway's.
+func workerOAuth(cfg *config.Config, v *vault.Vault, log *slog.Logger) (*upstreamauth.Client, error) {
+	if v == nil || !slices.ContainsFunc(cfg.Servers, func(sc config.Server) bool { return sc.Auth != nil && sc.Auth.Kind == config.AuthOAuth }) {
+		return nil, nil
+	}
+	// The gateway's public URL, when the configuration names it: the
+	// client of its Client ID Metadata Document is then the worker's too.
+	public := cmp.Or(cfg.UpstreamOAuth.PublicURL, cfg.Auth.Resource)
+	o := upstreamauth.OptionsFromConfig(cfg.UpstreamOAuth, public)
+	if public == "" {
+		o.RedirectURL, o.ClientMetadataURL = "", ""
+	}
+	o.Logger, o.Elsewhere = log, workerOAuthElsewhere
+	c, err := upstreamauth.New(v, upstreamauth.VaultRegistrations(v), o)
+	if err != nil {
+		return nil, usageError("upstream_oauth: %v", err)
+	}
+	return c, nil
 }
 
 // parseShares reads --share: SERVER or SERVER=MAX, each a configured
