@@ -53,6 +53,20 @@ func TestFleetVault(t *testing.T) {
 	const admin = "the-admins-token-0123456789"
 	vaultKey := vault.GenerateKey()
 	keyEnv := []string{"TOOLMUX_VAULT_KEY=" + vaultKey}
+	// Carol set a secret before the gateway joined a fleet: left in the
+	// data directory's vault, and said so.
+	k, err := vault.ParseKey(vaultKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ring, err := vault.NewKeyring(k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fileVault := vault.New(vault.NewFileStore(vault.Dir(filepath.Join(data, "toolmux"))), ring, vault.Options{})
+	if err := fileVault.PutSecret(context.Background(), "key:carol", "fx", "TOKEN", []byte("carol-s3cret-value")); err != nil {
+		t.Fatal(err)
+	}
 	natsAddr := fmt.Sprintf("127.0.0.1:%d", testservers.FreePort(t))
 	natsURL := "nats://" + natsAddr
 	p := startServeEnv(t, binary, dir, data, keyEnv, "--nats-listen", natsAddr, "--token", admin, "--lease", "2s")
@@ -65,14 +79,12 @@ func TestFleetVault(t *testing.T) {
 	if r := execToolmux(t, dir, secret+"\n", e, "secrets", "set", "fx", "TOKEN"); r.code != 0 {
 		t.Fatalf("alice: secrets set: %d %s", r.code, r.stderr)
 	}
+	if want := "the data directory's vault (" + filepath.Join(data, "toolmux", "vault") + ": 1 entry of 1 owner) is not read"; !strings.Contains(p.stderr.String(), want) {
+		t.Errorf("serve does not say what it leaves in the data directory's vault:\n%s", p.stderr.String())
+	}
 	// Not in the data directory's vault: in the fleet's.
-	if _, err := os.Stat(filepath.Join(data, "toolmux", "vault")); err == nil {
-		entries, _ := os.ReadDir(filepath.Join(data, "toolmux", "vault"))
-		for _, en := range entries {
-			if !strings.HasPrefix(en.Name(), ".") {
-				t.Errorf("the data directory's vault holds %s", en.Name())
-			}
-		}
+	if st, err := fileVault.Status(context.Background()); err != nil || st.Owners != 1 || st.Entries != 1 {
+		t.Errorf("the data directory's vault: %+v %v", st, err)
 	}
 
 	type answer struct{ ID, Status, Answer, Error string }

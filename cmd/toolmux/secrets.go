@@ -283,8 +283,8 @@ func (a *app) sayFileVaultLeft(ctx context.Context, dir string, bucket fmt.Strin
 	if err != nil || st.Entries == 0 {
 		return
 	}
-	fmt.Fprintf(a.stderr, "toolmux: in a fleet, users' secrets and tokens are kept in the fleet's vault (%s): the %s of %s in %s are not read; "+
-		"users set their secrets and connect again (docs/vault.md \"In a fleet\")\n", bucket, pluralEntries(st.Entries), plural(st.Owners, "owner"), fs.Dir())
+	fmt.Fprintf(a.stderr, "toolmux: in a fleet, users' secrets and tokens are kept in the fleet's vault (%s); the data directory's vault (%s: %s of %s) "+
+		"is not read: users set their secrets and connect again (docs/vault.md \"In a fleet\")\n", bucket, fs.Dir(), pluralEntries(st.Entries), plural(st.Owners, "owner"))
 }
 
 // authServer is the first server that takes its users' secrets or
