@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
+	"net/http/cookiejar"
 	"os"
 	"path/filepath"
 	"strings"
@@ -19,16 +21,67 @@ import (
 )
 
 // whoamiModel is a scripted model whose every task is one call of the
-// fixture's whoami tool of server fx, asked for $FIXTURE_TOKEN; it
-// answers "whoami said: " and what the tool said.
-func whoamiModel(t testing.TB) *llmtest.Server {
+// whoami tool of server fx with args; it answers "whoami said: " and what
+// the tool said.
+func whoamiModel(t testing.TB, args string) *llmtest.Server {
 	return llmtest.OpenAI(t, func(_ int, req llmtest.Request) llmtest.Reply {
 		_, assistants, results := req.Dialogue()
 		if assistants == 0 {
-			return llmtest.Reply{Calls: []llmtest.Call{{Name: "fx__whoami", Args: `{"env": "FIXTURE_TOKEN"}`}}}
+			return llmtest.Reply{Calls: []llmtest.Call{{Name: "fx__whoami", Args: args}}}
 		}
 		return llmtest.Reply{Content: "whoami said: " + oneLineOf(results[len(results)-1])}
 	})
+}
+
+// runAnswer is what submit --wait writes of a run.
+type runAnswer struct{ ID, Status, Answer, Error string }
+
+// submitWhoami submits run id, the task "whoami", with the member's
+// credentials creds, and returns its end; a run that is not done ends the
+// test.
+func submitWhoami(t *testing.T, dir, natsURL, creds, id string) runAnswer {
+	t.Helper()
+	runs := filepath.Join(t.TempDir(), "runs.jsonl")
+	if err := os.WriteFile(runs, []byte(fmt.Sprintf(`{"id": %q, "task": "whoami"}`+"\n", id)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r := execToolmux(t, dir, "", append(modelFreeEnv(), "XDG_DATA_HOME="+t.TempDir()),
+		"submit", "--nats", natsURL, "--nats-creds", creds, "--wait", runs)
+	var a runAnswer
+	if err := json.Unmarshal([]byte(strings.TrimSpace(r.stdout)), &a); err != nil || a.Status != "done" {
+		t.Fatalf("submit %s: exit %d (%v)\n%s\n%s", id, r.code, err, r.stdout, r.stderr)
+	}
+	return a
+}
+
+// fleetVaultOf opens the fleet's vault bucket with the token admin of the
+// NATS server at natsAddr, and key.
+func fleetVaultOf(t *testing.T, ctx context.Context, admin, natsAddr, key string) *vault.Vault {
+	t.Helper()
+	f, err := fleet.Connect(ctx, "nats://"+admin+"@"+natsAddr, "test", fleet.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	st, err := jsvault.Open(ctx, f.JetStream(), jsvault.Config{Bucket: f.VaultBucket()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return vault.New(st, keyringOf(t, key), vault.Options{})
+}
+
+// keyringOf is the key ring of the one vault key text.
+func keyringOf(t *testing.T, text string) *vault.Keyring {
+	t.Helper()
+	k, err := vault.ParseKey(text)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ring, err := vault.NewKeyring(k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ring
 }
 
 // In a fleet, users' secrets are in the fleet's vault, and a worker runs
@@ -40,7 +93,7 @@ func whoamiModel(t testing.TB) *llmtest.Server {
 // says so at start, and its runs' calls fail naming what to configure.
 func TestFleetVault(t *testing.T) {
 	t.Parallel()
-	m := whoamiModel(t)
+	m := whoamiModel(t, `{"env": "FIXTURE_TOKEN"}`)
 	dir := workspace(t, fmt.Sprintf("model:\n  base_url: %s\n  model: scripted\n", m.BaseURL())+secretsConfig(t)+`groups:
   dev: {tools: ["*"]}
 `)
@@ -55,15 +108,7 @@ func TestFleetVault(t *testing.T) {
 	keyEnv := []string{"TOOLMUX_VAULT_KEY=" + vaultKey}
 	// Carol set a secret before the gateway joined a fleet: left in the
 	// data directory's vault, and said so.
-	k, err := vault.ParseKey(vaultKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ring, err := vault.NewKeyring(k)
-	if err != nil {
-		t.Fatal(err)
-	}
-	fileVault := vault.New(vault.NewFileStore(vault.Dir(filepath.Join(data, "toolmux"))), ring, vault.Options{})
+	fileVault := vault.New(vault.NewFileStore(vault.Dir(filepath.Join(data, "toolmux"))), keyringOf(t, vaultKey), vault.Options{})
 	if err := fileVault.PutSecret(context.Background(), "key:carol", "fx", "TOKEN", []byte("carol-s3cret-value")); err != nil {
 		t.Fatal(err)
 	}
@@ -87,21 +132,7 @@ func TestFleetVault(t *testing.T) {
 		t.Errorf("the data directory's vault: %+v %v", st, err)
 	}
 
-	type answer struct{ ID, Status, Answer, Error string }
-	submit := func(creds, id string) answer {
-		t.Helper()
-		runs := filepath.Join(t.TempDir(), "runs.jsonl")
-		if err := os.WriteFile(runs, []byte(fmt.Sprintf(`{"id": %q, "task": "whoami"}`+"\n", id)), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		r := execToolmux(t, dir, "", append(modelFreeEnv(), "XDG_DATA_HOME="+t.TempDir()),
-			"submit", "--nats", natsURL, "--nats-creds", creds, "--wait", runs)
-		var a answer
-		if err := json.Unmarshal([]byte(strings.TrimSpace(r.stdout)), &a); err != nil || a.Status != "done" {
-			t.Fatalf("submit %s: exit %d (%v)\n%s\n%s", id, r.code, err, r.stdout, r.stderr)
-		}
-		return a
-	}
+	submit := func(creds, id string) runAnswer { return submitWhoami(t, dir, natsURL, creds, id) }
 
 	// The worker, on another machine: its own data, the fleet's key.
 	w := spawnWorkerEnv(t, binary, dir, natsURL, t.TempDir(), keyEnv, "--nats-creds", w1)
@@ -165,20 +196,8 @@ func TestFleetVault(t *testing.T) {
 	if err != nil || found != "" {
 		t.Fatalf("the streams: a credential in %q (%v)", found, err)
 	}
-	st, err := jsvault.Open(ctx, f.JetStream(), jsvault.Config{Bucket: f.VaultBucket()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	open := func(text string) ([]byte, error) {
-		k, err := vault.ParseKey(text)
-		if err != nil {
-			t.Fatal(err)
-		}
-		ring, err := vault.NewKeyring(k)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return vault.New(st, ring, vault.Options{}).Secret(ctx, "key:alice", "fx", "TOKEN")
+	open := func(key string) ([]byte, error) {
+		return fleetVaultOf(t, ctx, admin, natsAddr, key).Secret(ctx, "key:alice", "fx", "TOKEN")
 	}
 	if v, err := open(vaultKey); err != nil || string(v) != secret {
 		t.Errorf("alice's secret with the fleet's key: %v", err)
@@ -189,6 +208,99 @@ func TestFleetVault(t *testing.T) {
 	for what, text := range map[string]string{"serve": p.stderr.String(), "the worker": w.stderr.String(), "the keyless worker": nk.stderr.String()} {
 		if strings.Contains(text, secret) {
 			t.Errorf("%s wrote the secret on stderr", what)
+		}
+	}
+}
+
+// In a fleet, users' OAuth tokens are in the fleet's vault: alice connects
+// the OAuth-protected server on the gateway (the page's Connect, at a real
+// Hydra), and her run, on a worker, reaches it as alice, the worker
+// refreshing her token (within upstream_oauth.leeway) and keeping the new
+// one in the bucket; bob, who has not connected it, is told in his run to
+// connect it on the gateway's page, and no authorization is started for
+// him.
+func TestFleetVaultOAuth(t *testing.T) {
+	t.Parallel()
+	h := testservers.StartHydra(t)
+	fx := testservers.StartOAuthMCP(t, h)
+	m := whoamiModel(t, `{}`)
+	dir := workspace(t, fmt.Sprintf(`model:
+  base_url: %s
+  model: scripted
+servers:
+  fx:
+    url: %s
+    trust: true
+    health_check: {min_backoff: 50ms, max_backoff: 200ms}
+    auth:
+      kind: oauth
+      client_id: gateway
+      client_secret_env: FX_CLIENT_SECRET
+      scopes: [offline_access]
+upstream_oauth:
+  leeway: 1h
+groups:
+  dev: {tools: ["*"]}
+`, m.BaseURL(), fx.URL))
+	data, keys := t.TempDir(), t.TempDir()
+	w1 := addMember(t, data, keys, "w1", "--role", "worker")
+	alice := addMember(t, data, keys, "alice", "--role", "submitter", "--group", "dev")
+	bob := addMember(t, data, keys, "bob", "--role", "submitter", "--group", "dev")
+	aliceKey := addKey(t, data, "alice", "--group", "dev")
+	const admin = "the-admins-token-0123456789"
+	const secret = "gateway-s3cret-0123456789"
+	vaultKey := vault.GenerateKey()
+	env := []string{"TOOLMUX_VAULT_KEY=" + vaultKey, "FX_CLIENT_SECRET=" + secret}
+	natsAddr := fmt.Sprintf("127.0.0.1:%d", testservers.FreePort(t))
+	natsURL := "nats://" + natsAddr
+	p := startServeEnv(t, binary, dir, data, env, "--nats-listen", natsAddr, "--token", admin, "--lease", "2s")
+	if !testservers.Eventually(30*time.Second, func() bool { return strings.Contains(p.stderr.String(), "workers join with") }) {
+		t.Fatalf("serve did not start its NATS server:\n%s", p.stderr.String())
+	}
+	callback := "http://" + p.addr + "/oauth/callback"
+	// A code's token lives a minute, within the leeway: its first use
+	// (on the worker) refreshes it.
+	h.CreateClient(t, testservers.HydraClient{ID: "gateway", Secret: secret, GrantTypes: []string{"authorization_code", "refresh_token"},
+		RedirectURIs: []string{callback}, Audience: []string{fx.URL}, Scope: "offline_access"})
+	h.SetLifespans(t, "gateway", time.Minute, 2*time.Hour)
+	var in struct{ URL string }
+	if code := apiAs(t, p, aliceKey, http.MethodPost, "/api/connections/fx", &in); code != http.StatusOK {
+		t.Fatalf("POST /api/connections/fx: %d", code)
+	}
+	jar, _ := cookiejar.New(nil)
+	back := h.LogIn(t, jar, in.URL, "alice", callback)
+	resp, err := http.Get(back.String())
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("the callback: %v %v", resp, err)
+	}
+	resp.Body.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	v := fleetVaultOf(t, ctx, admin, natsAddr, vaultKey)
+	first, err := v.Token(ctx, "key:alice", "fx")
+	if err != nil || first.RefreshToken == "" {
+		t.Fatalf("alice's token in the fleet's vault: %v", err)
+	}
+
+	w := spawnWorkerEnv(t, binary, dir, natsURL, t.TempDir(), env, "--nats-creds", w1)
+	w.waitJoined(t)
+	if a := submitWhoami(t, dir, natsURL, alice, "a1"); a.Answer != "whoami said: alice" {
+		t.Fatalf("alice's run: %+v\nworker: %s", a, w.stderr.String())
+	}
+	now, err := v.Token(ctx, "key:alice", "fx")
+	if err != nil || now.AccessToken == first.AccessToken || !now.Expiry.After(first.Expiry.Add(time.Hour)) {
+		t.Fatalf("the worker did not keep the refreshed token: %v", err)
+	}
+	b := submitWhoami(t, dir, natsURL, bob, "b1")
+	if !strings.Contains(b.Answer, "auth_required") || !strings.Contains(b.Answer, "Connections tab") ||
+		!strings.Contains(b.Answer, "a fleet's worker cannot start an authorization") || strings.Contains(b.Answer, h.Issuer) {
+		t.Fatalf("bob's run: %+v", b)
+	}
+	for what, text := range map[string]string{"serve": p.stderr.String(), "the worker": w.stderr.String()} {
+		for _, s := range []string{secret, first.AccessToken, now.AccessToken, now.RefreshToken} {
+			if strings.Contains(text, s) {
+				t.Errorf("%s wrote a credential on stderr", what)
+			}
 		}
 	}
 }
