@@ -152,6 +152,13 @@ of members, --nats-creds FILE are the worker's own (toolmux fleet add on
 the gateway): it runs each run for its submitter, with its groups' policy
 and tools, and takes its name and the fleet's lease from the gateway.
 
+A server with auth: (user_secrets, oauth) is called with the submitter's own
+secrets or OAuth token, from the fleet's vault (a JetStream bucket the
+gateway keeps them in), opened with this machine's vault key: vault.key_file,
+vault.key_env or TOOLMUX_VAULT_KEY, the gateway's. Without it the vault is
+locked and such calls fail; a worker never starts an OAuth authorization
+(docs/vault.md "In a fleet").
+
 SIGTERM or Ctrl-C drains: no new runs are taken, the runs in progress have
 --grace to finish, and the rest are handed back to the fleet.
 

@@ -100,6 +100,7 @@ func TestFleetVault(t *testing.T) {
 	data, keys := t.TempDir(), t.TempDir()
 	w1 := addMember(t, data, keys, "w1", "--role", "worker")
 	w2 := addMember(t, data, keys, "w2", "--role", "worker")
+	w3 := addMember(t, data, keys, "w3", "--role", "worker")
 	alice := addMember(t, data, keys, "alice", "--role", "submitter", "--group", "dev")
 	bob := addMember(t, data, keys, "bob", "--role", "submitter", "--group", "dev")
 	aliceKey := addKey(t, data, "alice", "--group", "dev")
@@ -159,6 +160,15 @@ func TestFleetVault(t *testing.T) {
 	if !strings.Contains(a2.Answer, "execution_failed") || !strings.Contains(a2.Answer, "the vault is locked") ||
 		!strings.Contains(a2.Answer, "vault.key_file") {
 		t.Fatalf("alice's run on a worker without the key: %+v", a2)
+	}
+
+	// A worker whose key file is missing does not start, naming it.
+	missing := filepath.Join(t.TempDir(), "vault.key")
+	bad := spawnWorkerEnv(t, binary, workspace(t, fmt.Sprintf("model:\n  base_url: %s\n  model: scripted\n", m.BaseURL())+secretsConfig(t)+
+		"vault: {key_file: "+missing+"}\n"), natsURL, t.TempDir(), nil, "--nats-creds", w3)
+	<-bad.exited
+	if code := exitCode(t, bad.err); code != 1 || !strings.Contains(bad.stderr.String(), missing) || strings.Contains(bad.stderr.String(), "joined the fleet") {
+		t.Errorf("a worker with a missing key file: exit %d\n%s", code, bad.stderr.String())
 	}
 
 	// The bucket: alice's secret sealed, opened by the fleet's key only;
