@@ -77,11 +77,7 @@ func keyringOf(t *testing.T, text string) *vault.Keyring {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ring, err := vault.NewKeyring(k)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return ring
+	return ring(t, k)
 }
 
 // In a fleet, users' secrets are in the fleet's vault, and a worker runs

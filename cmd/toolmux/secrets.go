@@ -275,8 +275,8 @@ func (a *app) serveVault(ctx context.Context, cfg *config.Config, fl *fleet.Flee
 }
 
 // sayFileVaultLeft says, when the data directory's vault holds entries,
-// that a gateway in a fleet does not read them: they are to be set again
-// (docs/vault.md "In a fleet").
+// that a gateway in a fleet does not read them, and how to copy them into
+// the fleet's (docs/vault.md "In a fleet").
 func (a *app) sayFileVaultLeft(ctx context.Context, dir string, bucket fmt.Stringer) {
 	fs := vault.NewFileStore(vault.Dir(dir))
 	st, err := vault.New(fs, nil, vault.Options{}).Status(ctx)
@@ -284,7 +284,7 @@ func (a *app) sayFileVaultLeft(ctx context.Context, dir string, bucket fmt.Strin
 		return
 	}
 	fmt.Fprintf(a.stderr, "toolmux: in a fleet, users' secrets and tokens are kept in the fleet's vault (%s); the data directory's vault (%s: %s of %s) "+
-		"is not read: users set their secrets and connect again (docs/vault.md \"In a fleet\")\n", bucket, fs.Dir(), pluralEntries(st.Entries), plural(st.Owners, "owner"))
+		"is not read: toolmux vault copy --nats URL copies it into the fleet's (docs/vault.md \"In a fleet\")\n", bucket, fs.Dir(), pluralEntries(st.Entries), plural(st.Owners, "owner"))
 }
 
 // authServer is the first server that takes its users' secrets or
