@@ -8,6 +8,7 @@ import (
 	"github.com/toolmux/toolmux/fleet"
 	"github.com/toolmux/toolmux/vault"
 	"github.com/toolmux/toolmux/vault/jsvault"
+	"github.com/toolmux/toolmux/vault/vaulttest"
 )
 
 // In a fleet of members, the vault's bucket (made by the gateway) is the
@@ -20,14 +21,7 @@ func TestMemberVault(t *testing.T) {
 	w1 := newMember(t, dir, "w1", fleet.RoleWorker)
 	o := fleet.Options{Lease: 2 * time.Second}
 	s, gw := memberFleet(t, o, "the-admins-token", alice, w1)
-	k, err := vault.ParseKey(vault.GenerateKey())
-	if err != nil {
-		t.Fatal(err)
-	}
-	ring, err := vault.NewKeyring(k)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ring := vaulttest.Ring(t, vaulttest.NewKey(t))
 	open := func(ctx context.Context, f *fleet.Fleet) (*vault.Vault, error) {
 		st, err := jsvault.Open(ctx, f.JetStream(), jsvault.Config{Bucket: f.VaultBucket()})
 		if err != nil {

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/toolmux/toolmux/vault"
+	"github.com/toolmux/toolmux/vault/vaulttest"
 )
 
 // Copy copies sealed entries as they are, without a key: they open in the
@@ -13,14 +14,7 @@ import (
 // copy run again goes on.
 func TestCopy(t *testing.T) {
 	ctx := context.Background()
-	k, err := vault.ParseKey(vault.GenerateKey())
-	if err != nil {
-		t.Fatal(err)
-	}
-	ring, err := vault.NewKeyring(k)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ring := vaulttest.Ring(t, vaulttest.NewKey(t))
 	from := vault.New(newFileStore(t), ring, vault.Options{})
 	for _, e := range []struct{ owner, secret, value string }{
 		{"key:ann", "A", "ann-a"}, {"key:ann", "B", "ann-b"}, {"key:bob", "A", "bob-a"},

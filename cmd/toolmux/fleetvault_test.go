@@ -4,8 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net/http"
-	"net/http/cookiejar"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/toolmux/toolmux/fleet"
 	"github.com/toolmux/toolmux/internal/llmtest"
 	"github.com/toolmux/toolmux/internal/testservers"
 	"github.com/toolmux/toolmux/vault"
@@ -58,11 +55,7 @@ func submitWhoami(t *testing.T, dir, natsURL, creds, id string) runAnswer {
 // NATS server at natsAddr, and key.
 func fleetVaultOf(t *testing.T, ctx context.Context, admin, natsAddr, key string) *vault.Vault {
 	t.Helper()
-	f, err := fleet.Connect(ctx, "nats://"+admin+"@"+natsAddr, "test", fleet.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { f.Close() })
+	f := connectFleet(t, "nats://"+admin+"@"+natsAddr)
 	st, err := jsvault.Open(ctx, f.JetStream(), jsvault.Config{Bucket: f.VaultBucket()})
 	if err != nil {
 		t.Fatal(err)
@@ -111,10 +104,7 @@ func TestFleetVault(t *testing.T) {
 	}
 	natsAddr := fmt.Sprintf("127.0.0.1:%d", testservers.FreePort(t))
 	natsURL := "nats://" + natsAddr
-	p := startServeEnv(t, binary, dir, data, keyEnv, "--nats-listen", natsAddr, "--token", admin, "--lease", "2s")
-	if !testservers.Eventually(30*time.Second, func() bool { return strings.Contains(p.stderr.String(), "workers join with") }) {
-		t.Fatalf("serve did not start its NATS server:\n%s", p.stderr.String())
-	}
+	p := startFleetGatewayEnv(t, dir, data, natsAddr, keyEnv, "--token", admin, "--lease", "2s")
 
 	const secret = "alice-s3cret-value"
 	e := append(modelFreeEnv(), "XDG_DATA_HOME="+t.TempDir(), "TOOLMUX_URL=http://"+p.addr, "TOOLMUX_TOKEN="+aliceKey)
@@ -169,11 +159,7 @@ func TestFleetVault(t *testing.T) {
 
 	// The bucket: alice's secret sealed, opened by the fleet's key only;
 	// no stream holds it in the clear.
-	f, err := fleet.Connect(context.Background(), "nats://"+admin+"@"+natsAddr, "test", fleet.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
+	f := connectFleet(t, "nats://"+admin+"@"+natsAddr)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	kv, err := f.JetStream().KeyValue(ctx, f.VaultBucket())
@@ -230,24 +216,9 @@ func TestFleetVaultOAuth(t *testing.T) {
 	h := testservers.StartHydra(t)
 	fx := testservers.StartOAuthMCP(t, h)
 	m := whoamiModel(t, `{}`)
-	dir := workspace(t, fmt.Sprintf(`model:
-  base_url: %s
-  model: scripted
-servers:
-  fx:
-    url: %s
-    trust: true
-    health_check: {min_backoff: 50ms, max_backoff: 200ms}
-    auth:
-      kind: oauth
-      client_id: gateway
-      client_secret_env: FX_CLIENT_SECRET
-      scopes: [offline_access]
-upstream_oauth:
-  leeway: 1h
-groups:
+	dir := workspace(t, fmt.Sprintf("model:\n  base_url: %s\n  model: scripted\n", m.BaseURL())+registeredConfig(fx)+`groups:
   dev: {tools: ["*"]}
-`, m.BaseURL(), fx.URL))
+`)
 	data, keys := t.TempDir(), t.TempDir()
 	w1 := addMember(t, data, keys, "w1", "--role", "worker")
 	alice := addMember(t, data, keys, "alice", "--role", "submitter", "--group", "dev")
@@ -259,27 +230,9 @@ groups:
 	env := []string{"TOOLMUX_VAULT_KEY=" + vaultKey, "FX_CLIENT_SECRET=" + secret}
 	natsAddr := fmt.Sprintf("127.0.0.1:%d", testservers.FreePort(t))
 	natsURL := "nats://" + natsAddr
-	p := startServeEnv(t, binary, dir, data, env, "--nats-listen", natsAddr, "--token", admin, "--lease", "2s")
-	if !testservers.Eventually(30*time.Second, func() bool { return strings.Contains(p.stderr.String(), "workers join with") }) {
-		t.Fatalf("serve did not start its NATS server:\n%s", p.stderr.String())
-	}
-	callback := "http://" + p.addr + "/oauth/callback"
-	// A code's token lives a minute, within the leeway: its first use
-	// (on the worker) refreshes it.
-	h.CreateClient(t, testservers.HydraClient{ID: "gateway", Secret: secret, GrantTypes: []string{"authorization_code", "refresh_token"},
-		RedirectURIs: []string{callback}, Audience: []string{fx.URL}, Scope: "offline_access"})
-	h.SetLifespans(t, "gateway", time.Minute, 2*time.Hour)
-	var in struct{ URL string }
-	if code := apiAs(t, p, aliceKey, http.MethodPost, "/api/connections/fx", &in); code != http.StatusOK {
-		t.Fatalf("POST /api/connections/fx: %d", code)
-	}
-	jar, _ := cookiejar.New(nil)
-	back := h.LogIn(t, jar, in.URL, "alice", callback)
-	resp, err := http.Get(back.String())
-	if err != nil || resp.StatusCode != http.StatusOK {
-		t.Fatalf("the callback: %v %v", resp, err)
-	}
-	resp.Body.Close()
+	p := startFleetGatewayEnv(t, dir, data, natsAddr, env, "--token", admin, "--lease", "2s")
+	// The code grant's token is refreshed at its first use: on the worker.
+	connectOnAPI(t, h, p, aliceKey, "alice", registerGateway(t, h, fx, p, secret))
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	v := fleetVaultOf(t, ctx, admin, natsAddr, vaultKey)

@@ -266,7 +266,11 @@ func (a *app) serveVault(ctx context.Context, cfg *config.Config, fl *fleet.Flee
 	}
 	s, err := openFleetVault(ctx, fl, opts)
 	if err != nil {
-		return nil, &exitError{code: exitFailed, err: fmt.Errorf("the fleet's vault: %w", err)}
+		if s := authServer(cfg); s != "" {
+			return nil, &exitError{code: exitFailed, err: fmt.Errorf("the fleet's vault, which server %s's users' secrets or tokens are kept in: %w", s, err)}
+		}
+		fmt.Fprintf(a.stderr, "toolmux: the vault is left out: the fleet's: %v\n", err)
+		return nil, nil
 	}
 	if dir != "" {
 		a.sayFileVaultLeft(ctx, dir, s)
