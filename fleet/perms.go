@@ -17,7 +17,10 @@ import (
 //     states, events, journal and ledger, reads the members, offers and
 //     calls shared tools, asks the gateways its approval questions; it
 //     publishes nothing on the queue, so it cannot submit a run, and
-//     writes nothing of the members;
+//     writes nothing of the members; it reads and writes the vault's
+//     bucket (PREFIX_VAULT: sealed values, whose key is on the machines
+//     only), to run each run with its submitter's credentials and keep
+//     the OAuth tokens it refreshes;
 //   - neither may create, change, purge or delete a stream, a bucket or
 //     the queue's consumer (a stream's configuration could republish
 //     what a member writes onto the queue, as anyone): the fleet's
@@ -80,13 +83,15 @@ func Permissions(o Options, m Member) *server.Permissions {
 		)
 		// Its own heartbeat, no other worker's.
 		pub = append(pub, "$KV."+n.bucket("WORKERS")+"."+m.Name)
-		for _, b := range []string{"RUNS", "LEDGER", "SHARED"} {
+		// The vault's bucket is bound by the workers only.
+		pub = append(pub, api("STREAM.INFO", n.kv("VAULT")))
+		for _, b := range []string{"RUNS", "LEDGER", "SHARED", "VAULT"} {
 			pub = append(pub, "$KV."+n.bucket(b)+".>")
 		}
-		for _, b := range []string{"RUNS", "WORKERS", "LEDGER", "SHARED", "MEMBERS"} {
+		for _, b := range []string{"RUNS", "WORKERS", "LEDGER", "SHARED", "MEMBERS", "VAULT"} {
 			pub = append(pub, api("DIRECT.GET", n.kv(b), ">"), api("STREAM.MSG.GET", n.kv(b)))
 		}
-		for _, s := range []string{n.stream("EVENTS"), o.Journal.Stream, n.stream("SHARED"), n.kv("SHARED")} {
+		for _, s := range []string{n.stream("EVENTS"), o.Journal.Stream, n.stream("SHARED"), n.kv("SHARED"), n.kv("VAULT")} {
 			pub = append(pub, api("CONSUMER.CREATE", s, ">"), api("CONSUMER.DURABLE.CREATE", s, ">"), api("CONSUMER.MSG.NEXT", s, "*"),
 				api("CONSUMER.INFO", s, "*"), api("CONSUMER.DELETE", s, "*"), api("DIRECT.GET", s, ">"), api("STREAM.MSG.GET", s),
 				"$JS.ACK."+s+".>", "$JS.FC."+s+".>")

@@ -63,7 +63,7 @@ func (x *Exchange) Connect(ctx context.Context, owner string, base mcpsource.Con
 	tok, ok := identity.TokenFrom(ctx)
 	if !ok {
 		return base, &tool.Error{Kind: tool.KindAuthRequired, Server: x.Server, Err: tool.ErrNotSent,
-			Message: fmt.Sprintf("server %s is reached with a token exchanged for your own access token from the identity provider (token exchange), and this request has none (an API key or the web page's session is no token the provider would exchange): call with an access token of the identity provider (docs/identity.md)", x.Server)}
+			Message: fmt.Sprintf("server %s is reached with a token exchanged for your own access token from the identity provider (token exchange), and this request has none (an API key or the web page's session is no token the provider would exchange, and a fleet's run carries none of its submitter's): call with an access token of the identity provider, through the gateway (docs/identity.md)", x.Server)}
 	}
 	x.once.Do(func() {
 		x.pool = http.DefaultTransport.(*http.Transport).Clone()

@@ -107,9 +107,14 @@ func (o *OAuth) toolError(err error) error {
 				o.Server, ue.Message, o.Server, o.Server)}
 	}
 	// Not the URL (there is none), nor a credential: upstreamauth's
-	// errors hold none.
+	// errors hold none. The vault's failure is said as it is (a vault
+	// locked says which key to configure; its errors hold no value).
+	why := ue.Message
+	if ue.Kind == upstreamauth.KindVault && ue.Err != nil {
+		why += ": " + ue.Err.Error()
+	}
 	return &tool.Error{Kind: tool.KindExecutionFailed, Server: o.Server, Err: errors.Join(err, tool.ErrNotSent),
-		Message: fmt.Sprintf("server %s: no token for you could be had (%s): %s", o.Server, ue.Kind, ue.Message)}
+		Message: fmt.Sprintf("server %s: no token for you could be had (%s): %s", o.Server, ue.Kind, why)}
 }
 
 // Recheck says, after a call over owner's connection failed, whether the

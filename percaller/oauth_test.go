@@ -18,6 +18,7 @@ import (
 	"github.com/toolmux/toolmux/percaller"
 	"github.com/toolmux/toolmux/tool"
 	"github.com/toolmux/toolmux/upstreamauth"
+	"github.com/toolmux/toolmux/vault"
 )
 
 // TestOAuth: a caller without a token is asked to authorize, with the
@@ -132,6 +133,25 @@ func TestOAuthWithoutClient(t *testing.T) {
 	}
 	if _, err := percaller.OAuthFromConfig(sc, c, v, func(string) string { return "" }); err == nil || !strings.Contains(err.Error(), "FX_SECRET") {
 		t.Errorf("an unset client secret: %v", err)
+	}
+}
+
+// On a vault without its key (a fleet's worker not given it), a call is
+// refused saying the vault is locked and what to configure.
+func TestOAuthVaultLocked(t *testing.T) {
+	v := vault.New(vault.NewFileStore(t.TempDir()), nil, vault.Options{})
+	c, err := upstreamauth.New(v, upstreamauth.VaultRegistrations(v), upstreamauth.Options{Elsewhere: "connect on the gateway"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc := config.Server{Name: "fx", URL: "https://fx.example.com/mcp", Auth: &config.ServerAuth{Kind: config.AuthOAuth}}
+	cred, err := percaller.OAuthFromConfig(sc, c, v, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = cred.Connect(context.Background(), "key:ann", mcpsource.Config{Name: "fx"})
+	if tool.KindOf(err) != tool.KindExecutionFailed || !strings.Contains(err.Error(), "the vault is locked") || !strings.Contains(err.Error(), "vault.key_file") {
+		t.Errorf("on a locked vault: %v", err)
 	}
 }
 

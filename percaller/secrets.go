@@ -68,7 +68,7 @@ func (s *Secrets) Kind() string { return tool.CredentialUserSecret }
 func (s *Secrets) Connect(ctx context.Context, owner string, base mcpsource.Config) (mcpsource.Config, error) {
 	if s.Vault == nil {
 		return base, &tool.Error{Kind: tool.KindExecutionFailed, Server: s.Server, Err: tool.ErrNotSent,
-			Message: fmt.Sprintf("server %s takes each user's own secrets, kept in a vault, and this toolmux has none: toolmux serve opens its data directory's (a fleet's workers do not yet); see docs/identity.md", s.Server)}
+			Message: fmt.Sprintf("server %s takes each user's own secrets, kept in a vault, and this toolmux has none: toolmux serve opens its data directory's or its fleet's, and a fleet's workers the fleet's; see docs/vault.md", s.Server)}
 	}
 	cfg := base
 	cfg.Env, cfg.Headers = maps.Clone(base.Env), maps.Clone(base.Headers)

@@ -75,6 +75,15 @@ type Options struct {
 	// to call server (a callback completed, its token kept): a call
 	// waiting for it may go on.
 	Authorized func(owner, server string)
+	// Elsewhere, when set, makes a client that never starts an
+	// authorization nor registers a client: one beside the gateway,
+	// sharing its vault, whose callback route users' browsers do not
+	// reach (a fleet's worker). It uses and refreshes the tokens the
+	// vault holds, with the clients the gateway registered there; a
+	// caller without a usable token gets KindAuthRequired without a URL,
+	// whose message ends with Elsewhere: where to authorize instead.
+	// RedirectURL may then be empty.
+	Elsewhere string
 }
 
 func (o Options) withDefaults() Options {
@@ -157,8 +166,10 @@ func New(v *vault.Vault, regs Registrations, o Options) (*Client, error) {
 	if v == nil || regs == nil {
 		return nil, errors.New("upstreamauth: a vault and a registration store are needed")
 	}
-	if err := checkURL("the redirect URL", o.RedirectURL); err != nil {
-		return nil, err
+	if o.Elsewhere == "" || o.RedirectURL != "" {
+		if err := checkURL("the redirect URL", o.RedirectURL); err != nil {
+			return nil, err
+		}
 	}
 	if o.ClientMetadataURL != "" {
 		if u, err := url.Parse(o.ClientMetadataURL); err != nil || u.Scheme != "https" || u.Path == "" || u.Path == "/" {
@@ -373,7 +384,15 @@ func (c *Client) register(ctx context.Context, u *upstream) (*oauth2.Config, err
 	if err != nil {
 		return nil, &Error{Kind: KindVault, Server: u.Name, Message: "reading its client registration", Err: err}
 	}
-	if !found || reg.Issuer != asm.Issuer || reg.RedirectURL != c.opts.RedirectURL {
+	switch {
+	case c.opts.Elsewhere != "" && (!found || reg.Issuer != asm.Issuer):
+		// Registering is the gateway's: its redirect URL is the one the
+		// users' authorizations came back to.
+		return nil, &Error{Kind: KindRegistration, Server: u.Name,
+			Message: "the gateway has registered no client at authorization server " + asm.Issuer + " yet; " + c.opts.Elsewhere}
+	case c.opts.Elsewhere != "":
+		cfg.RedirectURL = reg.RedirectURL
+	case !found || reg.Issuer != asm.Issuer || reg.RedirectURL != c.opts.RedirectURL:
 		if asm.RegistrationEndpoint == "" {
 			return nil, &Error{Kind: KindRegistration, Server: u.Name,
 				Message: "authorization server " + asm.Issuer + " offers no dynamic client registration and no Client ID Metadata Document is served: configure a client id for this server"}

@@ -59,6 +59,12 @@
 // user. Pending authorizations are kept in memory: after a restart the
 // user is asked again; tokens and registrations are in the vault.
 //
+// A client beside the gateway on the same vault (a fleet's worker, whose
+// callback route no browser reaches) is made with Options.Elsewhere: it
+// uses and refreshes the tokens the vault holds, with the gateway's
+// registrations, and never starts an authorization nor registers a
+// client; a caller without a usable token is told where to authorize.
+//
 // The user documentation is docs/identity.md, "Per-user OAuth"; serve
 // mounts the routes (CallbackPath, MetadataPath) and reads the
 // upstream_oauth section (OptionsFromConfig), and package percaller's

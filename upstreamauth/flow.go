@@ -26,10 +26,15 @@ type pending struct {
 // authRequired returns the error that sends owner to authorize server:
 // the authorization URL of the authorization waiting for owner and server
 // if there is one still usable, else of a new one. The state in the URL
-// is random, single use, expiring, and bound to (owner, server).
+// is random, single use, expiring, and bound to (owner, server). A client
+// of Options.Elsewhere starts none: its error has no URL, and says where
+// to authorize.
 func (c *Client) authRequired(ctx context.Context, owner string, u *upstream, why string) error {
 	if err := vault.CheckOwner(owner); err != nil {
 		return err
+	}
+	if c.opts.Elsewhere != "" {
+		return &Error{Kind: KindAuthRequired, Server: u.Name, Message: why + "; " + c.opts.Elsewhere}
 	}
 	cfg, err := c.setup(ctx, u)
 	if err != nil {

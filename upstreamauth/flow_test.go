@@ -421,3 +421,73 @@ func TestUpstreamRefusesToken(t *testing.T) {
 type roundTripperFunc func(*http.Request) (*http.Response, error)
 
 func (f roundTripperFunc) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }
+
+// TestElsewhere: a client beside the gateway's on its vault (a fleet's
+// worker, Options.Elsewhere) never starts an authorization: a user without
+// a token is told where to authorize instead, without a URL; it uses and
+// refreshes the token the gateway got, keeping the refreshed one in the
+// vault; and it registers no client of its own where the gateway has none.
+func TestElsewhere(t *testing.T) {
+	r := newRig(t)
+	up := r.preregistered(t)
+	gw := r.client(t, upstreamauth.Options{}, nil, up)
+	const where = "connect on the gateway's web page"
+	worker, err := upstreamauth.New(r.vault, upstreamauth.VaultRegistrations(r.vault), upstreamauth.Options{
+		Elsewhere: where, Leeway: 5 * time.Minute, HTTPClient: &http.Client{Transport: r.counts}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := worker.Add(up); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := upstreamauth.New(r.vault, upstreamauth.VaultRegistrations(r.vault), upstreamauth.Options{}); err == nil {
+		t.Fatal("a client with neither a redirect URL nor Elsewhere was made")
+	}
+	ctx := t.Context()
+
+	_, err = worker.Token(ctx, "key:bob", "fx")
+	if u, ok := upstreamauth.AuthorizationURL(err); !ok || u != "" || !strings.HasSuffix(err.Error(), where) {
+		t.Fatalf("bob on the worker: %q %v", u, err)
+	}
+
+	r.authorize(t, gw, "key:ann")
+	first, err := r.vault.Token(ctx, "key:ann", "fx")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The code grant's token (a minute) is within the worker's leeway.
+	if who, err := whoami(ctx, worker, "key:ann", "fx", r.fx.URL); err != nil || who != "ann" {
+		t.Fatalf("ann on the worker: %q %v", who, err)
+	}
+	if _, refreshs := r.counts.get(); refreshs != 1 {
+		t.Fatalf("%d refreshes, want the worker's one", refreshs)
+	}
+	now, err := r.vault.Token(ctx, "key:ann", "fx")
+	if err != nil || now.AccessToken == first.AccessToken {
+		t.Fatalf("the vault does not hold the worker's refreshed token: %v", err)
+	}
+	if who, err := whoami(ctx, gw, "key:ann", "fx", r.fx.URL); err != nil || who != "ann" {
+		t.Fatalf("ann on the gateway after the worker's refresh: %q %v", who, err)
+	}
+
+	// An upstream whose client the gateway would register: the worker,
+	// refreshing a token, does not register one of its own.
+	other := upstreamauth.Upstream{Name: "up", URL: cimdUpstream(t, r)}
+	if err := worker.Add(other); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.vault.PutToken(ctx, "key:ann", "up", vault.OAuthToken{AccessToken: "stale", RefreshToken: "r", TokenType: "Bearer",
+		Expiry: time.Now().Add(-time.Hour)}); err != nil {
+		t.Fatal(err)
+	}
+	_, err = worker.Token(ctx, "key:ann", "up")
+	if upstreamauth.KindOf(err) != upstreamauth.KindRegistration || !strings.Contains(err.Error(), where) {
+		t.Fatalf("a refresh without the gateway's registration: %v", err)
+	}
+	if regs, _ := r.counts.get(); regs != 0 {
+		t.Fatalf("the worker registered %d clients", regs)
+	}
+	if _, err := r.vault.Token(ctx, "key:ann", "up"); err != nil {
+		t.Fatalf("the token was given up: %v", err)
+	}
+}

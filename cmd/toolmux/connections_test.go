@@ -355,6 +355,58 @@ func TestBrowserConnections(t *testing.T) {
 	}
 }
 
+// registeredConfig configures the OAuth-protected fixture fx with the
+// client an operator registered for toolmux (registerGateway), its secret
+// in $FX_CLIENT_SECRET, and a leeway of an hour: every token of the code
+// grant is refreshed at its first use.
+func registeredConfig(fx *testservers.OAuthMCP) string {
+	return fmt.Sprintf(`servers:
+  fx:
+    url: %s
+    trust: true
+    health_check: {min_backoff: 50ms, max_backoff: 200ms}
+    auth:
+      kind: oauth
+      client_id: gateway
+      client_secret_env: FX_CLIENT_SECRET
+      scopes: [offline_access]
+upstream_oauth:
+  leeway: 1h
+`, fx.URL)
+}
+
+// registerGateway registers the client "gateway" of secret at Hydra for
+// the serve p, and returns p's callback: a code's token lives a minute
+// (within registeredConfig's leeway, so its first use refreshes it), a
+// refreshed one two hours.
+func registerGateway(t *testing.T, h *testservers.HydraServer, fx *testservers.OAuthMCP, p *serveProc, secret string) string {
+	t.Helper()
+	callback := "http://" + p.addr + "/oauth/callback"
+	h.CreateClient(t, testservers.HydraClient{ID: "gateway", Secret: secret, GrantTypes: []string{"authorization_code", "refresh_token"},
+		RedirectURIs: []string{callback}, Audience: []string{fx.URL}, Scope: "offline_access"})
+	h.SetLifespans(t, "gateway", time.Minute, 2*time.Hour)
+	return callback
+}
+
+// connectOnAPI connects fx for the caller of key on p's API (the page's
+// Connect), logging in at Hydra as user without a browser, and returns
+// the authorization URL and the callback's URL, which it followed.
+func connectOnAPI(t *testing.T, h *testservers.HydraServer, p *serveProc, key, user, callback string) (string, *url.URL) {
+	t.Helper()
+	var in struct{ URL string }
+	if code := apiAs(t, p, key, http.MethodPost, "/api/connections/fx", &in); code != http.StatusOK {
+		t.Fatalf("POST /api/connections/fx: %d", code)
+	}
+	jar, _ := cookiejar.New(nil)
+	back := h.LogIn(t, jar, in.URL, user, callback)
+	resp, err := http.Get(back.String())
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("the callback: %v %v", resp, err)
+	}
+	resp.Body.Close()
+	return in.URL, back
+}
+
 // A client an operator registered for toolmux (client_id, the secret from
 // client_secret_env) is the one used, and a token about to expire
 // (within upstream_oauth.leeway) is refreshed before the call goes: the
@@ -368,41 +420,12 @@ func TestServeUserOAuthRefresh(t *testing.T) {
 	key := addKey(t, home, "ann")
 	vaultKey := vault.GenerateKey()
 	const secret = "gateway-s3cret-0123456789"
-	cfg := fmt.Sprintf(`servers:
-  fx:
-    url: %s
-    trust: true
-    health_check: {min_backoff: 50ms, max_backoff: 200ms}
-    auth:
-      kind: oauth
-      client_id: gateway
-      client_secret_env: FX_CLIENT_SECRET
-      scopes: [offline_access]
-upstream_oauth:
-  leeway: 1h
-`, fx.URL)
-	p := startServeEnv(t, binary, workspace(t, cfg), home, []string{"TOOLMUX_VAULT_KEY=" + vaultKey, "FX_CLIENT_SECRET=" + secret})
-	callback := "http://" + p.addr + "/oauth/callback"
-	// A code's token lives a minute, within the leeway: its first use
-	// refreshes it; a refreshed one lives two hours.
-	h.CreateClient(t, testservers.HydraClient{ID: "gateway", Secret: secret, GrantTypes: []string{"authorization_code", "refresh_token"},
-		RedirectURIs: []string{callback}, Audience: []string{fx.URL}, Scope: "offline_access"})
-	h.SetLifespans(t, "gateway", time.Minute, 2*time.Hour)
-
-	var in struct{ URL string }
-	if code := apiAs(t, p, key, http.MethodPost, "/api/connections/fx", &in); code != http.StatusOK {
-		t.Fatalf("POST /api/connections/fx: %d", code)
+	p := startServeEnv(t, binary, workspace(t, registeredConfig(fx)), home, []string{"TOOLMUX_VAULT_KEY=" + vaultKey, "FX_CLIENT_SECRET=" + secret})
+	callback := registerGateway(t, h, fx, p, secret)
+	authURL, back := connectOnAPI(t, h, p, key, "ann", callback)
+	if u, err := url.Parse(authURL); err != nil || u.Query().Get("client_id") != "gateway" {
+		t.Fatalf("the authorization URL is not of the configured client: %s", authURL)
 	}
-	if u, err := url.Parse(in.URL); err != nil || u.Query().Get("client_id") != "gateway" {
-		t.Fatalf("the authorization URL is not of the configured client: %s", in.URL)
-	}
-	jar, _ := cookiejar.New(nil)
-	back := h.LogIn(t, jar, in.URL, "ann", callback)
-	resp, err := http.Get(back.String())
-	if err != nil || resp.StatusCode != http.StatusOK {
-		t.Fatalf("the callback: %v %v", resp, err)
-	}
-	resp.Body.Close()
 	v := dataVault(t, home, vaultKey)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()

@@ -1,13 +1,16 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -28,6 +31,9 @@ import (
 	"github.com/toolmux/toolmux/tasklog"
 	"github.com/toolmux/toolmux/tasklog/jsjournal"
 	"github.com/toolmux/toolmux/tool"
+	"github.com/toolmux/toolmux/upstreamauth"
+	"github.com/toolmux/toolmux/vault"
+	"github.com/toolmux/toolmux/vault/jsvault"
 )
 
 // fleetFlags are the flags every fleet command shares.
@@ -145,6 +151,13 @@ token of this user's serve --nats-listen there (docs/fleet.md). In a fleet
 of members, --nats-creds FILE are the worker's own (toolmux fleet add on
 the gateway): it runs each run for its submitter, with its groups' policy
 and tools, and takes its name and the fleet's lease from the gateway.
+
+A server with auth: (user_secrets, oauth) is called with the submitter's own
+secrets or OAuth token, from the fleet's vault (a JetStream bucket the
+gateway keeps them in), opened with this machine's vault key: vault.key_file,
+vault.key_env or TOOLMUX_VAULT_KEY, the gateway's. Without it the vault is
+locked and such calls fail; a worker never starts an OAuth authorization
+(docs/vault.md "In a fleet").
 
 SIGTERM or Ctrl-C drains: no new runs are taken, the runs in progress have
 --grace to finish, and the rest are handed back to the fleet.
@@ -344,8 +357,24 @@ func (a *app) runWorker(ctx context.Context, ff fleetFlags, name string, concurr
 	if err != nil {
 		return usageError("%v", err)
 	}
+	// A run's calls of a server taking its users' secrets or tokens go
+	// with its submitter's, from the fleet's vault.
+	wv, err := a.workerVault(setupCtx, fl, cfg, wait, w0)
+	if err != nil {
+		hub.Close(context.WithoutCancel(ctx))
+		if _, ok := errors.AsType[*exitError](err); ok {
+			return err
+		}
+		return setupFailed(err)
+	}
+	oc, err := workerOAuth(cfg, wv, log)
+	if err != nil {
+		hub.Close(context.WithoutCancel(ctx))
+		return err
+	}
 	rt, err := toolmux.Open(ctx, cfg, toolmux.Options{Logger: log, Approver: approver, ConcurrentApprovals: true, Events: hub, Sources: sources, Getenv: os.Getenv,
-		TaskLog: []tasklog.Option{tasklog.WithJournal(j)}, Middleware: []pipeline.Middleware{ledger.Middleware}, Visibility: vis.get})
+		TaskLog: []tasklog.Option{tasklog.WithJournal(j)}, Middleware: []pipeline.Middleware{ledger.Middleware}, Visibility: vis.get,
+		Vault: wv, UpstreamOAuth: oc})
 	if err != nil {
 		hub.Close(context.WithoutCancel(ctx))
 		return &exitError{code: exitUsage, err: err}
@@ -377,6 +406,68 @@ func (a *app) runWorker(ctx context.Context, ff fleetFlags, name string, concurr
 	err = w.Run(ctx)
 	fmt.Fprintf(a.stderr, "toolmux: worker %s left the fleet\n", w.Name())
 	return err
+}
+
+// workerVault is the fleet's vault, for the runs' calls of the servers
+// that take their users' secrets or tokens (nil when no server does): the
+// bucket the gateway keeps them in, opened with this machine's key
+// (vault.key_file, vault.key_env, TOOLMUX_VAULT_KEY); locked without one,
+// said on stderr, and such calls then fail saying what to configure. A
+// key configured that cannot be read is exit 1. The bucket is waited for
+// as the journal is: in a fleet of members, the gateway makes it.
+func (a *app) workerVault(ctx context.Context, fl *fleet.Fleet, cfg *config.Config, wait *fleet.Wait, worker string) (*vault.Vault, error) {
+	server := authServer(cfg)
+	if server == "" {
+		return nil, nil
+	}
+	ring, err := vault.KeysFromConfig(cfg.Vault).Load(os.LookupEnv)
+	if err != nil {
+		return nil, &exitError{code: exitFailed, err: fmt.Errorf("the fleet's vault, which server %s's users' secrets or tokens are kept in: %w", server, err)}
+	}
+	opts := vault.OptionsFromConfig(cfg.Vault)
+	var s *jsvault.Store
+	if err := wait.Do(ctx, "the fleet's vault", func(ctx context.Context) (err error) {
+		s, err = openFleetVault(ctx, fl, opts)
+		return err
+	}); err != nil {
+		return nil, err
+	}
+	if ring == nil {
+		fmt.Fprintf(a.stderr, "toolmux: worker %s: the fleet's vault (%s) is locked: no vault key on this machine, so runs' calls of server %s "+
+			"(and any other taking its users' secrets or tokens) fail; give the worker the fleet's key: vault.key_file, vault.key_env or %s (docs/vault.md)\n",
+			worker, s, server, vault.DefaultKeyEnv)
+	}
+	return vault.New(s, ring, opts), nil
+}
+
+// workerOAuthElsewhere is what a worker's run is told of an oauth server
+// its submitter has not authorized: where to.
+const workerOAuthElsewhere = "a fleet's worker cannot start an authorization (it completes at the gateway's callback route): " +
+	"connect the server on the fleet's gateway, on its web page's Connections tab, then submit the run again"
+
+// workerOAuth is the OAuth client of a worker's runs, for the servers of
+// auth kind oauth (nil without a vault or such a server): it sends the
+// tokens the gateway got for its users, kept in the fleet's vault, and
+// refreshes them there, with the clients the gateway registered; it never
+// starts an authorization (upstreamauth.Options.Elsewhere): its callback
+// would be the gateway's.
+func workerOAuth(cfg *config.Config, v *vault.Vault, log *slog.Logger) (*upstreamauth.Client, error) {
+	if v == nil || !slices.ContainsFunc(cfg.Servers, func(sc config.Server) bool { return sc.Auth != nil && sc.Auth.Kind == config.AuthOAuth }) {
+		return nil, nil
+	}
+	// The gateway's public URL, when the configuration names it: the
+	// client of its Client ID Metadata Document is then the worker's too.
+	public := cmp.Or(cfg.UpstreamOAuth.PublicURL, cfg.Auth.Resource)
+	o := upstreamauth.OptionsFromConfig(cfg.UpstreamOAuth, public)
+	if public == "" {
+		o.RedirectURL, o.ClientMetadataURL = "", ""
+	}
+	o.Logger, o.Elsewhere = log, workerOAuthElsewhere
+	c, err := upstreamauth.New(v, upstreamauth.VaultRegistrations(v), o)
+	if err != nil {
+		return nil, usageError("upstream_oauth: %v", err)
+	}
+	return c, nil
 }
 
 // parseShares reads --share: SERVER or SERVER=MAX, each a configured

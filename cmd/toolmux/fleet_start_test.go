@@ -166,7 +166,14 @@ func natsListenURL(t testing.TB, dataHome, addr string) string {
 // dataHome, and waits until its NATS server is up.
 func startFleetGateway(t *testing.T, dir, dataHome, natsAddr string, args ...string) *serveProc {
 	t.Helper()
-	p := startServeProc(t, dir, dataHome, append([]string{"--nats-listen", natsAddr}, args...)...)
+	return startFleetGatewayEnv(t, dir, dataHome, natsAddr, nil, args...)
+}
+
+// startFleetGatewayEnv is startFleetGateway with further environment
+// variables.
+func startFleetGatewayEnv(t *testing.T, dir, dataHome, natsAddr string, env []string, args ...string) *serveProc {
+	t.Helper()
+	p := startServeEnv(t, binary, dir, dataHome, env, append([]string{"--nats-listen", natsAddr}, args...)...)
 	if !testservers.Eventually(30*time.Second, func() bool { return strings.Contains(p.stderr.String(), "workers join with") }) {
 		t.Fatalf("serve did not start its NATS server:\n%s", p.stderr.String())
 	}

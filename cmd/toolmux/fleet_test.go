@@ -157,10 +157,16 @@ func startWorkerBin(t testing.TB, bin, dir, url string, args ...string) *workerP
 // the test ends.
 func spawnWorker(t testing.TB, bin, dir, url, dataHome string, args ...string) *workerProc {
 	t.Helper()
+	return spawnWorkerEnv(t, bin, dir, url, dataHome, nil, args...)
+}
+
+// spawnWorkerEnv is spawnWorker with further environment variables.
+func spawnWorkerEnv(t testing.TB, bin, dir, url, dataHome string, env []string, args ...string) *workerProc {
+	t.Helper()
 	w := &workerProc{stderr: &testservers.SyncBuffer{}, exited: make(chan struct{})}
 	w.cmd = exec.Command(bin, append([]string{"worker", "--nats", url, "--lease", "2s"}, args...)...)
 	w.cmd.Dir = dir
-	w.cmd.Env = append(modelFreeEnv(), "XDG_DATA_HOME="+dataHome)
+	w.cmd.Env = append(append(modelFreeEnv(), "XDG_DATA_HOME="+dataHome), env...)
 	w.cmd.Stderr = w.stderr
 	if err := w.cmd.Start(); err != nil {
 		t.Fatal(err)

@@ -20,6 +20,7 @@ import (
 	"github.com/toolmux/toolmux"
 	"github.com/toolmux/toolmux/api"
 	"github.com/toolmux/toolmux/config"
+	"github.com/toolmux/toolmux/fleet"
 	"github.com/toolmux/toolmux/vault"
 )
 
@@ -240,28 +241,65 @@ func (f *secretsFlags) do(ctx context.Context, method, path string, body []byte,
 	return nil
 }
 
-// serveVault is the vault of serve: that of the data directory, whose
-// secrets the servers with an auth section are reached with. nil when
-// there is no data directory. A key configured that cannot be read
-// stops serve when a server takes users' secrets (user_secrets), and
-// leaves the vault
-// out otherwise (said on stderr).
-func (a *app) serveVault(cfg *config.Config) (*vault.Vault, error) {
+// serveVault is the vault of serve, whose secrets and tokens the servers
+// with an auth section are reached with: in a fleet (fl set), the fleet's
+// bucket, which its workers read too; else the data directory's (nil
+// when there is none). A key configured that cannot be read stops serve
+// when a server takes users' secrets or tokens, and leaves the vault out
+// otherwise (said on stderr).
+func (a *app) serveVault(ctx context.Context, cfg *config.Config, fl *fleet.Fleet) (*vault.Vault, error) {
 	dir := a.resolveDataDir(cfg)
-	if dir == "" {
+	if dir == "" && fl == nil {
 		return nil, nil
 	}
 	ring, err := vault.KeysFromConfig(cfg.Vault).Load(os.LookupEnv)
 	if err != nil {
-		for _, sc := range cfg.Servers {
-			if sc.Auth != nil && (sc.Auth.Kind == config.AuthUserSecrets || sc.Auth.Kind == config.AuthOAuth) {
-				return nil, &exitError{code: exitFailed, err: fmt.Errorf("the vault, which server %s's users' secrets or tokens are kept in: %w", sc.Name, err)}
-			}
+		if s := authServer(cfg); s != "" {
+			return nil, &exitError{code: exitFailed, err: fmt.Errorf("the vault, which server %s's users' secrets or tokens are kept in: %w", s, err)}
 		}
 		fmt.Fprintf(a.stderr, "toolmux: the vault is left out: %v\n", err)
 		return nil, nil
 	}
-	return vault.New(vault.NewFileStore(vault.Dir(dir)), ring, vault.OptionsFromConfig(cfg.Vault)), nil
+	opts := vault.OptionsFromConfig(cfg.Vault)
+	if fl == nil {
+		return vault.New(vault.NewFileStore(vault.Dir(dir)), ring, opts), nil
+	}
+	s, err := openFleetVault(ctx, fl, opts)
+	if err != nil {
+		if s := authServer(cfg); s != "" {
+			return nil, &exitError{code: exitFailed, err: fmt.Errorf("the fleet's vault, which server %s's users' secrets or tokens are kept in: %w", s, err)}
+		}
+		fmt.Fprintf(a.stderr, "toolmux: the vault is left out: the fleet's: %v\n", err)
+		return nil, nil
+	}
+	if dir != "" {
+		a.sayFileVaultLeft(ctx, dir, s)
+	}
+	return vault.New(s, ring, opts), nil
+}
+
+// sayFileVaultLeft says, when the data directory's vault holds entries,
+// that a gateway in a fleet does not read them, and how to copy them into
+// the fleet's (docs/vault.md "In a fleet").
+func (a *app) sayFileVaultLeft(ctx context.Context, dir string, bucket fmt.Stringer) {
+	fs := vault.NewFileStore(vault.Dir(dir))
+	st, err := vault.New(fs, nil, vault.Options{}).Status(ctx)
+	if err != nil || st.Entries == 0 {
+		return
+	}
+	fmt.Fprintf(a.stderr, "toolmux: in a fleet, users' secrets and tokens are kept in the fleet's vault (%s); the data directory's vault (%s: %s of %s) "+
+		"is not read: toolmux vault copy --nats URL copies it into the fleet's (docs/vault.md \"In a fleet\")\n", bucket, fs.Dir(), pluralEntries(st.Entries), plural(st.Owners, "owner"))
+}
+
+// authServer is the first server that takes its users' secrets or
+// tokens from the vault (auth kind user_secrets or oauth); "" when none.
+func authServer(cfg *config.Config) string {
+	for _, sc := range cfg.Servers {
+		if sc.Auth != nil && (sc.Auth.Kind == config.AuthUserSecrets || sc.Auth.Kind == config.AuthOAuth) {
+			return sc.Name
+		}
+	}
+	return ""
 }
 
 // secretsAPI is what /api/secrets serves: the vault's secrets of the

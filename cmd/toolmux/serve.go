@@ -251,7 +251,7 @@ one more, 300ms after the last. See docs/operations.md.`,
 			if err != nil {
 				return err
 			}
-			sv, err := a.serveVault(cfg)
+			sv, err := a.serveVault(ctx, cfg, fn.fleet)
 			if err != nil {
 				return err
 			}

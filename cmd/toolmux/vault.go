@@ -71,15 +71,23 @@ func (a *app) openVault(ctx context.Context, f vaultFlags) (*openedVault, error)
 	if err != nil {
 		return nil, err
 	}
-	fo := fl.Options()
-	s, err := jsvault.Open(ctx, fl.JetStream(), jsvault.Config{Bucket: fl.VaultBucket(), Replicas: fo.Replicas, Memory: fo.Memory,
-		MaxValueBytes: opts.WithDefaults().MaxValueBytes})
+	s, err := openFleetVault(ctx, fl, opts)
 	if err != nil {
 		fl.Close()
 		return nil, &exitError{code: exitFailed, err: err}
 	}
 	return &openedVault{Vault: vault.New(s, ring, opts), where: fmt.Sprintf("%s at %s", s, fleet.RedactURL(f.url)),
 		close: func() { fl.Close() }}, nil
+}
+
+// openFleetVault binds the vault bucket of the fleet fl (PREFIX_VAULT),
+// made with the fleet's storage and opts' largest value when it is not
+// there yet (by the gateway, in a fleet of members: they may not make
+// one). The connection stays fl's.
+func openFleetVault(ctx context.Context, fl *fleet.Fleet, opts vault.Options) (*jsvault.Store, error) {
+	fo := fl.Options()
+	return jsvault.Open(ctx, fl.JetStream(), jsvault.Config{Bucket: fl.VaultBucket(), Replicas: fo.Replicas, Memory: fo.Memory,
+		MaxValueBytes: opts.WithDefaults().MaxValueBytes})
 }
 
 // withVault is the RunE of a command that works on the vault f names:
@@ -98,7 +106,7 @@ func (a *app) withVault(f *vaultFlags, run func(ctx context.Context, v *openedVa
 func (a *app) vaultCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "vault COMMAND",
-		Short: "Look after the vault of users' credentials: its key, its rotation",
+		Short: "Look after the vault of users' credentials: its key, its rotation, its copy into a fleet",
 		Long: `The vault keeps the OAuth tokens and secrets toolmux holds for its users,
 to call upstream servers on their behalf, encrypted with AES-256-GCM: in the
 data directory's vault/ (one file per user, readable by you only), or, with
@@ -115,11 +123,12 @@ be read, entries that cannot be opened; 2 usage or configuration error;
 130 interrupted.`,
 		Example: `  toolmux vault keygen ~/.config/toolmux/vault.key
   toolmux vault status
-  toolmux vault rotate`,
+  toolmux vault rotate
+  toolmux vault copy --nats nats://gateway:4222`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
 	}
-	cmd.AddCommand(a.vaultStatusCommand(), a.vaultRotateCommand(), a.vaultKeygenCommand())
+	cmd.AddCommand(a.vaultStatusCommand(), a.vaultRotateCommand(), a.vaultKeygenCommand(), a.vaultCopyCommand())
 	return cmd
 }
 
@@ -331,6 +340,47 @@ may be taken out of the configuration. docs/vault.md walks through it.`,
 				fmt.Fprintf(a.stderr, "toolmux: every entry is sealed with key %s: the previous keys may be taken out of the configuration\n", ring.Current())
 			}
 			return failedEntries(a, "entry was left as it was", "entries were left as they were", rep.Failed)
+		}),
+	}
+	f.add(cmd)
+	return cmd
+}
+
+func (a *app) vaultCopyCommand() *cobra.Command {
+	var f vaultFlags
+	cmd := &cobra.Command{
+		Use:   "copy --nats URL",
+		Short: "Copy the data directory's vault into the fleet's bucket",
+		Long: `Copy every entry of the data directory's vault (DATA_DIR/vault/) into the
+fleet's vault bucket, for a gateway that joins a fleet: in a fleet, serve
+keeps its users' secrets and OAuth tokens in the bucket, and no longer reads
+the data directory's. Each entry is copied as it is, sealed: nothing is
+opened, no key is needed, and it opens in the bucket with the key that
+sealed it (give the fleet's machines that key). An entry the bucket holds
+already is kept: it is the one in use. The data directory's vault is left
+as it is. Run again, it copies what is left.`,
+		Example: `  toolmux vault copy --nats nats://gateway:4222`,
+		Args:    cobra.NoArgs,
+		RunE: a.withVault(&f, func(ctx context.Context, v *openedVault) error {
+			if f.url == "" && os.Getenv("TOOLMUX_NATS") == "" {
+				return usageError("name the fleet whose bucket to copy into: --nats URL (or TOOLMUX_NATS)")
+			}
+			cfg, err := a.loadConfig()
+			if err != nil {
+				return err
+			}
+			dir := a.resolveDataDir(cfg)
+			if dir == "" {
+				return usageError("no data directory to copy the vault of: pass --data-dir or set data_dir in the configuration")
+			}
+			from := vault.NewFileStore(vault.Dir(dir))
+			rep, err := v.Copy(ctx, from)
+			if err != nil {
+				return vaultError(fmt.Errorf("copy stopped after %s copied (run it again once this is put right): %w", pluralEntries(rep.Copied), err))
+			}
+			fmt.Fprintf(a.stderr, "toolmux: %s of %s copied from %s to %s; %s kept (the bucket had them already)\n",
+				pluralEntries(rep.Copied), plural(rep.Owners, "owner"), from.Dir(), v.where, pluralEntries(rep.Kept))
+			return nil
 		}),
 	}
 	f.add(cmd)

@@ -498,3 +498,51 @@ func TestVaultFleet(t *testing.T) {
 		t.Errorf("the data directory has a vault: %v", err)
 	}
 }
+
+// toolmux vault copy --nats: the data directory's entries copied sealed
+// into the fleet's bucket, with no key configured; an entry the bucket
+// has already is kept; run again, nothing more is copied. Without a fleet
+// named, a usage error.
+func TestVaultCopyToFleet(t *testing.T) {
+	t.Parallel()
+	url := natsURL(startNATS(t, t.TempDir(), 0))
+	fl := connectFleet(t, url)
+	ctx := context.Background()
+	s, err := jsvault.Open(ctx, fl.JetStream(), jsvault.Config{Bucket: fl.VaultBucket()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	k := keyFile(t, filepath.Join(t.TempDir(), "vault.key"))
+	home := t.TempDir()
+	names := []string{"server/fx/token", "server/fx/secret/API_KEY"}
+	who := owners(2)
+	seed(t, vault.New(vault.NewFileStore(vaultDir(home)), ring(t, k), vault.Options{}), who, names...)
+	bucket := vault.New(s, ring(t, k), vault.Options{})
+	if err := bucket.Put(ctx, who[0], names[0], []byte("newer")); err != nil {
+		t.Fatal(err)
+	}
+	ws := workspace(t, "")
+	if r := vaultCmd(t, ws, home, nil, "copy"); r.code != 2 || !strings.Contains(r.stderr, "--nats URL") {
+		t.Errorf("copy without --nats: exit %d %s", r.code, r.stderr)
+	}
+	r := vaultCmd(t, ws, home, nil, "copy", "--nats", url)
+	if r.code != 0 || !strings.Contains(r.stderr, "3 entries of 2 owners copied from "+vaultDir(home)+" to JetStream bucket TOOLMUX_VAULT at ") ||
+		!strings.Contains(r.stderr, "1 entry kept") {
+		t.Fatalf("copy: exit %d %s", r.code, r.stderr)
+	}
+	for _, o := range who {
+		for _, n := range names {
+			want := string(secretOf(o, n))
+			if o == who[0] && n == names[0] {
+				want = "newer"
+			}
+			if b, err := bucket.Get(ctx, o, n); err != nil || string(b) != want {
+				t.Errorf("%s of %s in the bucket: %q %v", n, o, b, err)
+			}
+		}
+	}
+	if r := vaultCmd(t, ws, home, nil, "copy", "--nats", url); r.code != 0 || !strings.Contains(r.stderr, "0 entries of 2 owners copied") ||
+		!strings.Contains(r.stderr, "4 entries kept") {
+		t.Fatalf("copy again: exit %d %s", r.code, r.stderr)
+	}
+}
