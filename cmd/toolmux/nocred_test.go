@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"os"
 	"slices"
@@ -80,6 +81,13 @@ func tapEvents(t *testing.T, p *serveProc, key string) *eventTap {
 func (tap *eventTap) close() {
 	tap.stop()
 	<-tap.done
+}
+
+// seen returns the counts so far.
+func (tap *eventTap) seen() map[string]int {
+	tap.mu.Lock()
+	defer tap.mu.Unlock()
+	return maps.Clone(tap.counts)
 }
 
 // reached says whether the stream has had at least the counts of want.
@@ -289,31 +297,14 @@ auth:
 
 	// Every call is on the event stream, and in spans.
 	if !testservers.Eventually(30*time.Second, func() bool { return tap.reached(want) }) {
-		tap.mu.Lock()
-		t.Fatalf("the event stream has %v, want at least %v", tap.counts, want)
+		t.Fatalf("the event stream has %v, want at least %v", tap.seen(), want)
 	}
-	tap.close()
 	for _, name := range []string{"execute_tool whoami", "tools/call fx__whoami", "tools/call web__whoami", "tools/call who__whoami"} {
 		recv.span(t, name, nil)
 	}
 	// What an operator reads: the metrics, the API.
-	captured := map[string]string{"the event stream": tap.raw.String()}
-	for _, path := range []string{"/metrics", "/api/tasks?limit=1000", "/api/servers", "/api/secrets", "/api/info"} {
-		req, err := http.NewRequest(http.MethodGet, p.url(path), nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp, err := bearer(ops).Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		b, err := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		if err != nil || resp.StatusCode != http.StatusOK {
-			t.Fatalf("GET %s: %s %v", path, resp.Status, err)
-		}
-		captured["GET "+path] = string(b)
-	}
+	captured := capture{}
+	captured.live(t, p, tap, ops, "/api/servers", "/api/secrets")
 	if !slices.ContainsFunc(strings.Split(captured["GET /metrics"], "\n"), func(l string) bool {
 		return strings.HasPrefix(l, "toolmux_calls_total{") && strings.Contains(l, `server="who"`)
 	}) {
@@ -326,14 +317,11 @@ auth:
 	if err := p.wait(); err != nil {
 		t.Fatalf("serve: %v\n%s", err, p.stderr.String())
 	}
-	captured["serve's stderr (-v)"] = p.stderr.String()
+	captured.after(t, p, recv)
 	// -v logs at debug level; what it logs of the callers' connections
 	// is there.
-	if !strings.Contains(captured["serve's stderr (-v)"], `msg="caller's connection closed" server=who`) {
-		t.Errorf("serve -v logged no caller's connection:\n%s", captured["serve's stderr (-v)"])
-	}
-	for i, b := range recv.bodies() {
-		captured[fmt.Sprintf("OTLP export %d", i)] = string(b)
+	if !strings.Contains(captured["serve's stderr"], `msg="caller's connection closed" server=who`) {
+		t.Errorf("serve -v logged no caller's connection:\n%s", captured["serve's stderr"])
 	}
 	// The exchanged tokens are known once the server has had them.
 	exchanged := who.Tokens()
@@ -343,26 +331,95 @@ auth:
 	for i, tok := range exchanged {
 		forbidden[fmt.Sprintf("exchanged token %d", i)] = tok
 	}
-	files, kinds := 0, map[string]bool{}
-	for _, d := range []string{home, dir} {
-		eachFile(t, d, func(path, text string) {
-			captured[path] = text
-			files++
-			for _, k := range []string{"user-secret", "token-exchange"} {
-				kinds[k] = kinds[k] || strings.Contains(text, `"credential":"`+k+`"`)
-			}
-		})
+	kinds := map[string]bool{}
+	files := captured.files(t, home, dir)
+	for _, text := range files {
+		for _, k := range []string{"user-secret", "token-exchange"} {
+			kinds[k] = kinds[k] || strings.Contains(text, `"credential":"`+k+`"`)
+		}
 	}
 	if !kinds["user-secret"] || !kinds["token-exchange"] {
 		t.Errorf("the records name the credential kinds %v, want user-secret and token-exchange", kinds)
 	}
-	for where, text := range captured {
+	captured.nowhere(t, forbidden)
+}
+
+// capture is what a serve process gave away, but to its upstream
+// servers, by where it was read: to look for credentials in.
+type capture map[string]string
+
+// live reads, with key's bearer (an admin's), the event stream tap has
+// read (closing it), /metrics, the task list and the further API paths
+// of serve p, still running.
+func (c capture) live(t *testing.T, p *serveProc, tap *eventTap, key string, paths ...string) {
+	t.Helper()
+	tap.close()
+	c["the event stream"] = tap.raw.String()
+	if !strings.Contains(c["the event stream"], `"event":"tool_state"`) {
+		t.Errorf("the event stream had no call:\n%s", c["the event stream"])
+	}
+	for _, path := range append([]string{"/metrics", "/api/tasks?limit=1000", "/api/info"}, paths...) {
+		req, err := http.NewRequest(http.MethodGet, p.url(path), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp, err := bearer(key).Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil || resp.StatusCode != http.StatusOK {
+			t.Fatalf("GET %s: %s %v", path, resp.Status, err)
+		}
+		c["GET "+path] = string(b)
+	}
+	if !strings.Contains(c["GET /metrics"], "toolmux_calls_total{") {
+		t.Errorf("/metrics counts no call:\n%s", c["GET /metrics"])
+	}
+}
+
+// after reads, once serve p has stopped (its spans flushed), its stderr
+// and every OTLP export recv was sent.
+func (c capture) after(t *testing.T, p *serveProc, recv *otlpReceiver) {
+	t.Helper()
+	c["serve's stderr"] = p.stderr.String()
+	bodies := recv.bodies()
+	if len(bodies) == 0 {
+		t.Error("serve exported no span")
+	}
+	for i, b := range bodies {
+		// Protobuf, uncompressed (the receiver decodes it as it is): a
+		// string in a span is there byte for byte.
+		c[fmt.Sprintf("OTLP export %d", i)] = string(b)
+	}
+}
+
+// files reads every file under dirs, and returns them by path.
+func (c capture) files(t *testing.T, dirs ...string) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	for _, d := range dirs {
+		eachFile(t, d, func(path, text string) {
+			c[path], out[path] = text, text
+		})
+	}
+	return out
+}
+
+// nowhere fails the test for each of forbidden (what it is, by what it
+// is called) found in anything captured.
+func (c capture) nowhere(t *testing.T, forbidden map[string]string) {
+	t.Helper()
+	for where, text := range c {
 		for what, s := range forbidden {
+			if s == "" {
+				t.Fatalf("%s is empty: nothing to look for", what)
+			}
 			if strings.Contains(text, s) {
 				t.Errorf("%s holds %s", where, what)
 			}
 		}
 	}
-	t.Logf("looked for %d credentials in %d files, %d OTLP exports, the event stream (%d bytes), stderr (%d bytes), /metrics and the API",
-		len(forbidden), files, len(recv.bodies()), len(captured["the event stream"]), len(captured["serve's stderr (-v)"]))
+	t.Logf("looked for %d credentials in %d captures (files, OTLP exports, the event stream, stderr, /metrics and the API)", len(forbidden), len(c))
 }
