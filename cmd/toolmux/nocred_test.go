@@ -265,6 +265,18 @@ auth:
 			}
 		}
 	}
+	// Ann's process crashes in a call: what is said of it holds no
+	// secret, and her next call starts her process again with hers.
+	if text, failed := call(sessions["ann"], "ann", "fx__crash", map[string]any{}); !failed {
+		t.Errorf("ann: fx__crash: %q", text)
+	}
+	if !testservers.Eventually(30*time.Second, func() bool {
+		text, failed := call(sessions["ann"], "ann", "fx__whoami", map[string]any{"env": "FIXTURE_TOKEN"})
+		var w testservers.Whoami
+		return !failed && json.Unmarshal([]byte(text), &w) == nil && w.Env == testservers.WhoamiSum(secret("ann", "fx", "TOKEN"))
+	}) {
+		t.Error("ann's process never answered again with her secret")
+	}
 	for _, n := range []string{"alice", "dave"} {
 		text, failed := call(sessions[n], n, "who__whoami", map[string]any{})
 		if failed || !strings.Contains(text, `"sub":"`+n+`"`) {
