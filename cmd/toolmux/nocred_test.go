@@ -216,10 +216,7 @@ auth:
 		if err != nil {
 			t.Fatalf("%s: %s: %v", caller, tool, err)
 		}
-		text := ""
-		if len(out.Content) > 0 {
-			text = out.Content[0].(*mcp.TextContent).Text
-		}
+		text := testservers.ResultText(out)
 		state := "success"
 		if out.IsError {
 			state = "error"
@@ -300,8 +297,10 @@ auth:
 			if tool == "who__whoami" {
 				args = map[string]any{}
 			}
+			// The secrets' errors send the caller to the page (its URL
+			// added for the client only).
 			text, failed := call(cs, c.who, tool, args)
-			if !failed || !strings.Contains(text, "auth_required") {
+			if !failed || !strings.Contains(text, "auth_required") || (tool != "who__whoami") != strings.Contains(text, p.url("/#secrets")) {
 				t.Errorf("%s on %s (%s): %s: %q", c.who, c.path, c.version, tool, text)
 			}
 		}
@@ -335,6 +334,9 @@ auth:
 	if !strings.Contains(captured["serve's stderr"], `msg="caller's connection closed" server=who`) {
 		t.Errorf("serve -v logged no caller's connection:\n%s", captured["serve's stderr"])
 	}
+	// Not a credential, but sent to the client only (docs/identity.md):
+	// kept nowhere.
+	forbidden["the link to the page's Secrets tab"] = p.url("/#secrets")
 	// The exchanged tokens are known once the server has had them.
 	exchanged := who.Tokens()
 	if len(exchanged) < 2 {
