@@ -306,20 +306,7 @@ func TestServeUserOAuth(t *testing.T) {
 	}
 	// Every call above is on the event stream: ann's two, bob's four
 	// refused, one answered and one refused again.
-	want := map[string]int{"ann/fx/success": 2, "bob/fx/error": 5, "bob/fx/success": 1}
-	if !testservers.Eventually(30*time.Second, func() bool { return tap.reached(want) }) {
-		t.Fatalf("the event stream has %v, want at least %v", tap.seen(), want)
-	}
-	captured := capture{}
-	captured.live(t, p, tap, ops)
-
-	if err := p.signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	if err := p.wait(); err != nil {
-		t.Fatalf("serve: %v\n%s", err, p.stderr.String())
-	}
-	captured.after(t, p, recv)
+	captured := stopAndCapture(t, p, tap, recv, map[string]int{"ann/fx/success": 2, "bob/fx/error": 5, "bob/fx/success": 1}, ops)
 	secrets := map[string]string{"ann's access token": tok.AccessToken}
 	if tok.RefreshToken != "" {
 		secrets["ann's refresh token"] = tok.RefreshToken

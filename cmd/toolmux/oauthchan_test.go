@@ -8,7 +8,6 @@ import (
 	"net/url"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -92,19 +91,7 @@ func TestServeOAuthChannel(t *testing.T) {
 			t.Fatalf("%s (%s): %v %q", who, version, err, testservers.ResultText(out))
 		}
 	}
-	want := map[string]int{"ann/fx/success": 1, "bob/fx/success": 1, "carol/fx/success": 1}
-	if !testservers.Eventually(30*time.Second, func() bool { return tap.reached(want) }) {
-		t.Fatalf("the event stream has %v, want at least %v", tap.seen(), want)
-	}
-	captured := capture{}
-	captured.live(t, p, tap, ops)
-	if err := p.signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	if err := p.wait(); err != nil {
-		t.Fatalf("serve: %v\n%s", err, p.stderr.String())
-	}
-	captured.after(t, p, recv)
+	captured := stopAndCapture(t, p, tap, recv, map[string]int{"ann/fx/success": 1, "bob/fx/success": 1, "carol/fx/success": 1}, ops)
 	mu.Lock()
 	defer mu.Unlock()
 	if len(urls) != 2 {
