@@ -377,7 +377,7 @@ func (e *Exchanger) exchange(ctx context.Context, subject identity.Token) (*oaut
 	// provider ignore as a parameter without a value.
 	t, err := oc.Exchange(context.WithValue(ctx, oauth2.HTTPClient, e.client), "", params...)
 	if err != nil {
-		return nil, e.failed(err)
+		return nil, e.failed(err, subject.Raw(), e.cfg.ClientSecret)
 	}
 	if tt, _ := t.Extra("issued_token_type").(string); tt != "" && tt != e.cfg.RequestedTokenType {
 		return nil, &Error{Kind: KindRefused, Message: fmt.Sprintf("token exchange for %s: the identity provider issued a token of type %s, not the %s asked for", e.name(), tt, e.cfg.RequestedTokenType)}
@@ -397,8 +397,11 @@ func (e *Exchanger) exchange(ctx context.Context, subject identity.Token) (*oaut
 
 // failed turns the provider's answer, or the failure to get one, into an
 // *Error: an OAuth error the provider answered with is a refusal naming
-// its code, a server's error or a network's is unreachable.
-func (e *Exchanger) failed(err error) error {
+// its code, a server's error or a network's is unreachable. The
+// provider's description is its own text, which may quote what it was
+// sent: each of credentials in it is replaced, since the message goes
+// to the task log and the event stream.
+func (e *Exchanger) failed(err error, credentials ...string) error {
 	if re, ok := errors.AsType[*oauth2.RetrieveError](err); ok && re.Response != nil {
 		if re.Response.StatusCode >= 500 {
 			return &Error{Kind: KindUnreachable, Message: fmt.Sprintf("token exchange for %s: the identity provider failed (HTTP %d)", e.name(), re.Response.StatusCode)}
@@ -409,6 +412,11 @@ func (e *Exchanger) failed(err error) error {
 		}
 		msg := fmt.Sprintf("token exchange for %s: the identity provider refused: %s", e.name(), code)
 		if d := re.ErrorDescription; d != "" {
+			for _, c := range credentials {
+				if c != "" {
+					d = strings.ReplaceAll(d, c, "[credential]")
+				}
+			}
 			msg += " (" + quote(d) + ")"
 		}
 		return &Error{Kind: KindRefused, Code: re.ErrorCode, Message: msg}

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"net/http/httptest"
 	"slices"
 	"strings"
 	"sync"
@@ -377,5 +378,35 @@ func TestConfigRefused(t *testing.T) {
 		if tokenexchange.KindOf(err) != tokenexchange.KindConfig || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%+v: %v, want a config error naming %s", tc.c, err, tc.want)
 		}
+	}
+}
+
+// A provider whose refusal quotes what it was sent (the caller's token,
+// toolmux's client secret) in its error_description: the error says the
+// code and the description without them, since it goes to the task log
+// and the event stream.
+func TestRefusalQuotingCredentials(t *testing.T) {
+	const token, secret = "opaque-caller-token-5c2e", "toolmux-client-secret-9a1f"
+	idp := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusBadRequest)
+		_ = json.NewEncoder(w).Encode(map[string]string{"error": "invalid_grant",
+			"error_description": "subject_token " + r.PostFormValue("subject_token") + " is expired; client secret " + secret + " accepted"})
+	}))
+	defer idp.Close()
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	defer tr.CloseIdleConnections()
+	e, err := tokenexchange.New(tokenexchange.Config{Server: "whoami", TokenURL: idp.URL, ClientID: "toolmux", ClientSecret: secret, Audience: "up"},
+		tokenexchange.Options{Transport: tr})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = e.Token(callerCtx("alice", token))
+	var xe *tokenexchange.Error
+	if !errors.As(err, &xe) || xe.Kind != tokenexchange.KindRefused || xe.Code != "invalid_grant" || !strings.Contains(err.Error(), "is expired") {
+		t.Fatalf("%v, want refused with invalid_grant and the provider's description", err)
+	}
+	if strings.Contains(err.Error(), token) || strings.Contains(err.Error(), secret) {
+		t.Errorf("the error shows a credential: %v", err)
 	}
 }

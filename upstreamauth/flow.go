@@ -125,7 +125,7 @@ func (c *Client) Complete(ctx context.Context, q url.Values, session string) (ow
 	if e := q.Get("error"); e != "" {
 		msg := "the authorization server answered " + e
 		if d := q.Get("error_description"); d != "" {
-			msg += ": " + d
+			msg += ": " + redact(d, state)
 		}
 		return "", "", &Error{Kind: KindDenied, Server: p.server, Message: msg}
 	}
@@ -147,7 +147,7 @@ func (c *Client) Complete(ctx context.Context, q url.Values, session string) (ow
 	}
 	tok, err := cfg.Exchange(c.httpContext(ctx), code, oauth2.VerifierOption(p.verifier), oauth2.SetAuthURLParam("resource", u.resource))
 	if err != nil {
-		return "", "", &Error{Kind: KindExchange, Server: p.server, Message: "the authorization server refused the code", Err: safeError(err)}
+		return "", "", &Error{Kind: KindExchange, Server: p.server, Message: "the authorization server refused the code", Err: safeError(err, code, p.verifier, cfg.ClientSecret)}
 	}
 	if err := c.vault.PutToken(ctx, p.owner, p.server, fromOAuth2(tok)); err != nil {
 		return "", "", &Error{Kind: KindVault, Server: p.server, Message: "keeping the token", Err: err}

@@ -23,19 +23,31 @@ func toOAuth2(t vault.OAuthToken) *oauth2.Token {
 }
 
 // safeError is err without what an authorization server's answer may
-// hold besides its error code and description.
-func safeError(err error) error {
+// hold besides its error code and description, and without credentials
+// (what the request sent: a refresh token, a code, the client's secret)
+// where the description, the server's own text, quotes them.
+func safeError(err error, credentials ...string) error {
 	if re, ok := errors.AsType[*oauth2.RetrieveError](err); ok {
 		msg := "status " + re.Response.Status
 		if re.ErrorCode != "" {
 			msg += ", error " + re.ErrorCode
 		}
 		if re.ErrorDescription != "" {
-			msg += ": " + re.ErrorDescription
+			msg += ": " + redact(re.ErrorDescription, credentials...)
 		}
 		return errors.New(msg)
 	}
 	return err
+}
+
+// redact returns s with each of credentials in it replaced.
+func redact(s string, credentials ...string) string {
+	for _, c := range credentials {
+		if c != "" {
+			s = strings.ReplaceAll(s, c, "[credential]")
+		}
+	}
+	return s
 }
 
 // fresh reports whether t may be sent: it has Leeway or more to live.
@@ -98,7 +110,7 @@ func (c *Client) refresh(ctx context.Context, owner string, u *upstream, stale s
 			if re, ok := errors.AsType[*oauth2.RetrieveError](err); ok && (re.ErrorCode == "invalid_grant" || re.ErrorCode == "unauthorized_client" || re.ErrorCode == "invalid_client") {
 				return nil, c.giveUp(ctx, owner, u, "the authorization server refused to refresh the token ("+re.ErrorCode+"): authorize again")
 			}
-			return nil, &Error{Kind: KindExchange, Server: u.Name, Message: "refreshing the token", Err: safeError(err)}
+			return nil, &Error{Kind: KindExchange, Server: u.Name, Message: "refreshing the token", Err: safeError(err, t.RefreshToken, cfg.ClientSecret)}
 		}
 		if err := c.vault.PutToken(ctx, owner, u.Name, fromOAuth2(nt)); err != nil {
 			return nil, &Error{Kind: KindVault, Server: u.Name, Message: "keeping the refreshed token", Err: err}

@@ -191,8 +191,13 @@ func TestServeUserOAuth(t *testing.T) {
 	for _, n := range []string{"ann", "bob"} {
 		keys[n] = addKey(t, home, n)
 	}
+	ops := addKey(t, home, "ops", "--group", "admin") // reads the event stream and /metrics
 	vaultKey := vault.GenerateKey()
-	p := startServeEnv(t, binary, workspace(t, oauthConfig(fx)), home, []string{"TOOLMUX_VAULT_KEY=" + vaultKey})
+	// Spans exported, logs at debug level, the event stream read during
+	// the calls and /metrics after them: no token in any (TestServeNoCredentialAnywhere).
+	recv := startOTLPReceiver(t)
+	p := startServeEnv(t, binary, workspace(t, oauthConfig(fx)), home, append([]string{"TOOLMUX_VAULT_KEY=" + vaultKey}, recv.env()...), "-v", "--metrics")
+	tap := tapEvents(t, p, ops)
 	if !strings.Contains(p.stderr.String(), "http://"+p.addr+"/oauth/callback") {
 		t.Errorf("serve did not say where browsers come back to:\n%s", p.stderr.String())
 	}
@@ -275,6 +280,11 @@ func TestServeUserOAuth(t *testing.T) {
 		}
 	}
 
+	// Bob's token, to look for it after (his disconnection deletes it).
+	bobTok, err := dataVault(t, home, vaultKey).Token(ctx, "key:bob", "fx")
+	if err != nil || bobTok.AccessToken == "" {
+		t.Fatalf("bob's token in the vault: %v", err)
+	}
 	// Bob disconnects: revoked, asked again; Ann's goes on, and she
 	// never sees his.
 	if code := apiAs(t, p, keys["bob"], http.MethodDelete, "/api/connections/fx", nil); code != http.StatusNoContent {
@@ -294,13 +304,9 @@ func TestServeUserOAuth(t *testing.T) {
 	if err != nil || tok.AccessToken == "" {
 		t.Fatalf("ann's token in the vault: %v", err)
 	}
-
-	if err := p.signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	if err := p.wait(); err != nil {
-		t.Fatalf("serve: %v\n%s", err, p.stderr.String())
-	}
+	// Every call above is on the event stream: ann's two, bob's four
+	// refused, one answered and one refused again.
+	captured := stopAndCapture(t, p, tap, recv, map[string]int{"ann/fx/success": 2, "bob/fx/error": 5, "bob/fx/success": 1}, ops)
 	secrets := map[string]string{"ann's access token": tok.AccessToken}
 	if tok.RefreshToken != "" {
 		secrets["ann's refresh token"] = tok.RefreshToken
@@ -312,6 +318,12 @@ func TestServeUserOAuth(t *testing.T) {
 	if !nowhere(t, p, home, secrets) {
 		t.Error("no record names the credential kind user-oauth")
 	}
+	secrets["ann's API key"], secrets["bob's API key"], secrets["ops's API key"] = keys["ann"], keys["bob"], ops
+	secrets["bob's access token"] = bobTok.AccessToken
+	if bobTok.RefreshToken != "" {
+		secrets["bob's refresh token"] = bobTok.RefreshToken
+	}
+	captured.nowhere(t, secrets)
 }
 
 // The page's Connections tab connects the caller to an OAuth server

@@ -22,7 +22,8 @@ import (
 // authorization URL in a URL-mode elicitation (2025-11-25) or an
 // input_required question (2026-07-28); the user logs in at Hydra there,
 // the callback completes, and the call goes on, reaching the server as
-// that user. The URL is nowhere in the data directory.
+// that user. The URL's state is nowhere in the data directory, the log,
+// the spans, the event stream or /metrics.
 func TestServeOAuthChannel(t *testing.T) {
 	t.Parallel()
 	h := testservers.StartHydra(t)
@@ -32,7 +33,14 @@ func TestServeOAuthChannel(t *testing.T) {
 	for _, n := range []string{"ann", "bob", "carol"} {
 		keys[n] = addKey(t, home, n)
 	}
-	p := startServeEnv(t, binary, workspace(t, oauthConfig(fx)), home, []string{"TOOLMUX_VAULT_KEY=" + vault.GenerateKey()})
+	ops := addKey(t, home, "ops", "--group", "admin") // reads the event stream and /metrics
+	// Spans exported, logs at debug level, the event stream read during
+	// the calls and /metrics after them: no state in any
+	// (TestServeNoCredentialAnywhere).
+	recv := startOTLPReceiver(t)
+	p := startServeEnv(t, binary, workspace(t, oauthConfig(fx)), home, append([]string{"TOOLMUX_VAULT_KEY=" + vault.GenerateKey()}, recv.env()...),
+		"-v", "--metrics")
+	tap := tapEvents(t, p, ops)
 	callback := "http://" + p.addr + "/oauth/callback"
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -83,6 +91,7 @@ func TestServeOAuthChannel(t *testing.T) {
 			t.Fatalf("%s (%s): %v %q", who, version, err, testservers.ResultText(out))
 		}
 	}
+	captured := stopAndCapture(t, p, tap, recv, map[string]int{"ann/fx/success": 1, "bob/fx/success": 1, "carol/fx/success": 1}, ops)
 	mu.Lock()
 	defer mu.Unlock()
 	if len(urls) != 2 {
@@ -97,4 +106,9 @@ func TestServeOAuthChannel(t *testing.T) {
 		secrets[fmt.Sprintf("the state of authorization URL %d", i)] = pu.Query().Get("state")
 	}
 	nowhere(t, p, home, secrets)
+	for _, n := range []string{"ann", "bob", "carol"} {
+		secrets[n+"'s API key"] = keys[n]
+	}
+	secrets["ops's API key"] = ops
+	captured.nowhere(t, secrets)
 }

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -31,6 +32,8 @@ type otlpReceiver struct {
 	spans []*tracepb.Span
 	// services are the service.name of the resources exported.
 	services map[string]bool
+	// raw are the request bodies as posted (protobuf, not compressed).
+	raw [][]byte
 }
 
 func startOTLPReceiver(t *testing.T) *otlpReceiver {
@@ -52,6 +55,7 @@ func startOTLPReceiver(t *testing.T) *otlpReceiver {
 			return
 		}
 		r.mu.Lock()
+		r.raw = append(r.raw, body)
 		for _, rs := range in.ResourceSpans {
 			for _, kv := range rs.GetResource().GetAttributes() {
 				if kv.Key == "service.name" {
@@ -75,6 +79,13 @@ func startOTLPReceiver(t *testing.T) *otlpReceiver {
 // flushed every 100ms.
 func (r *otlpReceiver) env() []string {
 	return []string{"OTEL_EXPORTER_OTLP_ENDPOINT=" + r.srv.URL, "OTEL_BSP_SCHEDULE_DELAY=100", "OTEL_SERVICE_NAME=toolmux-test"}
+}
+
+// bodies returns every request body posted so far, as posted.
+func (r *otlpReceiver) bodies() [][]byte {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.raw)
 }
 
 // span waits for the span named name (and, when parent is not nil, its

@@ -238,6 +238,8 @@ type WhoAmI struct {
 	mu  sync.Mutex
 	// refused counts the requests refused for their token.
 	refused int
+	// tokens are the bearer tokens it was sent, each once.
+	tokens map[string]bool
 }
 
 // NewWhoAmI listens on 127.0.0.1 (URL is known) without serving yet:
@@ -258,6 +260,19 @@ func (w *WhoAmI) Refused() int {
 	return w.refused
 }
 
+// Tokens returns every bearer token it was sent (the exchanged tokens,
+// when it is reached by token exchange), each once: for a test to look
+// for them where they must not be.
+func (w *WhoAmI) Tokens() []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	out := make([]string, 0, len(w.tokens))
+	for t := range w.tokens {
+		out = append(out, t)
+	}
+	return out
+}
+
 // Start serves, trusting the tokens of issuer.
 func (w *WhoAmI) Start(tb testing.TB, issuer string) {
 	tb.Helper()
@@ -265,6 +280,12 @@ func (w *WhoAmI) Start(tb testing.TB, issuer string) {
 	keys := oidc.NewRemoteKeySet(ctx, issuer+"/keys")
 	verifier := oidc.NewVerifier(issuer, keys, &oidc.Config{ClientID: w.Audience})
 	verify := func(ctx context.Context, token string, _ *http.Request) (*auth.TokenInfo, error) {
+		w.mu.Lock()
+		if w.tokens == nil {
+			w.tokens = map[string]bool{}
+		}
+		w.tokens[token] = true
+		w.mu.Unlock()
 		t, err := verifier.Verify(ctx, token)
 		if err != nil {
 			w.mu.Lock()
