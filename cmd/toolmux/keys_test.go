@@ -373,7 +373,11 @@ func TestServeFollowsTheKeyStore(t *testing.T) {
 	if !testservers.Eventually(30*time.Second, func() bool { return status(t, p, "/api/tools", "") == http.StatusUnauthorized }) {
 		t.Fatalf("a key added, no credential still served:\n%s", p.stderr.String())
 	}
-	if !strings.Contains(p.stderr.String(), "every request must carry one from now on") {
+	// Said before the first refusal is answered; read from serve's stderr
+	// pipe by a goroutine of the test, which may not have read it yet.
+	if !testservers.Eventually(10*time.Second, func() bool {
+		return strings.Contains(p.stderr.String(), "every request must carry one from now on")
+	}) {
 		t.Errorf("serve did not say it now asks for a key:\n%s", p.stderr.String())
 	}
 	if c := callerOf(t, p, key); c == nil || c.Name != "ci" || c.Groups == nil {
