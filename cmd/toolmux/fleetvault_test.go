@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -236,9 +238,30 @@ func TestFleetVaultOAuth(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	v := fleetVaultOf(t, ctx, admin, natsAddr, vaultKey)
+	// The gateway lists fx over alice's connection once she has
+	// connected, refreshing her token then if it is due: wait for that,
+	// then make the token in the bucket due, so that the worker is the one
+	// to refresh it, at its first use.
+	if !testservers.Eventually(30*time.Second, func() bool {
+		req, _ := http.NewRequest(http.MethodGet, p.url("/api/tools"), nil)
+		req.Header.Set("Authorization", "Bearer "+admin)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return false
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode == http.StatusOK && strings.Contains(string(b), "fx__whoami")
+	}) {
+		t.Fatalf("the gateway never listed fx:\n%s", p.stderr.String())
+	}
 	first, err := v.Token(ctx, "key:alice", "fx")
 	if err != nil || first.RefreshToken == "" {
 		t.Fatalf("alice's token in the fleet's vault: %v", err)
+	}
+	first.Expiry = time.Now().Add(-time.Minute)
+	if err := v.PutToken(ctx, "key:alice", "fx", first); err != nil {
+		t.Fatal(err)
 	}
 
 	w := spawnWorkerEnv(t, binary, dir, natsURL, t.TempDir(), env, "--nats-creds", w1)
@@ -247,7 +270,7 @@ func TestFleetVaultOAuth(t *testing.T) {
 		t.Fatalf("alice's run: %+v\nworker: %s", a, w.stderr.String())
 	}
 	now, err := v.Token(ctx, "key:alice", "fx")
-	if err != nil || now.AccessToken == first.AccessToken || !now.Expiry.After(first.Expiry.Add(time.Hour)) {
+	if err != nil || now.AccessToken == first.AccessToken || now.RefreshToken == first.RefreshToken || !now.Expiry.After(time.Now()) {
 		t.Fatalf("the worker did not keep the refreshed token: %v", err)
 	}
 	b := submitWhoami(t, dir, natsURL, bob, "b1")
