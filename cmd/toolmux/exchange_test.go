@@ -18,6 +18,47 @@ import (
 	"github.com/toolmux/toolmux/internal/testservers"
 )
 
+// startExchange starts the identity provider that serves token exchange
+// (callers by name, each with NAME-pw; toolmux allowed to exchange with
+// secret) and the upstream "who" that trusts its tokens.
+func startExchange(t *testing.T, secret string, callers ...string) (*testservers.WhoAmI, *testservers.ExchangeIdP) {
+	t.Helper()
+	who := testservers.NewWhoAmI(t)
+	cs := map[string]string{}
+	for _, c := range callers {
+		cs[c] = c + "-pw"
+	}
+	idp := testservers.StartExchangeIdP(t, testservers.ExchangeIdPOptions{
+		Audience:   gwResource,
+		Callers:    cs,
+		Exchangers: map[string]string{"toolmux": secret},
+		Targets:    []string{who.Audience},
+	})
+	who.Start(t, idp.Issuer)
+	return who, idp
+}
+
+// exchangeServer is the entry of the server who, reached by token
+// exchange at idp (under servers:; toolmux's secret in
+// $TOOLMUX_TEST_EXCHANGE_SECRET).
+func exchangeServer(who *testservers.WhoAmI, idp *testservers.ExchangeIdP) string {
+	return fmt.Sprintf(`  who:
+    url: %s
+    trust: true
+    auth:
+      kind: token_exchange
+      issuer: %s
+      client_id: toolmux
+      client_secret_env: TOOLMUX_TEST_EXCHANGE_SECRET
+      resource: %s
+`, who.URL, idp.Issuer, who.Audience)
+}
+
+// exchangeAuth is the auth section of a gateway taking idp's tokens.
+func exchangeAuth(idp *testservers.ExchangeIdP) string {
+	return fmt.Sprintf("auth:\n  resource: %s\n  issuers:\n    - issuer: %s\n", gwResource, idp.Issuer)
+}
+
 // Callers who authenticate with an identity provider's tokens reach a
 // server that trusts the same provider each as themselves: toolmux
 // exchanges each caller's token for one whose audience is the server
@@ -27,34 +68,13 @@ import (
 // which kind of credential was used, never which.
 func TestServeTokenExchange(t *testing.T) {
 	t.Parallel()
-	who := testservers.NewWhoAmI(t)
-	idp := testservers.StartExchangeIdP(t, testservers.ExchangeIdPOptions{
-		Audience:   gwResource,
-		Callers:    map[string]string{"alice": "alice-pw", "bob": "bob-pw"},
-		Exchangers: map[string]string{"toolmux": "exchange-s3cret"},
-		Targets:    []string{who.Audience},
-	})
-	who.Start(t, idp.Issuer)
+	who, idp := startExchange(t, "exchange-s3cret", "alice", "bob")
 	home := t.TempDir()
 	carol := addKey(t, home, "carol")
-	cfg := fmt.Sprintf(`servers:
-  who:
-    url: %s
-    trust: true
-    auth:
-      kind: token_exchange
-      issuer: %s
-      client_id: toolmux
-      client_secret_env: TOOLMUX_TEST_EXCHANGE_SECRET
-      resource: %s
-virtual_servers:
+	cfg := "servers:\n" + exchangeServer(who, idp) + `virtual_servers:
   - name: v
     tools: ["who/*"]
-auth:
-  resource: %s
-  issuers:
-    - issuer: %s
-`, who.URL, idp.Issuer, who.Audience, gwResource, idp.Issuer)
+` + exchangeAuth(idp)
 	p := startServeEnv(t, binary, workspace(t, cfg), home, []string{"TOOLMUX_TEST_EXCHANGE_SECRET=exchange-s3cret"})
 	tokens := map[string]string{"alice": idp.Token(t, "alice"), "bob": idp.Token(t, "bob"), "carol": carol}
 

@@ -119,15 +119,8 @@ func (tap *eventTap) reached(want map[string]int) bool {
 // TestServeUserOAuth.)
 func TestServeNoCredentialAnywhere(t *testing.T) {
 	t.Parallel()
-	who := testservers.NewWhoAmI(t)
 	const exchangeSecret = "nocred-exchange-client-secret-51d7"
-	idp := testservers.StartExchangeIdP(t, testservers.ExchangeIdPOptions{
-		Audience:   gwResource,
-		Callers:    map[string]string{"alice": "alice-pw", "dave": "dave-pw"},
-		Exchangers: map[string]string{"toolmux": exchangeSecret},
-		Targets:    []string{who.Audience},
-	})
-	who.Start(t, idp.Issuer)
+	who, idp := startExchange(t, exchangeSecret, "alice", "dave")
 	web := testservers.StartFixtureHTTP(t, "-whoami")
 	recv := startOTLPReceiver(t)
 
@@ -157,23 +150,10 @@ func TestServeNoCredentialAnywhere(t *testing.T) {
       secrets:
         TOKEN: {header: Authorization, format: "Bearer {value}"}
         KEY: {header: X-Api-Key}
-  who:
-    url: %s
-    trust: true
-    auth:
-      kind: token_exchange
-      issuer: %s
-      client_id: toolmux
-      client_secret_env: TOOLMUX_TEST_EXCHANGE_SECRET
-      resource: %s
-virtual_servers:
+`+exchangeServer(who, idp)+`virtual_servers:
   - name: v
     tools: ["fx/*", "web/*", "who/*"]
-auth:
-  resource: %s
-  issuers:
-    - issuer: %s
-`, testservers.Fixture(t), web, who.URL, idp.Issuer, who.Audience, gwResource, idp.Issuer)
+`+exchangeAuth(idp), testservers.Fixture(t), web)
 	dir := workspace(t, cfg)
 	env := append([]string{"TOOLMUX_VAULT_KEY=" + vaultKey, "TOOLMUX_TEST_EXCHANGE_SECRET=" + exchangeSecret}, recv.env()...)
 	p := startServeEnv(t, binary, dir, home, env, "-v", "--metrics")
