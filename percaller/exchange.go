@@ -65,22 +65,24 @@ func (x *Exchange) Connect(ctx context.Context, owner string, base mcpsource.Con
 		return base, &tool.Error{Kind: tool.KindAuthRequired, Server: x.Server, Err: tool.ErrNotSent,
 			Message: fmt.Sprintf("server %s is reached with a token exchanged for your own access token from the identity provider (token exchange), and this request has none (an API key or the web page's session is no token the provider would exchange, and a fleet's run carries none of its submitter's): call with an access token of the identity provider, through the gateway (docs/identity.md)", x.Server)}
 	}
+	cfg := base
+	cfg.HTTPClient = &http.Client{Transport: &latestToken{tok: tok, next: x.Exchanger.Transport(x.connections())}}
+	return cfg, nil
+}
+
+// connections is the pool of connections to the server, every caller's,
+// made at its first use.
+func (x *Exchange) connections() *http.Transport {
 	x.once.Do(func() {
 		x.pool = http.DefaultTransport.(*http.Transport).Clone()
 		x.pool.MaxIdleConnsPerHost = 64
 	})
-	cfg := base
-	cfg.HTTPClient = &http.Client{Transport: &latestToken{tok: tok, next: x.Exchanger.Transport(x.pool)}}
-	return cfg, nil
+	return x.pool
 }
 
 // CloseIdleConnections closes the idle connections to the server (Source's
 // Close).
-func (x *Exchange) CloseIdleConnections() {
-	if x.pool != nil {
-		x.pool.CloseIdleConnections()
-	}
-}
+func (x *Exchange) CloseIdleConnections() { x.connections().CloseIdleConnections() }
 
 // latestToken gives each request of one caller's connection the caller's
 // token: the request's own, which it then keeps, else the one kept. The
