@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -651,14 +652,18 @@ func (a *app) serveHTTP(ctx context.Context, ln net.Listener, g *gateway.Gateway
 	posts := &inflight{}
 	srv := &http.Server{Handler: posts.wrap(h), ReadHeaderTimeout: 10 * time.Second,
 		BaseContext: func(net.Listener) context.Context { return reqCtx }}
-	fmt.Fprintf(a.stderr, "toolmux: serving %s from %s at http://%s/mcp (web UI at http://%s/)\n",
+	// One write for the whole announcement: whoever waits for "serving"
+	// (a supervisor, a test) then has the routes too.
+	var announce strings.Builder
+	fmt.Fprintf(&announce, "toolmux: serving %s from %s at http://%s/mcp (web UI at http://%s/)\n",
 		plural(cat.Len(), "tool"), serverCount(cat.Servers()), ln.Addr(), ln.Addr())
 	if len(passthrough) > 0 {
-		fmt.Fprintf(a.stderr, "toolmux: passthrough to %s at http://%s/servers/NAME/mcp\n", strings.Join(passthrough, ", "), ln.Addr())
+		fmt.Fprintf(&announce, "toolmux: passthrough to %s at http://%s/servers/NAME/mcp\n", strings.Join(passthrough, ", "), ln.Addr())
 	}
 	if virtual := g.VirtualNames(); len(virtual) > 0 {
-		fmt.Fprintf(a.stderr, "toolmux: virtual servers %s at http://%s/virtual/NAME/mcp\n", strings.Join(virtual, ", "), ln.Addr())
+		fmt.Fprintf(&announce, "toolmux: virtual servers %s at http://%s/virtual/NAME/mcp\n", strings.Join(virtual, ", "), ln.Addr())
 	}
+	io.WriteString(a.stderr, announce.String())
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	select {
