@@ -24,6 +24,10 @@ type requestKey struct{}
 // sent with a retried request, and where to leave a question for it.
 type request struct {
 	session *mcp.ServerSession
+	// declared is what a client without a session declared in the
+	// request's _meta (a 2026-07-28 request the gateway answers itself,
+	// modern.go); nil means the session's initialize says.
+	declared *mcp.InitializeParams
 	answers mcp.InputResponseMap
 	// elicit asks the client, when the request came by the gateway's own
 	// tools/call path (lean.go), on that request's stream; nil means
@@ -49,6 +53,20 @@ type request struct {
 // approval can be asked of that request's client.
 func withRequest(ctx context.Context, r *request) context.Context {
 	return context.WithValue(ctx, requestKey{}, r)
+}
+
+// initParams is what the request's client declared of itself: its
+// version, capabilities and name; nil when unknown.
+func (r *request) initParams() *mcp.InitializeParams {
+	switch {
+	case r == nil:
+		return nil
+	case r.declared != nil:
+		return r.declared
+	case r.session != nil:
+		return r.session.InitializeParams()
+	}
+	return nil
 }
 
 func requestFrom(ctx context.Context) *request {
@@ -144,10 +162,8 @@ func (e ElicitApprover) Available(ctx context.Context, req policy.Request) error
 		}
 		return policy.ErrNoApprover
 	}
-	if r := requestFrom(ctx); r != nil && r.session != nil {
-		if p := r.session.InitializeParams(); p != nil && p.Capabilities != nil && p.Capabilities.Elicitation != nil {
-			return nil
-		}
+	if p := requestFrom(ctx).initParams(); p != nil && p.Capabilities != nil && p.Capabilities.Elicitation != nil {
+		return nil
 	}
 	return policy.ErrNoApprover
 }
@@ -177,10 +193,7 @@ func (e ElicitApprover) Approve(ctx context.Context, req policy.Request) (policy
 	if r != nil && r.task != nil {
 		return e.approveInTask(ctx, r, req)
 	}
-	if r == nil || r.session == nil {
-		return 0, policy.ErrNoApprover
-	}
-	p := r.session.InitializeParams()
+	p := r.initParams()
 	if p == nil || p.Capabilities == nil || p.Capabilities.Elicitation == nil {
 		return 0, policy.ErrNoApprover
 	}
@@ -214,9 +227,12 @@ func (e ElicitApprover) Approve(ctx context.Context, req policy.Request) (policy
 	}
 	ectx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	elicit := r.session.Elicit
-	if r.elicit != nil {
-		elicit = r.elicit
+	elicit := r.elicit
+	if elicit == nil {
+		if r.session == nil {
+			return 0, policy.ErrNoApprover
+		}
+		elicit = r.session.Elicit
 	}
 	sent := time.Now()
 	res, err := elicit(ectx, form)
@@ -386,10 +402,8 @@ func (r *request) answer(res *mcp.ElicitResult, after time.Duration) (policy.Ans
 // client names the request's MCP client for messages: "the MCP client
 // \"claude-code\"".
 func (r *request) client() string {
-	if r.session != nil {
-		if p := r.session.InitializeParams(); p != nil && p.ClientInfo != nil && p.ClientInfo.Name != "" {
-			return fmt.Sprintf("the MCP client %q", p.ClientInfo.Name)
-		}
+	if p := r.initParams(); p != nil && p.ClientInfo != nil && p.ClientInfo.Name != "" {
+		return fmt.Sprintf("the MCP client %q", p.ClientInfo.Name)
 	}
 	return "the MCP client"
 }

@@ -59,10 +59,7 @@ func needsAuth(rec *tool.Record) *tool.Error {
 // urlElicits reports whether the request's client declared URL-mode
 // elicitation, and whether it answers by retrying (2026-07-28).
 func (r *request) urlElicits() (ok, modern bool) {
-	if r == nil || r.session == nil {
-		return false, false
-	}
-	p := r.session.InitializeParams()
+	p := r.initParams()
 	if p == nil || p.Capabilities == nil || p.Capabilities.Elicitation == nil || p.Capabilities.Elicitation.URL == nil {
 		return false, false
 	}
@@ -142,9 +139,12 @@ func (g *Gateway) authorize(ctx context.Context, r *request, e *tool.Error) auth
 	given, stop := g.creds.watch(owner, e.Server)
 	defer stop()
 	q := authQuestion(e)
-	elicit := r.session.Elicit
-	if r.elicit != nil {
-		elicit = r.elicit
+	elicit := r.elicit
+	if elicit == nil {
+		if r.session == nil {
+			return authNotAsked
+		}
+		elicit = r.session.Elicit
 	}
 	ectx, cancel := context.WithTimeout(ctx, g.authTimeout)
 	defer cancel()
@@ -161,7 +161,9 @@ func (g *Gateway) authorize(ctx context.Context, r *request, e *tool.Error) auth
 		case <-given:
 			// The spec's completion notice, to the client that was
 			// asked; the call goes on meanwhile.
-			_ = r.session.NotifyElicitationComplete(ctx, &mcp.ElicitationCompleteParams{ElicitationID: q.ElicitationID})
+			if r.session != nil {
+				_ = r.session.NotifyElicitationComplete(ctx, &mcp.ElicitationCompleteParams{ElicitationID: q.ElicitationID})
+			}
 		case <-ectx.Done():
 			if ctx.Err() != nil {
 				return authNotAsked

@@ -179,8 +179,23 @@ type client struct {
 // its client on route, started if there is none, until the returned
 // function is called.
 func (s *clients) client(ctx context.Context, ss *mcp.ServerSession, route string) func() {
+	c, done := s.clientTask(ctx, ss.InitializeParams(), route)
+	s.mu.Lock()
+	s.sessionless[ss] = c
+	s.mu.Unlock()
+	return func() {
+		s.mu.Lock()
+		delete(s.sessionless, ss)
+		s.mu.Unlock()
+		done()
+	}
+}
+
+// clientTask returns the task of the client that declared p on route,
+// started if there is none, held by one more call until done is called.
+func (s *clients) clientTask(ctx context.Context, p *mcp.InitializeParams, route string) (_ *client, done func()) {
 	var name, version, protocol string
-	if p := ss.InitializeParams(); p != nil {
+	if p != nil {
 		protocol = p.ProtocolVersion
 		if p.ClientInfo != nil {
 			name, version = p.ClientInfo.Name, p.ClientInfo.Version
@@ -210,7 +225,6 @@ func (s *clients) client(ctx context.Context, ss *mcp.ServerSession, route strin
 	if c.timer != nil {
 		c.timer.Stop()
 	}
-	s.sessionless[ss] = c
 	s.mu.Unlock()
 	if evicted != nil {
 		s.endClient(evicted, SessionEnd{At: time.Now(), How: EndIdle,
@@ -219,10 +233,9 @@ func (s *clients) client(ctx context.Context, ss *mcp.ServerSession, route strin
 	if started && s.log != nil {
 		s.log.SessionStarted(context.WithoutCancel(ctx), c.Session)
 	}
-	return func() {
+	return c, func() {
 		s.mu.Lock()
 		defer s.mu.Unlock()
-		delete(s.sessionless, ss)
 		c.last = time.Now()
 		if c.calls--; c.calls > 0 || c.ended {
 			return

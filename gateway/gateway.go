@@ -188,13 +188,15 @@ func New(c Caller, o Options) *Gateway {
 	if g.reissue != nil {
 		g.reissue.tasks = g.tasks
 	}
-	g.server = mcp.NewServer(&mcp.Implementation{Name: o.Name, Version: o.Version}, &mcp.ServerOptions{
+	impl := &mcp.Implementation{Name: o.Name, Version: o.Version}
+	g.server = mcp.NewServer(impl, &mcp.ServerOptions{
 		Logger:       g.log,
 		Instructions: "Tools of several servers, named server__tool. Calls are governed by toolmux.",
 		Capabilities: g.capabilities(),
 		SetCacheable: setCacheable,
 	})
 	g.main = newView(g, routeMCP, g.server, nil, o.ToolSearch)
+	g.main.impl = impl
 	g.server.AddReceivingMiddleware(g.sessionMiddleware, g.main.syncMiddleware)
 	if g.tracer != nil {
 		// Added late, so outer: the span covers the other two.
@@ -426,6 +428,11 @@ func (g *Gateway) handler(t tool.Tool) mcp.ToolHandler {
 // while it runs.
 type callInput struct {
 	session *mcp.ServerSession
+	// declared and task stand for the session of a 2026-07-28 request
+	// the gateway answers itself (modern.go): what its _meta declared,
+	// and the task of its client.
+	declared *mcp.InitializeParams
+	task     string
 	params  *mcp.CallToolParamsRaw
 	// progress sends a progress notification to the client; nil when it
 	// asked for none.
@@ -455,7 +462,7 @@ func (g *Gateway) callArgs(ctx context.Context, t tool.Tool, in callInput, args 
 	}
 	// One MCP session is one task: first-use instructions and duplicate
 	// detection are per client session.
-	r := &request{session: in.session, answers: withState(in.params.InputResponses, in.params.RequestState), elicit: in.elicit}
+	r := &request{session: in.session, declared: in.declared, answers: withState(in.params.InputResponses, in.params.RequestState), elicit: in.elicit}
 	ctx = withRequest(ctx, r)
 	rec := g.callRecord(ctx, t, in, args)
 	if q := r.questions(); q != nil {
@@ -483,11 +490,19 @@ func (g *Gateway) callArgs(ctx context.Context, t tool.Tool, in callInput, args 
 // window of re-issued requests is told whether the call reached its
 // server (reissue.go).
 func (g *Gateway) callRecord(ctx context.Context, t tool.Tool, in callInput, args map[string]any) *tool.Record {
-	rec := g.caller.Call(ctx, tool.Call{Server: t.Server, Tool: t.Name, Arguments: args, Task: g.clients.task(in.session)})
+	rec := g.caller.Call(ctx, tool.Call{Server: t.Server, Tool: t.Name, Arguments: args, Task: g.taskOf(in)})
 	if reachedServer(rec) {
 		reissueReached(ctx)
 	}
 	return rec
+}
+
+// taskOf is the task a call of in belongs to: its client's.
+func (g *Gateway) taskOf(in callInput) string {
+	if in.task != "" {
+		return in.task
+	}
+	return g.clients.task(in.session)
 }
 
 // decodeArgs decodes a call's arguments, refusing those nested deeper

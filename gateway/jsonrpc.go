@@ -121,10 +121,13 @@ func (g *Gateway) jsonRPCErrors(h http.Handler, route string, lean leanFunc, nam
 				return
 			}
 			defer releaseListen()
-			if sid != "" && !modern {
+			switch {
+			case sid != "" && !modern:
 				if g.clients.intercept(w, sid, route, body, msg) || lean(w, r, sid, body, msg) {
 					return
 				}
+			case sid == "" && modern && lean(w, r, "", body, msg):
+				return
 			}
 		}
 		if r.Method != http.MethodPost && g.refuseForeignSession(w, r, nil) { // owners.go

@@ -177,3 +177,85 @@ func TestOwnToolCallAsksOnItsStream(t *testing.T) {
 		t.Fatal("the approved call did not run")
 	}
 }
+
+// post2026Raw posts one 2026-07-28 tools/call of tool name (its _meta,
+// its standard headers, and extra) and returns the answer's content type
+// and its JSON-RPC message (the last of an event stream).
+func post2026Raw(t *testing.T, url, name, args string, extra map[string]string) (string, map[string]any) {
+	t.Helper()
+	body := `{"jsonrpc":"2.0","id":"m-1","method":"tools/call","params":{"name":"` + name + `","arguments":` + args + `,"_meta":{` +
+		`"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"elicitation":{}},` +
+		`"io.modelcontextprotocol/clientInfo":{"name":"raw","version":"1"}}}}`
+	header := map[string]string{"Mcp-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call", "Mcp-Name": name}
+	maps.Copy(header, extra)
+	resp, b := postRaw(t, url, body, header)
+	ct := resp.Header.Get("Content-Type")
+	if strings.HasPrefix(ct, "text/event-stream") {
+		var last string
+		for line := range strings.SplitSeq(string(b), "\n") {
+			if data, ok := strings.CutPrefix(line, "data: "); ok {
+				last = data
+			}
+		}
+		b = []byte(last)
+	}
+	var m map[string]any
+	if err := json.Unmarshal(b, &m); err != nil {
+		t.Fatalf("%s %q: %v", resp.Status, b, err)
+	}
+	return ct, m
+}
+
+// A 2026-07-28 tools/call the gateway answers itself (modern.go) gets
+// what the go-sdk's stateless handler would answer, as a single JSON
+// message: a result (complete, naming the server), the error of an
+// unknown tool, an error result, and an approval's question
+// (input_required). A request with an Mcp-Param-* header goes the
+// go-sdk's way, which answers with a stream: the reference.
+func TestOwnModernToolCallAnswersAreTheGoSDKs(t *testing.T) {
+	a := newApprovalsGateway(t, time.Minute, 0)
+	for _, c := range []struct{ name, tool, args string }{
+		{"result", "builtin__list_directory", `{"path":"."}`},
+		{"unknown tool", "builtin__nope", `{}`},
+		{"error result", "builtin__read_file", `{"path":"missing.txt"}`},
+		{"approval", "builtin__write_file", `{"path":"a.txt","content":"x"}`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			ownType, own := post2026Raw(t, a.url+"/mcp", c.tool, c.args, nil)
+			sdkType, sdk := post2026Raw(t, a.url+"/mcp", c.tool, c.args, map[string]string{"Mcp-Param-Unbound": "1"})
+			// (The go-sdk answers a JSON-RPC error as JSON, a result as a
+			// stream.)
+			if ownType != "application/json" || c.name != "unknown tool" && !strings.HasPrefix(sdkType, "text/event-stream") {
+				t.Fatalf("content types: own %q, go-sdk %q", ownType, sdkType)
+			}
+			o, _ := json.Marshal(own)
+			s, _ := json.Marshal(sdk)
+			if own["id"] != "m-1" || (own["result"] == nil) != (sdk["result"] == nil) {
+				t.Fatalf("own answer\n%s\ngo-sdk's\n%s", o, s)
+			}
+			res, _ := own["result"].(map[string]any)
+			if c.name == "result" {
+				// Record ids and timings differ from call to call; the
+				// envelope must not.
+				meta, _ := res["_meta"].(map[string]any)
+				sdkMeta := sdk["result"].(map[string]any)["_meta"].(map[string]any)
+				if res["resultType"] != "complete" || meta == nil || !reflectEqual(meta["io.modelcontextprotocol/serverInfo"], sdkMeta["io.modelcontextprotocol/serverInfo"]) {
+					t.Errorf("own answer\n%s\ngo-sdk's\n%s", o, s)
+				}
+				return
+			}
+			if string(o) != string(s) {
+				t.Errorf("own answer\n%s\ngo-sdk's\n%s", o, s)
+			}
+		})
+	}
+	if a.written("a.txt") {
+		t.Fatal("a call waiting for its approval ran")
+	}
+}
+
+func reflectEqual(a, b any) bool {
+	x, _ := json.Marshal(a)
+	y, _ := json.Marshal(b)
+	return a != nil && string(x) == string(y)
+}

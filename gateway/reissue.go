@@ -244,10 +244,7 @@ const (
 // alone (what a cancellation names); ok is false when the call has no
 // identity to key it by (no JSON-RPC id, no client).
 func (g *Gateway) reissueKeyOf(o *callOrigin, t tool.Tool, in callInput, args map[string]any) (k, req reissueKey, ok bool) {
-	sid := ""
-	if in.session != nil {
-		sid = g.clients.task(in.session)
-	}
+	sid := g.taskOf(in)
 	req, ok = reissueRequestKey(o.route, o.auth, in.params.Meta, sid, o.id)
 	if !ok {
 		return k, req, false
@@ -393,7 +390,7 @@ func (g *Gateway) windowed(ctx context.Context, t tool.Tool, in callInput, args 
 	if !ok {
 		return nil, nil, false
 	}
-	note := Reissued{Task: g.clients.task(in.session), Route: o.route, Server: t.Server, Tool: t.Name, RequestID: string(o.id)}
+	note := Reissued{Task: g.taskOf(in), Route: o.route, Server: t.Server, Tool: t.Name, RequestID: string(o.id)}
 	var loose *reissueKey
 	if _, modern := in.params.Meta[reissueMetaVersion]; modern {
 		k := looseKey(o.route, o.auth, o.id)

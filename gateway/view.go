@@ -44,6 +44,8 @@ type view struct {
 	// handler serves a virtual server's route (nil for /mcp: Mux builds
 	// its own).
 	handler http.Handler
+	// impl is the server the view's answers name.
+	impl *mcp.Implementation
 	// groups, for a virtual server, are the groups whose members may use
 	// it (none: everyone).
 	groups []string
@@ -345,8 +347,13 @@ func (v *view) syncMiddleware(next mcp.MethodHandler) mcp.MethodHandler {
 	}
 }
 
-// leanCall answers a tools/call of the view itself (lean.go).
+// leanCall answers a tools/call of the view itself: a session's
+// (lean.go), or, without a session (sid ""), one of the new protocol
+// (modern.go).
 func (v *view) leanCall(w http.ResponseWriter, r *http.Request, sid string, body []byte, msg jsonscan.Message) bool {
+	if sid == "" {
+		return v.modernCall(w, r, body, msg)
+	}
 	req, params, ok := leanRequest(r, body, msg)
 	if !ok {
 		return false
@@ -370,4 +377,35 @@ func (v *view) leanCall(w http.ResponseWriter, r *http.Request, sid string, body
 		}
 		return v.dispatch(ctx, tg, callInput{session: rec.ss, params: params, progress: st.progress, elicit: st.elicit}), nil
 	})
+}
+
+// modernCall answers a tools/call of the new protocol of the view
+// itself, when it can (modern.go).
+func (v *view) modernCall(w http.ResponseWriter, r *http.Request, body []byte, msg jsonscan.Message) bool {
+	mc, ok := readModernCall(r, body, msg)
+	if !ok {
+		return false
+	}
+	ctx := r.Context()
+	if err := v.sync(ctx); err != nil {
+		return false // the go-sdk's path answers it
+	}
+	tg, _, unresolved := v.resolve(v.g.toolScope(identity.From(ctx)), mc.params.Name)
+	if unresolved == nil && tg.meta == "" && bindsHeaders(tg.t.InputSchema) {
+		return false // the go-sdk checks its Mcp-Param-* headers
+	}
+	v.g.serveModern(w, r, mc.req.ID, v.impl, func(ctx context.Context, st *leanStream) (_ *mcp.CallToolResult, err error) {
+		if v.g.tracer != nil {
+			var sp trace.Span
+			ctx, sp = v.g.startSpan(ctx, mcpwire.MethodToolsCall, mc.params.Name, mc.params.Meta, r.Header, "", mc.req.ID)
+			defer func() { endSpan(sp, err) }()
+		}
+		if unresolved != nil {
+			return nil, unresolved // as the go-sdk's path answers it
+		}
+		c, done := v.g.clients.clientTask(ctx, mc.declared, v.route)
+		defer done()
+		return v.dispatch(ctx, tg, callInput{declared: mc.declared, task: c.Task, params: mc.params, progress: st.progress}), nil
+	})
+	return true
 }

@@ -48,7 +48,8 @@ func newVirtual(g *Gateway, vs Virtual, version string) *view {
 	if instructions == "" {
 		instructions = "Tools of toolmux's virtual server " + vs.Name + ". Calls are governed by toolmux."
 	}
-	server := mcp.NewServer(&mcp.Implementation{Name: "toolmux/" + vs.Name, Version: version}, &mcp.ServerOptions{
+	impl := &mcp.Implementation{Name: "toolmux/" + vs.Name, Version: version}
+	server := mcp.NewServer(impl, &mcp.ServerOptions{
 		Logger:       g.log,
 		Instructions: instructions,
 		Capabilities: g.capabilities(),
@@ -74,6 +75,7 @@ func newVirtual(g *Gateway, vs Virtual, version string) *view {
 	}
 	v := newView(g, route, server, pick, vs.ToolSearch)
 	v.groups = vs.Groups
+	v.impl = impl
 	server.AddReceivingMiddleware(v.sessionMiddleware, v.syncMiddleware)
 	server.AddReceivingMiddleware(g.callerMiddleware) // outermost (owners.go)
 	v.handler = g.jsonRPCErrors(g.eras(server, true), route, v.leanCall, v.toolName)

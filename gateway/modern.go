@@ -1,0 +1,221 @@
+package gateway
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"maps"
+	"net/http"
+	"slices"
+	"strings"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/toolmux/toolmux/internal/jsonscan"
+	"github.com/toolmux/toolmux/internal/mcpwire"
+)
+
+// A 2026-07-28 tools/call has no session: the client's version,
+// capabilities and name come with the request, in its _meta and its
+// headers. The go-sdk serves such a request only from its stateless
+// handler, which makes a temporary session for each one and decodes the
+// body four times on the way (BENCHMARKS.md §29). So the gateway reads a
+// tools/call of the new protocol itself, as it reads a session's
+// (lean.go): this file is the edge where the two eras differ, how the
+// client is known (the request's _meta, not a session) and how the
+// answer says it is complete (resultType, serverInfo); from there the
+// call takes the same path as a session's (view.dispatch).
+//
+// It takes only what the go-sdk would accept and serve the same way: a
+// single tools/call whose Mcp-Protocol-Version header and _meta version
+// agree on a version the go-sdk supports, whose Mcp-Method and Mcp-Name
+// headers match the body, which declares its capabilities (and, if it
+// names itself, validly), with no answers to earlier questions
+// (inputResponses, requestState: the go-sdk's path keeps them) and no
+// Mcp-Param-* headers, of a tool whose schema binds none
+// (x-mcp-header). Anything else goes to the go-sdk, whose answer
+// (refusals included) stays the reference.
+
+// Keys of a 2026-07-28 request's and result's _meta.
+const (
+	metaClientInfo = "io.modelcontextprotocol/clientInfo"
+	metaServerInfo = "io.modelcontextprotocol/serverInfo"
+)
+
+// modernCall is a tools/call of the new protocol read by readModernCall.
+type modernCall struct {
+	req    *mcpwire.Request
+	params *mcp.CallToolParamsRaw
+	// declared is what the client declared in _meta, as a session's
+	// initialize would have.
+	declared *mcp.InitializeParams
+}
+
+// readModernCall reads a tools/call of the new protocol the gateway can
+// answer itself; ok is false for anything to leave to the go-sdk.
+func readModernCall(r *http.Request, body []byte, msg jsonscan.Message) (_ *modernCall, ok bool) {
+	if string(msg.Method) != `"`+mcpwire.MethodToolsCall+`"` {
+		return nil, false
+	}
+	h := r.Header
+	v := h.Get("Mcp-Protocol-Version")
+	if v < multiRoundTrip || !slices.Contains(mcp.SupportedProtocolVersions(), v) ||
+		h.Get("Mcp-Method") != mcpwire.MethodToolsCall || h.Get(sessionHeader) != "" ||
+		!jsonBody(h) || !acceptsBoth(h.Values("Accept")) {
+		return nil, false
+	}
+	for k := range h {
+		if strings.HasPrefix(k, "Mcp-Param-") {
+			return nil, false
+		}
+	}
+	req, err := mcpwire.ReadRequest(body)
+	if err != nil || req.Method != mcpwire.MethodToolsCall {
+		return nil, false
+	}
+	p, err := mcpwire.ReadCallParams(req.Params)
+	if err != nil || p.Name == "" || len(p.InputResponses) > 0 || len(p.RequestState) > 0 || h.Get("Mcp-Name") != p.Name {
+		return nil, false
+	}
+	if mv, _ := p.Meta[metaProtocolVersion].(string); mv != v {
+		return nil, false
+	}
+	declared, ok := declaredClient(p.Meta, v)
+	if !ok {
+		return nil, false
+	}
+	return &modernCall{req: req, params: &mcp.CallToolParamsRaw{Meta: p.Meta, Name: p.Name, Arguments: p.Arguments},
+		declared: declared}, true
+}
+
+// jsonBody reports whether a request's Content-Type is JSON.
+func jsonBody(h http.Header) bool {
+	ct, _, _ := strings.Cut(h.Get("Content-Type"), ";")
+	return strings.EqualFold(strings.TrimSpace(ct), "application/json")
+}
+
+// declaredClient is what a request's _meta declares of its client, as
+// the go-sdk reads it: the capabilities are required, the name optional
+// but, when there, an implementation.
+func declaredClient(meta map[string]any, version string) (*mcp.InitializeParams, bool) {
+	p := &mcp.InitializeParams{ProtocolVersion: version, Capabilities: new(mcp.ClientCapabilities)}
+	caps := meta[metaClientCapabilities]
+	if m, ok := caps.(map[string]any); !ok || len(m) > 0 && remarshal(m, p.Capabilities) != nil {
+		return nil, false // missing, null, not an object, or not capabilities
+	}
+	if info, present := meta[metaClientInfo]; present {
+		p.ClientInfo = new(mcp.Implementation)
+		if m, ok := info.(map[string]any); !ok || !implementation(m, p.ClientInfo) && remarshal(m, p.ClientInfo) != nil {
+			return nil, false
+		}
+	}
+	return p, true
+}
+
+// implementation reads the common clientInfo, a name and a version,
+// without a round trip through JSON; false for anything else.
+func implementation(m map[string]any, impl *mcp.Implementation) bool {
+	name, ok1 := m["name"].(string)
+	version, ok2 := m["version"].(string)
+	if !ok1 || !ok2 || len(m) != 2 {
+		return false
+	}
+	impl.Name, impl.Version = name, version
+	return true
+}
+
+// remarshal decodes v, a decoded JSON value, into out.
+func remarshal(v any, out any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	return json.Unmarshal(b, out)
+}
+
+// hasMember reports whether the JSON object b has a member named key.
+func hasMember(b []byte, key string) (found bool) {
+	jsonscan.Members(b, func(k, _ []byte) bool {
+		found = string(k) == key
+		return !found
+	})
+	return found
+}
+
+// bindsHeaders reports whether a tool's input schema binds an argument
+// to a header (SEP-2243's x-mcp-header, on a property at any depth, as
+// the go-sdk looks for it), which the go-sdk checks against the
+// request's Mcp-Param-* headers.
+func bindsHeaders(schema map[string]any) bool {
+	props, _ := schema["properties"].(map[string]any)
+	for _, p := range props {
+		if p, ok := p.(map[string]any); ok {
+			if _, ok := p["x-mcp-header"]; ok || bindsHeaders(p) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// serveModern answers a tools/call of the new protocol: run makes it,
+// with a context that ends when the client's HTTP request does (on
+// 2026-07-28 the POST is the whole life of a request, and an answer
+// nobody can receive is not worth computing) and the stream to send
+// progress on. The result is complete, unless run asks for input, and
+// names the server (impl), as the go-sdk's are; whether it reached the
+// client is told to the re-issue window.
+func (g *Gateway) serveModern(w http.ResponseWriter, r *http.Request, id json.RawMessage, impl *mcp.Implementation,
+	run func(ctx context.Context, st *leanStream) (*mcp.CallToolResult, error)) {
+	ctx, cancel := context.WithCancelCause(context.WithoutCancel(r.Context()))
+	defer cancel(nil)
+	stop := context.AfterFunc(r.Context(), func() { cancel(errClientGone) })
+	defer stop()
+	st := &leanStream{resp: mcpwire.NewResponder(w)}
+	res, err := run(ctx, st)
+	var out []byte
+	if err == nil {
+		var b []byte
+		if b, err = mcpwire.Marshal(withServerInfo(res, impl)); err == nil {
+			if !res.NeedsInput() {
+				b = withResultType(b, `"complete"`)
+			}
+			out = mcpwire.AppendResponse(nil, id, b)
+		}
+	}
+	if err != nil {
+		out = mcpwire.AppendError(nil, id, wireError(err))
+	}
+	werr := st.resp.Reply(out)
+	if g.reissue != nil {
+		g.reissue.served(r, werr != nil)
+	}
+}
+
+// withServerInfo is res naming the server in its _meta, as a 2026-07-28
+// result does (a copy: res may be kept by the re-issue window).
+func withServerInfo(res *mcp.CallToolResult, impl *mcp.Implementation) *mcp.CallToolResult {
+	if _, ok := res.Meta[metaServerInfo]; ok {
+		return res
+	}
+	out := *res
+	out.Meta = make(mcp.Meta, len(res.Meta)+1)
+	maps.Copy(out.Meta, res.Meta)
+	out.Meta[metaServerInfo] = impl
+	return &out
+}
+
+// withResultType puts a resultType first in a result object b that has
+// none (the go-sdk's types set it only through their decoding).
+func withResultType(b []byte, rt string) []byte {
+	if len(b) < 2 || b[0] != '{' || bytes.Contains(b, []byte(`"resultType"`)) && hasMember(b, "resultType") {
+		return b
+	}
+	out := make([]byte, 0, len(b)+len(`"resultType":,`)+len(rt))
+	out = append(out, `{"resultType":`...)
+	out = append(out, rt...)
+	if rest := bytes.TrimSpace(b[1:]); len(rest) > 0 && rest[0] != '}' {
+		out = append(out, ',')
+	}
+	return append(out, b[1:]...)
+}
