@@ -28,7 +28,7 @@ type request struct {
 	// request's _meta (a 2026-07-28 request the gateway answers itself,
 	// modern.go); nil means the session's initialize says.
 	declared *mcp.InitializeParams
-	answers mcp.InputResponseMap
+	answers  mcp.InputResponseMap
 	// elicit asks the client, when the request came by the gateway's own
 	// tools/call path (lean.go), on that request's stream; nil means
 	// through the go-sdk's session.

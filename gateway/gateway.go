@@ -433,7 +433,7 @@ type callInput struct {
 	// and the task of its client.
 	declared *mcp.InitializeParams
 	task     string
-	params  *mcp.CallToolParamsRaw
+	params   *mcp.CallToolParamsRaw
 	// progress sends a progress notification to the client; nil when it
 	// asked for none.
 	progress func(*mcp.ProgressNotificationParams)
