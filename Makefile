@@ -21,7 +21,7 @@ FUZZ := ./config:FuzzParse ./builtin:FuzzResolvePath ./internal/ringbuf:FuzzRing
         ./cmdsource:FuzzDeclarations ./policy:FuzzAnswer ./policy:FuzzArgs \
         ./web:FuzzHTMLToMarkdown ./web:FuzzSearXNGResponse ./web:FuzzSerperResponse \
         ./stream:FuzzSSE ./internal/bm25:FuzzTerms ./internal/jsonrepair:FuzzRepair ./agent:FuzzParseTextCalls ./llm:FuzzOpenAIStream \
-        ./internal/jsonscan:FuzzScan ./internal/jsonscan:FuzzMembers ./internal/mcpwire:FuzzReadRequest ./mcpsource:FuzzDecodeAnswer ./tasklog:FuzzScan \
+        ./internal/jsonscan:FuzzScan ./internal/jsonscan:FuzzMembers ./internal/mcpwire:FuzzReadRequest ./internal/mcpwire:FuzzReadMeta ./mcpsource:FuzzDecodeAnswer ./tasklog:FuzzScan \
         ./stream:FuzzAppendJSON ./internal/toolglob:FuzzPattern ./internal/editdist:FuzzDistance \
         ./internal/jsonfloat:FuzzAppend ./fleet:FuzzReadRequests ./gateway:FuzzNewEra ./mcpsource:FuzzTaskSSE ./gateway:FuzzOpenState \
         ./gateway:FuzzBearerToken ./identity:FuzzJWT ./identity:FuzzClaims ./gateway:FuzzLoginCookie ./gateway:FuzzPageSession \

@@ -77,7 +77,7 @@ func leanRequest(r *http.Request, body []byte, msg jsonscan.Message) (req *mcpwi
 	if err != nil || req.Method != mcpwire.MethodToolsCall {
 		return nil, nil, false
 	}
-	p, err := mcpwire.ReadCallParams(req.Params)
+	p, err := req.CallParams()
 	if err != nil || len(p.InputResponses) > 0 || len(p.RequestState) > 0 {
 		return nil, nil, false
 	}

@@ -73,14 +73,14 @@ func readModernCall(r *http.Request, body []byte, msg jsonscan.Message) (_ *mode
 	if err != nil || req.Method != mcpwire.MethodToolsCall {
 		return nil, false
 	}
-	p, err := mcpwire.ReadCallParams(req.Params)
+	p, err := req.CallParams()
 	if err != nil || p.Name == "" || len(p.InputResponses) > 0 || len(p.RequestState) > 0 || h.Get("Mcp-Name") != p.Name {
 		return nil, false
 	}
 	if mv, _ := p.Meta[metaProtocolVersion].(string); mv != v {
 		return nil, false
 	}
-	declared, ok := declaredClient(p.Meta, v)
+	declared, ok := declaredClient(p.RawMeta, v)
 	if !ok {
 		return nil, false
 	}
@@ -94,43 +94,32 @@ func jsonBody(h http.Header) bool {
 	return strings.EqualFold(strings.TrimSpace(ct), "application/json")
 }
 
-// declaredClient is what a request's _meta declares of its client, as
-// the go-sdk reads it: the capabilities are required, the name optional
-// but, when there, an implementation.
-func declaredClient(meta map[string]any, version string) (*mcp.InitializeParams, bool) {
+// declaredClient is what a request's _meta (valid JSON) declares of its
+// client, as the go-sdk reads it: the capabilities are required, the
+// name optional but, when there, an implementation. The two are decoded
+// from the request's own bytes, typed.
+func declaredClient(meta json.RawMessage, version string) (_ *mcp.InitializeParams, ok bool) {
+	var caps, info json.RawMessage
+	jsonscan.Members(meta, func(key, value []byte) bool {
+		switch string(key) {
+		case metaClientCapabilities:
+			caps = value
+		case metaClientInfo:
+			info = value
+		}
+		return true
+	})
 	p := &mcp.InitializeParams{ProtocolVersion: version, Capabilities: new(mcp.ClientCapabilities)}
-	caps := meta[metaClientCapabilities]
-	if m, ok := caps.(map[string]any); !ok || len(m) > 0 && remarshal(m, p.Capabilities) != nil {
+	if len(caps) == 0 || caps[0] != '{' || string(caps) != "{}" && json.Unmarshal(caps, p.Capabilities) != nil {
 		return nil, false // missing, null, not an object, or not capabilities
 	}
-	if info, present := meta[metaClientInfo]; present {
+	if info != nil {
 		p.ClientInfo = new(mcp.Implementation)
-		if m, ok := info.(map[string]any); !ok || !implementation(m, p.ClientInfo) && remarshal(m, p.ClientInfo) != nil {
+		if info[0] != '{' || json.Unmarshal(info, p.ClientInfo) != nil {
 			return nil, false
 		}
 	}
 	return p, true
-}
-
-// implementation reads the common clientInfo, a name and a version,
-// without a round trip through JSON; false for anything else.
-func implementation(m map[string]any, impl *mcp.Implementation) bool {
-	name, ok1 := m["name"].(string)
-	version, ok2 := m["version"].(string)
-	if !ok1 || !ok2 || len(m) != 2 {
-		return false
-	}
-	impl.Name, impl.Version = name, version
-	return true
-}
-
-// remarshal decodes v, a decoded JSON value, into out.
-func remarshal(v any, out any) error {
-	b, err := json.Marshal(v)
-	if err != nil {
-		return err
-	}
-	return json.Unmarshal(b, out)
 }
 
 // hasMember reports whether the JSON object b has a member named key.

@@ -99,17 +99,25 @@ func startConformanceServer(t *testing.T) string {
 	return startConformanceServerMode(t, false)
 }
 
+// buildEverythingServer builds the go-sdk's conformance everything-server
+// (a package of the go-sdk module toolmux requires) and returns its path.
+func buildEverythingServer(tb testing.TB) string {
+	tb.Helper()
+	bin := filepath.Join(tb.TempDir(), "everything-server")
+	build := exec.Command("go", "build", "-o", bin, "github.com/modelcontextprotocol/go-sdk/conformance/everything-server")
+	build.Dir = testservers.ModuleRoot(tb)
+	if out, err := build.CombinedOutput(); err != nil {
+		tb.Fatalf("building the conformance server: %v\n%s", err, out)
+	}
+	return bin
+}
+
 // startConformanceServerMode is startConformanceServer, stateless or not:
 // stateless, the server serves 2026-07-28 requests (and older ones without
 // requests to the client); with sessions, protocols up to 2025-11-25.
 func startConformanceServerMode(t *testing.T, stateless bool) string {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), "everything-server")
-	build := exec.Command("go", "build", "-o", bin, "github.com/modelcontextprotocol/go-sdk/conformance/everything-server")
-	build.Dir = testservers.ModuleRoot(t)
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("building the conformance server: %v\n%s", err, out)
-	}
+	bin := buildEverythingServer(t)
 	addr := fmt.Sprintf("127.0.0.1:%d", testservers.FreePort(t))
 	cmd := exec.Command(bin, "-http="+addr, fmt.Sprintf("-stateless=%t", stateless))
 	var out testservers.SyncBuffer

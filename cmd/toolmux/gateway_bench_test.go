@@ -286,7 +286,7 @@ func benchConnectAs(b *testing.B, endpoint, name string, n int, version, token s
 		if !slices.ContainsFunc(tools.Tools, func(t *mcp.Tool) bool { return t.Name == name }) {
 			b.Fatalf("%s lists no tool %s", endpoint, name)
 		}
-		if err := benchEcho(ctx, cs, name, "warm-up"); err != nil {
+		if err := benchCheck(ctx, cs, name, "warm-up"); err != nil {
 			b.Fatal(err)
 		}
 		out[i] = cs
@@ -370,6 +370,29 @@ func BenchmarkGatewayIdentity(b *testing.B) {
 		run(b, endpoint, "echo", pid, "")
 	})
 }
+
+// benchCheck calls tool name and checks its answer: the everything
+// server's test_simple_text (no arguments, a fixed text), or else an
+// echo tool with message.
+func benchCheck(ctx context.Context, cs *mcp.ClientSession, name, message string) error {
+	if !strings.HasSuffix(name, everythingTool) {
+		return benchEcho(ctx, cs, name, message)
+	}
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: name, Arguments: map[string]any{}})
+	if err != nil {
+		return err
+	}
+	if res.IsError || len(res.Content) != 1 {
+		return fmt.Errorf("%s: unexpected result %+v", name, res.Content)
+	}
+	if tc, ok := res.Content[0].(*mcp.TextContent); !ok || tc.Text == "" {
+		return fmt.Errorf("%s: unexpected result %+v", name, res.Content[0])
+	}
+	return nil
+}
+
+// everythingTool is the everything server's tool the benchmarks call.
+const everythingTool = "test_simple_text"
 
 // benchEcho calls the echo tool with message and checks the answer.
 func benchEcho(ctx context.Context, cs *mcp.ClientSession, name, message string) error {
@@ -464,7 +487,7 @@ func benchCallLoop(b *testing.B, sessions []*mcp.ClientSession, name string, wat
 			for n := next.Add(1); n <= int64(b.N); n = next.Add(1) {
 				msg := "m" + strconv.FormatInt(n, 10)
 				t0 := time.Now()
-				err := benchEcho(ctx, cs, name, msg)
+				err := benchCheck(ctx, cs, name, msg)
 				lat = append(lat, time.Since(t0))
 				if err != nil {
 					mu.Lock()
@@ -905,4 +928,40 @@ func benchRSS(pid int) int64 {
 		}
 	}
 	return 0
+}
+
+// BenchmarkGatewayEverything is the serving path against TBXark/mcp-proxy
+// as issue 25 measures it: the go-sdk's conformance everything-server over
+// stdio behind `toolmux serve`'s governed /mcp (task log on, default
+// durability) and its passthrough route, and behind mcp-proxy when
+// TOOLMUX_BENCH_MCP_PROXY names its binary; go-sdk clients of both
+// protocol eras, 1 and 16 at once, calling test_simple_text.
+func BenchmarkGatewayEverything(b *testing.B) {
+	server := buildEverythingServer(b)
+	run := func(b *testing.B, endpoint, name string, pid int) {
+		for _, version := range []string{legacyProtocol, "2026-07-28"} {
+			for _, n := range []int{1, 16} {
+				b.Run(fmt.Sprintf("protocol=%s/clients=%d", version, n), func(b *testing.B) {
+					benchCallLoop(b, benchConnectVersion(b, endpoint, name, n, version), name, benchWatched{name: "client", pid: -1},
+						benchWatched{name: "proxy", pid: pid}, benchWatched{name: "upstream", pid: pid, children: true})
+				})
+			}
+		}
+	}
+	b.Run("gateway", func(b *testing.B) {
+		g := startBenchServeStdio(b, server, "")
+		run(b, g.base+"/mcp", "fx__"+everythingTool, g.cmd.Process.Pid)
+	})
+	b.Run("passthrough", func(b *testing.B) {
+		g := startBenchServeStdio(b, server, "passthrough: {max_sessions: 100}\n")
+		run(b, g.base+"/servers/fx/mcp", everythingTool, g.cmd.Process.Pid)
+	})
+	b.Run("mcp-proxy", func(b *testing.B) {
+		bin := os.Getenv("TOOLMUX_BENCH_MCP_PROXY")
+		if bin == "" {
+			b.Skip("TOOLMUX_BENCH_MCP_PROXY (the path of a TBXark/mcp-proxy binary) is not set")
+		}
+		endpoint, pid := startBenchMCPProxyStdio(b, bin, server)
+		run(b, endpoint, everythingTool, pid)
+	})
 }

@@ -18,7 +18,9 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strconv"
+	"unicode/utf8"
 
 	"github.com/toolmux/toolmux/internal/jsonscan"
 )
@@ -62,6 +64,9 @@ type CallParams struct {
 	// request to the go-sdk.
 	InputResponses json.RawMessage `json:"inputResponses,omitempty"`
 	RequestState   json.RawMessage `json:"requestState,omitempty"`
+	// RawMeta is _meta as the request wrote it, for a reader that
+	// wants a value of it typed (a slice of the request, not a copy).
+	RawMeta json.RawMessage `json:"-"`
 }
 
 // Request is a JSON-RPC request read by ReadRequest.
@@ -115,11 +120,25 @@ func ReadRequest(b []byte) (*Request, error) {
 // ReadCallParams reads the params of a tools/call request: its name and
 // _meta decoded, the rest slices of raw.
 func ReadCallParams(raw json.RawMessage) (*CallParams, error) {
+	if len(raw) > 0 && raw[0] == '{' && !json.Valid(raw) {
+		return nil, errNotObject
+	}
+	return readCallParams(raw)
+}
+
+// CallParams reads the params of r, a tools/call, as ReadCallParams
+// does, without validating them again: ReadRequest did.
+func (r *Request) CallParams() (*CallParams, error) { return readCallParams(r.Params) }
+
+var errNotObject = errors.New("mcpwire: the params of tools/call are not a JSON object")
+
+// readCallParams is ReadCallParams of valid JSON.
+func readCallParams(raw json.RawMessage) (*CallParams, error) {
 	if len(raw) == 0 || string(raw) == "null" {
 		return nil, errors.New("mcpwire: tools/call without params")
 	}
-	if raw[0] != '{' || !json.Valid(raw) {
-		return nil, errors.New("mcpwire: the params of tools/call are not a JSON object")
+	if raw[0] != '{' {
+		return nil, errNotObject
 	}
 	var p CallParams
 	var err error
@@ -131,6 +150,7 @@ func ReadCallParams(raw json.RawMessage) (*CallParams, error) {
 			}
 		case "_meta":
 			p.Meta, err = readMeta(value)
+			p.RawMeta = value
 		case "arguments":
 			p.Arguments = value
 		case "inputResponses":
@@ -146,22 +166,60 @@ func ReadCallParams(raw json.RawMessage) (*CallParams, error) {
 	return &p, nil
 }
 
-// readMeta decodes a _meta object. Numbers read as float64, as the go-sdk
-// reads them (a progress token is echoed back as the client sent it).
+// readMeta decodes a _meta object of valid JSON, as json.Unmarshal
+// would into a map[string]any (numbers as float64, as the go-sdk reads
+// them), member by member: strings, numbers, literals and empty objects,
+// which most of a request's _meta is, without reflection.
 func readMeta(raw []byte) (map[string]any, error) {
 	if string(raw) == "null" {
 		return nil, nil
 	}
-	var m map[string]any
-	d := json.NewDecoder(bytes.NewReader(raw))
-	d.UseNumber()
-	if err := d.Decode(&m); err != nil {
-		return nil, err
+	if len(raw) == 0 || raw[0] != '{' {
+		return nil, errors.New("mcpwire: _meta is not a JSON object")
 	}
-	for k, v := range m {
-		m[k] = unNumber(v)
+	m := map[string]any{}
+	var err error
+	jsonscan.Members(raw, func(key, value []byte) bool {
+		k := string(key) // the key without its quotes
+		if bytes.IndexByte(key, '\\') >= 0 || !utf8.Valid(key) {
+			if json.Unmarshal(append(append([]byte{'"'}, key...), '"'), &k) != nil {
+				err = errors.New("mcpwire: a key of _meta is not a valid string")
+				return false
+			}
+		}
+		var v any
+		if v, err = readValue(value); err != nil {
+			err = fmt.Errorf("mcpwire: _meta %q: %w", k, err)
+			return false
+		}
+		m[k] = v
+		return true
+	})
+	return m, err
+}
+
+// readValue decodes one valid JSON value as json.Unmarshal would into an
+// any.
+func readValue(raw []byte) (any, error) {
+	switch {
+	case raw[0] == '"':
+		if s, ok := unquote(raw); ok {
+			return s, nil
+		}
+	case raw[0] == '-' || raw[0] >= '0' && raw[0] <= '9':
+		return strconv.ParseFloat(string(raw), 64)
+	case string(raw) == "true":
+		return true, nil
+	case string(raw) == "false":
+		return false, nil
+	case string(raw) == "null":
+		return nil, nil
+	case string(raw) == "{}":
+		return map[string]any{}, nil
 	}
-	return m, nil
+	var v any
+	err := json.Unmarshal(raw, &v)
+	return v, err
 }
 
 // unquote reads a raw JSON string; isString is false for anything else.
@@ -169,28 +227,10 @@ func unquote(raw []byte) (s string, isString bool) {
 	if len(raw) < 2 || raw[0] != '"' || raw[len(raw)-1] != '"' {
 		return "", false
 	}
-	if bytes.IndexByte(raw, '\\') < 0 {
+	if bytes.IndexByte(raw, '\\') < 0 && utf8.Valid(raw) {
 		return string(raw[1 : len(raw)-1]), true
 	}
 	return s, json.Unmarshal(raw, &s) == nil
-}
-
-// unNumber turns the json.Numbers of v into float64s.
-func unNumber(v any) any {
-	switch x := v.(type) {
-	case json.Number:
-		f, _ := x.Float64()
-		return f
-	case map[string]any:
-		for k, e := range x {
-			x[k] = unNumber(e)
-		}
-	case []any:
-		for i, e := range x {
-			x[i] = unNumber(e)
-		}
-	}
-	return v
 }
 
 // ValidID reports whether raw is an id a request may carry: a JSON

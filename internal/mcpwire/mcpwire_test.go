@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http/httptest"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -121,5 +122,28 @@ func FuzzReadRequest(f *testing.F) {
 			t.Fatalf("%s: re-encoded: %v", b, err)
 		}
 		_, _ = ReadCallParams(r.Params)
+	})
+}
+
+// FuzzReadMeta: a request's _meta, read member by member, is what
+// json.Unmarshal makes of it, and is refused when json.Unmarshal refuses
+// it.
+func FuzzReadMeta(f *testing.F) {
+	f.Add([]byte(`{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{},"progressToken":7}`))
+	f.Add([]byte(`{"a\u00e9\"":"\t","b":[1e3,-0.5,true,null],"c":{"d":{}},"n":1e999}`))
+	f.Add([]byte(`{"x":1,"x":"two"}`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if !json.Valid(b) {
+			return
+		}
+		var want map[string]any
+		wantErr := json.Unmarshal(b, &want)
+		got, err := readMeta(b)
+		if (err != nil) != (wantErr != nil) {
+			t.Fatalf("%s: readMeta %v, json.Unmarshal %v", b, err, wantErr)
+		}
+		if err == nil && !reflect.DeepEqual(got, want) {
+			t.Fatalf("%s: readMeta %#v, json.Unmarshal %#v", b, got, want)
+		}
 	})
 }
