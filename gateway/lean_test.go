@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"maps"
 	"net/http"
 	"strings"
@@ -12,6 +13,8 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/toolmux/toolmux/mcpsource"
 )
 
 // postMCP posts one JSON-RPC message on the session of cs and returns the
@@ -180,12 +183,13 @@ func TestOwnToolCallAsksOnItsStream(t *testing.T) {
 
 // post2026Raw posts one 2026-07-28 tools/call of tool name (its _meta,
 // its standard headers, and extra) and returns the answer's content type
-// and its JSON-RPC message (the last of an event stream).
-func post2026Raw(t *testing.T, url, name, args string, extra map[string]string) (string, map[string]any) {
+// and its JSON-RPC message (the last of an event stream); client names
+// the client (clientInfo).
+func post2026Raw(t *testing.T, url, client, name, args string, extra map[string]string) (string, map[string]any) {
 	t.Helper()
 	body := `{"jsonrpc":"2.0","id":"m-1","method":"tools/call","params":{"name":"` + name + `","arguments":` + args + `,"_meta":{` +
 		`"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"elicitation":{}},` +
-		`"io.modelcontextprotocol/clientInfo":{"name":"raw","version":"1"}}}}`
+		`"io.modelcontextprotocol/clientInfo":{"name":"` + client + `","version":"1"}}}}`
 	header := map[string]string{"Mcp-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call", "Mcp-Name": name}
 	maps.Copy(header, extra)
 	resp, b := postRaw(t, url, body, header)
@@ -221,8 +225,8 @@ func TestOwnModernToolCallAnswersAreTheGoSDKs(t *testing.T) {
 		{"approval", "builtin__write_file", `{"path":"a.txt","content":"x"}`},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			ownType, own := post2026Raw(t, a.url+"/mcp", c.tool, c.args, nil)
-			sdkType, sdk := post2026Raw(t, a.url+"/mcp", c.tool, c.args, map[string]string{"Mcp-Param-Unbound": "1"})
+			ownType, own := post2026Raw(t, a.url+"/mcp", "raw", c.tool, c.args, nil)
+			sdkType, sdk := post2026Raw(t, a.url+"/mcp", "raw", c.tool, c.args, map[string]string{"Mcp-Param-Unbound": "1"})
 			// (The go-sdk answers a JSON-RPC error as JSON, a result as a
 			// stream.)
 			if ownType != "application/json" || c.name != "unknown tool" && !strings.HasPrefix(sdkType, "text/event-stream") {
@@ -258,4 +262,39 @@ func reflectEqual(a, b any) bool {
 	x, _ := json.Marshal(a)
 	y, _ := json.Marshal(b)
 	return a != nil && string(x) == string(y)
+}
+
+// On a passthrough route too, a 2026-07-28 tools/call the gateway answers
+// itself gets the go-sdk's answer as a single JSON message: a result of
+// every kind of content, the server's question (input_required, its
+// requestState the gateway's own), an unknown tool's error.
+func TestPassthroughOwnModernCallAnswersAreTheGoSDKs(t *testing.T) {
+	up := startUpstream(t)
+	pt := servePassthrough(t, mcpsource.Config{Name: "up", Transport: mcpsource.StreamableHTTP, URL: up.url})
+	for _, tool := range []string{"parts", "ask", "nope"} {
+		t.Run(tool, func(t *testing.T) {
+			// Two clients: a question parks its call, which holds its
+			// client's link until answered.
+			ownType, own := post2026Raw(t, pt.url, "own", tool, `{}`, nil)
+			sdkType, sdk := post2026Raw(t, pt.url, "sdk", tool, `{}`, map[string]string{"Mcp-Param-Unbound": "1"})
+			if ownType != "application/json" || tool != "nope" && !strings.HasPrefix(sdkType, "text/event-stream") {
+				t.Fatalf("content types: own %q, go-sdk %q", ownType, sdkType)
+			}
+			if tool == "ask" {
+				// Each question's requestState names its own parked call.
+				for _, m := range []map[string]any{own, sdk} {
+					res, _ := m["result"].(map[string]any)
+					if res == nil || res["resultType"] != "input_required" || !strings.HasPrefix(fmt.Sprint(res["requestState"]), "toolmux1.") {
+						t.Fatalf("a question: %v", m)
+					}
+					delete(res, "requestState")
+				}
+			}
+			o, _ := json.Marshal(own)
+			s, _ := json.Marshal(sdk)
+			if string(o) != string(s) {
+				t.Errorf("own answer\n%s\ngo-sdk's\n%s", o, s)
+			}
+		})
+	}
 }

@@ -64,10 +64,11 @@ type route struct {
 	// protocol (2026-07-28 and later, passthrough_modern.go).
 	modern        *mcp.Server
 	modernHandler http.Handler
-	parks         *parking          // calls waiting for a 2026-07-28 client's retry
-	stateKey      [32]byte          // signs the requestState the gateway issues
-	upModern      atomic.Bool       // the server has spoken 2026-07-28 on a link
-	headerTools   map[string]string // tools registered on modern, as JSON (syncHeaderTools)
+	modernImpl    *mcp.Implementation // the server modern's answers name
+	parks         *parking            // calls waiting for a 2026-07-28 client's retry
+	stateKey      [32]byte            // signs the requestState the gateway issues
+	upModern      atomic.Bool         // the server has spoken 2026-07-28 on a link
+	headerTools   map[string]string   // tools registered on modern, as JSON (syncHeaderTools)
 
 	// closing is cancelled by close: links end, connects in progress stop.
 	closing context.Context
@@ -376,7 +377,7 @@ func (r *route) governed(ctx context.Context, l *link, params *mcp.CallToolParam
 	if ss == nil {
 		ss = modernSession(ctx)
 	}
-	q := &request{session: ss, answers: params.InputResponses}
+	q := &request{session: ss, declared: declaredFrom(ctx), answers: params.InputResponses}
 	ctx = withRequest(ctx, q)
 	var ask func(context.Context, mcp.InputRequest) (mcp.InputResponse, error)
 	if l.ss != nil {

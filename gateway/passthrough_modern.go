@@ -23,6 +23,7 @@ import (
 
 	"github.com/toolmux/toolmux/identity"
 	"github.com/toolmux/toolmux/internal/jsonscan"
+	"github.com/toolmux/toolmux/internal/mcpwire"
 	"github.com/toolmux/toolmux/tool"
 )
 
@@ -66,7 +67,8 @@ func (r *route) initModern(version string) {
 	// The capabilities say which list changes a client may listen for
 	// (subscriptions/listen); the server's own, forwarded, are what
 	// server/discover answers.
-	r.modern = mcp.NewServer(&mcp.Implementation{Name: "toolmux/" + r.cfg.Name, Version: version}, &mcp.ServerOptions{
+	r.modernImpl = &mcp.Implementation{Name: "toolmux/" + r.cfg.Name, Version: version}
+	r.modern = mcp.NewServer(r.modernImpl, &mcp.ServerOptions{
 		Logger: r.g.log,
 		Capabilities: &mcp.ServerCapabilities{
 			Tools:     &mcp.ToolCapabilities{ListChanged: true},
@@ -89,7 +91,7 @@ func (r *route) initModern(version string) {
 	// Registered with the gateway's clients as the other routes' POSTs
 	// are, so that a request's caller is found as theirs is (callerOf).
 	h := r.g.clients.serveHTTP(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return r.modern }, r.g.statelessOptions(true)))
-	r.modernHandler = r.g.modernErrors(h, r.path(), r.toolName)
+	r.modernHandler = r.g.modernErrors(h, r.path(), r.toolName, r.modernCall)
 }
 
 // modernErrors checks what the go-sdk would not before it serves a
@@ -106,7 +108,11 @@ func (r *route) initModern(version string) {
 // the identity the window of re-issued requests keys it by, and passes a
 // notifications/cancelled to the window (reissue.go); the go-sdk's
 // stateless handler hands the request's context values on to the call.
-func (g *Gateway) modernErrors(h http.Handler, route string, names toolNamer) http.Handler {
+//
+// A tools/call the gateway can answer itself (modern.go) is answered by
+// own, if set, rather than the go-sdk.
+func (g *Gateway) modernErrors(h http.Handler, route string, names toolNamer,
+	own func(w http.ResponseWriter, r *http.Request, body []byte, msg jsonscan.Message) bool) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		cw := &rpcErrorWriter{ResponseWriter: w}
 		if r.Method == http.MethodPost && r.Body != nil {
@@ -134,6 +140,9 @@ func (g *Gateway) modernErrors(h http.Handler, route string, names toolNamer) ht
 			defer release()
 			if g.reissue != nil {
 				r = g.reissue.take(r, route, body, msg) // reissue.go
+			}
+			if own != nil && own(w, r, body, msg) {
+				return
 			}
 		}
 		h.ServeHTTP(cw, r)
@@ -434,6 +443,16 @@ func (l *link) toModern(ctx context.Context, in *inflight, method string, p mcp.
 	reqCtx, ss := in.ctx, modernSession(in.ctx)
 	if in.park != nil {
 		reqCtx, ss = in.park.waiting()
+	}
+	if reqCtx != nil && ss == nil {
+		// A request the gateway answers itself (modern.go): on its own
+		// stream.
+		if st := leanStreamFrom(reqCtx); st != nil {
+			if err := st.notify(method, p); err != nil && !errors.Is(err, mcpwire.ErrAnswered) {
+				l.r.g.log.Debug("forwarding a notification", "server", l.r.cfg.Name, "method", method, "error", err)
+			}
+		}
+		return nil, nil
 	}
 	if ss == nil {
 		return nil, nil
@@ -1104,4 +1123,54 @@ func (k *parking) close() {
 		p.timer.Stop()
 		p.cancel()
 	}
+}
+
+// modernCall answers a 2026-07-28 tools/call of the route itself, when
+// it can (modern.go): as receiveModern does, without the go-sdk's
+// temporary session; the client's declared capabilities stand for the
+// session's, and the answer's stream for its stream.
+func (r *route) modernCall(w http.ResponseWriter, req *http.Request, body []byte, msg jsonscan.Message) bool {
+	mc, ok := readModernCall(req, body, msg)
+	if !ok {
+		return false
+	}
+	r.mu.Lock()
+	_, bound := r.headerTools[mc.params.Name]
+	r.mu.Unlock()
+	if bound {
+		return false // the go-sdk checks its Mcp-Param-* headers
+	}
+	r.g.serveModern(w, req, mc.req.ID, r.modernImpl, func(ctx context.Context, st *leanStream) (*mcp.CallToolResult, error) {
+		l, err := r.sharedLink(ctx, mc.declared)
+		if err != nil {
+			return nil, err
+		}
+		defer l.use()()
+		ctx, done := l.bind(ctx)
+		defer done()
+		ctx = withDeclared(withLeanStream(ctx, st), mc.declared)
+		res, err := r.callToolModern(ctx, l, nil, &mcp.CallToolRequest{Params: mc.params})
+		if err != nil {
+			return nil, err
+		}
+		cr, ok := res.(*mcp.CallToolResult)
+		if !ok {
+			return nil, fmt.Errorf("toolmux: the call's result is a %T", res)
+		}
+		return cr, nil
+	})
+	return true
+}
+
+type declaredKey struct{}
+
+// withDeclared carries what a 2026-07-28 client the gateway answers
+// itself declared (modern.go), for the approvals of its call.
+func withDeclared(ctx context.Context, p *mcp.InitializeParams) context.Context {
+	return context.WithValue(ctx, declaredKey{}, p)
+}
+
+func declaredFrom(ctx context.Context) *mcp.InitializeParams {
+	p, _ := ctx.Value(declaredKey{}).(*mcp.InitializeParams)
+	return p
 }
