@@ -182,10 +182,11 @@ func TestOwnToolCallAsksOnItsStream(t *testing.T) {
 }
 
 // post2026Raw posts one 2026-07-28 tools/call of tool name (its _meta,
-// its standard headers, and extra) and returns the answer's content type
+// its standard headers, and extra) and returns the answer's HTTP status,
+// content type
 // and its JSON-RPC message (the last of an event stream); client names
 // the client (clientInfo).
-func post2026Raw(t *testing.T, url, client, name, args string, extra map[string]string) (string, map[string]any) {
+func post2026Raw(t *testing.T, url, client, name, args string, extra map[string]string) (int, string, map[string]any) {
 	t.Helper()
 	body := `{"jsonrpc":"2.0","id":"m-1","method":"tools/call","params":{"name":"` + name + `","arguments":` + args + `,"_meta":{` +
 		`"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"elicitation":{}},` +
@@ -207,7 +208,7 @@ func post2026Raw(t *testing.T, url, client, name, args string, extra map[string]
 	if err := json.Unmarshal(b, &m); err != nil {
 		t.Fatalf("%s %q: %v", resp.Status, b, err)
 	}
-	return ct, m
+	return resp.StatusCode, ct, m
 }
 
 // A 2026-07-28 tools/call the gateway answers itself (modern.go) gets
@@ -225,8 +226,11 @@ func TestOwnModernToolCallAnswersAreTheGoSDKs(t *testing.T) {
 		{"approval", "builtin__write_file", `{"path":"a.txt","content":"x"}`},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			ownType, own := post2026Raw(t, a.url+"/mcp", "raw", c.tool, c.args, nil)
-			sdkType, sdk := post2026Raw(t, a.url+"/mcp", "raw", c.tool, c.args, map[string]string{"Mcp-Param-Unbound": "1"})
+			ownStatus, ownType, own := post2026Raw(t, a.url+"/mcp", "raw", c.tool, c.args, nil)
+			sdkStatus, sdkType, sdk := post2026Raw(t, a.url+"/mcp", "raw", c.tool, c.args, map[string]string{"Mcp-Param-Unbound": "1"})
+			if ownStatus != sdkStatus {
+				t.Errorf("HTTP status: own %d, go-sdk %d", ownStatus, sdkStatus)
+			}
 			// (The go-sdk answers a JSON-RPC error as JSON, a result as a
 			// stream.)
 			if ownType != "application/json" || c.name != "unknown tool" && !strings.HasPrefix(sdkType, "text/event-stream") {
@@ -275,8 +279,11 @@ func TestPassthroughOwnModernCallAnswersAreTheGoSDKs(t *testing.T) {
 		t.Run(tool, func(t *testing.T) {
 			// Two clients: a question parks its call, which holds its
 			// client's link until answered.
-			ownType, own := post2026Raw(t, pt.url, "own", tool, `{}`, nil)
-			sdkType, sdk := post2026Raw(t, pt.url, "sdk", tool, `{}`, map[string]string{"Mcp-Param-Unbound": "1"})
+			ownStatus, ownType, own := post2026Raw(t, pt.url, "own", tool, `{}`, nil)
+			sdkStatus, sdkType, sdk := post2026Raw(t, pt.url, "sdk", tool, `{}`, map[string]string{"Mcp-Param-Unbound": "1"})
+			if ownStatus != sdkStatus {
+				t.Errorf("HTTP status: own %d, go-sdk %d", ownStatus, sdkStatus)
+			}
 			if ownType != "application/json" || tool != "nope" && !strings.HasPrefix(sdkType, "text/event-stream") {
 				t.Fatalf("content types: own %q, go-sdk %q", ownType, sdkType)
 			}

@@ -163,6 +163,7 @@ func (g *Gateway) serveModern(w http.ResponseWriter, r *http.Request, id json.Ra
 	st := &leanStream{resp: mcpwire.NewResponder(w)}
 	res, err := run(ctx, st)
 	var out []byte
+	status := http.StatusOK
 	if err == nil {
 		var b []byte
 		if b, err = mcpwire.Marshal(withServerInfo(res, impl)); err == nil {
@@ -173,12 +174,27 @@ func (g *Gateway) serveModern(w http.ResponseWriter, r *http.Request, id json.Ra
 		}
 	}
 	if err != nil {
-		out = mcpwire.AppendError(nil, id, wireError(err))
+		e := wireError(err)
+		out, status = mcpwire.AppendError(nil, id, e), errorStatus(e.Code)
 	}
-	werr := st.resp.Reply(out)
+	werr := st.resp.ReplyStatus(status, out)
 	if g.reissue != nil {
 		g.reissue.served(r, werr != nil)
 	}
+}
+
+// errorStatus is the HTTP status of a 2026-07-28 answer carrying a
+// JSON-RPC error of code (SEP-2575, as the go-sdk sets it): 404 for a
+// method not found; 400 for invalid params, an unsupported protocol
+// version and a missing client capability; else 200.
+func errorStatus(code int64) int {
+	switch code {
+	case codeMethodNotFound:
+		return http.StatusNotFound
+	case codeInvalidParams, mcp.CodeUnsupportedProtocolVersion, mcp.CodeMissingRequiredClientCapabilities:
+		return http.StatusBadRequest
+	}
+	return http.StatusOK
 }
 
 // withServerInfo is res naming the server in its _meta, as a 2026-07-28

@@ -50,7 +50,13 @@ func (r *Responder) Send(msg []byte) error {
 }
 
 // Reply writes the response; only the first reply is written.
-func (r *Responder) Reply(msg []byte) error {
+func (r *Responder) Reply(msg []byte) error { return r.ReplyStatus(http.StatusOK, msg) }
+
+// ReplyStatus writes the response with an HTTP status, as 2026-07-28
+// answers some errors (404 for a method not found, 400 for invalid
+// params): when the answer is a stream already, its status was sent,
+// and the response goes as its last event.
+func (r *Responder) ReplyStatus(status int, msg []byte) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.done {
@@ -65,7 +71,7 @@ func (r *Responder) Reply(msg []byte) error {
 	h := r.w.Header()
 	h.Set("Cache-Control", "no-cache, no-transform")
 	h.Set("Content-Type", "application/json")
-	r.w.WriteHeader(http.StatusOK)
+	r.w.WriteHeader(status)
 	_, err := r.w.Write(msg)
 	return err
 }
