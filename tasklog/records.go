@@ -10,6 +10,7 @@ import (
 	"sync"
 
 	"github.com/toolmux/toolmux/identity"
+	"github.com/toolmux/toolmux/tool"
 )
 
 // FormatVersion is the version of the journal's record format, in every
@@ -224,36 +225,46 @@ func envelope(payload []byte, r *jrec) error {
 // it is: deflating a few events saves little.
 const minDeflate = 1024
 
-// packEvents stores the events of r deflated when that is worth it: the
-// events of a batch repeat their keys, task and call ids, and shrink
-// several times (the stream's events are most of a simple call's bytes).
-func packEvents(r *jrec) error {
-	raw, err := json.Marshal(r.Events)
-	if err != nil {
-		return err
+// eventsPayload encodes events record r: its events as they are, or,
+// when their JSON passes minDeflate, deflated (the events of a batch
+// repeat their keys, task and call ids, and shrink several times: the
+// stream's events are most of a simple call's bytes). r's version and id
+// are set; its time is the caller's.
+func eventsPayload(r *jrec) ([]byte, error) {
+	r.V = FormatVersion
+	if r.ID == "" {
+		r.ID = tool.NewID()
 	}
+	bp := scratch.Get().(*[]byte)
+	defer scratch.Put(bp)
+	raw := appendEvents((*bp)[:0], r.Events)
+	*bp = raw
 	if len(raw) < minDeflate {
-		return nil
+		return appendEventsRecord(make([]byte, 0, len(raw)+128), r, raw, nil), nil
 	}
-	var buf bytes.Buffer
+	zp := scratch.Get().(*[]byte)
+	defer scratch.Put(zp)
+	buf := bytes.NewBuffer((*zp)[:0])
 	w, _ := deflaters.Get().(*flate.Writer)
 	if w == nil {
 		var err error
-		if w, err = flate.NewWriter(&buf, flate.BestSpeed); err != nil {
-			return err
+		if w, err = flate.NewWriter(buf, flate.BestSpeed); err != nil {
+			return nil, err
 		}
 	} else {
-		w.Reset(&buf)
+		w.Reset(buf)
 	}
 	defer deflaters.Put(w)
 	if _, err := w.Write(raw); err != nil {
-		return err
+		return nil, err
 	}
 	if err := w.Close(); err != nil {
-		return err
+		return nil, err
 	}
-	r.Events, r.EventsZ = nil, base64.StdEncoding.EncodeToString(buf.Bytes())
-	return nil
+	z := buf.Bytes()
+	*zp = z
+	r.Events = nil
+	return appendEventsRecord(make([]byte, 0, base64.StdEncoding.EncodedLen(len(z))+128), r, nil, z), nil
 }
 
 // deflaters keeps flate writers between batches: a new one allocates and
