@@ -265,3 +265,56 @@ func FuzzCallRecord(f *testing.F) {
 		_ = cb
 	})
 }
+
+// The envelope of a call or events record is read by hand as
+// encoding/json reads it; whatever the hand reader does not expect goes
+// to encoding/json.
+func TestFastEnvelope(t *testing.T) {
+	l := &Log{opts: options{now: time.Now}, log: slog.New(slog.DiscardHandler), ownerStr: "host/1/2"}
+	var payloads [][]byte
+	for _, rec := range encodeRecords() {
+		p, _, _, _ := l.callPayload(rec)
+		payloads = append(payloads, p)
+	}
+	evs, err := eventsPayload(&jrec{Type: recEvents, At: 3, EventIDs: []int64{7, 9}, Events: []jEvent{{ID: 7, Name: "x", Time: 1}, {ID: 9, Name: "y", Time: 2}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	payloads = append(payloads, evs)
+	jsonEnvelope := func(p []byte) jrec {
+		var r jrec
+		if err := envelope(append([]byte(" "), p...), &r); err != nil { // a space: not the hand reader's
+			t.Fatal(err)
+		}
+		return r
+	}
+	for _, p := range payloads {
+		var fast jrec
+		if !fastEnvelope(p, &fast) {
+			// Only an escape in the envelope is left to encoding/json.
+			if head, _, _ := bytes.Cut(p, []byte(`,"record":`)); bytes.IndexByte(head, '\\') < 0 {
+				t.Errorf("not read by hand: %s", p)
+			}
+			continue
+		}
+		if slow := jsonEnvelope(p); !reflect.DeepEqual(fast, slow) {
+			t.Errorf("%s:\nby hand %+v\n   json %+v", p, fast, slow)
+		}
+	}
+	for _, p := range []string{
+		`{"v":1,"type":"call","id":"a\"b","at":1,"call":{"started":1,"ended":1,"duration":0},"record":{}}`,
+		`{"v":1,"type":"call","id":"a","at":1,"call":{"started":1,"ended":1,"duration":0,"caller":{"name":"a","key":"k","x":1}},"record":{}}`,
+		`{"v":1,"type":"call","id":"a","at":1,"call":{"started":1.5,"ended":1,"duration":0},"record":{}}`,
+		`{"v":1,"type":"call","id":"a","at":1,"call":{"started":1,"ended":1 "duration":0},"record":{}}`,
+		`{"v":1,"type":"call","id":"a","at":1,"Call":{"started":1},"record":{}}`,
+		`{"v":1,"type":"step","id":"a","at":1,"step":{"name":"s","level":"info","time":1}}`,
+		`{"v":1,"type":"events","id":"a","at":1,"event_ids":[1, 2],"events":[]}`,
+		`{"v":1,"type":"events","id":"a","at":1,"event_ids":[1,2]}`,
+		`{"v":1,"type":"call","id":"` + "\xff" + `","at":1,"call":{"started":1,"ended":1,"duration":0},"record":{}}`,
+	} {
+		var r jrec
+		if fastEnvelope([]byte(p), &r) {
+			t.Errorf("read by hand: %s", p)
+		}
+	}
+}
