@@ -50,13 +50,7 @@ func appendRecordBody(b []byte, rec *tool.Record) ([]byte, callBody, error) {
 	b = jsonenc.AppendString(b, rec.ID)
 	b = appendOptString(b, `,"task":`, rec.Task)
 	b = appendOptString(b, `,"session":`, rec.Session)
-	if rec.Caller != nil {
-		b = append(b, `,"caller":{"name":`...)
-		b = jsonenc.AppendString(b, rec.Caller.Name)
-		b = append(b, `,"key":`...)
-		b = jsonenc.AppendString(b, rec.Caller.Key)
-		b = append(b, '}')
-	}
+	b = appendCaller(b, rec.Caller)
 	b = append(b, `,"server":`...)
 	b = jsonenc.AppendString(b, rec.Server)
 	b = append(b, `,"tool":`...)
@@ -164,6 +158,18 @@ func textOnly(c *tool.Content) bool {
 		c.Spill == nil
 }
 
+// appendCaller appends a "caller" member, when there is one.
+func appendCaller(b []byte, c *tool.CallerRef) []byte {
+	if c == nil {
+		return b
+	}
+	b = append(b, `,"caller":{"name":`...)
+	b = jsonenc.AppendString(b, c.Name)
+	b = append(b, `,"key":`...)
+	b = jsonenc.AppendString(b, c.Key)
+	return append(b, '}')
+}
+
 func appendOptString(b []byte, key, s string) []byte {
 	if s == "" {
 		return b
@@ -209,13 +215,7 @@ func appendCallRecord(b []byte, r *jrec, body []byte) []byte {
 	b = strconv.AppendInt(b, c.Ended, 10)
 	b = append(b, `,"duration":`...)
 	b = strconv.AppendInt(b, c.Duration, 10)
-	if c.Caller != nil {
-		b = append(b, `,"caller":{"name":`...)
-		b = jsonenc.AppendString(b, c.Caller.Name)
-		b = append(b, `,"key":`...)
-		b = jsonenc.AppendString(b, c.Caller.Key)
-		b = append(b, '}')
-	}
+	b = appendCaller(b, c.Caller)
 	b = append(b, `},"record":`...)
 	b = append(b, body...)
 	return append(b, '}')
