@@ -1,6 +1,7 @@
 package tasklog
 
 import (
+	"bytes"
 	"context"
 	"database/sql"
 	"encoding/json"
@@ -43,7 +44,7 @@ func (l *Log) Record(ctx context.Context, rec *tool.Record) {
 		l.log.Error("tasklog: call record lost", "error", "nil record")
 		return
 	}
-	payload, id, owner := l.callPayload(rec)
+	payload, id, owner, rc := l.callPayload(rec)
 	ctx = context.WithoutCancel(ctx)
 	var err error
 	for attempt := 1; attempt <= 2; attempt++ {
@@ -52,7 +53,9 @@ func (l *Log) Record(ctx context.Context, rec *tool.Record) {
 		cancel()
 		if err == nil {
 			l.stats.recorded.Add(1)
-			l.recent.add(id, payload)
+			if rc != nil {
+				l.recent.add(id, rc)
+			}
 			return
 		}
 		l.noteErr(err)
@@ -80,11 +83,12 @@ func (l *Log) Record(ctx context.Context, rec *tool.Record) {
 		"server", rec.Server, "tool", rec.Tool, "error_kind", kind, "error", err)
 }
 
-// callPayload encodes rec as a call record. A record that cannot be
-// marshalled (an argument of a type JSON cannot hold, NaN) is stored
-// without its arguments and result, with the reason, rather than not at
-// all.
-func (l *Log) callPayload(rec *tool.Record) (payload []byte, id, owner string) {
+// callPayload encodes rec as a call record, and returns with it what the
+// call's tool_call events are rebuilt from (nil when the record is not
+// the usual). A record that cannot be marshalled (an argument of a type
+// JSON cannot hold, NaN) is stored without its arguments and result,
+// with the reason, rather than not at all.
+func (l *Log) callPayload(rec *tool.Record) (payload []byte, id, owner string, rc *recentCall) {
 	c := *rec
 	if c.ID == "" {
 		c.ID = tool.NewID()
@@ -101,12 +105,24 @@ func (l *Log) callPayload(rec *tool.Record) (payload []byte, id, owner string) {
 		jc.Kind = string(c.Error.Kind)
 	}
 	owner = l.claim(c.Task)
-	r := &jrec{Type: recCall, ID: c.ID, Task: c.Task, Owner: owner, Call: jc}
+	r := &jrec{V: FormatVersion, Type: recCall, ID: c.ID, Task: c.Task, At: l.opts.now().UnixNano(), Owner: owner, Call: jc}
 	// The envelope holds the id, task, session and caller: the record
 	// does not repeat them (decodeCall puts them back).
 	body := c
 	body.ID, body.Task, body.Session, body.Caller = "", "", "", nil
-	b, err := json.Marshal(body)
+	bp := scratch.Get().(*[]byte)
+	defer scratch.Put(bp)
+	b, cb, err := appendRecordBody((*bp)[:0], &body)
+	if err == nil {
+		*bp = b
+		// One allocation for the payload, which the journal's writer
+		// may hold until its group is written.
+		payload = appendCallRecord(make([]byte, 0, len(cb.json)+256+len(c.ID)+len(c.Task)+len(owner)+len(c.Session)), r, cb.json)
+		rc = &recentCall{name: tool.ExposedName(c.Server, c.Tool), args: bytes.Clone(cb.args), text: cb.text, textOK: cb.textOK}
+		return payload, c.ID, owner, rc
+	}
+	// encoding/json's path, which says what it could not write.
+	b, err = json.Marshal(body)
 	if err != nil {
 		body.Arguments, body.Result = nil, nil
 		body.Notes = slices.Clone(body.Notes) // do not write into the caller's array
@@ -124,7 +140,7 @@ func (l *Log) callPayload(rec *tool.Record) (payload []byte, id, owner string) {
 		// Only a record field JSON cannot hold gets here; r is plain.
 		payload, _ = l.encode(&jrec{Type: recCall, ID: c.ID, Task: c.Task, Owner: owner, Call: jc, Rec: json.RawMessage(`{}`)})
 	}
-	return payload, c.ID, owner
+	return payload, c.ID, owner, nil
 }
 
 // Calls returns the call records of a task in the order the calls started,

@@ -77,11 +77,11 @@ func (l *Log) AppendEvents(ctx context.Context, evs ...Event) error {
 			l.referTo(&list[i])
 		}
 	}
-	r := &jrec{Type: recEvents, At: now.UnixNano(), EventIDs: []int64{lowest, highest}, Events: list}
-	if err := packEvents(r); err != nil {
+	payload, err := eventsPayload(&jrec{Type: recEvents, At: now.UnixNano(), EventIDs: []int64{lowest, highest}, Events: list})
+	if err != nil {
 		return fmt.Errorf("tasklog: encoding events: %w", err)
 	}
-	if _, err := l.appendRecs(ctx, r); err != nil {
+	if _, err := l.appendPayloads(ctx, payload); err != nil {
 		return err
 	}
 	for {
@@ -253,35 +253,40 @@ func resultText(rec *tool.Record) string {
 
 // referTo turns a tool_call event into a reference to its call's record
 // when the record, recorded by this log a moment ago, rebuilds the event
-// exactly; otherwise the event keeps its data.
+// exactly; otherwise the event keeps its data. It compares the event's
+// bytes with what Record kept of the call: nothing is decoded.
 func (l *Log) referTo(e *jEvent) {
-	var d struct {
-		ToolCallID string          `json:"tool_call_id"`
-		ToolInput  json.RawMessage `json:"tool_input"`
-		DeltaInput json.RawMessage `json:"delta_input"`
-	}
-	if json.Unmarshal(e.Data, &d) != nil || d.ToolCallID == "" || len(d.DeltaInput) > 0 {
+	id, ok := toolCallID(e.Data)
+	if !ok {
 		return
 	}
-	payload := l.recent.get(d.ToolCallID)
-	if payload == nil {
+	c := l.recent.get(id)
+	if c == nil {
 		return
 	}
-	part := partInput
-	if bytes.HasPrefix(d.ToolInput, []byte(`{"result":`)) {
-		part = partResult
-	}
-	if b, ok := callEvent(payload, part); ok && bytes.Equal(b, e.Data) {
-		e.Data, e.Ref, e.Part = nil, d.ToolCallID, part
+	if part, ok := c.rebuilds(id, e.Data); ok {
+		e.Data, e.Ref, e.Part = nil, id, part
 	}
 }
 
-// recentCalls keeps the payloads of the calls this log recorded last, for
-// referTo: the result events of a call follow its record by milliseconds.
-// Bounded in count and bytes.
+// recentCall is what referTo needs of a call this log recorded: what its
+// tool_call events are rebuilt from (callEvent's inputs, as the record
+// holds them).
+type recentCall struct {
+	name   string // the tool's exposed name
+	args   []byte // the arguments' JSON
+	text   string // the result event's text
+	textOK bool   // the text reads back the same from the record
+}
+
+func (c *recentCall) size() int { return len(c.name) + len(c.args) + len(c.text) + 64 }
+
+// recentCalls keeps the calls this log recorded last, for referTo: the
+// events of a call follow its record by milliseconds. Bounded in count
+// and bytes.
 type recentCalls struct {
 	mu    sync.Mutex
-	m     map[string][]byte
+	m     map[string]*recentCall
 	ring  []string
 	next  int
 	bytes int
@@ -293,26 +298,27 @@ const (
 )
 
 func (c *recentCalls) init() {
-	c.m = make(map[string][]byte, recentCount)
+	c.m = make(map[string]*recentCall, recentCount)
 	c.ring = make([]string, recentCount)
 }
 
-func (c *recentCalls) add(id string, payload []byte) {
-	if len(payload) > recentBytes/16 {
+func (c *recentCalls) add(id string, rc *recentCall) {
+	size := rc.size()
+	if size > recentBytes/16 {
 		return
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	for c.bytes+len(payload) > recentBytes || c.ring[c.next] != "" {
+	for c.bytes+size > recentBytes || c.ring[c.next] != "" {
 		old := c.ring[c.next]
 		if old == "" {
 			c.next = (c.next + 1) % recentCount
 			continue
 		}
-		c.bytes -= len(c.m[old])
+		c.bytes -= c.m[old].size()
 		delete(c.m, old)
 		c.ring[c.next] = ""
-		if c.bytes+len(payload) <= recentBytes {
+		if c.bytes+size <= recentBytes {
 			break
 		}
 		c.next = (c.next + 1) % recentCount
@@ -320,13 +326,13 @@ func (c *recentCalls) add(id string, payload []byte) {
 	if _, dup := c.m[id]; dup {
 		return
 	}
-	c.m[id] = payload
+	c.m[id] = rc
 	c.ring[c.next] = id
-	c.bytes += len(payload)
+	c.bytes += size
 	c.next = (c.next + 1) % recentCount
 }
 
-func (c *recentCalls) get(id string) []byte {
+func (c *recentCalls) get(id string) *recentCall {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.m[id]

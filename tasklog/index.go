@@ -353,6 +353,9 @@ func (l *Log) indexSome(ctx context.Context) (int, error) {
 	if err == nil {
 		err = applyEr
 	}
+	if err == nil {
+		err = ix.flushCalls()
+	}
 	if err != nil {
 		return 0, err
 	}
@@ -402,6 +405,60 @@ type indexer struct {
 	ctx       context.Context
 	lastEvent int64
 	stmts     map[string]*sql.Stmt
+	// tasks are what the call records applied since the last flush do to
+	// their tasks, one row write per task instead of two per call: a
+	// gateway session's calls are one task.
+	tasks     map[string]*taskCalls
+	taskOrder []string
+}
+
+// taskCalls is what call records do to their task: create it (as the
+// first of them would have: its start, time, owner, caller and position),
+// move its last write on, and count the calls and the failed ones.
+type taskCalls struct {
+	first, at     int64
+	owner         string
+	caller        *identity.Ref
+	pos           Pos
+	calls, errors int64
+}
+
+// addCall notes a call record of a task; flushCalls writes it.
+func (ix *indexer) addCall(task string, r *jrec, pos Pos, inserted bool, failed int) {
+	if ix.tasks == nil {
+		ix.tasks = map[string]*taskCalls{}
+	}
+	tc := ix.tasks[task]
+	if tc == nil {
+		tc = &taskCalls{first: r.Call.Started, at: r.At, owner: r.Owner, caller: r.Call.Caller, pos: pos}
+		ix.tasks[task] = tc
+		ix.taskOrder = append(ix.taskOrder, task)
+	}
+	tc.at = max(tc.at, r.At)
+	if inserted {
+		tc.calls++
+		tc.errors += int64(failed)
+	}
+}
+
+// flushCalls writes what the call records noted since the last flush did
+// to their tasks: before any other record touching tasks is applied, and
+// before the transaction commits.
+func (ix *indexer) flushCalls() error {
+	for _, id := range ix.taskOrder {
+		tc := ix.tasks[id]
+		c := colsOf(tc.caller)
+		if _, err := ix.exec(`INSERT INTO tasks (id, status, created_at, updated_at, owner, first_pos, caller_key, caller_name, calls, errors)
+			VALUES (?, 'running', ?, ?, ?, ?, ?, ?, ?, ?)
+			ON CONFLICT (id) DO UPDATE SET updated_at = max(updated_at, excluded.updated_at),
+				calls = calls + excluded.calls, errors = errors + excluded.errors`,
+			id, tc.first, tc.at, tc.owner, int64(tc.pos), c.key, c.name, tc.calls, tc.errors); err != nil {
+			return err
+		}
+		delete(ix.tasks, id)
+	}
+	ix.taskOrder = ix.taskOrder[:0]
+	return nil
 }
 
 func (ix *indexer) exec(q string, args ...any) (sql.Result, error) {
@@ -435,6 +492,12 @@ func (ix *indexer) apply(pos Pos, payload []byte) error {
 	ord := r.Ord
 	if ord == 0 {
 		ord = int64(pos)
+	}
+	if r.Type != recCall && r.Type != recEvents {
+		// Records that touch tasks see the calls before them.
+		if err := ix.flushCalls(); err != nil {
+			return err
+		}
 	}
 	switch r.Type {
 	case recStart:
@@ -504,11 +567,6 @@ func (ix *indexer) apply(pos Pos, payload []byte) error {
 		if r.Call == nil {
 			return nil
 		}
-		if r.Task != "" {
-			if err := ix.ensureTask(r.Task, r.Call.Started, r.At, r.Owner, r.Call.Caller, pos); err != nil {
-				return err
-			}
-		}
 		failed := 0
 		if r.Call.Kind != "" {
 			failed = 1
@@ -518,10 +576,11 @@ func (ix *indexer) apply(pos Pos, payload []byte) error {
 		if err != nil {
 			return err
 		}
-		if n, _ := res.RowsAffected(); n == 1 && r.Task != "" {
-			_, err = ix.exec(`UPDATE tasks SET calls = calls + 1, errors = errors + ? WHERE id = ?`, failed, r.Task)
+		if r.Task != "" {
+			n, _ := res.RowsAffected()
+			ix.addCall(r.Task, &r, pos, n == 1, failed)
 		}
-		return err
+		return nil
 	case recEvents:
 		if len(r.EventIDs) != 2 {
 			// Written without them: decode the events.

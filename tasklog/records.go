@@ -7,9 +7,15 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"strconv"
 	"sync"
+	"unicode/utf8"
+
+	kflate "github.com/klauspost/compress/flate"
 
 	"github.com/toolmux/toolmux/identity"
+	"github.com/toolmux/toolmux/internal/jsonscan"
+	"github.com/toolmux/toolmux/tool"
 )
 
 // FormatVersion is the version of the journal's record format, in every
@@ -200,6 +206,10 @@ type jDropTotal struct {
 // last, after fields that hold no nested object, so its key cannot occur
 // in a string or an object before it: the envelope is decoded without it.
 func envelope(payload []byte, r *jrec) error {
+	if fastEnvelope(payload, r) {
+		return nil
+	}
+	*r = jrec{}
 	b := payload
 	for _, heavy := range []struct{ typ, key string }{{recCall, `,"record":`}, {recEvents, `,"events`}} {
 		if !bytes.HasPrefix(b, []byte(`{"v":`)) {
@@ -220,45 +230,172 @@ func envelope(payload []byte, r *jrec) error {
 	return json.Unmarshal(b, r)
 }
 
+// fastEnvelope reads the envelope of a call or events record, the
+// records of every call, by hand: what json.Unmarshal would, without its
+// reflection. Anything else — another type, an escape in a string, a
+// number, key or spacing it does not expect — makes it give up (false),
+// and envelope decodes the record with encoding/json.
+func fastEnvelope(payload []byte, r *jrec) bool {
+	var h headReader
+	heavy := false
+	jsonscan.Members(payload, func(key, v []byte) bool {
+		switch string(key) {
+		case "v":
+			r.V = int(h.num(v))
+		case "type":
+			if r.Type = h.str(v); r.Type != recCall && r.Type != recEvents {
+				h.bad = true
+			}
+		case "id":
+			r.ID = h.str(v)
+		case "task":
+			r.Task = h.str(v)
+		case "at":
+			r.At = h.num(v)
+		case "owner":
+			r.Owner = h.str(v)
+		case "ord":
+			r.Ord = h.num(v)
+		case "call":
+			r.Call = h.call(v)
+		case "event_ids":
+			inner, found := bytes.CutPrefix(v, []byte("["))
+			inner, closed := bytes.CutSuffix(inner, []byte("]"))
+			lo, hi, two := bytes.Cut(inner, []byte(","))
+			h.bad = h.bad || !found || !closed || !two
+			r.EventIDs = []int64{h.num(lo), h.num(hi)}
+		case "record", "events", "events_z":
+			heavy = true // the bulky part, last: the envelope is read
+			return false
+		default:
+			h.bad = true
+		}
+		return !h.bad
+	})
+	return heavy && !h.bad
+}
+
+// headReader reads the plain values of an envelope as json.Unmarshal
+// would; bad says that one was not plain enough.
+type headReader struct{ bad bool }
+
+func (h *headReader) str(v []byte) string {
+	if len(v) < 2 || v[0] != '"' || v[len(v)-1] != '"' || bytes.IndexByte(v, '\\') >= 0 || !utf8.Valid(v) {
+		h.bad = true
+		return ""
+	}
+	return string(v[1 : len(v)-1])
+}
+
+func (h *headReader) num(v []byte) int64 {
+	n, err := strconv.ParseInt(string(v), 10, 64)
+	if err != nil {
+		h.bad = true
+	}
+	return n
+}
+
+// call reads a call record's "call" object.
+func (h *headReader) call(b []byte) *jCall {
+	c := &jCall{}
+	h.object(b, func(key, v []byte) {
+		switch string(key) {
+		case "session":
+			c.Session = h.str(v)
+		case "kind":
+			c.Kind = h.str(v)
+		case "started":
+			c.Started = h.num(v)
+		case "ended":
+			c.Ended = h.num(v)
+		case "duration":
+			c.Duration = h.num(v)
+		case "caller":
+			c.Caller = &identity.Ref{}
+			h.object(v, func(key, v []byte) {
+				switch string(key) {
+				case "name":
+					c.Caller.Name = h.str(v)
+				case "key":
+					c.Caller.Key = h.str(v)
+				default:
+					h.bad = true
+				}
+			})
+		default:
+			h.bad = true
+		}
+	})
+	return c
+}
+
+// object calls f with the members of the object b, which must be read to
+// its closing brace: jsonscan.Members stops quietly where it loses its
+// way.
+func (h *headReader) object(b []byte, f func(key, v []byte)) {
+	end := 1 // after the '{' of an empty object
+	jsonscan.Members(b, func(key, v []byte) bool {
+		f(key, v)
+		end = cap(b) - cap(v) + len(v) // v lies in b
+		return !h.bad
+	})
+	if len(b) < 2 || b[0] != '{' || end != len(b)-1 {
+		h.bad = true
+	}
+}
+
 // minDeflate is the size of an events array below which it is stored as
 // it is: deflating a few events saves little.
 const minDeflate = 1024
 
-// packEvents stores the events of r deflated when that is worth it: the
-// events of a batch repeat their keys, task and call ids, and shrink
-// several times (the stream's events are most of a simple call's bytes).
-func packEvents(r *jrec) error {
-	raw, err := json.Marshal(r.Events)
-	if err != nil {
-		return err
+// eventsPayload encodes events record r: its events as they are, or,
+// when their JSON passes minDeflate, deflated (the events of a batch
+// repeat their keys, task and call ids, and shrink several times: the
+// stream's events are most of a simple call's bytes). r's version and id
+// are set; its time is the caller's.
+func eventsPayload(r *jrec) ([]byte, error) {
+	r.V = FormatVersion
+	if r.ID == "" {
+		r.ID = tool.NewID()
 	}
+	bp := scratch.Get().(*[]byte)
+	defer scratch.Put(bp)
+	raw := appendEvents((*bp)[:0], r.Events)
+	*bp = raw
 	if len(raw) < minDeflate {
-		return nil
+		return appendEventsRecord(make([]byte, 0, len(raw)+128), r, raw, nil), nil
 	}
-	var buf bytes.Buffer
-	w, _ := deflaters.Get().(*flate.Writer)
+	zp := scratch.Get().(*[]byte)
+	defer scratch.Put(zp)
+	buf := bytes.NewBuffer((*zp)[:0])
+	w, _ := deflaters.Get().(*kflate.Writer)
 	if w == nil {
 		var err error
-		if w, err = flate.NewWriter(&buf, flate.BestSpeed); err != nil {
-			return err
+		if w, err = kflate.NewWriter(buf, kflate.BestSpeed); err != nil {
+			return nil, err
 		}
 	} else {
-		w.Reset(&buf)
+		w.Reset(buf)
 	}
 	defer deflaters.Put(w)
 	if _, err := w.Write(raw); err != nil {
-		return err
+		return nil, err
 	}
 	if err := w.Close(); err != nil {
-		return err
+		return nil, err
 	}
-	r.Events, r.EventsZ = nil, base64.StdEncoding.EncodeToString(buf.Bytes())
-	return nil
+	z := buf.Bytes()
+	*zp = z
+	r.Events = nil
+	return appendEventsRecord(make([]byte, 0, base64.StdEncoding.EncodedLen(len(z))+128), r, nil, z), nil
 }
 
 // deflaters keeps flate writers between batches: a new one allocates and
 // clears hundreds of KiB, which the profile of a busy gateway showed as 2 %
-// of the process.
+// of the process. They are klauspost/compress's, which write the same
+// format (RFC 1951, read back by compress/flate) in about two thirds of
+// the time of compress/flate's on a batch of a few events, where building
+// the Huffman codes is most of the work (BENCHMARKS.md §28).
 var deflaters sync.Pool
 
 // events returns the events of an events record, inflated if need be.
