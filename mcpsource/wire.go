@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -297,11 +298,15 @@ func (c *stdioConn) call(ctx context.Context, params *mcp.CallToolParams) (*tool
 
 // decodeAnswer reads the answer to a tools/call: its result, as a
 // tool.Result (whose JSON form is MCP's), or the server's error.
+//
+// The line is decoded once, straight into a tool.Result (whose JSON form
+// is MCP's); only a part of a content type newer than this code, which
+// tool.Content cannot hold, sends the decoder back to the line for that
+// part's JSON.
 func decodeAnswer(line []byte) (*tool.Result, error) {
 	var m struct {
-		Result *wireResult     `json:"result"`
-		Error  *jsonrpc.Error  `json:"error"`
-		Raw    json.RawMessage `json:"-"`
+		Result *tool.Result   `json:"result"`
+		Error  *jsonrpc.Error `json:"error"`
 	}
 	if err := json.Unmarshal(line, &m); err != nil {
 		return nil, fmt.Errorf("decoding the answer to %q: %w", mcpwire.MethodToolsCall, err)
@@ -312,44 +317,28 @@ func decodeAnswer(line []byte) (*tool.Result, error) {
 	if m.Result == nil {
 		return nil, fmt.Errorf("the answer to %q has neither result nor error", mcpwire.MethodToolsCall)
 	}
-	r := &m.Result.Result
+	r := m.Result
 	if r.Content == nil {
 		r.Content = []tool.Content{}
 	}
-	for i, raw := range m.Result.Parts {
+	if slices.ContainsFunc(r.Content, func(c tool.Content) bool { return !knownContent(c.Type) }) {
 		// A content type newer than this code: its JSON is kept rather
 		// than dropped (convertContent does the same).
-		if !knownContent(r.Content[i].Type) {
-			r.Content[i] = tool.Content{Type: r.Content[i].Type, Text: string(raw)}
+		var raw struct {
+			Result struct {
+				Content []json.RawMessage `json:"content"`
+			} `json:"result"`
+		}
+		if err := json.Unmarshal(line, &raw); err != nil || len(raw.Result.Content) != len(r.Content) {
+			return nil, fmt.Errorf("decoding the answer to %q: %v", mcpwire.MethodToolsCall, err)
+		}
+		for i, part := range raw.Result.Content {
+			if !knownContent(r.Content[i].Type) {
+				r.Content[i] = tool.Content{Type: r.Content[i].Type, Text: string(part)}
+			}
 		}
 	}
 	return r, nil
-}
-
-// wireResult is a CallToolResult on the wire: tool.Result's JSON form is
-// MCP's; Parts keeps each part's JSON for types tool.Content does not know.
-type wireResult struct {
-	tool.Result
-	Parts []json.RawMessage `json:"-"`
-}
-
-func (w *wireResult) UnmarshalJSON(b []byte) error {
-	var parts struct {
-		Content []json.RawMessage `json:"content"`
-	}
-	if err := json.Unmarshal(b, &w.Result); err != nil {
-		return err
-	}
-	for _, c := range w.Result.Content {
-		if !knownContent(c.Type) {
-			if err := json.Unmarshal(b, &parts); err != nil {
-				return err
-			}
-			w.Parts = parts.Content
-			break
-		}
-	}
-	return nil
 }
 
 func knownContent(t string) bool {
