@@ -15,6 +15,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	segjson "github.com/segmentio/encoding/json"
 
 	"github.com/toolmux/toolmux/internal/jsonscan"
 	"github.com/toolmux/toolmux/internal/mcpwire"
@@ -296,19 +297,34 @@ func (c *stdioConn) call(ctx context.Context, params *mcp.CallToolParams) (*tool
 	}
 }
 
+// maxAnswerDepth is the deepest nesting of an answer decoded by
+// segmentio's decoder: encoding/json's own limit.
+const maxAnswerDepth = 10000
+
 // decodeAnswer reads the answer to a tools/call: its result, as a
 // tool.Result (whose JSON form is MCP's), or the server's error.
 //
 // The line is decoded once, straight into a tool.Result (whose JSON form
 // is MCP's); only a part of a content type newer than this code, which
 // tool.Content cannot hold, sends the decoder back to the line for that
-// part's JSON.
+// part's JSON. The decoder is segmentio's, which the go-sdk decodes every
+// message with (so it costs the binary nothing): it reads what
+// encoding/json reads into the same values (FuzzDecodeAnswer holds it to
+// that) with a fraction of the allocations, which were most of a call's
+// decoding cost. It recurses without a bound, though, where encoding/json
+// stops at 10 000 levels: a line nested deeper (one scan, which allocates
+// nothing, tells) goes to encoding/json, which refuses it, rather than
+// overflow the stack.
 func decodeAnswer(line []byte) (*tool.Result, error) {
 	var m struct {
 		Result *tool.Result   `json:"result"`
 		Error  *jsonrpc.Error `json:"error"`
 	}
-	if err := json.Unmarshal(line, &m); err != nil {
+	unmarshal := segjson.Unmarshal
+	if jsonscan.Scan(line).Depth > maxAnswerDepth {
+		unmarshal = json.Unmarshal
+	}
+	if err := unmarshal(line, &m); err != nil {
 		return nil, fmt.Errorf("decoding the answer to %q: %w", mcpwire.MethodToolsCall, err)
 	}
 	if m.Error != nil {

@@ -2,9 +2,15 @@ package mcpsource
 
 import (
 	"encoding/json"
+	"errors"
+	"reflect"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+
+	"github.com/toolmux/toolmux/tool"
 )
 
 // An answer is read as the go-sdk reads it: every content type, the
@@ -44,6 +50,20 @@ func TestDecodeAnswer(t *testing.T) {
 
 // FuzzDecodeAnswer reads what a server answers: never a panic; a result
 // has content and encodes again (the record and the client get it).
+// An answer nested deeper than encoding/json decodes is refused, as
+// encoding/json refuses it: the faster decoder, which recurses without a
+// bound, would overflow the stack (a crash no recover stops).
+func TestDecodeAnswerTooDeep(t *testing.T) {
+	for _, n := range []int{maxAnswerDepth - 3, 1_000_000} {
+		line := []byte(`{"jsonrpc":"2.0","id":"toolmux-1","result":{"content":[],"structuredContent":` +
+			strings.Repeat("[", n) + strings.Repeat("]", n) + `}}`)
+		_, err := decodeAnswer(line)
+		if (err != nil) != (n > maxAnswerDepth) {
+			t.Errorf("nested %d deep: %v", n, err)
+		}
+	}
+}
+
 func FuzzDecodeAnswer(f *testing.F) {
 	f.Add([]byte(`{"jsonrpc":"2.0","id":"toolmux-1","result":{"content":[{"type":"text","text":"x"},{"type":"new","v":[1]}]}}`))
 	f.Add([]byte(`{"id":"toolmux-1","error":{"code":1,"message":"m","data":{}}}`))
@@ -52,6 +72,36 @@ func FuzzDecodeAnswer(f *testing.F) {
 		r, err := decodeAnswer(b)
 		if err == nil && r.Content == nil {
 			t.Fatalf("%s: nil content", b)
+		}
+		// What encoding/json reads of the same line: the same values,
+		// the same refusals.
+		var m struct {
+			Result *tool.Result   `json:"result"`
+			Error  *jsonrpc.Error `json:"error"`
+		}
+		var wire *jsonrpc.Error
+		switch stdErr := json.Unmarshal(b, &m); {
+		case stdErr != nil:
+			if err == nil {
+				t.Fatalf("%s: read, though encoding/json refuses it: %v", b, stdErr)
+			}
+		case m.Error != nil:
+			if !errors.As(err, &wire) || wire.Code != m.Error.Code || wire.Message != m.Error.Message || string(wire.Data) != string(m.Error.Data) {
+				t.Fatalf("%s: the server's error read as %v, by encoding/json as %v", b, err, m.Error)
+			}
+		case m.Result == nil:
+			if err == nil {
+				t.Fatalf("%s: an answer without result or error was read", b)
+			}
+		case err != nil:
+			t.Fatalf("%s: refused (%v), though encoding/json reads it", b, err)
+		case !slices.ContainsFunc(m.Result.Content, func(c tool.Content) bool { return !knownContent(c.Type) }):
+			if m.Result.Content == nil {
+				m.Result.Content = []tool.Content{}
+			}
+			if !reflect.DeepEqual(r, m.Result) {
+				t.Fatalf("%s: read as %#v, by encoding/json as %#v", b, r, m.Result)
+			}
 		}
 		if err == nil {
 			if _, err := json.Marshal(r); err != nil {
