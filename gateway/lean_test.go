@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"fmt"
 	"maps"
 	"net/http"
 	"strings"
@@ -270,15 +269,15 @@ func reflectEqual(a, b any) bool {
 
 // On a passthrough route too, a 2026-07-28 tools/call the gateway answers
 // itself gets the go-sdk's answer as a single JSON message: a result of
-// every kind of content, the server's question (input_required, its
-// requestState the gateway's own), an unknown tool's error.
+// every kind of content, an unknown tool's error. (A question of the
+// server's, which parks the call, is TestPassthroughModernClient's: its
+// client answers it, where a question left unanswered here would hold
+// the server's handler past the test.)
 func TestPassthroughOwnModernCallAnswersAreTheGoSDKs(t *testing.T) {
 	up := startUpstream(t)
 	pt := servePassthrough(t, mcpsource.Config{Name: "up", Transport: mcpsource.StreamableHTTP, URL: up.url})
-	for _, tool := range []string{"parts", "ask", "nope"} {
+	for _, tool := range []string{"parts", "nope"} {
 		t.Run(tool, func(t *testing.T) {
-			// Two clients: a question parks its call, which holds its
-			// client's link until answered.
 			ownStatus, ownType, own := post2026Raw(t, pt.url, "own", tool, `{}`, nil)
 			sdkStatus, sdkType, sdk := post2026Raw(t, pt.url, "sdk", tool, `{}`, map[string]string{"Mcp-Param-Unbound": "1"})
 			if ownStatus != sdkStatus {
@@ -286,16 +285,6 @@ func TestPassthroughOwnModernCallAnswersAreTheGoSDKs(t *testing.T) {
 			}
 			if ownType != "application/json" || tool != "nope" && !strings.HasPrefix(sdkType, "text/event-stream") {
 				t.Fatalf("content types: own %q, go-sdk %q", ownType, sdkType)
-			}
-			if tool == "ask" {
-				// Each question's requestState names its own parked call.
-				for _, m := range []map[string]any{own, sdk} {
-					res, _ := m["result"].(map[string]any)
-					if res == nil || res["resultType"] != "input_required" || !strings.HasPrefix(fmt.Sprint(res["requestState"]), "toolmux1.") {
-						t.Fatalf("a question: %v", m)
-					}
-					delete(res, "requestState")
-				}
 			}
 			o, _ := json.Marshal(own)
 			s, _ := json.Marshal(sdk)
