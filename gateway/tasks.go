@@ -730,34 +730,44 @@ func (tr *taskRunner) call(w http.ResponseWriter, r *http.Request, v *view, rec 
 			tr.answered(key, ctx.Err() == nil)
 		}
 	}
+	// A long tool's call is a task at once, however soon it ends: the
+	// task is made before the call starts, or a call quicker than the
+	// request's goroutine would be answered as an ordinary one.
+	threshold := tr.threshold(tg.t)
+	var ok bool
+	if threshold == 0 {
+		ok, err = lt.create(ctx)
+	}
 	go func() {
 		defer tr.wg.Done()
 		defer cancel(nil)
 		tr.run(cctx, lt, tg.t, in, args, elicits)
 	}()
-	wait := time.NewTimer(tr.threshold(tg.t))
-	defer wait.Stop()
-	select {
-	case <-lt.done:
-		stop()
-		answered()
-		writeResult(w, id, completeResult(lt.res))
-		return true
-	case <-wait.C:
-	case <-lt.promote:
-	case <-ctx.Done():
-		if !keyed {
-			return true // the client is gone; the call is cancelled
+	if threshold > 0 {
+		wait := time.NewTimer(threshold)
+		defer wait.Stop()
+		select {
+		case <-lt.done:
+			stop()
+			answered()
+			writeResult(w, id, completeResult(lt.res))
+			return true
+		case <-wait.C:
+		case <-lt.promote:
+		case <-ctx.Done():
+			if !keyed {
+				return true // the client is gone; the call is cancelled
+			}
+			// The client's stream broke: the call goes on as a task,
+			// which a re-issue of its request is answered with.
+			if _, err := lt.create(ctx); err != nil {
+				cancel(err)
+			}
+			answered()
+			return true
 		}
-		// The client's stream broke: the call goes on as a task, which
-		// a re-issue of its request is answered with.
-		if _, err := lt.create(ctx); err != nil {
-			cancel(err)
-		}
-		answered()
-		return true
+		ok, err = lt.create(ctx)
 	}
-	ok, err := lt.create(ctx)
 	if err != nil {
 		cancel(err)
 		tr.answered(key, true) // nothing to answer a re-issue with
