@@ -149,20 +149,27 @@ func post2026(t *testing.T, url, method, name string, params map[string]any) (in
 	}
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
-	if strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
-		var last string
-		for line := range strings.SplitSeq(string(b), "\n") {
-			if data, ok := strings.CutPrefix(line, "data: "); ok {
-				last = data
-			}
-		}
-		b = []byte(last)
-	}
+	b = lastMessage(resp.Header.Get("Content-Type"), b)
 	var m map[string]any
 	if err := json.Unmarshal(b, &m); err != nil {
 		t.Fatalf("%s: %d %q", method, resp.StatusCode, b)
 	}
 	return resp.StatusCode, m
+}
+
+// lastMessage is the JSON-RPC message an answer of content type ct
+// carries: the body itself, or the last data line of an event stream.
+func lastMessage(ct string, b []byte) []byte {
+	if !strings.HasPrefix(ct, "text/event-stream") {
+		return b
+	}
+	var last string
+	for line := range strings.SplitSeq(string(b), "\n") {
+		if data, ok := strings.CutPrefix(line, "data: "); ok {
+			last = data
+		}
+	}
+	return []byte(last)
 }
 
 // On the wire: tools/list carries the caching hints (public, stale at

@@ -194,15 +194,7 @@ func post2026Raw(t *testing.T, url, client, name, args string, extra map[string]
 	maps.Copy(header, extra)
 	resp, b := postRaw(t, url, body, header)
 	ct := resp.Header.Get("Content-Type")
-	if strings.HasPrefix(ct, "text/event-stream") {
-		var last string
-		for line := range strings.SplitSeq(string(b), "\n") {
-			if data, ok := strings.CutPrefix(line, "data: "); ok {
-				last = data
-			}
-		}
-		b = []byte(last)
-	}
+	b = lastMessage(ct, b)
 	var m map[string]any
 	if err := json.Unmarshal(b, &m); err != nil {
 		t.Fatalf("%s %q: %v", resp.Status, b, err)
