@@ -229,7 +229,14 @@ func (r *route) receiveModern(next mcp.MethodHandler) mcp.MethodHandler {
 			if !ok {
 				return next(ctx, method, req)
 			}
-			return r.callToolModern(ctx, l, ss, call)
+			res, err := r.callToolModern(ctx, l, ss, call)
+			if cr, ok := res.(*mcp.CallToolResult); ok && err == nil && cr.InputRequests == nil && !cr.NeedsInput() {
+				// The go-sdk marks complete only the results of the
+				// tools it has registered (the gateway's own path,
+				// serveModern, marks its answers itself).
+				return completed(cr)
+			}
+			return res, err
 		}
 		if err := foreignState(req, l.modernUp()); err != nil {
 			return nil, err
@@ -254,13 +261,13 @@ func identityKey(p *mcp.InitializeParams) string {
 // identity, opening it when there is none; it takes a place of the route's
 // MaxSessions, or fails with the limit's error.
 func (r *route) sharedLink(ctx context.Context, init *mcp.InitializeParams) (*link, error) {
-	key := identityKey(init)
-	if r.upModern.Load() {
-		// Each request carries its client's identity and capabilities to
-		// the server (the go-sdk's client adds its own only where the
-		// request has none): one link serves every client.
-		key = anyClient
+	key := anyClient
+	if !r.upModern.Load() {
+		key = identityKey(init)
 	}
+	// (A server on 2026-07-28 gets each request's client identity and
+	// capabilities with the request, the go-sdk's client adding its own
+	// only where the request has none: one link serves every client.)
 	r.mu.Lock()
 	if r.closed {
 		r.mu.Unlock()
@@ -675,11 +682,10 @@ func completed(res *mcp.CallToolResult) (*mcp.CallToolResult, error) {
 	if err != nil || len(b) < 2 || b[0] != '{' {
 		return nil, fmt.Errorf("toolmux: encoding a result: %w", err)
 	}
-	if len(b) == 2 {
-		b = []byte(`{"resultType":"complete"}`)
-	} else {
-		b = append([]byte(`{"resultType":"complete",`), b[1:]...)
+	if hasMember(b, "resultType") {
+		return res, nil
 	}
+	b = withResultType(b, `"complete"`)
 	out := new(mcp.CallToolResult)
 	if err := json.Unmarshal(b, out); err != nil {
 		return nil, fmt.Errorf("toolmux: decoding a result: %w", err)
@@ -855,9 +861,6 @@ func (r *route) startModern(ctx context.Context, l *link, ss *mcp.ServerSession,
 			var ir *mcp.CallToolResult
 			ir, err = inputRequiredState(res.InputRequests, state)
 			res = ir
-		}
-		if err == nil && res.InputRequests == nil {
-			res, err = completed(res)
 		}
 		// The link is released before the client has the answer, so that
 		// its next request finds the link idle.
