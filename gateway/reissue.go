@@ -829,16 +829,48 @@ func resultSize(res *mcp.CallToolResult, max int) int {
 		if n > max {
 			return n
 		}
-		if v == nil {
-			continue
-		}
-		b, err := json.Marshal(v)
-		if err != nil {
-			return max + 1
-		}
-		n += len(b)
+		n += valueSize(v, max-n)
 	}
 	return n
+}
+
+// valueSize returns about the bytes a decoded JSON value holds, up to
+// a little past max: its strings and keys, 8 bytes for any other scalar;
+// a value of another type is measured by its JSON (what does not encode
+// counts as past max). Walking the value costs a fraction of encoding
+// it, which a result's _meta would be on every call.
+func valueSize(v any, max int) int {
+	switch v := v.(type) {
+	case nil:
+		return 0
+	case string:
+		return len(v)
+	case bool, float64, int, int64:
+		return 8
+	case map[string]any:
+		n := 0
+		for k, e := range v {
+			if n += len(k) + valueSize(e, max-n); n > max {
+				break
+			}
+		}
+		return n
+	case mcp.Meta:
+		return valueSize(map[string]any(v), max)
+	case []any:
+		n := 0
+		for _, e := range v {
+			if n += valueSize(e, max-n); n > max {
+				break
+			}
+		}
+		return n
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return max + 1
+	}
+	return len(b)
 }
 
 // errorSize returns the bytes a kept error holds: its message, and the

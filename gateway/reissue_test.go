@@ -723,13 +723,18 @@ func TestConcurrentReissuesShareNoResult(t *testing.T) {
 	}
 }
 
-// resultSize counts a result's text and data, and the JSON of its
-// structured content and _meta.
+// resultSize counts a result's text and data, and what its structured
+// content and _meta hold: their keys and strings, 8 bytes a scalar, the
+// JSON of any other type; past the bound it stops early.
 func TestResultSize(t *testing.T) {
 	res := &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "hello"}, &mcp.ImageContent{Data: []byte("png"), MIMEType: "image/png"}},
-		StructuredContent: map[string]any{"a": 1}}
-	if n := resultSize(res, 1<<20); n != len("hello")+len("png")+len(`{"a":1}`) {
+		StructuredContent: map[string]any{"a": 1.0, "list": []any{"xyz", true, nil}}, Meta: mcp.Meta{"k": struct{ V int }{7}}}
+	if n := resultSize(res, 1<<20); n != len("hello")+len("png")+len("a")+8+len("list")+len("xyz")+8+len("k")+len(`{"V":7}`) {
 		t.Errorf("size %d", n)
+	}
+	big := &mcp.CallToolResult{StructuredContent: map[string]any{"rows": []any{strings.Repeat("x", 3000), strings.Repeat("y", 3000)}}}
+	if n := resultSize(big, 1000); n <= 1000 {
+		t.Errorf("size %d of a result holding 6 KB, within a bound of 1000", n)
 	}
 	if n := resultSize(res, 4); n <= 4 {
 		t.Errorf("size %d within a bound of 4", n)
