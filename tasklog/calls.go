@@ -10,6 +10,7 @@ import (
 	"runtime/debug"
 	"slices"
 	"time"
+	"unicode/utf8"
 
 	"github.com/toolmux/toolmux/tool"
 )
@@ -118,7 +119,12 @@ func (l *Log) callPayload(rec *tool.Record) (payload []byte, id, owner string, r
 		// One allocation for the payload, which the journal's writer
 		// may hold until its group is written.
 		payload = appendCallRecord(make([]byte, 0, len(cb.json)+256+len(c.ID)+len(c.Task)+len(owner)+len(c.Session)), r, cb.json)
-		rc = &recentCall{name: tool.ExposedName(c.Server, c.Tool), args: bytes.Clone(cb.args), text: cb.text, textOK: cb.textOK}
+		if utf8.ValidString(c.Server) && utf8.ValidString(c.Tool) {
+			// (Names that are not valid UTF-8 read back changed from
+			// the record, and so would the exposed name rebuilt from
+			// them: such a call's events are kept whole.)
+			rc = &recentCall{name: tool.ExposedName(c.Server, c.Tool), args: bytes.Clone(cb.args), text: cb.text, textOK: cb.textOK}
+		}
 		return payload, c.ID, owner, rc
 	}
 	// encoding/json's path, which says what it could not write.
