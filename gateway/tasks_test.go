@@ -639,7 +639,7 @@ func TestTasksMaxRunning(t *testing.T) {
 // client, the same request made again (a client that restarted) runs.
 // An explicit cancellation of such a request cancels its task.
 func TestTasksReissuedRequest(t *testing.T) {
-	url, _, _ := tasksGateway(t, t.TempDir(), gateway.Tasks{Threshold: time.Minute})
+	url, log, _ := tasksGateway(t, t.TempDir(), gateway.Tasks{Threshold: time.Minute})
 	ctx := pollCtx(t)
 	path := filepath.Join(t.TempDir(), "out.txt")
 	lines := func() []string { return appended(path) }
@@ -668,9 +668,18 @@ func TestTasksReissuedRequest(t *testing.T) {
 		t.Fatalf("the same request made after its answer was delivered: %+v %v, file %q", again, err, lines())
 	}
 
-	// Cancelled by the client after its stream broke.
+	// Cancelled by the client after its stream broke, once the gateway
+	// has seen it break (the call became a task). (A cancellation that
+	// comes before cancels the call while it is still its request's: a
+	// re-issue then gets its cancelled result, not a task.)
 	args = map[string]any{"path": path, "line": "cancelled", "ms": 60000}
 	cutCall(args)
+	if !testservers.Eventually(20*time.Second, func() bool {
+		working, err := log.MCPTasks(ctx, tasklog.MCPTaskFilter{Status: tasklog.MCPWorking})
+		return err == nil && len(working) == 1
+	}) {
+		t.Fatal("the call whose stream broke never became a task")
+	}
 	note := `{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":1,"_meta":{` +
 		`"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{},` +
 		`"io.modelcontextprotocol/clientInfo":{"name":"toolmux-taskclient","version":"1"}}}}`
