@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"mime"
 	"net/http"
 	"slices"
 	"strconv"
@@ -90,7 +89,7 @@ func leanRequest(r *http.Request, body []byte, msg jsonscan.Message) (req *mcpwi
 // leanHeaders reports whether the go-sdk would accept a POST with these
 // headers without checking anything the gateway does not.
 func leanHeaders(h http.Header) bool {
-	if mt, _, err := mime.ParseMediaType(h.Get("Content-Type")); err != nil || mt != "application/json" {
+	if !jsonBody(h) {
 		return false
 	}
 	if !acceptsBoth(h.Values("Accept")) {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"maps"
+	"mime"
 	"net/http"
 	"slices"
 	"strings"
@@ -88,10 +89,12 @@ func readModernCall(r *http.Request, body []byte, msg jsonscan.Message) (_ *mode
 		declared: declared}, true
 }
 
-// jsonBody reports whether a request's Content-Type is JSON.
+// jsonBody reports whether a request's Content-Type is JSON as the
+// go-sdk reads it (mime.ParseMediaType: malformed parameters make it
+// none).
 func jsonBody(h http.Header) bool {
-	ct, _, _ := strings.Cut(h.Get("Content-Type"), ";")
-	return strings.EqualFold(strings.TrimSpace(ct), "application/json")
+	mt, _, err := mime.ParseMediaType(h.Get("Content-Type"))
+	return err == nil && mt == "application/json"
 }
 
 // declaredClient is what a request's _meta (valid JSON) declares of its

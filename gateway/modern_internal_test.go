@@ -3,6 +3,7 @@ package gateway
 import (
 	"bytes"
 	"net/http"
+	"strings"
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -43,4 +44,49 @@ func FuzzReadModernCall(f *testing.F) {
 			t.Fatalf("the _meta version is %v", mc.params.Meta[metaProtocolVersion])
 		}
 	})
+}
+
+// What the go-sdk would refuse, or judge by what the gateway does not
+// look at, is left to it: readModernCall does not take it.
+func TestReadModernCallLeavesToTheSDK(t *testing.T) {
+	const good = `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"t","_meta":{` +
+		`"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}`
+	read := func(body string, header map[string]string) bool {
+		r, _ := http.NewRequest(http.MethodPost, "http://gw/mcp", bytes.NewReader([]byte(body)))
+		for k, v := range map[string]string{"Content-Type": "application/json", "Accept": "application/json, text/event-stream",
+			"Mcp-Protocol-Version": multiRoundTrip, "Mcp-Method": "tools/call", "Mcp-Name": "t"} {
+			r.Header.Set(k, v)
+		}
+		for k, v := range header {
+			if v == "" {
+				r.Header.Del(k)
+			} else {
+				r.Header.Set(k, v)
+			}
+		}
+		_, ok := readModernCall(r, []byte(body), jsonscan.Scan([]byte(body)))
+		return ok
+	}
+	if !read(good, nil) {
+		t.Fatal("a plain 2026-07-28 tools/call was not taken")
+	}
+	for name, c := range map[string]struct {
+		body   string
+		header map[string]string
+	}{
+		"malformed content type": {good, map[string]string{"Content-Type": "application/json; =x"}},
+		"no event stream":        {good, map[string]string{"Accept": "application/json"}},
+		"no Mcp-Name":            {good, map[string]string{"Mcp-Name": ""}},
+		"another Mcp-Name":       {good, map[string]string{"Mcp-Name": "u"}},
+		"a session":              {good, map[string]string{"Mcp-Session-Id": "s"}},
+		"a param header":         {good, map[string]string{"Mcp-Param-Region": "eu"}},
+		"an older header":        {good, map[string]string{"Mcp-Protocol-Version": "2025-11-25"}},
+		"no capabilities":        {strings.Replace(good, `,"io.modelcontextprotocol/clientCapabilities":{}`, "", 1), nil},
+		"a requestState":         {strings.Replace(good, `"name":"t"`, `"name":"t","requestState":"s"`, 1), nil},
+		"a clientInfo not one":   {strings.Replace(good, `clientCapabilities":{}`, `clientCapabilities":{},"io.modelcontextprotocol/clientInfo":"x"`, 1), nil},
+	} {
+		if read(c.body, c.header) {
+			t.Errorf("%s: taken", name)
+		}
+	}
 }
