@@ -873,14 +873,7 @@ func failedKind(k tool.Kind) bool {
 // resultType "complete".
 func completeResult(res *mcp.CallToolResult) json.RawMessage {
 	b, _ := json.Marshal(res)
-	if len(b) > 2 && b[0] == '{' {
-		sep := ","
-		if string(b) == "{}" {
-			sep = ""
-		}
-		b = append([]byte(`{"resultType":"complete"`+sep), b[1:]...)
-	}
-	return b
+	return withResultType(b, `"complete"`)
 }
 
 // writeResult writes a JSON-RPC result.
