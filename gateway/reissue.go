@@ -21,6 +21,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/toolmux/toolmux/config"
+	"github.com/toolmux/toolmux/internal/bound"
 	"github.com/toolmux/toolmux/internal/jsonscan"
 	"github.com/toolmux/toolmux/policy"
 	"github.com/toolmux/toolmux/tool"
@@ -800,8 +801,8 @@ func cancelledOutcome(res *mcp.CallToolResult, err error) bool {
 }
 
 // resultSize returns the bytes res holds: its content's text and data,
-// and the JSON of its structured content and _meta, which are rarer (and
-// only encoded while the rest is within max). Encoding the whole result
+// and what its structured content and _meta hold (bound.Size, walked
+// rather than encoded), stopping once past max. Encoding the whole result
 // would cost more than the call's other work in the gateway.
 func resultSize(res *mcp.CallToolResult, max int) int {
 	n := 0
@@ -821,56 +822,13 @@ func resultSize(res *mcp.CallToolResult, max int) int {
 			n += len(c.URI) + len(c.Name) + len(c.Description)
 		}
 	}
-	var meta any
-	if len(res.Meta) > 0 {
-		meta = res.Meta
+	if res.StructuredContent != nil && n <= max {
+		n += bound.Size(res.StructuredContent, max-n)
 	}
-	for _, v := range []any{res.StructuredContent, meta} {
-		if n > max {
-			return n
-		}
-		n += valueSize(v, max-n)
+	if len(res.Meta) > 0 && n <= max {
+		n += bound.Size(map[string]any(res.Meta), max-n)
 	}
 	return n
-}
-
-// valueSize returns about the bytes a decoded JSON value holds, up to
-// a little past max: its strings and keys, 8 bytes for any other scalar;
-// a value of another type is measured by its JSON (what does not encode
-// counts as past max). Walking the value costs a fraction of encoding
-// it, which a result's _meta would be on every call.
-func valueSize(v any, max int) int {
-	switch v := v.(type) {
-	case nil:
-		return 0
-	case string:
-		return len(v)
-	case bool, float64, int, int64:
-		return 8
-	case map[string]any:
-		n := 0
-		for k, e := range v {
-			if n += len(k) + valueSize(e, max-n); n > max {
-				break
-			}
-		}
-		return n
-	case mcp.Meta:
-		return valueSize(map[string]any(v), max)
-	case []any:
-		n := 0
-		for _, e := range v {
-			if n += valueSize(e, max-n); n > max {
-				break
-			}
-		}
-		return n
-	}
-	b, err := json.Marshal(v)
-	if err != nil {
-		return max + 1
-	}
-	return len(b)
 }
 
 // errorSize returns the bytes a kept error holds: its message, and the

@@ -17,6 +17,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/toolmux/toolmux/internal/bound"
 	"github.com/toolmux/toolmux/internal/jsonscan"
 	"github.com/toolmux/toolmux/internal/testservers"
 	"github.com/toolmux/toolmux/manager"
@@ -724,12 +725,12 @@ func TestConcurrentReissuesShareNoResult(t *testing.T) {
 }
 
 // resultSize counts a result's text and data, and what its structured
-// content and _meta hold: their keys and strings, 8 bytes a scalar, the
-// JSON of any other type; past the bound it stops early.
+// content and _meta hold (bound.Size); past the bound it stops early.
 func TestResultSize(t *testing.T) {
+	structured := map[string]any{"a": 1.0, "list": []any{"xyz", true, nil}}
 	res := &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "hello"}, &mcp.ImageContent{Data: []byte("png"), MIMEType: "image/png"}},
-		StructuredContent: map[string]any{"a": 1.0, "list": []any{"xyz", true, nil}}, Meta: mcp.Meta{"k": struct{ V int }{7}}}
-	if n := resultSize(res, 1<<20); n != len("hello")+len("png")+len("a")+8+len("list")+len("xyz")+8+len("k")+len(`{"V":7}`) {
+		StructuredContent: structured, Meta: mcp.Meta{"k": struct{ V int }{7}}}
+	if n := resultSize(res, 1<<20); n != len("hello")+len("png")+bound.Size(structured, 1<<20)+bound.Size(map[string]any{"k": struct{ V int }{7}}, 1<<20) {
 		t.Errorf("size %d", n)
 	}
 	big := &mcp.CallToolResult{StructuredContent: map[string]any{"rows": []any{strings.Repeat("x", 3000), strings.Repeat("y", 3000)}}}

@@ -288,6 +288,41 @@ func (c *cutter) array(s []any, level int) (any, bool) {
 	return out, true
 }
 
+// Size estimates the bytes of a JSON-like value as a Fitter measures
+// them (a string its length and quotes, a member its key and punctuation,
+// a scalar scalarSize), stopping once past max; a value of another type
+// is measured by its JSON encoding, and one that does not encode counts
+// as past max. Walking a value costs a fraction of encoding it.
+func Size(v any, max int) int {
+	switch x := v.(type) {
+	case string:
+		return len(x) + 2
+	case map[string]any:
+		n := 2
+		for k, e := range x {
+			if n += len(k) + 4 + Size(e, max-n); n > max {
+				break
+			}
+		}
+		return n
+	case []any:
+		n := 2
+		for _, e := range x {
+			if n += 1 + Size(e, max-n); n > max {
+				break
+			}
+		}
+		return n
+	case nil, bool, json.Number, float64, float32, int, int64, int32, uint, uint64, uint32:
+		return scalarSize(x)
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return max + 1
+	}
+	return len(b)
+}
+
 // scalarSize estimates the JSON size of a scalar.
 func scalarSize(v any) int {
 	switch x := v.(type) {

@@ -87,3 +87,32 @@ func TestCutDropsAndFlattens(t *testing.T) {
 		t.Error("an unchanged value was copied")
 	}
 }
+
+// Size measures a value as a Fitter does, stops once past max, and
+// measures another type by its JSON.
+func TestSize(t *testing.T) {
+	v := map[string]any{"a": 1.0, "list": []any{"xyz", true, nil}}
+	want := 2 + (len("a") + 4 + scalarSize(1.0)) + (len("list") + 4 + 2 + (1 + len("xyz") + 2) + (1 + scalarSize(true)) + (1 + scalarSize(nil)))
+	if n := Size(v, 1<<20); n != want {
+		t.Errorf("Size %d, want %d", n, want)
+	}
+	var f Fitter
+	f.Value(v)
+	measured := f.fixed
+	for _, n := range f.strings {
+		measured += n
+	}
+	if measured != want {
+		t.Errorf("a Fitter measures %d, Size %d", measured, want)
+	}
+	if n := Size(struct{ V int }{7}, 100); n != len(`{"V":7}`) {
+		t.Errorf("a struct: %d", n)
+	}
+	if n := Size(func() {}, 100); n <= 100 {
+		t.Errorf("what does not encode: %d", n)
+	}
+	big := []any{strings.Repeat("x", 3000), strings.Repeat("y", 3000), strings.Repeat("z", 3000)}
+	if n := Size(big, 1000); n <= 1000 || n > 4000 {
+		t.Errorf("past max: %d (it stops after the first part over)", n)
+	}
+}
