@@ -189,14 +189,15 @@ func New(c Caller, o Options) *Gateway {
 		g.reissue.tasks = g.tasks
 	}
 	impl := &mcp.Implementation{Name: o.Name, Version: o.Version}
+	const instructions = "Tools of several servers, named server__tool. Calls are governed by toolmux."
 	g.server = mcp.NewServer(impl, &mcp.ServerOptions{
 		Logger:       g.log,
-		Instructions: "Tools of several servers, named server__tool. Calls are governed by toolmux.",
+		Instructions: instructions,
 		Capabilities: g.capabilities(),
 		SetCacheable: setCacheable,
 	})
 	g.main = newView(g, routeMCP, g.server, nil, o.ToolSearch)
-	g.main.impl = impl
+	g.main.impl, g.main.instructions = impl, instructions
 	g.server.AddReceivingMiddleware(g.sessionMiddleware, g.main.syncMiddleware)
 	if g.tracer != nil {
 		// Added late, so outer: the span covers the other two.

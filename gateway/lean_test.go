@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"maps"
 	"net/http"
 	"strings"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/toolmux/toolmux/gateway"
 	"github.com/toolmux/toolmux/mcpsource"
 )
 
@@ -284,5 +286,61 @@ func TestPassthroughOwnModernCallAnswersAreTheGoSDKs(t *testing.T) {
 				t.Errorf("own answer\n%s\ngo-sdk's\n%s", o, s)
 			}
 		})
+	}
+}
+
+// post2026Meta posts one 2026-07-28 request of method whose params are
+// its _meta (with the standard headers, and extra) and returns the
+// answer's HTTP status, content type and JSON-RPC message.
+func post2026Meta(t *testing.T, url, method string, extra map[string]string) (int, string, map[string]any) {
+	t.Helper()
+	body := `{"jsonrpc":"2.0","id":7,"method":"` + method + `","params":{"_meta":{` +
+		`"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{},` +
+		`"io.modelcontextprotocol/clientInfo":{"name":"meta","version":"1"}}}}`
+	header := map[string]string{"Mcp-Protocol-Version": "2026-07-28", "Mcp-Method": method}
+	maps.Copy(header, extra)
+	resp, b := postRaw(t, url, body, header)
+	ct := resp.Header.Get("Content-Type")
+	var m map[string]any
+	if err := json.Unmarshal(lastMessage(ct, b), &m); err != nil {
+		t.Fatalf("%s %q: %v", resp.Status, b, err)
+	}
+	return resp.StatusCode, ct, m
+}
+
+// A 2026-07-28 tools/list and server/discover the gateway answers itself
+// (modern.go) get what the go-sdk's stateless handler answers, as a
+// single JSON message, on /mcp, virtual servers and passthrough routes
+// (whose server answers over the client's link), to callers who see
+// every tool, some, or none of a route, with tool search off and on (the
+// meta-tools listed). A request with an Mcp-Param-* header goes the
+// go-sdk's way: the reference.
+func TestOwnModernListAndDiscoverAreTheGoSDKs(t *testing.T) {
+	for _, search := range []bool{false, true} {
+		url := teamGateway(t, gateway.ToolSearch{Enabled: search, Pinned: []string{"up/parts"}})
+		for _, route := range []string{"/mcp", "/virtual/all/mcp", "/virtual/devs/mcp", "/servers/up/mcp", "/servers/up2/mcp"} {
+			for _, token := range []string{"root-token", "alice-token", "bob-token"} {
+				for _, method := range []string{"tools/list", "server/discover"} {
+					name := fmt.Sprintf("search=%v%s/%s/%s", search, route, strings.TrimSuffix(token, "-token"), method)
+					t.Run(name, func(t *testing.T) {
+						auth := map[string]string{"Authorization": "Bearer " + token}
+						ownStatus, ownType, own := post2026Meta(t, url+route, method, auth)
+						auth["Mcp-Param-Unbound"] = "1"
+						sdkStatus, sdkType, sdk := post2026Meta(t, url+route, method, auth)
+						if ownStatus != sdkStatus || ownType != "application/json" {
+							t.Errorf("own: %d %s; go-sdk: %d %s", ownStatus, ownType, sdkStatus, sdkType)
+						}
+						o, _ := json.Marshal(own)
+						s, _ := json.Marshal(sdk)
+						if string(o) != string(s) {
+							t.Errorf("own answer\n%s\ngo-sdk's\n%s", o, s)
+						}
+						if ownStatus == http.StatusOK && own["result"] == nil {
+							t.Errorf("no result: %s", o)
+						}
+					})
+				}
+			}
+		}
 	}
 }

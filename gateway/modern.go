@@ -25,7 +25,10 @@ import (
 // (lean.go): this file is the edge where the two eras differ, how the
 // client is known (the request's _meta, not a session) and how the
 // answer says it is complete (resultType, serverInfo); from there the
-// call takes the same path as a session's (view.dispatch).
+// call takes the same path as a session's (view.dispatch). A tools/list
+// (without a cursor) and a server/discover, the other requests every
+// such client makes, are read here the same way and answered by the
+// route (view.modernList, route.modernList, ...).
 //
 // It takes only what the go-sdk would accept and serve the same way: a
 // single tools/call whose Mcp-Protocol-Version header and _meta version
@@ -55,38 +58,72 @@ type modernCall struct {
 // readModernCall reads a tools/call of the new protocol the gateway can
 // answer itself; ok is false for anything to leave to the go-sdk.
 func readModernCall(r *http.Request, body []byte, msg jsonscan.Message) (_ *modernCall, ok bool) {
-	if string(msg.Method) != `"`+mcpwire.MethodToolsCall+`"` {
+	req, p, ok := readModern(r, body, msg, mcpwire.MethodToolsCall)
+	if !ok || p.Name == "" || len(p.InputResponses) > 0 || len(p.RequestState) > 0 || r.Header.Get("Mcp-Name") != p.Name {
 		return nil, false
 	}
-	h := r.Header
-	v := h.Get("Mcp-Protocol-Version")
-	if v < multiRoundTrip || !slices.Contains(mcp.SupportedProtocolVersions(), v) ||
-		h.Get("Mcp-Method") != mcpwire.MethodToolsCall || h.Get(sessionHeader) != "" ||
-		!jsonBody(h) || !acceptsBoth(h.Values("Accept")) {
-		return nil, false
-	}
-	for k := range h {
-		if strings.HasPrefix(k, "Mcp-Param-") {
-			return nil, false
-		}
-	}
-	req, err := mcpwire.ReadRequest(body)
-	if err != nil || req.Method != mcpwire.MethodToolsCall {
-		return nil, false
-	}
-	p, err := req.CallParams()
-	if err != nil || p.Name == "" || len(p.InputResponses) > 0 || len(p.RequestState) > 0 || h.Get("Mcp-Name") != p.Name {
-		return nil, false
-	}
-	if mv, _ := p.Meta[metaProtocolVersion].(string); mv != v {
-		return nil, false
-	}
-	declared, ok := declaredClient(p.RawMeta, v)
+	declared, ok := declaredClient(p.RawMeta, r.Header.Get("Mcp-Protocol-Version"))
 	if !ok {
 		return nil, false
 	}
 	return &modernCall{req: req, params: &mcp.CallToolParamsRaw{Meta: p.Meta, Name: p.Name, Arguments: p.Arguments},
 		declared: declared}, true
+}
+
+// readModern reads a request of the new protocol of method with what
+// every such request the gateway answers itself has: an
+// Mcp-Protocol-Version header and a _meta version that agree on a
+// version the go-sdk supports, an Mcp-Method header naming method, no
+// session, a JSON body, an Accept of both answers, no Mcp-Param-*
+// header. Its params are read as a tools/call's (the members other
+// methods have are _meta's).
+func readModern(r *http.Request, body []byte, msg jsonscan.Message, method string) (*mcpwire.Request, *mcpwire.CallParams, bool) {
+	if string(msg.Method) != `"`+method+`"` {
+		return nil, nil, false
+	}
+	h := r.Header
+	v := h.Get("Mcp-Protocol-Version")
+	if v < multiRoundTrip || !slices.Contains(mcp.SupportedProtocolVersions(), v) ||
+		h.Get("Mcp-Method") != method || h.Get(sessionHeader) != "" ||
+		!jsonBody(h) || !acceptsBoth(h.Values("Accept")) {
+		return nil, nil, false
+	}
+	for k := range h {
+		if strings.HasPrefix(k, "Mcp-Param-") {
+			return nil, nil, false
+		}
+	}
+	req, err := mcpwire.ReadRequest(body)
+	if err != nil || req.Method != method {
+		return nil, nil, false
+	}
+	p, err := req.CallParams()
+	if err != nil {
+		return nil, nil, false
+	}
+	if mv, _ := p.Meta[metaProtocolVersion].(string); mv != v {
+		return nil, nil, false
+	}
+	return req, p, true
+}
+
+// readModernMeta reads a request of the new protocol of method whose
+// params are its _meta alone (a tools/list without a cursor,
+// server/discover), and what its client declares.
+func readModernMeta(r *http.Request, body []byte, msg jsonscan.Message, method string) (*mcpwire.Request, *mcpwire.CallParams, *mcp.InitializeParams, bool) {
+	req, p, ok := readModern(r, body, msg, method)
+	if !ok {
+		return nil, nil, nil, false
+	}
+	jsonscan.Members(req.Params, func(key, _ []byte) bool {
+		ok = string(key) == "_meta"
+		return ok
+	})
+	if !ok {
+		return nil, nil, nil, false // a cursor, or what the go-sdk judges
+	}
+	declared, ok := declaredClient(p.RawMeta, r.Header.Get("Mcp-Protocol-Version"))
+	return req, p, declared, ok
 }
 
 // jsonBody reports whether a request's Content-Type is JSON as the
@@ -165,25 +202,40 @@ func (g *Gateway) serveModern(w http.ResponseWriter, r *http.Request, id json.Ra
 	defer stop()
 	st := &leanStream{resp: mcpwire.NewResponder(w)}
 	res, err := run(ctx, st)
-	var out []byte
-	status := http.StatusOK
+	var b []byte
 	if err == nil {
-		var b []byte
-		if b, err = mcpwire.Marshal(withServerInfo(res, impl)); err == nil {
-			if !res.NeedsInput() {
-				b = withResultType(b, `"complete"`)
-			}
-			out = mcpwire.AppendResponse(nil, id, b)
-		}
+		b, err = mcpwire.Marshal(withServerInfo(res, impl))
 	}
-	if err != nil {
-		e := wireError(err)
-		out, status = mcpwire.AppendError(nil, id, e), errorStatus(e.Code)
-	}
+	out, status := modernAnswer(id, b, err == nil && !res.NeedsInput(), err)
 	werr := st.resp.ReplyStatus(status, out)
 	if g.reissue != nil {
 		g.reissue.served(r, werr != nil)
 	}
+}
+
+// replyModern answers a request of the new protocol other than a call
+// with res (complete; it names the server itself) or err.
+func replyModern(w http.ResponseWriter, id json.RawMessage, res mcp.Result, err error) {
+	var b []byte
+	if err == nil {
+		b, err = mcpwire.Marshal(res)
+	}
+	out, status := modernAnswer(id, b, true, err)
+	_ = mcpwire.NewResponder(w).ReplyStatus(status, out) // a client gone has nothing to be told
+}
+
+// modernAnswer is the message answering request id with the result b
+// (marked complete if it is) or, if err is set, an error, and its HTTP
+// status.
+func modernAnswer(id json.RawMessage, b []byte, complete bool, err error) ([]byte, int) {
+	if err != nil {
+		e := wireError(err)
+		return mcpwire.AppendError(nil, id, e), errorStatus(e.Code)
+	}
+	if complete {
+		b = withResultType(b, `"complete"`)
+	}
+	return mcpwire.AppendResponse(nil, id, b), http.StatusOK
 }
 
 // errorStatus is the HTTP status of a 2026-07-28 answer carrying a

@@ -22,6 +22,7 @@ import (
 	"github.com/toolmux/toolmux/internal/jsonscan"
 	"github.com/toolmux/toolmux/internal/mcpwire"
 	"github.com/toolmux/toolmux/mcpsource"
+	"github.com/toolmux/toolmux/policy"
 	"github.com/toolmux/toolmux/tool"
 )
 
@@ -890,6 +891,35 @@ func (l *link) inFlight() int {
 	return len(l.active)
 }
 
+// listTools lists the server's tools for a caller who sees sc: neither a
+// tool the manager does not allow nor one the caller may not see
+// (callers.go), each as the catalog holds it (listedAs).
+func (l *link) listTools(ctx context.Context, sc policy.Scope, p *mcp.ListToolsParams) (*mcp.ListToolsResult, error) {
+	res, err := l.cs.ListTools(ctx, p)
+	if err != nil {
+		return nil, upstreamError(l.r.cfg.Name, err)
+	}
+	cat, err := l.r.g.caller.Tools(ctx)
+	if err != nil {
+		return nil, err
+	}
+	res.Tools = slices.DeleteFunc(res.Tools, func(t *mcp.Tool) bool {
+		_, ok := cat.Find(l.r.cfg.Name, t.Name)
+		return !ok || !sc.Sees(l.r.cfg.Name, t.Name)
+	})
+	if sc.Limited() || len(l.r.groups) > 0 {
+		res.CacheScope = cachePrivate // the caller's own list
+	}
+	for i, t := range res.Tools {
+		c, _ := cat.Find(l.r.cfg.Name, t.Name)
+		res.Tools[i] = listedAs(t, c)
+	}
+	if l.ss == nil {
+		l.r.syncHeaderTools(res.Tools)
+	}
+	return res, nil
+}
+
 // forward sends a client's request or notification on to the server and
 // returns the server's answer.
 func (l *link) forward(ctx context.Context, method string, req mcp.Request, next mcp.MethodHandler) (mcp.Result, error) {
@@ -901,32 +931,7 @@ func (l *link) forward(ctx context.Context, method string, req mcp.Request, next
 		}
 		return next(ctx, method, req)
 	case *mcp.ListToolsParams:
-		res, err := cs.ListTools(ctx, p)
-		if err != nil {
-			return nil, upstreamError(l.r.cfg.Name, err)
-		}
-		cat, err := l.r.g.caller.Tools(ctx)
-		if err != nil {
-			return nil, err
-		}
-		// Neither a tool the manager does not allow nor one the caller
-		// may not see (callers.go) is listed.
-		sc := l.r.g.toolScope(l.r.g.clients.callerOf(ctx, req.GetExtra()))
-		res.Tools = slices.DeleteFunc(res.Tools, func(t *mcp.Tool) bool {
-			_, ok := cat.Find(l.r.cfg.Name, t.Name)
-			return !ok || !sc.Sees(l.r.cfg.Name, t.Name)
-		})
-		if sc.Limited() || len(l.r.groups) > 0 {
-			res.CacheScope = cachePrivate // the caller's own list
-		}
-		for i, t := range res.Tools {
-			c, _ := cat.Find(l.r.cfg.Name, t.Name)
-			res.Tools[i] = listedAs(t, c)
-		}
-		if l.ss == nil {
-			l.r.syncHeaderTools(res.Tools)
-		}
-		return res, nil
+		return l.listTools(ctx, l.r.g.toolScope(l.r.g.clients.callerOf(ctx, req.GetExtra())), p)
 	case *mcp.ListResourcesParams:
 		return answer(l, ctx, p, cs.ListResources)
 	case *mcp.ListResourceTemplatesParams:

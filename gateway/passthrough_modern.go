@@ -91,7 +91,7 @@ func (r *route) initModern(version string) {
 	// Registered with the gateway's clients as the other routes' POSTs
 	// are, so that a request's caller is found as theirs is (callerOf).
 	h := r.g.clients.serveHTTP(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return r.modern }, r.g.statelessOptions(true)))
-	r.modernHandler = r.g.modernErrors(h, r.path(), r.toolName, r.modernCall)
+	r.modernHandler = r.g.modernErrors(h, r.path(), r.toolName, r.modernOwn)
 }
 
 // modernErrors checks what the go-sdk would not before it serves a
@@ -1126,6 +1126,85 @@ func (k *parking) close() {
 		p.timer.Stop()
 		p.cancel()
 	}
+}
+
+// modernOwn answers a 2026-07-28 request of the route itself, when it
+// can (modern.go): a tools/call, a tools/list, a server/discover.
+func (r *route) modernOwn(w http.ResponseWriter, req *http.Request, body []byte, msg jsonscan.Message) bool {
+	switch string(msg.Method) {
+	case `"` + mcpwire.MethodToolsCall + `"`:
+		return r.modernCall(w, req, body, msg)
+	case `"tools/list"`:
+		return r.modernList(w, req, body, msg)
+	case `"` + methodDiscover + `"`:
+		return r.modernDiscover(w, req, body, msg)
+	}
+	return false
+}
+
+// modernList answers a 2026-07-28 tools/list (without a cursor) of the
+// route itself: the server's list over the identity's link, as
+// receiveModern forwards it.
+func (r *route) modernList(w http.ResponseWriter, req *http.Request, body []byte, msg jsonscan.Message) bool {
+	rq, _, declared, ok := readModernMeta(req, body, msg, "tools/list")
+	if !ok {
+		return false
+	}
+	ctx := req.Context()
+	res, err := func() (*mcp.ListToolsResult, error) {
+		l, err := r.sharedLink(ctx, declared)
+		if err != nil {
+			return nil, err
+		}
+		defer l.use()()
+		ctx, done := l.bind(ctx)
+		defer done()
+		return l.listTools(ctx, r.g.toolScope(identity.From(ctx)), &mcp.ListToolsParams{})
+	}()
+	if err == nil {
+		res.Meta = withMetaOnce(res.Meta, metaServerInfo, r.modernImpl)
+	}
+	replyModern(w, rq.ID, res, err)
+	return true
+}
+
+// modernDiscover answers a 2026-07-28 server/discover of the route
+// itself, as receiveModern does: the versions the go-sdk speaks, the
+// server's capabilities (those the route forwards), instructions and
+// name, from the identity's link.
+func (r *route) modernDiscover(w http.ResponseWriter, req *http.Request, body []byte, msg jsonscan.Message) bool {
+	rq, _, declared, ok := readModernMeta(req, body, msg, methodDiscover)
+	if !ok {
+		return false
+	}
+	l, err := r.sharedLink(req.Context(), declared)
+	if err != nil {
+		replyModern(w, rq.ID, nil, err)
+		return true
+	}
+	up := l.cs.InitializeResult()
+	res := &mcp.DiscoverResult{SupportedVersions: mcp.SupportedProtocolVersions(),
+		Capabilities: forwardedCapabilities(up.Capabilities), Instructions: up.Instructions}
+	// The go-sdk's hints when a server sets none: public, stale at once.
+	setCacheable(req.Context(), nil, &res.Cacheable)
+	res.Meta = mcp.Meta{metaServerInfo: r.modernImpl}
+	if up.ServerInfo != nil {
+		res.Meta[metaServerInfo] = up.ServerInfo
+	}
+	replyModern(w, rq.ID, res, nil)
+	return true
+}
+
+// withMetaOnce is m with k set to v unless it is set (a copy when m is
+// not nil: m may be another's).
+func withMetaOnce(m mcp.Meta, k string, v any) mcp.Meta {
+	if _, ok := m[k]; ok {
+		return m
+	}
+	out := make(mcp.Meta, len(m)+1)
+	maps.Copy(out, m)
+	out[k] = v
+	return out
 }
 
 // modernCall answers a 2026-07-28 tools/call of the route itself, when

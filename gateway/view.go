@@ -44,16 +44,21 @@ type view struct {
 	// handler serves a virtual server's route (nil for /mcp: Mux builds
 	// its own).
 	handler http.Handler
-	// impl is the server the view's answers name.
-	impl *mcp.Implementation
+	// impl is the server the view's answers name; instructions are its
+	// instructions to clients.
+	impl         *mcp.Implementation
+	instructions string
 	// groups, for a virtual server, are the groups whose members may use
 	// it (none: everyone).
 	groups []string
 
 	mu     sync.Mutex
 	synced *tool.Catalog
-	// listed are the tools registered with the server, by name shown.
-	listed map[string]tool.Tool
+	// listed are the tools registered with the server, by name shown;
+	// registered are their definitions as the server has them, meta-tools
+	// included (what its tools/list answers, modern.go).
+	listed     map[string]tool.Tool
+	registered map[string]*mcp.Tool
 	// tools are every tool of the view, as shown; byName indexes them
 	// (nil when pick is nil: the catalog's Lookup does).
 	tools     []tool.Tool
@@ -69,7 +74,8 @@ func newView(g *Gateway, route string, server *mcp.Server, pick func(tool.Tool) 
 	if err != nil {
 		g.log.Error("toolmux: tool search of "+route+": a pinned pattern is invalid; nothing is pinned", "err", err)
 	}
-	return &view{g: g, route: route, server: server, pick: pick, search: s, pinned: pinned, listed: map[string]tool.Tool{}}
+	return &view{g: g, route: route, server: server, pick: pick, search: s, pinned: pinned,
+		listed: map[string]tool.Tool{}, registered: map[string]*mcp.Tool{}}
 }
 
 // sync registers the tools the view lists for the current catalog,
@@ -109,6 +115,13 @@ func (v *view) sync(ctx context.Context) error {
 	}
 	if len(gone) > 0 {
 		v.server.RemoveTools(gone...)
+		for _, name := range gone {
+			delete(v.registered, name)
+		}
+	}
+	add := func(t *mcp.Tool, h mcp.ToolHandler) {
+		v.server.AddTool(t, h)
+		v.registered[t.Name] = t
 	}
 	for _, t := range tools {
 		w, ok := want[t.Exposed]
@@ -118,11 +131,11 @@ func (v *view) sync(ctx context.Context) error {
 		if old, ok := v.listed[t.Exposed]; ok && sameTool(old, w) {
 			continue
 		}
-		v.server.AddTool(mcpTool(w), v.g.handler(w))
+		add(mcpTool(w), v.g.handler(w))
 	}
 	if searching && !v.searching {
-		v.server.AddTool(findToolsTool(v.search.limit()), v.metaHandler(metaFindTools))
-		v.server.AddTool(callToolTool, v.metaHandler(metaCallTool))
+		add(findToolsTool(v.search.limit()), v.metaHandler(metaFindTools))
+		add(callToolTool, v.metaHandler(metaCallTool))
 	}
 	v.listed, v.tools, v.byName, v.searching, v.index, v.synced = want, tools, byName, searching, nil, cat
 	return nil
@@ -254,6 +267,11 @@ func (v *view) shownTo(sc policy.Scope, name string) bool {
 	}
 	v.mu.Lock()
 	defer v.mu.Unlock()
+	return v.shownToLocked(sc, name)
+}
+
+// shownToLocked is shownTo of a limited scope; v.mu is held.
+func (v *view) shownToLocked(sc policy.Scope, name string) bool {
 	t, ok := v.lookupLocked(name)
 	return ok && sc.Sees(t.Server, t.Name)
 }
@@ -347,12 +365,20 @@ func (v *view) syncMiddleware(next mcp.MethodHandler) mcp.MethodHandler {
 	}
 }
 
-// leanCall answers a tools/call of the view itself: a session's
-// (lean.go), or, without a session (sid ""), one of the new protocol
-// (modern.go).
+// leanCall answers a request of the view itself: a session's tools/call
+// (lean.go), or, without a session (sid ""), a tools/call, tools/list or
+// server/discover of the new protocol (modern.go).
 func (v *view) leanCall(w http.ResponseWriter, r *http.Request, sid string, body []byte, msg jsonscan.Message) bool {
 	if sid == "" {
-		return v.modernCall(w, r, body, msg)
+		switch string(msg.Method) {
+		case `"` + mcpwire.MethodToolsCall + `"`:
+			return v.modernCall(w, r, body, msg)
+		case `"tools/list"`:
+			return v.modernList(w, r, body, msg)
+		case `"` + methodDiscover + `"`:
+			return v.modernDiscover(w, r, body, msg)
+		}
+		return false
 	}
 	req, params, ok := leanRequest(r, body, msg)
 	if !ok {
@@ -408,4 +434,66 @@ func (v *view) modernCall(w http.ResponseWriter, r *http.Request, body []byte, m
 		return v.dispatch(ctx, tg, callInput{declared: mc.declared, task: c.Task, params: mc.params, progress: st.progress}), nil
 	})
 	return true
+}
+
+// modernList answers a tools/list of the new protocol of the view itself,
+// when it can (modern.go): the tools the caller may see of those
+// registered with the view's server, as the go-sdk lists them (by name,
+// with the same caching hints, on one page: a view of more tools than a
+// page holds is the go-sdk's to page through).
+func (v *view) modernList(w http.ResponseWriter, r *http.Request, body []byte, msg jsonscan.Message) bool {
+	req, p, _, ok := readModernMeta(r, body, msg, "tools/list")
+	if !ok {
+		return false
+	}
+	ctx := r.Context()
+	if err := v.sync(ctx); err != nil {
+		return false // the go-sdk's path answers it
+	}
+	sc := v.g.toolScope(identity.From(ctx))
+	v.mu.Lock()
+	if len(v.registered) > mcp.DefaultPageSize {
+		v.mu.Unlock()
+		return false
+	}
+	res := &mcp.ListToolsResult{Meta: mcp.Meta{metaServerInfo: v.impl}, Tools: make([]*mcp.Tool, 0, len(v.registered))}
+	for name, t := range v.registered {
+		if isMeta(name) || !sc.Limited() || v.shownToLocked(sc, name) {
+			res.Tools = append(res.Tools, t)
+		}
+	}
+	v.mu.Unlock()
+	slices.SortFunc(res.Tools, func(a, b *mcp.Tool) int { return strings.Compare(a.Name, b.Name) })
+	setCacheable(ctx, nil, &res.Cacheable)
+	if sc.Limited() || len(v.groups) > 0 {
+		res.CacheScope = cachePrivate // as syncMiddleware marks the go-sdk's
+	}
+	v.replyModern(w, r, req, p, res)
+	return true
+}
+
+// modernDiscover answers a server/discover of the new protocol of the
+// view itself, when it can (modern.go), as the go-sdk's server would:
+// the versions it speaks, its capabilities and instructions.
+func (v *view) modernDiscover(w http.ResponseWriter, r *http.Request, body []byte, msg jsonscan.Message) bool {
+	req, p, _, ok := readModernMeta(r, body, msg, methodDiscover)
+	if !ok {
+		return false
+	}
+	res := &mcp.DiscoverResult{Meta: mcp.Meta{metaServerInfo: v.impl}, SupportedVersions: mcp.SupportedProtocolVersions(),
+		Capabilities: v.g.capabilities(), Instructions: v.instructions}
+	setCacheable(r.Context(), nil, &res.Cacheable)
+	v.replyModern(w, r, req, p, res)
+	return true
+}
+
+// replyModern answers req, a request of the new protocol other than a
+// call, with res, in a span of its own when the gateway traces, as its
+// middleware traces the go-sdk's answers (/mcp's).
+func (v *view) replyModern(w http.ResponseWriter, r *http.Request, req *mcpwire.Request, p *mcpwire.CallParams, res mcp.Result) {
+	if v.g.tracer != nil && v.route == routeMCP {
+		_, sp := v.g.startSpan(r.Context(), req.Method, "", p.Meta, r.Header, "", nil)
+		defer endSpan(sp, nil)
+	}
+	replyModern(w, req.ID, res, nil)
 }

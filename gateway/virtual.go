@@ -75,7 +75,7 @@ func newVirtual(g *Gateway, vs Virtual, version string) *view {
 	}
 	v := newView(g, route, server, pick, vs.ToolSearch)
 	v.groups = vs.Groups
-	v.impl = impl
+	v.impl, v.instructions = impl, instructions
 	server.AddReceivingMiddleware(v.sessionMiddleware, v.syncMiddleware)
 	server.AddReceivingMiddleware(g.callerMiddleware) // outermost (owners.go)
 	v.handler = g.jsonRPCErrors(g.eras(server, true), route, v.leanCall, v.toolName)
