@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"bytes"
+	"encoding/json"
 	"net/http"
 	"strings"
 	"testing"
@@ -88,5 +89,75 @@ func TestReadModernCallLeavesToTheSDK(t *testing.T) {
 		if read(c.body, c.header) {
 			t.Errorf("%s: taken", name)
 		}
+	}
+}
+
+// A tools/list or server/discover readModernMeta takes is one the go-sdk
+// reads as that request, whose params are its _meta alone, of the
+// version the headers name, with the client's capabilities declared.
+func FuzzReadModernMeta(f *testing.F) {
+	f.Add([]byte(`{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"_meta":{`+
+		`"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{},`+
+		`"io.modelcontextprotocol/clientInfo":{"name":"c","version":"1"}}}}`), false)
+	f.Add([]byte(`{"jsonrpc":"2.0","id":"d","method":"server/discover","params":{"_meta":{`+
+		`"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"sampling":{}}}}}`), true)
+	f.Fuzz(func(t *testing.T, body []byte, discover bool) {
+		method := "tools/list"
+		if discover {
+			method = methodDiscover
+		}
+		r, _ := http.NewRequest(http.MethodPost, "http://gw/mcp", bytes.NewReader(body))
+		r.Header.Set("Content-Type", "application/json")
+		r.Header.Set("Accept", "application/json, text/event-stream")
+		r.Header.Set("Mcp-Protocol-Version", multiRoundTrip)
+		r.Header.Set("Mcp-Method", method)
+		req, p, declared, ok := readModernMeta(r, body, jsonscan.Scan(body), method)
+		if !ok {
+			return
+		}
+		msg, err := jsonrpc.DecodeMessage(body)
+		sdk, isReq := msg.(*jsonrpc.Request)
+		if err != nil || !isReq || sdk.Method != method || !sdk.IsCall() || req.Method != method {
+			t.Fatalf("taken, but the go-sdk reads %T %v", msg, err)
+		}
+		var params map[string]json.RawMessage
+		if err := json.Unmarshal(sdk.Params, &params); err != nil || len(params) != 1 || params["_meta"] == nil {
+			t.Fatalf("taken with params %s (%v)", sdk.Params, err)
+		}
+		if v, _ := p.Meta[metaProtocolVersion].(string); v != multiRoundTrip || declared == nil || declared.Capabilities == nil {
+			t.Fatalf("taken with _meta %v, declared %+v", p.Meta, declared)
+		}
+	})
+}
+
+// A tools/list with a cursor, or params beside _meta, is the go-sdk's.
+func TestReadModernMetaLeavesToTheSDK(t *testing.T) {
+	const good = `{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"_meta":{` +
+		`"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}`
+	read := func(body, method string) bool {
+		r, _ := http.NewRequest(http.MethodPost, "http://gw/mcp", strings.NewReader(body))
+		r.Header.Set("Content-Type", "application/json")
+		r.Header.Set("Accept", "application/json, text/event-stream")
+		r.Header.Set("Mcp-Protocol-Version", multiRoundTrip)
+		r.Header.Set("Mcp-Method", method)
+		_, _, _, ok := readModernMeta(r, []byte(body), jsonscan.Scan([]byte(body)), "tools/list")
+		return ok
+	}
+	if !read(good, "tools/list") {
+		t.Fatal("a plain 2026-07-28 tools/list was not taken")
+	}
+	for name, body := range map[string]string{
+		"a cursor":        strings.Replace(good, `"params":{`, `"params":{"cursor":"abc",`, 1),
+		"an empty cursor": strings.Replace(good, `"params":{`, `"params":{"cursor":"",`, 1),
+		"no params":       `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`,
+		"no _meta":        `{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{}}`,
+		"another version": strings.Replace(good, `"2026-07-28"`, `"2025-11-25"`, 1),
+	} {
+		if read(body, "tools/list") {
+			t.Errorf("%s: taken", name)
+		}
+	}
+	if read(good, "tools/call") {
+		t.Error("taken under another Mcp-Method")
 	}
 }
