@@ -391,6 +391,12 @@ func (r *route) governed(ctx context.Context, l *link, params *mcp.CallToolParam
 		// (tasklessMeta: a stdio server's calls bypass the go-sdk's
 		// middleware); the arguments are the pipeline's.
 		p.Meta = maps.Clone(metaWithoutTasks(params.Meta))
+		if l.ss == nil && l.upLegacy.Load() {
+			// Nor what a 2026-07-28 client declares to a server on an
+			// older protocol (as legacyMeta, which a stdio server's calls
+			// bypass: they are written on its pipe, mcpsource/wire.go).
+			p.Meta = deleteEraMeta(p.Meta)
+		}
 		if l.ss == nil && l.modernUp() {
 			// A 2026-07-28 client's answers to the server's questions, and
 			// the server's state; the gateway's own answers stay here.

@@ -574,19 +574,29 @@ func (l *link) legacyMeta(next mcp.MethodHandler) mcp.MethodHandler {
 			return next(ctx, method, req)
 		}
 		if p := req.GetParams(); !isNil(p) {
-			if m := p.GetMeta(); m != nil && slices.ContainsFunc(eraMeta, func(k string) bool { _, ok := m[k]; return ok }) {
+			if m := p.GetMeta(); m != nil && hasEraMeta(m) {
 				m = maps.Clone(m)
-				for _, k := range eraMeta {
-					delete(m, k)
-				}
-				if len(m) == 0 {
-					m = nil
-				}
-				p.SetMeta(m)
+				p.SetMeta(deleteEraMeta(m))
 			}
 		}
 		return next(ctx, method, req)
 	}
+}
+
+func hasEraMeta(m mcp.Meta) bool {
+	return slices.ContainsFunc(eraMeta, func(k string) bool { _, ok := m[k]; return ok })
+}
+
+// deleteEraMeta deletes the keys of the sessionless protocol from m (nil
+// when none is left).
+func deleteEraMeta(m mcp.Meta) mcp.Meta {
+	for _, k := range eraMeta {
+		delete(m, k)
+	}
+	if len(m) == 0 {
+		return nil
+	}
+	return m
 }
 
 type inputHolderKey struct{}

@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -622,5 +623,31 @@ func TestPassthroughForeignState(t *testing.T) {
 	res = modernCall(t, modern.url, "state", "toolmux1.forged.sig")
 	if msg, _ := res["error"].(string); !strings.Contains(msg, "not one the gateway issued") {
 		t.Errorf("a forged state of the gateway's to a 2026-07-28 server: %v", res)
+	}
+}
+
+// What a 2026-07-28 client declares in a request's _meta (its version,
+// identity, capabilities, log level) does not reach a server the route
+// speaks an older protocol with, whichever way the call goes upstream (a
+// stdio server's calls are written on the pipe by the gateway, not by
+// the go-sdk's client, whose middleware strips them on other requests):
+// such a server would take the call as one of the newer protocol. The
+// rest of the _meta goes as the client sent it.
+func TestPassthroughModernMetaToOlderServers(t *testing.T) {
+	stdio := mcpsource.Config{Name: "fx", Transport: mcpsource.Stdio, Command: testservers.Fixture(t), Args: []string{"-trace-context"}}
+	pt := serveRoute(t, stdio, gateway.Route{Server: stdio})
+	for _, opts := range []*mcp.ClientSessionOptions{modern, {ProtocolVersion: "2025-11-25"}} {
+		cs := dialWith(t, &mcp.StreamableClientTransport{Endpoint: pt.url}, &events{}, "keys", opts)
+		res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "trace_context", Meta: mcp.Meta{"x-test": "kept"}})
+		if err != nil || res.IsError {
+			t.Fatalf("%v %+v", err, res)
+		}
+		var tc testservers.TraceContext
+		if err := json.Unmarshal([]byte(testservers.ResultText(res)), &tc); err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(tc.MetaKeys, []string{"x-test"}) {
+			t.Errorf("a stdio server on 2025-11-25 got the _meta keys %v from a client on %s", tc.MetaKeys, cs.InitializeResult().ProtocolVersion)
+		}
 	}
 }

@@ -14,8 +14,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -81,10 +83,11 @@ func WhoamiSum(v string) string {
 
 // TraceContext is the answer of the fixture's trace_context tool: the
 // W3C traceparent the request carried in its _meta and, over HTTP, in its
-// headers ("" where it carried none).
+// headers ("" where it carried none), and the keys of its _meta, sorted.
 type TraceContext struct {
-	Meta   string `json:"meta"`
-	Header string `json:"header"`
+	Meta     string   `json:"meta"`
+	Header   string   `json:"header"`
+	MetaKeys []string `json:"metaKeys"`
 }
 
 // BigText is the text the fixture's big tool returns for n bytes: lines
@@ -148,6 +151,7 @@ func NewServer(o Options) *mcp.Server {
 			func(_ context.Context, req *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
 				tc := TraceContext{}
 				tc.Meta, _ = req.Params.GetMeta()["traceparent"].(string)
+				tc.MetaKeys = slices.Sorted(maps.Keys(req.Params.GetMeta()))
 				if req.Extra != nil && req.Extra.Header != nil {
 					tc.Header = req.Extra.Header.Get("Traceparent")
 				}
