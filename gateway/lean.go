@@ -86,6 +86,36 @@ func leanRequest(r *http.Request, body []byte, msg jsonscan.Message) (req *mcpwi
 	return req, &mcp.CallToolParamsRaw{Meta: p.Meta, Name: p.Name, Arguments: p.Arguments}, true
 }
 
+// leanBare reads a session's request of method (tools/list, ping) whose
+// params are at most its _meta, which the gateway answers itself as it
+// answers a tools/call (leanRequest): a tools/list with a cursor, or
+// anything else in its params, is the go-sdk's.
+func leanBare(r *http.Request, body []byte, msg jsonscan.Message, method string) (*mcpwire.Request, bool) {
+	if string(msg.Method) != `"`+method+`"` || !leanHeaders(r.Header) {
+		return nil, false
+	}
+	req, err := mcpwire.ReadRequest(body)
+	if err != nil || req.Method != method {
+		return nil, false
+	}
+	if len(req.Params) == 0 {
+		return req, true
+	}
+	if req.Params[0] != '{' {
+		return nil, false
+	}
+	ok := true
+	jsonscan.Members(req.Params, func(key, value []byte) bool {
+		// A _meta of the new protocol is the go-sdk's to refuse.
+		ok = string(key) == "_meta" && value[0] == '{' && !hasMember(value, metaProtocolVersion)
+		return ok
+	})
+	return req, ok
+}
+
+// pingResult is the answer to a ping.
+var pingResult = json.RawMessage(`{}`)
+
 // leanHeaders reports whether the go-sdk would accept a POST with these
 // headers without checking anything the gateway does not.
 func leanHeaders(h http.Header) bool {
@@ -134,7 +164,7 @@ func acceptsBoth(values []string) bool {
 // stream to reach the client on. It reports false, having written
 // nothing, when the session has ended meanwhile (the go-sdk answers).
 func (s *clients) serveLean(w http.ResponseWriter, r *http.Request, rec *tracked, id json.RawMessage,
-	run func(ctx context.Context, st *leanStream) (mcp.Result, error)) bool {
+	run func(ctx context.Context, st *leanStream) (any, error)) bool {
 	ctx, cancel := context.WithCancelCause(context.WithoutCancel(r.Context()))
 	defer cancel(nil)
 	key := string(id)

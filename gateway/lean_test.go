@@ -344,3 +344,46 @@ func TestOwnModernListAndDiscoverAreTheGoSDKs(t *testing.T) {
 		}
 	}
 }
+
+// A session's tools/list and ping the gateway answers itself (lean.go)
+// get what the go-sdk answers, as a single JSON message, on /mcp, virtual
+// servers and passthrough routes, to callers who see every tool, some,
+// or none of a route, with tool search off and on. A request with the
+// standard header Mcp-Method goes the go-sdk's way: the reference.
+func TestOwnSessionListAndPingAreTheGoSDKs(t *testing.T) {
+	for _, search := range []bool{false, true} {
+		url := teamGateway(t, gateway.ToolSearch{Enabled: search, Pinned: []string{"up/parts"}})
+		for _, route := range []string{"/mcp", "/virtual/all/mcp", "/virtual/devs/mcp", "/servers/up/mcp", "/servers/up2/mcp"} {
+			for _, token := range []string{"root-token", "alice-token", "bob-token"} {
+				name := fmt.Sprintf("search=%v%s/%s", search, route, strings.TrimSuffix(token, "-token"))
+				t.Run(name, func(t *testing.T) {
+					status, _ := asCaller(t, http.MethodPost, url+route, token,
+						`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"c","version":"1"}}}`)
+					if status == http.StatusNotFound {
+						return // not the caller's route (TestRoutesByGroup)
+					}
+					cs := connectAs(t, url+route, token, "2025-11-25")
+					for _, c := range []struct{ method, body string }{
+						{"tools/list", `{"jsonrpc":"2.0","id":"l-1","method":"tools/list"}`},
+						{"tools/list", `{"jsonrpc":"2.0","id":"l-2","method":"tools/list","params":{}}`},
+						{"tools/list", `{"jsonrpc":"2.0","id":"l-3","method":"tools/list","params":{"_meta":{"k":"v"}}}`},
+						{"ping", `{"jsonrpc":"2.0","id":"p-1","method":"ping"}`},
+					} {
+						auth := map[string]string{"Authorization": "Bearer " + token}
+						ownType, own := postMCP(t, url+route, cs, c.body, auth)
+						auth["Mcp-Method"] = c.method
+						sdkType, sdk := postMCP(t, url+route, cs, c.body, auth)
+						if ownType != "application/json" || !strings.HasPrefix(sdkType, "text/event-stream") {
+							t.Fatalf("%s: content types: own %q, go-sdk %q", c.body, ownType, sdkType)
+						}
+						o, _ := json.Marshal(own)
+						s, _ := json.Marshal(sdk)
+						if len(own) != 1 || own[0]["result"] == nil || string(o) != string(s) {
+							t.Errorf("%s: own answer\n%s\ngo-sdk's\n%s", c.body, o, s)
+						}
+					}
+				})
+			}
+		}
+	}
+}

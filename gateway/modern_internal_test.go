@@ -161,3 +161,40 @@ func TestReadModernMetaLeavesToTheSDK(t *testing.T) {
 		t.Error("taken under another Mcp-Method")
 	}
 }
+
+// A session's tools/list or ping leanBare takes is one the go-sdk reads
+// as that request, whose params are at most a _meta object without the
+// new protocol's version.
+func FuzzLeanBare(f *testing.F) {
+	f.Add([]byte(`{"jsonrpc":"2.0","id":1,"method":"tools/list"}`), false)
+	f.Add([]byte(`{"jsonrpc":"2.0","id":"p","method":"ping","params":{"_meta":{"k":1}}}`), true)
+	f.Add([]byte(`{"jsonrpc":"2.0","id":2,"method":"tools/list","params":{"cursor":"x"}}`), false)
+	f.Fuzz(func(t *testing.T, body []byte, ping bool) {
+		method := "tools/list"
+		if ping {
+			method = "ping"
+		}
+		r, _ := http.NewRequest(http.MethodPost, "http://gw/mcp", bytes.NewReader(body))
+		r.Header.Set("Content-Type", "application/json")
+		r.Header.Set("Accept", "application/json, text/event-stream")
+		req, ok := leanBare(r, body, jsonscan.Scan(body), method)
+		if !ok {
+			return
+		}
+		msg, err := jsonrpc.DecodeMessage(body)
+		sdk, isReq := msg.(*jsonrpc.Request)
+		if err != nil || !isReq || sdk.Method != method || !sdk.IsCall() || req.Method != method {
+			t.Fatalf("taken, but the go-sdk reads %T %v", msg, err)
+		}
+		if len(sdk.Params) == 0 || string(sdk.Params) == "null" {
+			return
+		}
+		var params map[string]map[string]json.RawMessage
+		if err := json.Unmarshal(sdk.Params, &params); err != nil || len(params) > 1 || len(params) == 1 && params["_meta"] == nil {
+			t.Fatalf("taken with params %s (%v)", sdk.Params, err)
+		}
+		if _, ok := params["_meta"][metaProtocolVersion]; ok {
+			t.Fatalf("taken with the new protocol's _meta: %s", sdk.Params)
+		}
+	})
+}

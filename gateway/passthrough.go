@@ -19,6 +19,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/toolmux/toolmux/identity"
 	"github.com/toolmux/toolmux/internal/jsonscan"
 	"github.com/toolmux/toolmux/internal/mcpwire"
 	"github.com/toolmux/toolmux/mcpsource"
@@ -1223,6 +1224,10 @@ func rewriteNotification(next mcp.MethodHandler) mcp.MethodHandler {
 // leanCall answers a tools/call of the route itself (lean.go): governed
 // as in receive, its last hop over the session's link.
 func (r *route) leanCall(w http.ResponseWriter, req *http.Request, sid string, body []byte, msg jsonscan.Message) bool {
+	switch string(msg.Method) {
+	case `"tools/list"`, `"ping"`:
+		return r.leanBare(w, req, sid, body, msg)
+	}
 	rq, params, ok := leanRequest(req, body, msg)
 	if !ok {
 		return false
@@ -1232,7 +1237,7 @@ func (r *route) leanCall(w http.ResponseWriter, req *http.Request, sid string, b
 		return false
 	}
 	ss := rec.ss
-	return r.g.clients.serveLean(w, req, rec, rq.ID, func(ctx context.Context, st *leanStream) (mcp.Result, error) {
+	return r.g.clients.serveLean(w, req, rec, rq.ID, func(ctx context.Context, st *leanStream) (any, error) {
 		l, err := r.link(ctx, ss, ss.InitializeParams().ProtocolVersion)
 		if err != nil {
 			return nil, err
@@ -1240,6 +1245,37 @@ func (r *route) leanCall(w http.ResponseWriter, req *http.Request, sid string, b
 		ctx, done := l.bind(ctx)
 		defer done()
 		return r.callTool(withLeanStream(ctx, st), l, &mcp.CallToolRequest{Session: ss, Params: params})
+	})
+}
+
+// leanBare answers a session's tools/list (without a cursor) or ping of
+// the route itself (lean.go), as receive forwards them: the server's
+// list, as the caller may see it; the server's answer to a ping.
+func (r *route) leanBare(w http.ResponseWriter, req *http.Request, sid string, body []byte, msg jsonscan.Message) bool {
+	method, _ := unquote(msg.Method)
+	rq, ok := leanBare(req, body, msg, method)
+	if !ok {
+		return false
+	}
+	rec := r.g.clients.lookup(sid, r.path())
+	if rec == nil || rec.ss.InitializeParams() == nil {
+		return false
+	}
+	ss := rec.ss
+	return r.g.clients.serveLean(w, req, rec, rq.ID, func(ctx context.Context, _ *leanStream) (any, error) {
+		l, err := r.link(ctx, ss, ss.InitializeParams().ProtocolVersion)
+		if err != nil {
+			return nil, err
+		}
+		ctx, done := l.bind(ctx)
+		defer done()
+		if method == "ping" {
+			if err := l.cs.Ping(ctx, nil); err != nil {
+				return nil, upstreamError(r.cfg.Name, err)
+			}
+			return pingResult, nil
+		}
+		return l.listTools(ctx, r.g.toolScope(identity.From(ctx)), &mcp.ListToolsParams{})
 	})
 }
 

@@ -380,6 +380,10 @@ func (v *view) leanCall(w http.ResponseWriter, r *http.Request, sid string, body
 		}
 		return false
 	}
+	switch string(msg.Method) {
+	case `"tools/list"`, `"ping"`:
+		return v.leanBare(w, r, sid, body, msg)
+	}
 	req, params, ok := leanRequest(r, body, msg)
 	if !ok {
 		return false
@@ -388,7 +392,7 @@ func (v *view) leanCall(w http.ResponseWriter, r *http.Request, sid string, body
 	if rec == nil || rec.ss.InitializeParams() == nil {
 		return false
 	}
-	return v.g.clients.serveLean(w, r, rec, req.ID, func(ctx context.Context, st *leanStream) (_ mcp.Result, err error) {
+	return v.g.clients.serveLean(w, r, rec, req.ID, func(ctx context.Context, st *leanStream) (_ any, err error) {
 		if v.g.tracer != nil {
 			var sp trace.Span
 			ctx, sp = v.g.startSpan(ctx, mcpwire.MethodToolsCall, params.Name, params.Meta, r.Header, sid, req.ID)
@@ -436,27 +440,18 @@ func (v *view) modernCall(w http.ResponseWriter, r *http.Request, body []byte, m
 	return true
 }
 
-// modernList answers a tools/list of the new protocol of the view itself,
-// when it can (modern.go): the tools the caller may see of those
-// registered with the view's server, as the go-sdk lists them (by name,
-// with the same caching hints, on one page: a view of more tools than a
-// page holds is the go-sdk's to page through).
-func (v *view) modernList(w http.ResponseWriter, r *http.Request, body []byte, msg jsonscan.Message) bool {
-	req, p, _, ok := readModernMeta(r, body, msg, "tools/list")
-	if !ok {
-		return false
-	}
-	ctx := r.Context()
-	if err := v.sync(ctx); err != nil {
-		return false // the go-sdk's path answers it
-	}
-	sc := v.g.toolScope(identity.From(ctx))
+// list is the view's answer to a tools/list without a cursor, in either
+// era: the tools the caller who sees sc may see of those registered with
+// the view's server, as the go-sdk lists them (by name, with the same
+// caching hints, on one page); ok is false for a view of more tools than
+// a page holds, which is the go-sdk's to page through.
+func (v *view) list(ctx context.Context, sc policy.Scope) (_ *mcp.ListToolsResult, ok bool) {
 	v.mu.Lock()
 	if len(v.registered) > mcp.DefaultPageSize {
 		v.mu.Unlock()
-		return false
+		return nil, false
 	}
-	res := &mcp.ListToolsResult{Meta: mcp.Meta{metaServerInfo: v.impl}, Tools: make([]*mcp.Tool, 0, len(v.registered))}
+	res := &mcp.ListToolsResult{Tools: make([]*mcp.Tool, 0, len(v.registered))}
 	for name, t := range v.registered {
 		if isMeta(name) || !sc.Limited() || v.shownToLocked(sc, name) {
 			res.Tools = append(res.Tools, t)
@@ -468,6 +463,56 @@ func (v *view) modernList(w http.ResponseWriter, r *http.Request, body []byte, m
 	if sc.Limited() || len(v.groups) > 0 {
 		res.CacheScope = cachePrivate // as syncMiddleware marks the go-sdk's
 	}
+	return res, true
+}
+
+// leanBare answers a session's tools/list (without a cursor) or ping of
+// the view itself (lean.go).
+func (v *view) leanBare(w http.ResponseWriter, r *http.Request, sid string, body []byte, msg jsonscan.Message) bool {
+	method, _ := unquote(msg.Method)
+	req, ok := leanBare(r, body, msg, method)
+	if !ok {
+		return false
+	}
+	rec := v.g.clients.lookup(sid, v.route)
+	if rec == nil || rec.ss.InitializeParams() == nil {
+		return false
+	}
+	ctx := r.Context()
+	var res any = pingResult
+	if method == "tools/list" {
+		if v.sync(ctx) != nil {
+			return false // the go-sdk's path answers it
+		}
+		if res, ok = v.list(ctx, v.g.toolScope(identity.From(ctx))); !ok {
+			return false
+		}
+	}
+	return v.g.clients.serveLean(w, r, rec, req.ID, func(ctx context.Context, _ *leanStream) (any, error) {
+		if v.g.tracer != nil && v.route == routeMCP {
+			_, sp := v.g.startSpan(ctx, method, "", nil, r.Header, sid, nil)
+			defer endSpan(sp, nil)
+		}
+		return res, nil
+	})
+}
+
+// modernList answers a tools/list of the new protocol of the view itself,
+// when it can (modern.go): the view's list (list), naming the server.
+func (v *view) modernList(w http.ResponseWriter, r *http.Request, body []byte, msg jsonscan.Message) bool {
+	req, p, _, ok := readModernMeta(r, body, msg, "tools/list")
+	if !ok {
+		return false
+	}
+	ctx := r.Context()
+	if err := v.sync(ctx); err != nil {
+		return false // the go-sdk's path answers it
+	}
+	res, ok := v.list(ctx, v.g.toolScope(identity.From(ctx)))
+	if !ok {
+		return false
+	}
+	res.Meta = mcp.Meta{metaServerInfo: v.impl}
 	v.replyModern(w, r, req, p, res)
 	return true
 }
