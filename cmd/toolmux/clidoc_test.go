@@ -2,6 +2,7 @@ package main_test
 
 import (
 	"flag"
+	"fmt"
 	"maps"
 	"os"
 	"os/exec"
@@ -158,5 +159,77 @@ func TestDocSamplesAreTheCommandsOutput(t *testing.T) {
 	}
 	if n < 2 {
 		t.Fatalf("%d samples found", n)
+	}
+}
+
+var (
+	mdLink    = regexp.MustCompile(`\]\(([^)\s]+)\)`)
+	mdFence   = regexp.MustCompile("(?s)```.*?```")
+	mdHeading = regexp.MustCompile(`(?m)^#{1,6} (.*)$`)
+	mdAnchor  = regexp.MustCompile(`<a (?:id|name)="([^"]+)"`)
+	notSlug   = regexp.MustCompile(`[^\p{L}\p{N}_\- ]`)
+)
+
+// anchors are the targets of links into a Markdown file: its headings as
+// GitHub names them (lower case, punctuation dropped, spaces as hyphens,
+// a repeated one numbered) and its explicit anchors.
+func anchors(text string) map[string]bool {
+	text = mdFence.ReplaceAllString(text, "")
+	out := map[string]bool{}
+	seen := map[string]int{}
+	for _, m := range mdHeading.FindAllStringSubmatch(text, -1) {
+		s := strings.ReplaceAll(notSlug.ReplaceAllString(strings.ToLower(strings.TrimSpace(m[1])), ""), " ", "-")
+		if n := seen[s]; n > 0 {
+			out[fmt.Sprintf("%s-%d", s, n)] = true
+		} else {
+			out[s] = true
+		}
+		seen[s]++
+	}
+	for _, m := range mdAnchor.FindAllStringSubmatch(text, -1) {
+		out[m[1]] = true
+	}
+	return out
+}
+
+// Every relative link of the README, BENCHMARKS.md and docs/ leads to a
+// file that exists and, into a Markdown file, to a heading it has.
+func TestDocLinks(t *testing.T) {
+	files, err := filepath.Glob("../../docs/*.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	files = append(files, "../../README.md", "../../BENCHMARKS.md")
+	links := 0
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range mdLink.FindAllStringSubmatch(mdFence.ReplaceAllString(string(b), ""), -1) {
+			target := m[1]
+			if strings.Contains(target, ":") && !strings.HasPrefix(target, "#") {
+				continue // a URL
+			}
+			links++
+			path, anchor, _ := strings.Cut(target, "#")
+			dest := f
+			if path != "" {
+				dest = filepath.Join(filepath.Dir(f), path)
+			}
+			text, err := os.ReadFile(dest)
+			if err != nil {
+				if _, serr := os.Stat(dest); serr != nil {
+					t.Errorf("%s: link %s: no such file", f, target)
+				}
+				continue // a directory
+			}
+			if anchor != "" && strings.HasSuffix(dest, ".md") && !anchors(string(text))[anchor] {
+				t.Errorf("%s: link %s: no such heading", f, target)
+			}
+		}
+	}
+	if links < 100 {
+		t.Fatalf("only %d links found", links)
 	}
 }
