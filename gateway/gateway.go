@@ -1,10 +1,23 @@
 // Package gateway serves toolmux's governed catalog as an MCP server, so any
 // MCP client connects once and gets every configured server's tools under
-// their exposed names (server__tool), each call going through the manager.
-// Over HTTP it also serves each configured MCP server on a passthrough
-// route of its own, /servers/{name}/mcp: that server's tools under their
-// own names, still governed, and everything else of MCP forwarded between
-// the client and the server.
+// their exposed names (server__tool) at /mcp (or over stdio), each call
+// going through the scheduler, the policy, the pipeline and the manager.
+// Over HTTP it also serves virtual servers (/virtual/{name}/mcp: the tools
+// a configuration picks, renamed), and each configured MCP server on a
+// passthrough route of its own, /servers/{name}/mcp: that server's tools
+// under their own names, still governed, and everything else of MCP
+// forwarded between the client and the server.
+//
+// Every route speaks both protocol eras: 2025-11-25 sessions and
+// sessionless 2026-07-28 requests, which differ only at the edge (lean.go,
+// modern.go: the gateway reads tools/call, tools/list, server/discover and
+// ping itself; everything else goes to the go-sdk's handlers). Around the
+// call: approvals asked of whoever can answer now (approve.go), MCP tasks
+// (tasks.go), re-issued requests answered from their first execution
+// (reissue.go), who calls and what they may see (auth.go, callers.go,
+// owners.go), limits and bounds (limits.go, bounds.go, listens.go), and
+// the web page and API. docs/gateway.md describes it; docs/design.md
+// draws the path of a call.
 package gateway
 
 import (
