@@ -1232,19 +1232,8 @@ func (r *route) leanCall(w http.ResponseWriter, req *http.Request, sid string, b
 	if !ok {
 		return false
 	}
-	rec := r.g.clients.lookup(sid, r.path())
-	if rec == nil || rec.ss.InitializeParams() == nil {
-		return false
-	}
-	ss := rec.ss
-	return r.g.clients.serveLean(w, req, rec, rq.ID, func(ctx context.Context, st *leanStream) (any, error) {
-		l, err := r.link(ctx, ss, ss.InitializeParams().ProtocolVersion)
-		if err != nil {
-			return nil, err
-		}
-		ctx, done := l.bind(ctx)
-		defer done()
-		return r.callTool(withLeanStream(ctx, st), l, &mcp.CallToolRequest{Session: ss, Params: params})
+	return r.serveLean(w, req, sid, rq.ID, func(ctx context.Context, l *link, st *leanStream) (any, error) {
+		return r.callTool(withLeanStream(ctx, st), l, &mcp.CallToolRequest{Session: l.ss, Params: params})
 	})
 }
 
@@ -1257,18 +1246,7 @@ func (r *route) leanBare(w http.ResponseWriter, req *http.Request, sid string, b
 	if !ok {
 		return false
 	}
-	rec := r.g.clients.lookup(sid, r.path())
-	if rec == nil || rec.ss.InitializeParams() == nil {
-		return false
-	}
-	ss := rec.ss
-	return r.g.clients.serveLean(w, req, rec, rq.ID, func(ctx context.Context, _ *leanStream) (any, error) {
-		l, err := r.link(ctx, ss, ss.InitializeParams().ProtocolVersion)
-		if err != nil {
-			return nil, err
-		}
-		ctx, done := l.bind(ctx)
-		defer done()
+	return r.serveLean(w, req, sid, rq.ID, func(ctx context.Context, l *link, _ *leanStream) (any, error) {
 		if method == "ping" {
 			if err := l.cs.Ping(ctx, nil); err != nil {
 				return nil, upstreamError(r.cfg.Name, err)
@@ -1276,6 +1254,28 @@ func (r *route) leanBare(w http.ResponseWriter, req *http.Request, sid string, b
 			return pingResult, nil
 		}
 		return l.listTools(ctx, r.g.toolScope(identity.From(ctx)), &mcp.ListToolsParams{})
+	})
+}
+
+// serveLean serves request id of session sid of the route itself
+// (clients.serveLean), run making its answer over the session's link; it
+// reports false, having written nothing, when the session is not one of
+// the route's, initialized.
+func (r *route) serveLean(w http.ResponseWriter, req *http.Request, sid string, id json.RawMessage,
+	run func(ctx context.Context, l *link, st *leanStream) (any, error)) bool {
+	rec := r.g.clients.lookup(sid, r.path())
+	if rec == nil || rec.ss.InitializeParams() == nil {
+		return false
+	}
+	ss := rec.ss
+	return r.g.clients.serveLean(w, req, rec, id, func(ctx context.Context, st *leanStream) (any, error) {
+		l, err := r.link(ctx, ss, ss.InitializeParams().ProtocolVersion)
+		if err != nil {
+			return nil, err
+		}
+		ctx, done := l.bind(ctx)
+		defer done()
+		return run(ctx, l, st)
 	})
 }
 
