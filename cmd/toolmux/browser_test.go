@@ -685,6 +685,52 @@ func TestBrowserUI(t *testing.T) {
 			t.Errorf("row cap: %s, want %s", got, want)
 		}
 	})
+
+	// A running row's duration runs from its events' own times to the
+	// gateway's now: an event that arrives late (replayed on resumption,
+	// as to a page opened late) is not taken for one just stamped, and a
+	// gateway whose clock differs from the browser's (its answers' Date)
+	// is allowed for.
+	t.Run("durations from the events' times", func(t *testing.T) {
+		b := b.on(t)
+		got := uiEval[string](b, `(async () => {
+			const {Live} = await import('/ui/live.js');
+			const shown = (clock, stamped) => {
+				const rows = document.createElement('div');
+				const el = () => document.createElement('span');
+				const live = new Live({rows, stats: el(), empty: el(), capped: el(), onLoadRange: async () => 0, onFilterTask: () => {}});
+				if (clock) live.clock(clock);
+				live.handle({id: 7, event: 'tool_state', time: new Date(stamped).toISOString(),
+					data: {call_id: 'waits', server: 'builtin', tool: 'shell', state: 'awaiting_approval', previous_ms: 0.3, total_ms: 0.5}});
+				live.flush();
+				return rows.querySelector('[data-call-id="waits"] .c-dur').textContent;
+			};
+			// Waiting for 11 s when the page gets its event.
+			const late = shown(null, Date.now() - 11000);
+			// The gateway's clock a minute behind the browser's; its event
+			// stamped 5 s ago by that clock.
+			const sent = Date.now();
+			const behind = shown({date: new Date(sent - 60000).toUTCString(), sent, received: Date.now()}, Date.now() - 65000);
+			return JSON.stringify({late, behind});
+		})()`)
+		var d struct{ Late, Behind string }
+		if err := json.Unmarshal([]byte(got), &d); err != nil {
+			t.Fatal(got, err)
+		}
+		seconds := func(s string) float64 {
+			var v float64
+			if _, err := fmt.Sscanf(s, "%f s", &v); err != nil || !strings.HasSuffix(s, " s") {
+				return -1
+			}
+			return v
+		}
+		if v := seconds(d.Late); v < 11 || v >= 20 {
+			t.Errorf("a call waiting for 11 s, its event received now, shows %q", d.Late)
+		}
+		if v := seconds(d.Behind); v < 5 || v >= 7 {
+			t.Errorf("a call waiting for 5 s by a gateway's clock a minute behind shows %q", d.Behind)
+		}
+	})
 }
 
 // The page with a gateway that wants a token: the page and its files load

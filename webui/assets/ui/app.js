@@ -153,6 +153,7 @@ const stream = new EventStream({
     if (env.event === 'start_of_workflow' || env.event === 'end_of_workflow') fleet.nudge();
   },
   onStatus: showStatus,
+  onClock: (c) => live.clock(c),
 });
 
 conn.addEventListener('click', () => { if (stream.status === 'reconnecting') stream.start(); });
