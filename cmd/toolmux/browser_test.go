@@ -503,25 +503,25 @@ func TestBrowserUI(t *testing.T) {
 		}
 	})
 
-	t.Run("earlier events", func(t *testing.T) {
+	t.Run("recent past on a fresh load", func(t *testing.T) {
 		b := b.on(t)
-		// A new page shows what happens from now on...
+		// A new page shows what the gateway did before it was opened
+		// (the calls above), each call once, in its end state...
 		b.do(chromedp.Reload())
 		b.visible(`#conn[data-state="live"]`)
-		_, rec := uiAPICall(t, s, "", "builtin", "list_directory", `{"arguments": {"path": "."}}`)
-		row := `#live-rows .row[data-call-id="` + fmt.Sprint(rec["id"]) + `"][data-state="success"]`
-		b.visible(row)
-		if n := uiEval[int](b, `document.querySelectorAll('#live-rows .row').length`); n != 1 {
-			t.Fatalf("a new page shows %d rows, want the one call made since", n)
-		}
-		// ...and events from before on demand, in their place (the shell
-		// call approved above).
-		b.do(chromedp.WaitEnabled(chromedp.CSS(`#live-earlier`)), chromedp.Click(chromedp.CSS(`#live-earlier`)))
 		b.visible(`#live-rows .row[data-name="builtin__shell"][data-state="success"]`)
-		b.until("the earlier rows below the later one", `(() => {
-			const rows = [...document.querySelectorAll('#live-rows .row[data-kind="call"]')];
-			return rows.length > 2 && rows[0].dataset.callId === '`+fmt.Sprint(rec["id"])+`';
-		})()`)
+		b.visible(`#live-rows .row[data-name="builtin__read_file"][data-state="error"]`)
+		if uiEval[bool](b, `!document.getElementById('live-empty').hidden`) {
+			t.Error("a page opened after calls says there is nothing yet")
+		}
+		if n := uiEval[int](b, `new Set([...document.querySelectorAll('#live-rows .row[data-kind="call"]')].map(r => r.dataset.callId)).size === document.querySelectorAll('#live-rows .row[data-kind="call"]').length ? 1 : 0`); n != 1 {
+			t.Error("a call has two rows on a fresh page")
+		}
+		// ...then goes on live: a new call on top.
+		_, rec := uiAPICall(t, s, "", "builtin", "list_directory", `{"arguments": {"path": "."}}`)
+		b.visible(`#live-rows .row[data-call-id="` + fmt.Sprint(rec["id"]) + `"][data-state="success"]`)
+		b.until("the new call on top", `document.querySelector('#live-rows .row[data-kind="call"]').dataset.callId === '`+fmt.Sprint(rec["id"])+`'`)
+		b.shot("fresh-load")
 	})
 
 	t.Run("modules", func(t *testing.T) {
@@ -889,6 +889,26 @@ func TestBrowserManyEvents(t *testing.T) {
 	b.fill(`#live-filter`, "")
 	b.until("the filter cleared", `[...document.querySelectorAll('#live-rows > .row')].filter(r => !r.hidden).length > 1`)
 	b.shot("5000-events")
+
+	// A page opened now reads the gateway's last 500 events, no more (its
+	// last call on top, about 80 calls), then earlier ones on demand, in
+	// their place below.
+	b.do(chromedp.Reload())
+	b.visible(`#conn[data-state="live"]`)
+	lastRow := `#live-rows .row[data-call-id="` + fmt.Sprint(last["id"]) + `"][data-state="success"]`
+	b.visible(lastRow)
+	b.until("the recent past read", `document.getElementById('live-stats').dataset.events === '500'`)
+	top := `document.querySelector('#live-rows .row[data-kind="call"]').dataset.callId === '` + fmt.Sprint(last["id"]) + `'`
+	if !uiEval[bool](b, top) {
+		t.Error("the last call is not on top of a fresh page")
+	}
+	recent := uiEval[int](b, `document.querySelectorAll('#live-rows .row[data-kind="call"]').length`)
+	if recent < 500/6 || recent > 500/6+2 {
+		t.Errorf("a fresh page shows %d calls, want those of the last 500 events (six each)", recent)
+	}
+	b.do(chromedp.WaitEnabled(chromedp.CSS(`#live-earlier`)), chromedp.Click(chromedp.CSS(`#live-earlier`)))
+	b.until("earlier calls below", fmt.Sprintf(`document.querySelectorAll('#live-rows .row[data-kind="call"]').length > %d + 80 && %s`, recent, top))
+	b.shot("fresh-load")
 }
 
 // The page of `toolmux run --serve`, opened only after the run has
