@@ -354,6 +354,29 @@ func TestBrowserUI(t *testing.T) {
 			t.Errorf("the card does not show the command")
 		}
 		b.shot("approval")
+		// Its four answers on one row, inside the card, at every width a
+		// page is used at (its cards are narrowest where the grid adds a
+		// column).
+		for width := int64(760); width <= 1920; width += 20 {
+			b.do(chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
+				_, err := cdp.Call(ctx, tg, emulation.SetDeviceMetricsOverride, emulation.SetDeviceMetricsOverrideParams{Width: width, Height: 900, DeviceScaleFactor: 1})
+				return err
+			}))
+			got := uiEval[string](b, `JSON.stringify((() => {
+				const card = document.querySelector('.approval[data-call-id="`+id+`"]').getBoundingClientRect();
+				const boxes = [...document.querySelectorAll('.approval[data-call-id="`+id+`"] .actions button')].map((el) => el.getBoundingClientRect());
+				return {buttons: boxes.length, tops: new Set(boxes.map((r) => Math.round(r.top))).size,
+					inside: boxes.every((r) => r.left >= card.left && r.right <= card.right)};
+			})())`)
+			if want := `{"buttons":4,"tops":1,"inside":true}`; got != want {
+				b.shot(fmt.Sprintf("approval-%d", width))
+				t.Errorf("at %d px wide, the card's buttons: %s, want %s", width, got, want)
+			}
+		}
+		b.do(chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
+			_, err := cdp.Call(ctx, tg, emulation.ClearDeviceMetricsOverride, cdp.Empty{})
+			return err
+		}))
 		b.do(chromedp.Click(chromedp.CSS(`.approval[data-call-id="` + id + `"] button[data-decision="once"]`)))
 		var got answer
 		select {
