@@ -1097,6 +1097,16 @@ func TestBrowserFleet(t *testing.T) {
 		document.querySelector('#fleet-counts [data-state="running"] .n').textContent === '0'`)
 	b.until("the worker idle", `document.querySelector('`+worker+` .load').textContent === '0 / 2' && !document.querySelector('`+link+`')`)
 	b.visible(worker + ` .server[data-server="fx"] .badge.state-ready`)
+	// ...and listed among the recent runs: done, by its worker, with its
+	// duration and no error.
+	recent := `#fleet-recent tr[data-run="page-run"][data-state="done"]`
+	b.visible(recent)
+	if got := uiEval[string](b, `JSON.stringify([...document.querySelector('`+recent+`').cells].map((c) => c.textContent))`); !regexp.MustCompile(`^\["page-run","done","page-worker","[0-9.]+ (ms|s)","[^"]+",""\]$`).MatchString(got) {
+		t.Errorf("the recent run's row: %s", got)
+	}
+	if !uiEval[bool](b, `document.getElementById('fleet-recent-empty').hidden`) {
+		t.Error("the recent runs say none has ended")
+	}
 	b.shot("done")
 	if got := lines(t, out); len(got) != 1 || got[0] != "shown" {
 		t.Errorf("the run's side effects: %q, want one line", got)
@@ -1114,8 +1124,16 @@ func TestBrowserFleet(t *testing.T) {
 		const el = (tag) => document.createElement(tag);
 		const table = el('table');
 		table.append(el('tbody'));
-		const f = new Fleet({tab: el('a'), counts: el('div'), workers: table, count: el('span'), empty: el('p'), error: el('div'), updated: el('span')});
-		f.render({runs: {queued: 180, running: 3, done: 15, failed: 1}, workers: [
+		const recent = el('table');
+		recent.append(el('tbody'));
+		const f = new Fleet({tab: el('a'), counts: el('div'), workers: table, count: el('span'), empty: el('p'), error: el('div'), updated: el('span'),
+			recent, recentEmpty: el('p')});
+		f.render({runs: {queued: 180, running: 3, done: 15, failed: 2}, recent: [
+			{id: 'bad/1', status: 'failed', worker: 'b', started: '2026-11-25T03:00:00Z', ended: '2026-11-25T03:00:01.52Z', duration_ms: 1520,
+				error_kind: 'model_failed', error: 'the model provider answered 400'},
+			{id: 'given', status: 'failed', ended: '2026-11-25T02:59:00Z', duration_ms: 0, error_kind: 'given_up', error: 'given up after 3 deliveries'},
+			{id: 'ok', status: 'done', worker: 'a', started: '2026-11-25T02:10:00Z', ended: '2026-11-25T02:10:42Z', duration_ms: 42000},
+		], workers: [
 			{name: 'b', host: 'box-b', pid: 2, concurrency: 4, running: ['r/1', 'r 2'], started: '2026-11-25T02:00:00Z', seen: '2026-11-25T03:02:03Z',
 				servers: {web: 'degraded', browser: 'ready', gpu: 'failed'}},
 			{name: 'a', host: 'box-a', pid: 1, concurrency: 1, running: [], started: '2026-11-25T02:10:00Z', seen: '2026-11-25T02:10:42Z'},
@@ -1125,12 +1143,17 @@ func TestBrowserFleet(t *testing.T) {
 			rows: [...table.tBodies[0].rows].map((r) => [r.dataset.worker, r.querySelector('.load').textContent, r.cells[4].textContent,
 				[...r.querySelectorAll('a.run')].map((a) => a.getAttribute('href')),
 				[...r.querySelectorAll('.server')].map((s) => s.dataset.server + ':' + s.querySelector('.badge').className)]),
+			recent: [...recent.tBodies[0].rows].map((r) => [r.dataset.run, r.querySelector('a.run').getAttribute('href'),
+				r.querySelector('.badge').className, r.cells[2].textContent, r.cells[3].textContent, r.cells[5].textContent]),
 			href: runHref('x#y'),
 		});
 	})()`)
-	want := `{"counts":["queued=180 waiting","running=3 running","done=15 done","failed=1 failed"],` +
+	want := `{"counts":["queued=180 waiting","running=3 running","done=15 done","failed=2 failed"],` +
 		`"rows":[["a","0 / 1","42.0 s",[],[]],` +
 		`["b","2 / 4","1h 02m",["#tasks/r%2F1","#tasks/r%202"],["browser:badge state-ready","gpu:badge state-failed","web:badge state-degraded"]]],` +
+		`"recent":[["bad/1","#tasks/bad%2F1","badge state-failed","b","1.52 s","model_failed: the model provider answered 400"],` +
+		`["given","#tasks/given","badge state-failed","","","given_up: given up after 3 deliveries"],` +
+		`["ok","#tasks/ok","badge state-done","a","42.0 s",""]],` +
 		`"href":"#tasks/x%23y"}`
 	if got != want {
 		t.Errorf("the panel's rendering:\n got %s\nwant %s", got, want)

@@ -191,6 +191,7 @@ $('tasks-refresh').addEventListener('click', () => mcpTasks.refresh());
 const fleet = new Fleet({
   tab: document.querySelector('[data-tab="fleet"]'), panel: $('tab-fleet'), counts: $('fleet-counts'), workers: $('fleet-workers'),
   count: $('fleet-workers-count'), empty: $('fleet-empty'), error: $('fleet-error'), updated: $('fleet-updated'),
+  recent: $('fleet-recent'), recentEmpty: $('fleet-recent-empty'),
 });
 
 // The Secrets tab, where some server takes users' own secrets.
