@@ -134,6 +134,10 @@ type Info struct {
 	// answer. Both 0 when approvals are not asked through the API.
 	Approvers         int   `json:"approvers"`
 	ApprovalTimeoutMS int64 `json:"approval_timeout_ms"`
+	// LastEventID is the id of the last event the event stream published
+	// (0 before the first): a page opened on a gateway resumes a little
+	// before it, to show the recent past rather than nothing.
+	LastEventID int64 `json:"last_event_id"`
 	// Run is the agent run this process serves; absent for a gateway.
 	Run *RunInfo `json:"run,omitempty"`
 	// Reload is how the reloads of serve's configuration file went;
@@ -263,6 +267,11 @@ func (s *server) info(w http.ResponseWriter, r *http.Request) {
 	}
 	if s.o.Approvals != nil {
 		in.Approvers, in.ApprovalTimeoutMS = s.o.Approvals.Approvers(), s.o.Approvals.Timeout().Milliseconds()
+	}
+	// The hub (a *stream.Hub) knows its last id; another stream does not
+	// say, and the page then starts with the live events.
+	if h, ok := s.o.Events.(interface{ Stats() stream.Stats }); ok {
+		in.LastEventID = h.Stats().LastID
 	}
 	if s.o.Run != nil {
 		in.Run = s.o.Run()

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -181,6 +182,29 @@ func TestInfo(t *testing.T) {
 	}
 }
 
+// /api/info gives the id of the stream's last event, so that a page can
+// resume a little before it: before any event 0, then the id of the last
+// event a call published, the one a stream resumed just before it
+// delivers first.
+func TestInfoLastEventID(t *testing.T) {
+	f := newFixture(t)
+	var in api.Info
+	if code := f.get(t, "/api/info", &in); code != 200 || in.LastEventID != 0 {
+		t.Fatalf("info before any event: %d %+v", code, in)
+	}
+	if code := f.post(t, "/api/tools/builtin/read_file/call", `{"arguments": {"path": "notes.txt"}}`, nil); code != 200 {
+		t.Fatalf("call: %d", code)
+	}
+	in = api.Info{}
+	f.get(t, "/api/info", &in)
+	if in.LastEventID < 2 {
+		t.Fatalf("info after a call: %+v, want the id of its last event", in)
+	}
+	if ids := f.replayIDs(t, in.LastEventID-1); len(ids) == 0 || ids[0] != in.LastEventID {
+		t.Errorf("events after %d: %v, want %d first", in.LastEventID-1, ids, in.LastEventID)
+	}
+}
+
 // A call made without a task is a task of its own, ended with the call.
 func TestCallWithoutTaskHasItsOwnTask(t *testing.T) {
 	f := newFixture(t)
@@ -283,5 +307,33 @@ func TestEndingsAreToldAndRemembered(t *testing.T) {
 	defer mu.Unlock()
 	if len(ended) != 1 || ended[0].Outcome != api.OutcomeWithdrawn {
 		t.Fatalf("ended: %+v", ended)
+	}
+}
+
+// replayIDs reads the event stream resumed after id, and returns the ids
+// of the events it replays: those it delivers before its first heartbeat
+// (the fixture's hub beats after a second of silence).
+func (f fixture) replayIDs(t *testing.T, after int64) []int64 {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, f.url+"/api/events", nil)
+	req.Header.Set("Last-Event-ID", strconv.FormatInt(after, 10))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	dec := stream.NewDecoder(resp.Body)
+	var ids []int64
+	for {
+		ev, err := dec.NextEvent()
+		if err != nil {
+			t.Fatalf("stream ended after %v: %v", ids, err)
+		}
+		if ev.Name == stream.EventHeartbeat {
+			return ids
+		}
+		ids = append(ids, ev.ID)
 	}
 }

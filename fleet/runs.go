@@ -67,8 +67,11 @@ type Run struct {
 	// (answered, max_turns, ...).
 	Answer      string `json:"answer,omitempty"`
 	AgentStatus string `json:"agent_status,omitempty"`
-	// Error says why a failed run failed.
-	Error string `json:"error,omitempty"`
+	// Error says why a failed run failed, and ErrorKind what kind of
+	// failure it was: the agent's kind (agent.KindOf: model_failed,
+	// cancelled, ...), ErrorKindGivenUp, or ErrorKindRunFailed.
+	Error     string `json:"error,omitempty"`
+	ErrorKind string `json:"error_kind,omitempty"`
 	// Turns and Calls are the agent's counts.
 	Turns int `json:"turns,omitempty"`
 	Calls int `json:"calls,omitempty"`

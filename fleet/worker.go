@@ -18,6 +18,24 @@ import (
 	"github.com/toolmux/toolmux/tasklog/jsjournal"
 )
 
+// The kinds of a failed run's error (Run.ErrorKind) besides the agent's.
+const (
+	// ErrorKindGivenUp: the queue handed the run out MaxDeliveries times
+	// and it never finished.
+	ErrorKindGivenUp = "given_up"
+	// ErrorKindRunFailed: the run failed with an error of no kind the
+	// agent knows.
+	ErrorKindRunFailed = "run_failed"
+)
+
+// runErrorKind is the kind of the error a run failed with.
+func runErrorKind(err error) string {
+	if k := agent.KindOf(err); k != "" {
+		return string(k)
+	}
+	return ErrorKindRunFailed
+}
+
 // Runner runs one run (the worker's runtime: toolmux.Runtime is one).
 type Runner interface {
 	Run(ctx context.Context, t toolmux.Task) (*agent.Result, error)
@@ -332,6 +350,7 @@ func (w *Worker) handle(ctx context.Context, m jetstream.Msg) {
 			r.Status = StatusFailed
 			r.Ended = time.Now().UTC()
 			r.Error = fmt.Sprintf("given up after %d deliveries: the run never finished (its workers died or handed it back)", deliveries-1)
+			r.ErrorKind = ErrorKindGivenUp
 			return nil
 		}
 		r.Status = StatusRunning
@@ -421,7 +440,7 @@ func (w *Worker) handle(ctx context.Context, m jetstream.Msg) {
 		}
 		r.Status = StatusDone
 		if runErr != nil {
-			r.Status, r.Error = StatusFailed, runErr.Error()
+			r.Status, r.Error, r.ErrorKind = StatusFailed, runErr.Error(), runErrorKind(runErr)
 		}
 		return nil
 	})

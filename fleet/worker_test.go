@@ -99,7 +99,7 @@ func TestMaxDeliveries(t *testing.T) {
 	}
 	last := newNode(t, s, o, "last", model, fx, fleet.WorkerOptions{}).start()
 	run := wait(t, f, "stuck")
-	if run.Status != fleet.StatusFailed || run.Deliveries != o.MaxDeliveries+1 ||
+	if run.Status != fleet.StatusFailed || run.Deliveries != o.MaxDeliveries+1 || run.ErrorKind != fleet.ErrorKindGivenUp ||
 		!strings.Contains(run.Error, fmt.Sprintf("given up after %d deliveries", o.MaxDeliveries)) {
 		t.Errorf("run %+v", run)
 	}

@@ -354,6 +354,29 @@ func TestBrowserUI(t *testing.T) {
 			t.Errorf("the card does not show the command")
 		}
 		b.shot("approval")
+		// Its four answers on one row, inside the card, at every width a
+		// page is used at (its cards are narrowest where the grid adds a
+		// column).
+		for width := int64(760); width <= 1920; width += 20 {
+			b.do(chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
+				_, err := cdp.Call(ctx, tg, emulation.SetDeviceMetricsOverride, emulation.SetDeviceMetricsOverrideParams{Width: width, Height: 900, DeviceScaleFactor: 1})
+				return err
+			}))
+			got := uiEval[string](b, `JSON.stringify((() => {
+				const card = document.querySelector('.approval[data-call-id="`+id+`"]').getBoundingClientRect();
+				const boxes = [...document.querySelectorAll('.approval[data-call-id="`+id+`"] .actions button')].map((el) => el.getBoundingClientRect());
+				return {buttons: boxes.length, tops: new Set(boxes.map((r) => Math.round(r.top))).size,
+					inside: boxes.every((r) => r.left >= card.left && r.right <= card.right)};
+			})())`)
+			if want := `{"buttons":4,"tops":1,"inside":true}`; got != want {
+				b.shot(fmt.Sprintf("approval-%d", width))
+				t.Errorf("at %d px wide, the card's buttons: %s, want %s", width, got, want)
+			}
+		}
+		b.do(chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
+			_, err := cdp.Call(ctx, tg, emulation.ClearDeviceMetricsOverride, cdp.Empty{})
+			return err
+		}))
 		b.do(chromedp.Click(chromedp.CSS(`.approval[data-call-id="` + id + `"] button[data-decision="once"]`)))
 		var got answer
 		select {
@@ -503,25 +526,25 @@ func TestBrowserUI(t *testing.T) {
 		}
 	})
 
-	t.Run("earlier events", func(t *testing.T) {
+	t.Run("recent past on a fresh load", func(t *testing.T) {
 		b := b.on(t)
-		// A new page shows what happens from now on...
+		// A new page shows what the gateway did before it was opened
+		// (the calls above), each call once, in its end state...
 		b.do(chromedp.Reload())
 		b.visible(`#conn[data-state="live"]`)
-		_, rec := uiAPICall(t, s, "", "builtin", "list_directory", `{"arguments": {"path": "."}}`)
-		row := `#live-rows .row[data-call-id="` + fmt.Sprint(rec["id"]) + `"][data-state="success"]`
-		b.visible(row)
-		if n := uiEval[int](b, `document.querySelectorAll('#live-rows .row').length`); n != 1 {
-			t.Fatalf("a new page shows %d rows, want the one call made since", n)
-		}
-		// ...and events from before on demand, in their place (the shell
-		// call approved above).
-		b.do(chromedp.WaitEnabled(chromedp.CSS(`#live-earlier`)), chromedp.Click(chromedp.CSS(`#live-earlier`)))
 		b.visible(`#live-rows .row[data-name="builtin__shell"][data-state="success"]`)
-		b.until("the earlier rows below the later one", `(() => {
-			const rows = [...document.querySelectorAll('#live-rows .row[data-kind="call"]')];
-			return rows.length > 2 && rows[0].dataset.callId === '`+fmt.Sprint(rec["id"])+`';
-		})()`)
+		b.visible(`#live-rows .row[data-name="builtin__read_file"][data-state="error"]`)
+		if uiEval[bool](b, `!document.getElementById('live-empty').hidden`) {
+			t.Error("a page opened after calls says there is nothing yet")
+		}
+		if n := uiEval[int](b, `new Set([...document.querySelectorAll('#live-rows .row[data-kind="call"]')].map(r => r.dataset.callId)).size === document.querySelectorAll('#live-rows .row[data-kind="call"]').length ? 1 : 0`); n != 1 {
+			t.Error("a call has two rows on a fresh page")
+		}
+		// ...then goes on live: a new call on top.
+		_, rec := uiAPICall(t, s, "", "builtin", "list_directory", `{"arguments": {"path": "."}}`)
+		b.visible(`#live-rows .row[data-call-id="` + fmt.Sprint(rec["id"]) + `"][data-state="success"]`)
+		b.until("the new call on top", `document.querySelector('#live-rows .row[data-kind="call"]').dataset.callId === '`+fmt.Sprint(rec["id"])+`'`)
+		b.shot("fresh-load")
 	})
 
 	t.Run("modules", func(t *testing.T) {
@@ -685,6 +708,52 @@ func TestBrowserUI(t *testing.T) {
 			t.Errorf("row cap: %s, want %s", got, want)
 		}
 	})
+
+	// A running row's duration runs from its events' own times to the
+	// gateway's now: an event that arrives late (replayed on resumption,
+	// as to a page opened late) is not taken for one just stamped, and a
+	// gateway whose clock differs from the browser's (its answers' Date)
+	// is allowed for.
+	t.Run("durations from the events' times", func(t *testing.T) {
+		b := b.on(t)
+		got := uiEval[string](b, `(async () => {
+			const {Live} = await import('/ui/live.js');
+			const shown = (clock, stamped) => {
+				const rows = document.createElement('div');
+				const el = () => document.createElement('span');
+				const live = new Live({rows, stats: el(), empty: el(), capped: el(), onLoadRange: async () => 0, onFilterTask: () => {}});
+				if (clock) live.clock(clock);
+				live.handle({id: 7, event: 'tool_state', time: new Date(stamped).toISOString(),
+					data: {call_id: 'waits', server: 'builtin', tool: 'shell', state: 'awaiting_approval', previous_ms: 0.3, total_ms: 0.5}});
+				live.flush();
+				return rows.querySelector('[data-call-id="waits"] .c-dur').textContent;
+			};
+			// Waiting for 11 s when the page gets its event.
+			const late = shown(null, Date.now() - 11000);
+			// The gateway's clock a minute behind the browser's; its event
+			// stamped 5 s ago by that clock.
+			const sent = Date.now();
+			const behind = shown({date: new Date(sent - 60000).toUTCString(), sent, received: Date.now()}, Date.now() - 65000);
+			return JSON.stringify({late, behind});
+		})()`)
+		var d struct{ Late, Behind string }
+		if err := json.Unmarshal([]byte(got), &d); err != nil {
+			t.Fatal(got, err)
+		}
+		seconds := func(s string) float64 {
+			var v float64
+			if _, err := fmt.Sscanf(s, "%f s", &v); err != nil || !strings.HasSuffix(s, " s") {
+				return -1
+			}
+			return v
+		}
+		if v := seconds(d.Late); v < 11 || v >= 20 {
+			t.Errorf("a call waiting for 11 s, its event received now, shows %q", d.Late)
+		}
+		if v := seconds(d.Behind); v < 5 || v >= 7 {
+			t.Errorf("a call waiting for 5 s by a gateway's clock a minute behind shows %q", d.Behind)
+		}
+	})
 }
 
 // The page with a gateway that wants a token: the page and its files load
@@ -843,6 +912,26 @@ func TestBrowserManyEvents(t *testing.T) {
 	b.fill(`#live-filter`, "")
 	b.until("the filter cleared", `[...document.querySelectorAll('#live-rows > .row')].filter(r => !r.hidden).length > 1`)
 	b.shot("5000-events")
+
+	// A page opened now reads the gateway's last 500 events, no more (its
+	// last call on top, about 80 calls), then earlier ones on demand, in
+	// their place below.
+	b.do(chromedp.Reload())
+	b.visible(`#conn[data-state="live"]`)
+	lastRow := `#live-rows .row[data-call-id="` + fmt.Sprint(last["id"]) + `"][data-state="success"]`
+	b.visible(lastRow)
+	b.until("the recent past read", `document.getElementById('live-stats').dataset.events === '500'`)
+	top := `document.querySelector('#live-rows .row[data-kind="call"]').dataset.callId === '` + fmt.Sprint(last["id"]) + `'`
+	if !uiEval[bool](b, top) {
+		t.Error("the last call is not on top of a fresh page")
+	}
+	recent := uiEval[int](b, `document.querySelectorAll('#live-rows .row[data-kind="call"]').length`)
+	if recent < 500/6 || recent > 500/6+2 {
+		t.Errorf("a fresh page shows %d calls, want those of the last 500 events (six each)", recent)
+	}
+	b.do(chromedp.WaitEnabled(chromedp.CSS(`#live-earlier`)), chromedp.Click(chromedp.CSS(`#live-earlier`)))
+	b.until("earlier calls below", fmt.Sprintf(`document.querySelectorAll('#live-rows .row[data-kind="call"]').length > %d + 80 && %s`, recent, top))
+	b.shot("fresh-load")
 }
 
 // The page of `toolmux run --serve`, opened only after the run has
@@ -1008,6 +1097,16 @@ func TestBrowserFleet(t *testing.T) {
 		document.querySelector('#fleet-counts [data-state="running"] .n').textContent === '0'`)
 	b.until("the worker idle", `document.querySelector('`+worker+` .load').textContent === '0 / 2' && !document.querySelector('`+link+`')`)
 	b.visible(worker + ` .server[data-server="fx"] .badge.state-ready`)
+	// ...and listed among the recent runs: done, by its worker, with its
+	// duration and no error.
+	recent := `#fleet-recent tr[data-run="page-run"][data-state="done"]`
+	b.visible(recent)
+	if got := uiEval[string](b, `JSON.stringify([...document.querySelector('`+recent+`').cells].map((c) => c.textContent))`); !regexp.MustCompile(`^\["page-run","done","page-worker","[0-9.]+ (ms|s)","[^"]+",""\]$`).MatchString(got) {
+		t.Errorf("the recent run's row: %s", got)
+	}
+	if !uiEval[bool](b, `document.getElementById('fleet-recent-empty').hidden`) {
+		t.Error("the recent runs say none has ended")
+	}
 	b.shot("done")
 	if got := lines(t, out); len(got) != 1 || got[0] != "shown" {
 		t.Errorf("the run's side effects: %q, want one line", got)
@@ -1025,8 +1124,16 @@ func TestBrowserFleet(t *testing.T) {
 		const el = (tag) => document.createElement(tag);
 		const table = el('table');
 		table.append(el('tbody'));
-		const f = new Fleet({tab: el('a'), counts: el('div'), workers: table, count: el('span'), empty: el('p'), error: el('div'), updated: el('span')});
-		f.render({runs: {queued: 180, running: 3, done: 15, failed: 1}, workers: [
+		const recent = el('table');
+		recent.append(el('tbody'));
+		const f = new Fleet({tab: el('a'), counts: el('div'), workers: table, count: el('span'), empty: el('p'), error: el('div'), updated: el('span'),
+			recent, recentEmpty: el('p')});
+		f.render({runs: {queued: 180, running: 3, done: 15, failed: 2}, recent: [
+			{id: 'bad/1', status: 'failed', worker: 'b', started: '2026-11-25T03:00:00Z', ended: '2026-11-25T03:00:01.52Z', duration_ms: 1520,
+				error_kind: 'model_failed', error: 'the model provider answered 400'},
+			{id: 'given', status: 'failed', ended: '2026-11-25T02:59:00Z', duration_ms: 0, error_kind: 'given_up', error: 'given up after 3 deliveries'},
+			{id: 'ok', status: 'done', worker: 'a', started: '2026-11-25T02:10:00Z', ended: '2026-11-25T02:10:42Z', duration_ms: 42000},
+		], workers: [
 			{name: 'b', host: 'box-b', pid: 2, concurrency: 4, running: ['r/1', 'r 2'], started: '2026-11-25T02:00:00Z', seen: '2026-11-25T03:02:03Z',
 				servers: {web: 'degraded', browser: 'ready', gpu: 'failed'}},
 			{name: 'a', host: 'box-a', pid: 1, concurrency: 1, running: [], started: '2026-11-25T02:10:00Z', seen: '2026-11-25T02:10:42Z'},
@@ -1036,12 +1143,17 @@ func TestBrowserFleet(t *testing.T) {
 			rows: [...table.tBodies[0].rows].map((r) => [r.dataset.worker, r.querySelector('.load').textContent, r.cells[4].textContent,
 				[...r.querySelectorAll('a.run')].map((a) => a.getAttribute('href')),
 				[...r.querySelectorAll('.server')].map((s) => s.dataset.server + ':' + s.querySelector('.badge').className)]),
+			recent: [...recent.tBodies[0].rows].map((r) => [r.dataset.run, r.querySelector('a.run').getAttribute('href'),
+				r.querySelector('.badge').className, r.cells[2].textContent, r.cells[3].textContent, r.cells[5].textContent]),
 			href: runHref('x#y'),
 		});
 	})()`)
-	want := `{"counts":["queued=180 waiting","running=3 running","done=15 done","failed=1 failed"],` +
+	want := `{"counts":["queued=180 waiting","running=3 running","done=15 done","failed=2 failed"],` +
 		`"rows":[["a","0 / 1","42.0 s",[],[]],` +
 		`["b","2 / 4","1h 02m",["#tasks/r%2F1","#tasks/r%202"],["browser:badge state-ready","gpu:badge state-failed","web:badge state-degraded"]]],` +
+		`"recent":[["bad/1","#tasks/bad%2F1","badge state-failed","b","1.52 s","model_failed: the model provider answered 400"],` +
+		`["given","#tasks/given","badge state-failed","","","given_up: given up after 3 deliveries"],` +
+		`["ok","#tasks/ok","badge state-done","a","42.0 s",""]],` +
 		`"href":"#tasks/x%23y"}`
 	if got != want {
 		t.Errorf("the panel's rendering:\n got %s\nwant %s", got, want)

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -160,9 +161,13 @@ policy:
 		if status(t, p, "/api/tasks/"+url.PathEscape("alice:r1"), bobKey) != 404 {
 			t.Error("bob sees alice's run")
 		}
-		// /api/fleet: each caller its own runs, the admin all.
+		// /api/fleet: each caller its own runs, the admin all, counted
+		// and among the recent ones.
 		type summary struct {
-			Runs map[string]int `json:"runs"`
+			Runs   map[string]int `json:"runs"`
+			Recent []struct {
+				ID string `json:"id"`
+			} `json:"recent"`
 		}
 		var all, as, bs summary
 		p.getAs(t, admin, "/api/fleet", &all)
@@ -170,6 +175,19 @@ policy:
 		p.getAs(t, bobKey, "/api/fleet", &bs)
 		if all.Runs["done"] != 3 || as.Runs["done"] != 2 || bs.Runs["done"] != 1 {
 			t.Errorf("/api/fleet: admin %v, alice %v, bob %v", all.Runs, as.Runs, bs.Runs)
+		}
+		recent := func(s summary) string {
+			var ids []string
+			for _, r := range s.Recent {
+				ids = append(ids, r.ID)
+			}
+			slices.Sort(ids)
+			return strings.Join(ids, " ")
+		}
+		mine := strings.Fields(recent(as))
+		if len(mine) != 2 || !slices.Contains(mine, "alice:r1") || !strings.HasPrefix(mine[0], "alice:") || !strings.HasPrefix(mine[1], "alice:") ||
+			recent(bs) != "bob:r1" || recent(all) != strings.Join(append(mine, "bob:r1"), " ") {
+			t.Errorf("/api/fleet's recent runs: admin %q, alice %q, bob %q", recent(all), recent(as), recent(bs))
 		}
 		// toolmux runs as alice lists hers only.
 		lr := execToolmux(t, dir, "", append(modelFreeEnv(), "XDG_DATA_HOME="+t.TempDir()), "runs", "--nats", natsURL, "--nats-creds", alice, "--json")

@@ -153,6 +153,7 @@ const stream = new EventStream({
     if (env.event === 'start_of_workflow' || env.event === 'end_of_workflow') fleet.nudge();
   },
   onStatus: showStatus,
+  onClock: (c) => live.clock(c),
 });
 
 conn.addEventListener('click', () => { if (stream.status === 'reconnecting') stream.start(); });
@@ -190,6 +191,7 @@ $('tasks-refresh').addEventListener('click', () => mcpTasks.refresh());
 const fleet = new Fleet({
   tab: document.querySelector('[data-tab="fleet"]'), panel: $('tab-fleet'), counts: $('fleet-counts'), workers: $('fleet-workers'),
   count: $('fleet-workers-count'), empty: $('fleet-empty'), error: $('fleet-error'), updated: $('fleet-updated'),
+  recent: $('fleet-recent'), recentEmpty: $('fleet-recent-empty'),
 });
 
 // The Secrets tab, where some server takes users' own secrets.
@@ -308,15 +310,24 @@ onTokenChange(() => {
 
 // --- start ------------------------------------------------------------------
 
+// RECENT_EVENTS is how many of a gateway's last events a page opened on
+// it shows: as many as "Load earlier events" reads at a time, about 80
+// tool calls, so that a page opened after the gateway worked is not
+// empty, and a long history is not read at every load.
+const RECENT_EVENTS = 500;
+
 // startStream asks what the gateway is first: a page of an agent run
 // (toolmux run --serve) reads the whole run from its first event, however
-// late it was opened; a gateway's page starts with the live events.
+// late it was opened; a gateway's page resumes RECENT_EVENTS before the
+// gateway's last event, so it shows the recent past, then what happens.
 async function startStream() {
   try {
     const info = await api('/api/info');
     showCaller(info && info.caller);
     if (!stream.lastEventId && info && info.run && Number.isInteger(info.run.after_event)) {
       stream.lastEventId = String(info.run.after_event);
+    } else if (!stream.lastEventId && info && !info.run && Number.isInteger(info.last_event_id) && info.last_event_id > 0) {
+      stream.lastEventId = String(Math.max(0, info.last_event_id - RECENT_EVENTS));
     }
   } catch { /* an older gateway, or a token needed: start live */ }
   stream.start();

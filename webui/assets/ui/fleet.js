@@ -1,11 +1,11 @@
 // The fleet on one page (GET /api/fleet): the workers alive with their
-// runs in progress and their servers' health, and the queue's runs by
-// state. Shown only on the gateway of a fleet (serve --nats or
+// runs in progress and their servers' health, the queue's runs by state,
+// and the runs that ended last (the gateway lists 20). Shown only on the gateway of a fleet (serve --nats or
 // --nats-listen); elsewhere /api/fleet answers 404 and the tab stays
 // hidden.
 
 import {api} from './api.js';
-import {h, setText, showError, fmtDuration, fmtDateTime} from './util.js';
+import {h, setText, showError, fmtDuration, fmtDateTime, oneLine} from './util.js';
 
 // POLL_MS is how often the panel reads /api/fleet while it is shown: the
 // summary is a handful of KV reads on the gateway, cheap enough every
@@ -47,7 +47,8 @@ export function uptime(w) {
 
 export class Fleet {
   // els: tab (the nav link), panel (the tab's section), counts, workers
-  // (the table), empty, error, updated.
+  // (the table), empty, error, updated, recent (the table of the runs
+  // that ended last), recentEmpty.
   constructor(els) {
     this.els = els;
     this.present = false; // the gateway answered /api/fleet with 200 once
@@ -179,7 +180,24 @@ export class Fleet {
     els.workers.tBodies[0].replaceChildren(...workers.map((w) => this.row(w)));
     els.empty.hidden = workers.length > 0;
     setText(els.count, String(workers.length));
+    const recent = Array.isArray(s && s.recent) ? s.recent : [];
+    els.recent.tBodies[0].replaceChildren(...recent.map((r) => this.recentRow(r)));
+    els.recentEmpty.hidden = recent.length > 0;
     setText(els.updated, `updated ${fmtDateTime(new Date())}`);
+  }
+
+  // recentRow is one ended run: its id (a link to its task), state,
+  // worker, duration (by the worker's clock), when it ended, and for a
+  // failed run its error, kind first.
+  recentRow(r) {
+    const error = r.error_kind || r.error ? `${r.error_kind || 'error'}: ${r.error || ''}` : '';
+    return h('tr', {dataset: {run: r.id, state: r.status}},
+      h('td', {}, h('a', {class: 'mono run', href: runHref(r.id), text: r.id, title: `Run ${r.id}: its task, calls and events`})),
+      h('td', {}, h('span', {class: `badge state-${r.status}`, text: r.status})),
+      h('td', {class: 'mono', text: r.worker || ''}),
+      h('td', {class: 'num', text: r.started ? fmtDuration(r.duration_ms) : ''}),
+      h('td', {class: 'num', text: r.ended ? fmtDateTime(r.ended) : ''}),
+      h('td', {class: 'error', text: oneLine(error, 200), title: error}));
   }
 
   row(w) {

@@ -92,7 +92,12 @@ export class Live {
     this.calls = {ok: 0, failed: 0};
     this.gaps = {count: 0, missed: 0};
     this.droppedRows = 0;
-    this.skew = undefined; // local clock minus the gateway's, at best
+    // What the page knows of its clock against the gateway's (local
+    // minus the gateway's): skewHi, the least upper bound (every event
+    // was stamped before it arrived), skewLo, the greatest lower bound
+    // (the Date of the stream's answer, stamped after it was asked).
+    this.skewHi = Infinity;
+    this.skewLo = -Infinity;
     this.rafPending = false;
     this.rowsEl.replaceChildren();
     this.schedule();
@@ -126,9 +131,12 @@ export class Live {
       if (!this.minId || env.id < this.minId) this.minId = env.id;
       if (env.id > this.serverLastId) this.serverLastId = env.id;
     }
-    if (!replayed && env.time) {
+    if (env.time) {
+      // An upper bound only: an event replayed on resumption (a page
+      // opened late) arrives long after its time, and taking that delay
+      // for the clocks' difference made what waited 11 s show 3 s.
       const s = Date.now() - Date.parse(env.time);
-      if (!Number.isNaN(s) && (this.skew === undefined || s < this.skew)) this.skew = s;
+      if (s < this.skewHi) this.skewHi = s;
     }
     const d = env.data || {};
     switch (env.event) {
@@ -508,8 +516,33 @@ export class Live {
     }
   }
 
+  // clock takes what an answer of the gateway says of its clock: its
+  // Date header (whole seconds), and when the request was sent and the
+  // answer received by the page's clock. It starts the page's knowledge
+  // of the clocks afresh (the stream calls it on every connection, so a
+  // local clock set meanwhile is caught up with).
+  clock({date, sent, received}) {
+    const d = Date.parse(date || '');
+    if (Number.isNaN(d)) return;
+    // The gateway stamped the answer at d or within the second after,
+    // between sent and received on the page's clock.
+    this.skewLo = sent - (d + 1000);
+    this.skewHi = received - d;
+    this.schedule();
+  }
+
+  // skew is the page's clock minus the gateway's: none while the two
+  // agree as far as the page can tell (on one machine, or synchronised),
+  // else the least correction the gateway's answers and events require.
+  skew() {
+    const hi = Math.max(this.skewLo, this.skewHi);
+    return Math.min(Math.max(0, this.skewLo), hi);
+  }
+
+  // now is the gateway's time now, which running rows' durations reach
+  // up to from their events' own times.
   now() {
-    return Date.now() - (this.skew || 0);
+    return Date.now() - this.skew();
   }
 
   elapsed(e) {

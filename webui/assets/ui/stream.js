@@ -51,10 +51,13 @@ function parseEnvelope(ev) {
 // connecting, live, reconnecting, paused, unauthorized; onStatus gets it
 // with details ({delay, error}).
 export class EventStream {
-  constructor({url = '/api/events', onEvent, onStatus = () => {}}) {
+  // onClock gets, on each connection, the answer's Date header with when
+  // it was asked and received by the page's clock (Live.clock).
+  constructor({url = '/api/events', onEvent, onStatus = () => {}, onClock = () => {}}) {
     this.url = url;
     this.onEvent = onEvent;
     this.onStatus = onStatus;
+    this.onClock = onClock;
     this.lastEventId = '';
     this.retry = 3000;
     this.failures = 0;
@@ -113,7 +116,9 @@ export class EventStream {
       try {
         const headers = {Accept: 'text/event-stream', ...authHeaders()};
         if (this.lastEventId) headers['Last-Event-ID'] = this.lastEventId;
+        const sent = Date.now();
         const res = await fetch(this.url, {headers, signal: ctrl.signal, cache: 'no-store'});
+        if (res.ok) this.onClock({date: res.headers.get('Date'), sent, received: Date.now()});
         if (res.status === 401) {
           if (!current()) return;
           this.running = false;
