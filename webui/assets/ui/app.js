@@ -106,7 +106,6 @@ function showStatus(status, detail = {}) {
     // missing) may be a fleet's, or keep users' secrets.
     if (!fleet.present) fleet.probe().then((yes) => { if (yes) showTab(); });
     if (!secrets.present) secrets.probe().then((yes) => { if (yes) showTab(); });
-connections.probe().then((yes) => { if (yes) showTab(); });
     if (!connections.present) connections.probe().then((yes) => { if (yes) showTab(); });
     say('');
   }
