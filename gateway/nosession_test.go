@@ -1,10 +1,8 @@
 package gateway_test
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
-	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -72,39 +70,15 @@ func TestSessionlessRequestIsToldToInitialize(t *testing.T) {
 // first; after it, the same request is answered.
 func TestStdioRequestBeforeInitialize(t *testing.T) {
 	a := newApprovalsGateway(t, time.Minute, 0)
-	inR, inW := io.Pipe()
-	outR, outW := io.Pipe()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- a.g.Server().Run(ctx, a.g.Stdio(inR, outW, 0)) }()
-	t.Cleanup(func() {
-		cancel()
-		inW.Close()
-		outR.Close()
-		<-done
-	})
-	out := bufio.NewReader(outR)
+	sendLine, write := stdioRaw(t, a.g, 0)
 	send := func(line string) rpcAnswer {
 		t.Helper()
-		if _, err := io.WriteString(inW, line+"\n"); err != nil {
-			t.Fatal(err)
+		answer := sendLine(line)
+		var a rpcAnswer
+		if err := json.Unmarshal([]byte(answer), &a); err != nil {
+			t.Fatalf("%q: %v", answer, err)
 		}
-		if strings.Contains(line, `"method":"notifications/`) {
-			return rpcAnswer{}
-		}
-		for {
-			answer, err := out.ReadString('\n')
-			if err != nil {
-				t.Fatal(err)
-			}
-			var a rpcAnswer
-			if err := json.Unmarshal([]byte(answer), &a); err != nil {
-				t.Fatalf("%q: %v", answer, err)
-			}
-			if a.ID != nil {
-				return a
-			}
-		}
+		return a
 	}
 	if a := send(`{"jsonrpc":"2.0","id":1,"method":"tools/list"}`); a.Error == nil || a.Error.Code != -32600 ||
 		!strings.Contains(a.Error.Message, `send "initialize" first`) {
@@ -116,7 +90,7 @@ func TestStdioRequestBeforeInitialize(t *testing.T) {
 	if a := send(`{"jsonrpc":"2.0","id":3,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`); a.Error != nil {
 		t.Fatalf("initialize: %+v", a)
 	}
-	send(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	write(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
 	if a := send(`{"jsonrpc":"2.0","id":4,"method":"tools/list"}`); a.Error != nil || !strings.Contains(string(a.Result), "builtin__read_file") {
 		t.Fatalf("tools/list after initialize: %+v", a)
 	}

@@ -2,17 +2,14 @@ package gateway_test
 
 import (
 	"encoding/json"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
-	"github.com/toolmux/toolmux/api"
-	"github.com/toolmux/toolmux/builtin"
 	"github.com/toolmux/toolmux/gateway"
 	"github.com/toolmux/toolmux/identity"
-	"github.com/toolmux/toolmux/manager"
 )
 
 // routeRefusal is what a refused request was answered, read in both error
@@ -28,32 +25,15 @@ type routeRefusal struct {
 }
 
 // doRefused sends a request to url with header ("Host" sets the
-// request's host) and reads the answer as a routeRefusal.
+// request's host), a POST with an initialize, and reads the answer as a
+// refusal.
 func doRefused(t *testing.T, method, url string, header map[string]string) routeRefusal {
 	t.Helper()
-	var body io.Reader
+	body := ""
 	if method == http.MethodPost {
-		body = strings.NewReader(initialize)
+		body = initialize
 	}
-	req, err := http.NewRequest(method, url, body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json, text/event-stream")
-	for k, v := range header {
-		if k == "Host" {
-			req.Host = v
-			continue
-		}
-		req.Header.Set(k, v)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
+	resp, b := sendRaw(t, method, url, body, header)
 	r := routeRefusal{status: resp.StatusCode, ctype: resp.Header.Get("Content-Type"), body: string(b)}
 	var m struct {
 		JSONRPC string
@@ -78,29 +58,14 @@ func doRefused(t *testing.T, method, url string, header map[string]string) route
 	return r
 }
 
-// Every routeRefusal is in the error shape of its route: a JSON-RPC error on
+// Every refusal is in the error shape of its route: a JSON-RPC error on
 // the MCP routes, the API's error object on the API's and the page's
 // (its files, the index, the login's routes) and on a path that is no
 // route: a wrong Host (421), a foreign Origin (403), no such path, file
 // or method (404, 405). None is plain text.
 func TestRefusalsHaveTheirRoutesShape(t *testing.T) {
-	src, err := builtin.New(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := manager.New(manager.WithSource(src, manager.ServerOptions{}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	g := gateway.New(m, gateway.Options{API: api.New(api.Options{Catalog: m, Caller: m})})
-	srv := httptest.NewServer(g.Mux("", gateway.Security{Loopback: true}))
-	t.Cleanup(func() {
-		srv.CloseClientConnections()
-		srv.Close()
-		g.Close()
-		m.Close()
-	})
-	port := srv.URL[strings.LastIndex(srv.URL, ":")+1:]
+	srv := newApprovalsGateway(t, time.Minute, 0) // with the API and the page
+	port := srv.url[strings.LastIndex(srv.url, ":")+1:]
 	mcpRoutes := []string{"/mcp", "/servers/up/mcp", "/virtual/v/mcp"}
 	otherRoutes := []string{"/api/tools", "/", "/ui/app.js", "/nothing", "/mcp/more", "/servers/up"}
 	for _, c := range []struct {
@@ -113,7 +78,7 @@ func TestRefusalsHaveTheirRoutesShape(t *testing.T) {
 		{"foreign Origin", map[string]string{"Origin": "https://evil.example"}, http.StatusForbidden, "forbidden"},
 	} {
 		for _, path := range mcpRoutes {
-			r := doRefused(t, http.MethodPost, srv.URL+path, c.header)
+			r := doRefused(t, http.MethodPost, srv.url+path, c.header)
 			if r.status != c.status || r.ctype != "application/json" || !r.rpc || r.code != -32000 || r.message == "" {
 				t.Errorf("%s, POST %s: %d %s %q", c.name, path, r.status, r.ctype, r.body)
 			}
@@ -123,7 +88,7 @@ func TestRefusalsHaveTheirRoutesShape(t *testing.T) {
 			for k, v := range c.header {
 				header[k] = v
 			}
-			r := doRefused(t, http.MethodGet, srv.URL+path, header)
+			r := doRefused(t, http.MethodGet, srv.url+path, header)
 			if r.status != c.status || r.ctype != "application/json" || r.rpc || r.kind != c.kind || r.message == "" {
 				t.Errorf("%s, GET %s: %d %s %q", c.name, path, r.status, r.ctype, r.body)
 			}
@@ -141,7 +106,7 @@ func TestRefusalsHaveTheirRoutesShape(t *testing.T) {
 		{http.MethodPost, "/ui/app.js", http.StatusMethodNotAllowed, "method_not_allowed"},
 		{http.MethodGet, "/api/nothing", http.StatusNotFound, "not_found"},
 	} {
-		r := doRefused(t, c.method, srv.URL+c.path, nil)
+		r := doRefused(t, c.method, srv.url+c.path, nil)
 		if r.status != c.status || r.ctype != "application/json" || r.rpc || r.kind != c.kind || r.message == "" {
 			t.Errorf("%s %s: %d %s %q", c.method, c.path, r.status, r.ctype, r.body)
 		}
