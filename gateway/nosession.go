@@ -6,14 +6,15 @@ import (
 	"github.com/toolmux/toolmux/internal/jsonscan"
 )
 
-// What a request of the 2025-11-25 protocol made before its session was
-// opened is told. The go-sdk would answer it with an error of code 0 ("is
-// invalid during session initialization") on a stream: a client, or a
-// person with curl, learns neither what was wrong nor what to do.
+// What a request of the protocols with sessions (2025-11-25 and before)
+// made before its session was opened is told. The go-sdk would answer it
+// with an error of code 0 ("is invalid during session initialization") on
+// a stream: a client, or a person with curl, learns neither what was wrong
+// nor what to do.
 const (
-	msgNoSession = `toolmux: no session: a 2025-11-25 client sends "initialize" first, ` +
-		`then "notifications/initialized", then each request with the Mcp-Session-Id header of initialize's answer ` +
-		`(a 2026-07-28 client needs no session: each request names its version in params._meta)`
+	msgNoSession = `toolmux: no session: send "initialize" first, then "notifications/initialized", ` +
+		`then each request with the Mcp-Session-Id header of initialize's answer ` +
+		`(the 2026-07-28 protocol needs no session: each request names its version in params._meta)`
 	msgNotInitialized = `toolmux: not initialized: send "initialize" first, then "notifications/initialized" ` +
 		`(or, in the 2026-07-28 protocol, name the version in each request's params._meta)`
 )

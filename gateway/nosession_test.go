@@ -44,7 +44,7 @@ func TestSessionlessRequestIsToldToInitialize(t *testing.T) {
 				}
 				if resp.StatusCode != http.StatusBadRequest || resp.Header.Get("Content-Type") != "application/json" ||
 					a.ID != float64(1) || a.Error == nil || a.Error.Code != -32600 ||
-					!strings.Contains(a.Error.Message, `sends "initialize" first`) || !strings.Contains(a.Error.Message, "Mcp-Session-Id") {
+					!strings.Contains(a.Error.Message, `send "initialize" first`) || !strings.Contains(a.Error.Message, "Mcp-Session-Id") {
 					t.Errorf("%s %v %s: %s %q", route, header, body, resp.Status, b)
 				}
 			}
