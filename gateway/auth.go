@@ -381,6 +381,13 @@ func (a Auth) metadata() http.Handler {
 		return nil
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodGet && r.Method != http.MethodOptions {
+			// Refused in the API's error shape, not the go-sdk's plain
+			// text.
+			w.Header().Set("Allow", "GET, OPTIONS")
+			writeAPIError(w, http.StatusMethodNotAllowed, "method_not_allowed", "toolmux: "+metadataPath+" answers GET only", "")
+			return
+		}
 		resource := a.resourceOf(r) + strings.TrimPrefix(r.URL.Path, metadataPath)
 		sdkauth.ProtectedResourceMetadataHandler(&oauthex.ProtectedResourceMetadata{
 			Resource:               resource,

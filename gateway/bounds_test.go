@@ -169,6 +169,17 @@ func TestStdioBounds(t *testing.T) {
 // request and read its answer (the notifications before it skipped).
 func stdioClient(t *testing.T, g *gateway.Gateway, maxLine int64) func(line string) string {
 	t.Helper()
+	send, write := stdioRaw(t, g, maxLine)
+	send(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`)
+	write(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	return send
+}
+
+// stdioRaw serves g over stdio as stdioClient does, without a session,
+// and returns how to send a request and read its answer, and how to
+// write a line alone.
+func stdioRaw(t *testing.T, g *gateway.Gateway, maxLine int64) (send func(line string) string, write func(line string)) {
+	t.Helper()
 	inR, inW := io.Pipe()
 	outR, outW := io.Pipe()
 	ctx, cancel := context.WithCancel(context.Background())
@@ -181,13 +192,13 @@ func stdioClient(t *testing.T, g *gateway.Gateway, maxLine int64) func(line stri
 		<-done
 	})
 	out := bufio.NewReader(outR)
-	write := func(line string) {
+	write = func(line string) {
 		t.Helper()
 		if _, err := io.WriteString(inW, line+"\n"); err != nil {
 			t.Fatal(err)
 		}
 	}
-	send := func(line string) string {
+	send = func(line string) string {
 		t.Helper()
 		write(line)
 		for {
@@ -200,7 +211,5 @@ func stdioClient(t *testing.T, g *gateway.Gateway, maxLine int64) func(line stri
 			}
 		}
 	}
-	send(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`)
-	write(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
-	return send
+	return send, write
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -133,7 +134,15 @@ func rpcError(t *testing.T, err error, name string) (string, string) {
 	_ = json.Unmarshal(we.Data, &data)
 	sug, _ := data["suggestion"].(string)
 	delete(data, "suggestion")
-	b, _ := json.Marshal(map[string]any{"code": we.Code, "message": strings.ReplaceAll(we.Message, name, "NAME"), "data": data})
+	// The message names the suggestion too.
+	msg := we.Message
+	if sug != "" {
+		var ok bool
+		if msg, ok = strings.CutSuffix(msg, fmt.Sprintf("; did you mean %q?", sug)); !ok {
+			t.Errorf("the message %q does not name the suggestion %q", we.Message, sug)
+		}
+	}
+	b, _ := json.Marshal(map[string]any{"code": we.Code, "message": strings.ReplaceAll(msg, name, "NAME"), "data": data})
 	return string(b), sug
 }
 

@@ -100,6 +100,9 @@ func (g *Gateway) MuxAuth(auth Auth, sec Security) http.Handler {
 		mux.Handle(metadataPath, md)
 		mux.Handle(metadataPath+"/", md)
 	}
+	// Any other path is no route: the API's error object, not the
+	// mux's plain text.
+	mux.HandleFunc("/", serveNoRoute)
 	index := page(http.HandlerFunc(g.serveIndex))
 	if g.api == nil {
 		// Without the API the page would have nothing to show.
@@ -120,6 +123,13 @@ func (g *Gateway) MuxAuth(auth Auth, sec Security) http.Handler {
 		index.ServeHTTP(w, r)
 	})
 	return Protect(sec, mux)
+}
+
+// serveNoRoute answers a request for a path the gateway has no route
+// of.
+func serveNoRoute(w http.ResponseWriter, r *http.Request) {
+	writeAPIError(w, http.StatusNotFound, "not_found", fmt.Sprintf(
+		"toolmux: no route %s %s (the MCP endpoint is /mcp; GET / lists every route)", r.Method, quoteHeader(r.URL.Path)), "")
 }
 
 // serveIndex answers the plain-text index of the endpoints: for curl, and

@@ -114,6 +114,9 @@ func (g *Gateway) jsonRPCErrors(h http.Handler, route string, lean leanFunc, nam
 				writeRPCError(w, http.StatusNotFound, id, codeMethodNotFound, "method not found: "+quoteHeader(m)+" (this route serves tools only)")
 				return
 			}
+			if sid == "" && !modern && !refuseSessionless(w, r, msg) { // nosession.go
+				return
+			}
 			// A listen stream takes a place of its bounds for as long
 			// as it is open: the life of this POST (listens.go).
 			releaseListen, admitted := g.admitListen(w, r, route, body, msg)

@@ -203,12 +203,32 @@ func writeAPIError(w http.ResponseWriter, status int, kind, msg, login string) {
 	_, _ = w.Write(append(b, '\n'))
 }
 
+// only serves a route of one method (GET takes HEAD too, as the mux's
+// patterns do); another is refused with 405.
+func only(method string, h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == method || method == http.MethodGet && r.Method == http.MethodHead {
+			h(w, r)
+			return
+		}
+		allow := method
+		if method == http.MethodGet {
+			allow += ", " + http.MethodHead
+		}
+		w.Header().Set("Allow", allow)
+		writeAPIError(w, http.StatusMethodNotAllowed, "method_not_allowed", "toolmux: "+r.URL.Path+" answers "+allow+" only", "")
+	}
+}
+
 // handler serves the login's routes.
 func (p *pageAuth) handler() http.Handler {
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET "+LoginPath, p.serveLogin)
-	mux.HandleFunc("GET "+CallbackPath, p.serveCallback)
-	mux.HandleFunc("POST "+LogoutPath, p.serveLogout)
+	// Another path or method is refused in the API's error shape, not
+	// the mux's plain text.
+	mux.HandleFunc(LoginPath, only(http.MethodGet, p.serveLogin))
+	mux.HandleFunc(CallbackPath, only(http.MethodGet, p.serveCallback))
+	mux.HandleFunc(LogoutPath, only(http.MethodPost, p.serveLogout))
+	mux.HandleFunc("/", serveNoRoute)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		h := w.Header()
 		h.Set("Cache-Control", "no-store")

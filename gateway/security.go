@@ -40,7 +40,8 @@ type Security struct {
 }
 
 // Protect wraps h with the checks of s: Host, Origin, body size. A refused
-// request gets 403 (421 for a wrong Host) with a sentence saying why.
+// request gets 403 (421 for a wrong Host) with a sentence saying why, in
+// the error shape of its route (refuseRoute).
 func Protect(s Security, h http.Handler) http.Handler {
 	limit := s.MaxRequestBytes
 	if limit == 0 {
@@ -49,12 +50,14 @@ func Protect(s Security, h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		host := hostOnly(r.Host)
 		if !s.hostAllowed(host) {
-			http.Error(w, "toolmux: requests must be addressed to localhost (Host "+quoteHeader(r.Host)+" refused; see --allowed-host)", http.StatusMisdirectedRequest)
+			refuseRoute(w, r, http.StatusMisdirectedRequest, "misdirected",
+				"toolmux: requests must be addressed to localhost (Host "+quoteHeader(r.Host)+" refused; see --allowed-host)")
 			return
 		}
 		if origin := r.Header.Get("Origin"); origin != "" {
 			if !s.originAllowed(origin, r.Host) {
-				http.Error(w, "toolmux: cross-origin request from "+quoteHeader(origin)+" refused (see --allowed-origin)", http.StatusForbidden)
+				refuseRoute(w, r, http.StatusForbidden, "forbidden",
+					"toolmux: cross-origin request from "+quoteHeader(origin)+" refused (see --allowed-origin)")
 				return
 			}
 			if s.listed(origin) && corsHeaders(w, r, origin) {
@@ -67,6 +70,33 @@ func Protect(s Security, h http.Handler) http.Handler {
 		}
 		h.ServeHTTP(w, r)
 	})
+}
+
+// refuseRoute answers a request refused before its route was found, in
+// the error shape of the route it was sent to: a JSON-RPC error (id null:
+// the body is not read) on an MCP route, the API's error object of kind
+// (docs/api.md) on every other, the page's included.
+func refuseRoute(w http.ResponseWriter, r *http.Request, status int, kind, msg string) {
+	if mcpPath(r.URL.Path) {
+		writeRPCError(w, status, nil, codeServerError, msg)
+		return
+	}
+	writeAPIError(w, status, kind, msg, "")
+}
+
+// mcpPath reports whether path is one of the MCP routes: /mcp,
+// /servers/NAME/mcp, /virtual/NAME/mcp.
+func mcpPath(path string) bool {
+	if path == "/mcp" {
+		return true
+	}
+	for _, prefix := range []string{"/servers/", "/virtual/"} {
+		if rest, ok := strings.CutPrefix(path, prefix); ok {
+			name, ok := strings.CutSuffix(rest, "/mcp")
+			return ok && name != "" && !strings.Contains(name, "/")
+		}
+	}
+	return false
 }
 
 type bodyLimitKey struct{}

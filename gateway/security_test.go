@@ -75,7 +75,13 @@ func post(t *testing.T, url, host, origin, body string, header map[string]string
 // request's host), and returns the answer, its body read whole.
 func postRaw(t *testing.T, url, body string, header map[string]string) (*http.Response, []byte) {
 	t.Helper()
-	req, err := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
+	return sendRaw(t, http.MethodPost, url, body, header)
+}
+
+// sendRaw is postRaw with another method (no body: "").
+func sendRaw(t *testing.T, method, url, body string, header map[string]string) (*http.Response, []byte) {
+	t.Helper()
+	req, err := http.NewRequest(method, url, strings.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -295,7 +295,7 @@ func refuse(w http.ResponseWriter, body []byte, e *jsonrpc.Error) {
 	}
 	out, err := jsonrpc.EncodeMessage(&jsonrpc.Response{ID: id, Error: e})
 	if err != nil {
-		http.Error(w, e.Message, http.StatusServiceUnavailable)
+		writeRPCError(w, http.StatusServiceUnavailable, nil, int(e.Code), e.Message)
 		return
 	}
 	w.Header().Set("Content-Type", "application/json")

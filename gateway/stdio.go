@@ -58,6 +58,9 @@ type stdioEdge struct {
 	out     *lockedWriter
 	max     int64
 	pending []byte // what is left of the line the go-sdk is reading
+	// initialized is set once an initialize request has reached the
+	// go-sdk, which handles it before it reads the next line.
+	initialized bool
 }
 
 func (e *stdioEdge) Read(p []byte) (int, error) {
@@ -124,10 +127,23 @@ func (e *stdioEdge) admit(line []byte) []byte {
 	if len(bytes.TrimSpace(body)) == 0 {
 		return line
 	}
-	if _, refusal := e.g.weigh(body, jsonscan.Scan(body), false, e.g.main.toolName); refusal != nil {
+	msg := jsonscan.Scan(body)
+	if _, refusal := e.g.weigh(body, msg, false, e.g.main.toolName); refusal != nil {
 		e.refuse(refusal)
 		e.g.answered(body)
 		return nil
+	}
+	if !e.initialized {
+		// Before initialize, a request of the 2025-11-25 protocol is
+		// told to initialize (nosession.go), not the go-sdk's error of
+		// code 0.
+		if isMethod(msg.Method, "initialize") {
+			e.initialized = true
+		} else if needsSession(msg) && !newEra(nil, body) {
+			e.refuse(rpcError(rpcID(msg.ID), codeInvalidRequest, msgNotInitialized))
+			e.g.answered(body)
+			return nil
+		}
 	}
 	return line
 }

@@ -232,18 +232,26 @@ func (v *view) resolve(sc policy.Scope, name string) (tg target, registered bool
 // unknownLocked is the error answering a call of a name the view does
 // not have, or the caller may not see; v.mu is held.
 func (v *view) unknownLocked(sc policy.Scope, name string) error {
-	data, _ := json.Marshal(unknownToolData{Kind: tool.KindToolNotRegistered, Suggestion: v.suggestLocked(sc, name)})
-	return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("unknown tool %q", name), Data: data}
+	sug := v.suggestLocked(sc, name)
+	data, _ := json.Marshal(unknownToolData{Kind: tool.KindToolNotRegistered, Suggestion: sug})
+	// The message names the closest tool too: a model or a person reads
+	// the message, seldom the data.
+	msg := fmt.Sprintf("unknown tool %q", name)
+	if sug != "" {
+		msg += fmt.Sprintf("; did you mean %q?", sug)
+	}
+	return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: msg, Data: data}
 }
 
 // suggestLocked returns the name of the tool closest to name among those
-// of the view the caller sees, on /mcp ("" on a virtual server, whose
-// names are its own); v.mu is held.
+// of the view the caller sees, as the view shows them (a virtual server's
+// own names, a bare tool name finding the name it is shown as); v.mu is
+// held.
 func (v *view) suggestLocked(sc policy.Scope, name string) string {
-	if v.pick != nil || v.synced == nil {
+	if v.synced == nil {
 		return ""
 	}
-	if !sc.Limited() {
+	if v.pick == nil && !sc.Limited() {
 		return v.synced.Suggest(name)
 	}
 	var names, targets []string

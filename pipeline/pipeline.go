@@ -231,20 +231,22 @@ func (p *chain) Refuse(ctx context.Context, call tool.Call, err *tool.Error) *to
 	}
 	rec := refuse(call, err)
 	if p.record < 0 {
-		return p.out(ctx, call, rec, 0)
+		return p.out(ctx, call, rec, 0, len(p.after))
 	}
-	// As for a call, a panic below the record step becomes a record.
+	// As for a call, a panic below the record step becomes a record. Each
+	// step runs once, those below the record step and then it and those
+	// above it: a step run twice would, say, note its verdict twice.
 	rec = protect(ctx, HandlerFunc(func(ctx context.Context, call tool.Call) *tool.Record {
-		return p.out(ctx, call, rec, p.record+1)
+		return p.out(ctx, call, rec, p.record+1, len(p.after))
 	}), call, p.log)
-	return p.out(ctx, call, rec, p.record)
+	return p.out(ctx, call, rec, 0, p.record+1)
 }
 
-// out takes rec the way out of the chain, from the innermost step after the
-// call to the step at index from, as a call that failed at the bottom of
-// the chain would go.
-func (p *chain) out(ctx context.Context, call tool.Call, rec *tool.Record, from int) *tool.Record {
-	for i := len(p.after) - 1; i >= from; i-- {
+// out takes rec through the steps after the call at indexes from to to
+// (excluded), innermost first, as a call that failed at the bottom of the
+// chain would go through them.
+func (p *chain) out(ctx context.Context, call tool.Call, rec *tool.Record, from, to int) *tool.Record {
+	for i := to - 1; i >= from; i-- {
 		rec = p.after[i](ctx, call, rec)
 	}
 	return rec

@@ -18,6 +18,7 @@ import (
 	"crypto/sha256"
 	"embed"
 	"encoding/hex"
+	"encoding/json"
 	"io/fs"
 	"net/http"
 	"path"
@@ -96,12 +97,12 @@ func Handler() http.Handler {
 		h.Set("Referrer-Policy", "no-referrer")
 		f, ok := files[r.URL.Path]
 		if !ok {
-			http.Error(w, "toolmux: no such file of the web page: "+r.URL.Path, http.StatusNotFound)
+			refuse(w, http.StatusNotFound, "not_found", "toolmux: no such file of the web page: "+r.URL.Path)
 			return
 		}
 		if r.Method != http.MethodGet && r.Method != http.MethodHead {
 			h.Set("Allow", "GET, HEAD")
-			http.Error(w, "toolmux: the web page answers GET and HEAD only", http.StatusMethodNotAllowed)
+			refuse(w, http.StatusMethodNotAllowed, "method_not_allowed", "toolmux: the web page answers GET and HEAD only")
 			return
 		}
 		h.Set("Content-Type", f.ctype)
@@ -125,4 +126,14 @@ func WantsPage(r *http.Request) bool {
 		}
 	}
 	return false
+}
+
+// refuse answers a request the page's files cannot, in the error shape of
+// every route of the page and the API ({"error": {"kind", "message"}},
+// docs/api.md), which the page shows.
+func refuse(w http.ResponseWriter, status int, kind, msg string) {
+	b, _ := json.Marshal(map[string]map[string]string{"error": {"kind": kind, "message": msg}})
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_, _ = w.Write(append(b, '\n'))
 }

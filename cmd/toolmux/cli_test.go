@@ -130,6 +130,17 @@ func TestCallByExposedName(t *testing.T) {
 		if err := json.Unmarshal([]byte(r.stdout), &d); err != nil || len(d.Calls) != 1 || d.Calls[0].Server != "fx" ||
 			d.Calls[0].Tool != "ecoh" || d.Calls[0].Error == nil || d.Calls[0].Error.Kind != "tool_not_registered" {
 			t.Errorf("the refused call's record: %v %+v", err, d.Calls)
+			continue
+		}
+		// Its rollback verdict is noted once.
+		rollbacks := 0
+		for _, n := range d.Calls[0].Notes {
+			if n.Layer == "rollback" {
+				rollbacks++
+			}
+		}
+		if rollbacks != 1 {
+			t.Errorf("the refused call's notes: %+v", d.Calls[0].Notes)
 		}
 	}
 	if tk := len(tasks); !found || tk != 6 {

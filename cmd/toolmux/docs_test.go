@@ -3,8 +3,10 @@ package main_test
 import (
 	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -65,5 +67,81 @@ func TestDiscoveryDocExample(t *testing.T) {
 	r = toolmux(t, elsewhere, "", "call", "discovered__greet", `{"name": "Ada"}`, "--config", cfg)
 	if r.code != 0 || strings.TrimSpace(r.stdout) != "Hello, Ada!" {
 		t.Errorf("trusted: exit %d %q %s", r.code, r.stdout, r.stderr)
+	}
+}
+
+// The curl recipe of docs/gateway.md works as written against a real
+// `toolmux serve`: a session opened, tools listed, a tool called, the
+// session ended; and a request without the session is told to open one.
+func TestGatewayCurlDocExample(t *testing.T) {
+	t.Parallel()
+	if _, err := exec.LookPath("curl"); err != nil {
+		t.Skip("no curl")
+	}
+	doc, err := os.ReadFile(filepath.Join("..", "..", "docs", "gateway.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile("(?ms)^```sh mcp-curl.sh\n(.*?)^```$").FindSubmatch(doc)
+	if m == nil {
+		t.Fatal("docs/gateway.md has no mcp-curl.sh")
+	}
+	dir := workspace(t, "") // notes.txt: alpha, beta, gamma
+	script := filepath.Join(t.TempDir(), "mcp-curl.sh")
+	if err := os.WriteFile(script, m[1], 0o755); err != nil {
+		t.Fatal(err)
+	}
+	p := startServeProc(t, dir, "")
+	out, err := exec.Command("sh", script, p.url("/mcp")).Output()
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	sid, _ := strings.CutPrefix(lines[0], "session: ")
+	type answer struct {
+		ID     float64
+		Result struct {
+			Tools   []struct{ Name string }
+			Content []struct{ Text string }
+		}
+	}
+	answers := map[float64]answer{}
+	for _, l := range lines[1:] {
+		if l = strings.TrimSpace(l); l == "" {
+			continue // the notification's empty answer
+		}
+		var a answer
+		if err := json.Unmarshal([]byte(l), &a); err != nil {
+			t.Fatalf("answer %q: %v", l, err)
+		}
+		answers[a.ID] = a
+	}
+	var listed []string
+	for _, tl := range answers[2].Result.Tools {
+		listed = append(listed, tl.Name)
+	}
+	if sid == "" || !slices.Contains(listed, "builtin__read_file") {
+		t.Fatalf("session %q, tools %v\n%s", sid, listed, out)
+	}
+	if c := answers[3].Result.Content; len(c) != 1 || c[0].Text != "alpha\nbeta\ngamma" {
+		t.Errorf("the call: %+v\n%s", answers[3], out)
+	}
+	// The session was ended; a request without one is told to open one.
+	for _, header := range []string{"Mcp-Session-Id: " + sid, ""} {
+		args := []string{"-sS", "-w", "\n%{http_code}", p.url("/mcp"), "-H", "Content-Type: application/json",
+			"-H", "Accept: application/json, text/event-stream", "-d", `{"jsonrpc":"2.0","id":4,"method":"tools/list"}`}
+		if header != "" {
+			args = append(args, "-H", header)
+		}
+		b, err := exec.Command("curl", args...).Output()
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, status, _ := strings.Cut(string(b), "\n")
+		var e struct{ Error struct{ Code int } }
+		_ = json.Unmarshal([]byte(body), &e)
+		if header != "" && (status != "404" || e.Error.Code != -32001) || header == "" && (status != "400" || e.Error.Code != -32600) {
+			t.Errorf("tools/list with %q: %s %s", header, status, body)
+		}
 	}
 }
