@@ -2,9 +2,11 @@ package agent
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"regexp"
 	"time"
 
@@ -178,10 +180,35 @@ type Result struct {
 	Usage llm.Usage `json:"usage"`
 	// Notes say what went unusually: a rollback limit reached, a loop
 	// warning, elided results, an answer without \boxed{}.
-	Notes    []string      `json:"notes,omitempty"`
-	Duration time.Duration `json:"duration"`
+	Notes []string `json:"notes,omitempty"`
+	// Duration is the run's, from its start to its answer; its JSON form
+	// is duration_ms (milliseconds), as a call record's is.
+	Duration time.Duration `json:"-"`
 	// Elided is the most tool results any one request had elided.
 	Elided int `json:"elided,omitempty"`
+}
+
+// MarshalJSON writes Duration as duration_ms.
+func (r Result) MarshalJSON() ([]byte, error) {
+	type plain Result
+	return json.Marshal(struct {
+		plain
+		DurationMS float64 `json:"duration_ms"`
+	}{plain(r), float64(r.Duration.Microseconds()) / 1000})
+}
+
+// UnmarshalJSON reads the form MarshalJSON writes.
+func (r *Result) UnmarshalJSON(b []byte) error {
+	type plain Result
+	v := struct {
+		*plain
+		DurationMS float64 `json:"duration_ms"`
+	}{plain: (*plain)(r)}
+	if err := json.Unmarshal(b, &v); err != nil {
+		return err
+	}
+	r.Duration = time.Duration(math.Round(v.DurationMS * float64(time.Millisecond)))
+	return nil
 }
 
 // Agent runs tasks with one configuration. It is safe for concurrent

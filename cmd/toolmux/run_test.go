@@ -252,6 +252,17 @@ func TestRunJSON(t *testing.T) {
 		res.Data.Turns != 1 || res.Data.Calls != 1 || res.Data.Task == "" || res.Error != nil {
 		t.Errorf("result line: %+v", res)
 	}
+	// The run's duration is duration_ms, milliseconds, as a record's.
+	var raw struct{ Data map[string]any }
+	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &raw); err != nil {
+		t.Fatal(err)
+	}
+	if ms, ok := raw.Data["duration_ms"].(float64); !ok || ms <= 0 {
+		t.Errorf("result's duration_ms: %v, want milliseconds", raw.Data["duration_ms"])
+	}
+	if d, ok := raw.Data["duration"]; ok {
+		t.Errorf("result has duration %v besides duration_ms", d)
+	}
 	var names []string
 	var last int64
 	for i, l := range lines[:len(lines)-1] {
