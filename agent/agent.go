@@ -97,9 +97,15 @@ type Observer interface {
 	// RunEnded: a run (Agent.Run, not a sub-agent's) ended in state: its
 	// Status when it has a result, else "failed" or "cancelled".
 	RunEnded(state string)
-	// Turn: the model answered one request, with this usage.
-	Turn(model string, usage llm.Usage)
-	// Rollback: a turn of model's was dropped.
+	// ModelCall: the model answered one request, with this usage: a
+	// turn's, kept or rolled back.
+	ModelCall(model string, usage llm.Usage)
+	// Turn: a turn of model's was kept: one model call and the tool calls
+	// it asked for (none for the final answer), which the conversation
+	// keeps. It is what Result.Turns counts.
+	Turn(model string)
+	// Rollback: a turn of model's was dropped: its model call is not a
+	// turn.
 	Rollback(model string)
 }
 
@@ -172,7 +178,10 @@ type Result struct {
 	Task   string `json:"task"`
 	Answer string `json:"answer"`
 	Status Status `json:"status"`
-	// Turns counts the committed turns; Rollbacks the dropped ones.
+	// Turns counts the turns kept: each is one model call and the tool
+	// calls it asked for, the final answer's and a forced summary's
+	// included. Rollbacks counts the dropped ones, which are not turns:
+	// the run made Turns+Rollbacks model calls.
 	Turns     int `json:"turns"`
 	Rollbacks int `json:"rollbacks"`
 	// Calls counts the tool calls of committed turns.

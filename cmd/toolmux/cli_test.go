@@ -202,7 +202,7 @@ func TestPlurals(t *testing.T) {
 	}
 	m := llmtest.OpenAI(t, llmtest.Replies(llmtest.Reply{Content: "Nothing to do."}))
 	r = runToolmux(t, dir, nil, "run", "--model", "scripted", "--base-url", m.BaseURL(), "Say nothing.")
-	if r.code != 0 || !strings.Contains(r.stderr, "● answered after 0 turns, 0 tool calls, 0 rollbacks, ") {
+	if r.code != 0 || !strings.Contains(r.stderr, "● answered after 1 turn, 0 tool calls, 0 rollbacks, ") {
 		t.Errorf("run: exit %d\n%s", r.code, r.stderr)
 	}
 	m = llmtest.OpenAI(t, llmtest.Replies(
@@ -210,7 +210,7 @@ func TestPlurals(t *testing.T) {
 		llmtest.Reply{Content: "alpha"},
 	))
 	r = runToolmux(t, dir, nil, "run", "--model", "scripted", "--base-url", m.BaseURL(), "Read notes.txt.")
-	if r.code != 0 || !strings.Contains(r.stderr, "● answered after 1 turn, 1 tool call, 0 rollbacks, ") {
+	if r.code != 0 || !strings.Contains(r.stderr, "● answered after 2 turns, 1 tool call, 0 rollbacks, ") {
 		t.Errorf("run: exit %d\n%s", r.code, r.stderr)
 	}
 }

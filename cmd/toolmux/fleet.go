@@ -848,6 +848,12 @@ func (a *app) runOnFleet(ctx context.Context, task string, f runFlags) error {
 		return &exitError{code: exitFailed, err: werr}
 	}
 	res := &agent.Result{Task: id, Answer: run.Answer, Status: agent.Status(run.AgentStatus), Turns: run.Turns, Calls: run.Calls}
+	// The run's duration is the fleet's, from a worker's first taking it
+	// to its end (handed back and resumed runs included), not this
+	// client's wait, which began at the submission.
+	if !run.Started.IsZero() && run.Ended.After(run.Started) {
+		res.Duration = run.Ended.Sub(run.Started)
+	}
 	var runErr error
 	if run.Status == fleet.StatusFailed {
 		runErr = errors.New(run.Error)

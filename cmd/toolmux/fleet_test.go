@@ -799,3 +799,43 @@ task_log:
 		t.Errorf("the journal's limits: max_age %s, max_bytes %d", c.MaxAge, c.MaxBytes)
 	}
 }
+
+// run --nats reports the run as the fleet recorded it: its duration from
+// the worker's taking it to its end (not this client's wait, nor 0), and
+// its turns as a local run counts them (the call's and the answer's).
+func TestFleetRunReportsTheRun(t *testing.T) {
+	t.Parallel()
+	ns := startNATS(t, t.TempDir(), 0)
+	m := appendModel(t, 0)
+	dir := fleetWorkspace(t, m)
+	w := startWorker(t, dir, natsURL(ns))
+	out := filepath.Join(t.TempDir(), "effects.txt")
+	r := execToolmux(t, dir, "", modelFreeEnv(), "run", "--nats", natsURL(ns), "--lease", "2s", "--json", "append timed to "+out+" sleeping 0")
+	if r.code != 0 {
+		t.Fatalf("run --nats: exit %d\n%s\n%s\nworker: %s", r.code, r.stdout, r.stderr, w.stderr.String())
+	}
+	ls := strings.Split(strings.TrimSpace(r.stdout), "\n")
+	var res struct {
+		Event string
+		Data  struct {
+			Task       string
+			Turns      int
+			DurationMS float64 `json:"duration_ms"`
+		}
+	}
+	if err := json.Unmarshal([]byte(ls[len(ls)-1]), &res); err != nil || res.Event != "result" {
+		t.Fatalf("last line: %v\n%s", err, ls[len(ls)-1])
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	run, err := connectFleet(t, natsURL(ns)).Get(ctx, res.Data.Task)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := float64(run.Ended.Sub(run.Started).Microseconds()) / 1000; res.Data.DurationMS != want || want <= 0 {
+		t.Errorf("duration_ms %v, the run's (started %v, ended %v) is %v", res.Data.DurationMS, run.Started, run.Ended, want)
+	}
+	if res.Data.Turns != 2 || run.Turns != 2 {
+		t.Errorf("turns: %d reported, %d recorded; want 2 (the call's, the answer's)", res.Data.Turns, run.Turns)
+	}
+}

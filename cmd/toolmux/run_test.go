@@ -249,7 +249,7 @@ func TestRunJSON(t *testing.T) {
 		t.Fatalf("last line: %v\n%s", err, lines[len(lines)-1])
 	}
 	if res.Event != "result" || res.Data.Answer != "alpha, beta, gamma" || res.Data.Status != "answered" ||
-		res.Data.Turns != 1 || res.Data.Calls != 1 || res.Data.Task == "" || res.Error != nil {
+		res.Data.Turns != 2 || res.Data.Calls != 1 || res.Data.Task == "" || res.Error != nil {
 		t.Errorf("result line: %+v", res)
 	}
 	// The run's duration is duration_ms, milliseconds, as a record's.
