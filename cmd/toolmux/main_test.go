@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"syscall"
 	"testing"
@@ -131,12 +132,15 @@ func TestToolsWithoutConfig(t *testing.T) {
 	}
 }
 
+// A server that fails to come up is listed with its error, and tools
+// exits 1 naming it (a CI step can check that all servers come up); a
+// disabled server is no failure.
 func TestToolsShowsFailedServers(t *testing.T) {
 	t.Parallel()
 	dir := workspace(t, fixtureConfig(t))
 	r := toolmux(t, dir, "", "tools", "--json")
-	if r.code != 0 {
-		t.Fatalf("exit %d: %s", r.code, r.stderr)
+	if r.code != 1 || !strings.Contains(r.stderr, "1 server failed to come up: broken") {
+		t.Fatalf("exit %d, want 1 naming the failed server: %s", r.code, r.stderr)
 	}
 	var entries []map[string]any
 	if err := json.Unmarshal([]byte(r.stdout), &entries); err != nil {
@@ -159,6 +163,15 @@ func TestToolsShowsFailedServers(t *testing.T) {
 	r = toolmux(t, dir, "", "tools")
 	if !strings.Contains(r.stdout, "FIXTURE_API_KEY is not set") || !strings.Contains(r.stdout, "broken (failed): server broken exited with status 2") {
 		t.Errorf("table does not show the failed server's error and stderr:\n%s", r.stdout)
+	}
+	if r.code != 1 || !strings.Contains(r.stderr, "1 server failed to come up: broken") {
+		t.Errorf("table: exit %d, want 1 naming the failed server: %s", r.code, r.stderr)
+	}
+	dir = workspace(t, fmt.Sprintf("servers:\n  fx:\n    command: %s\n  off:\n    command: %s\n    args: [\"-exit\", \"2\"]\n    disabled: true\n",
+		testservers.Fixture(t), testservers.Fixture(t)))
+	r = toolmux(t, dir, "", "tools")
+	if r.code != 0 || !regexp.MustCompile(`\noff +disabled `).MatchString(r.stdout) {
+		t.Errorf("a disabled server: exit %d, want 0 with it listed as disabled\n%s\n%s", r.code, r.stdout, r.stderr)
 	}
 }
 
