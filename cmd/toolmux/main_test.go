@@ -425,3 +425,42 @@ func TestCallRefusesDeepArguments(t *testing.T) {
 		t.Errorf("within the limit: exit %d %s", r.code, r.stderr)
 	}
 }
+
+// A server that does not finish its MCP handshake within its connect
+// timeout fails with an error naming the key that raises the limit and
+// its value: the server's own, else the global one.
+func TestToolsHandshakeTimeoutNamesTheKey(t *testing.T) {
+	t.Parallel()
+	fx := testservers.Fixture(t)
+	dir := workspace(t, fmt.Sprintf(`connect_timeout: 1s
+servers:
+  hangs:
+    command: %s
+    args: ["-hang-init"]
+  own:
+    command: %s
+    args: ["-hang-init"]
+    connect_timeout: 1500ms
+`, fx, fx))
+	r := toolmux(t, dir, "", "tools", "--json")
+	var entries []map[string]any
+	if err := json.Unmarshal([]byte(r.stdout), &entries); err != nil {
+		t.Fatalf("exit %d: %v\n%s\n%s", r.code, err, r.stdout, r.stderr)
+	}
+	want := map[string]string{
+		"hangs": "server hangs did not complete the MCP handshake within 1s (connect_timeout is 1s: raise it, or servers.hangs.connect_timeout for this server alone)",
+		"own":   "server own did not complete the MCP handshake within 1.5s (servers.own.connect_timeout is 1.5s: raise it for a server slower to start)",
+	}
+	for _, e := range entries {
+		name, _ := e["server"].(string)
+		if w, ok := want[name]; ok {
+			if e["state"] != "failed" || e["error"] != w {
+				t.Errorf("%s: %s %q\nwant %q", name, e["state"], e["error"], w)
+			}
+			delete(want, name)
+		}
+	}
+	if len(want) > 0 {
+		t.Errorf("not listed: %v\n%s", want, r.stdout)
+	}
+}
