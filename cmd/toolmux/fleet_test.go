@@ -732,11 +732,27 @@ func TestFleetWorkerDrainHandsBack(t *testing.T) {
 	if run, err := f.Get(ctx, "long"); err != nil || run.Status != fleet.StatusQueued {
 		t.Errorf("handed back: %+v %v", run, err)
 	}
-	startWorker(t, dir, natsURL(ns), "--name", "staying")
+	w2 := startWorker(t, dir, natsURL(ns), "--name", "staying")
 	run := waitRun(t, ctx, f, "long", nil)
 	if run.Status != fleet.StatusDone || run.Worker != "staying" || !strings.Contains(run.Answer, "outcome") {
 		t.Errorf("resumed: %+v", run)
 	}
+	// Each worker says, without --verbose, the runs it took, resumed,
+	// finished or handed back, with a prefix of the task at most.
+	prefix := fmt.Sprintf("%q", oneLineCut("append drained to "+out+" sleeping 60000", 32))
+	sayRun := func(w *workerProc, want ...string) {
+		t.Helper()
+		for _, l := range want {
+			if !testservers.Eventually(time.Minute, func() bool { return strings.Contains(w.stderr.String(), l) }) {
+				t.Errorf("worker's stderr lacks %q:\n%s", l, w.stderr.String())
+			}
+		}
+		if strings.Contains(w.stderr.String(), "sleeping 60000") {
+			t.Errorf("the task's text is on the worker's stderr:\n%s", w.stderr.String())
+		}
+	}
+	sayRun(w1, "toolmux: worker leaving took run long ("+prefix+")\n", "toolmux: worker leaving handed run long back after ")
+	sayRun(w2, "toolmux: worker staying resumed run long, delivery 2 ("+prefix+")\n", "toolmux: worker staying finished run long: done (answered) after ")
 	if c := countOf(lines(t, out), "drained"); c != 1 {
 		t.Errorf("the interrupted call ran %d times", c)
 	}
@@ -838,4 +854,13 @@ func TestFleetRunReportsTheRun(t *testing.T) {
 	if res.Data.Turns != 2 || run.Turns != 2 {
 		t.Errorf("turns: %d reported, %d recorded; want 2 (the call's, the answer's)", res.Data.Turns, run.Turns)
 	}
+}
+
+// oneLineCut is s cut to max runes, the last one an ellipsis, as the
+// worker shows a task.
+func oneLineCut(s string, max int) string {
+	if r := []rune(s); len(r) > max {
+		return string(r[:max-1]) + "…"
+	}
+	return s
 }
