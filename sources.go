@@ -349,26 +349,41 @@ func newCommandSource(cfg *config.Config, sc config.Server, log *slog.Logger) (*
 	})
 }
 
+// connectTimeoutHint says which key sets sc's connect timeout, its value,
+// and how to raise it: the server's own key when it has one, else the
+// global one (or the server's, for it alone).
+func connectTimeoutHint(cfg *config.Config, sc config.Server) string {
+	if sc.ConnectTimeout > 0 {
+		return fmt.Sprintf("servers.%s.connect_timeout is %s: raise it for a server slower to start", sc.Name, sc.ConnectTimeout)
+	}
+	d := cfg.ConnectTimeout
+	if d <= 0 {
+		d = config.DefaultConnectTimeout
+	}
+	return fmt.Sprintf("connect_timeout is %s: raise it, or servers.%s.connect_timeout for this server alone", d, sc.Name)
+}
+
 // MCPSourceConfig returns the settings of the MCP source of one configured
 // MCP server (stdio, SSE or streamable HTTP), as NewManager makes it: the
 // gateway's passthrough routes open their own sessions with the same ones.
 func MCPSourceConfig(cfg *config.Config, sc config.Server, log *slog.Logger) mcpsource.Config {
 	hc := healthCheck(cfg, sc)
 	return mcpsource.Config{
-		Name:           sc.Name,
-		Transport:      sc.Transport,
-		Command:        sc.Command,
-		Args:           sc.Args,
-		Env:            sc.Env,
-		Dir:            sc.Cwd,
-		URL:            sc.URL,
-		Headers:        sc.Headers,
-		BearerToken:    sc.BearerToken,
-		ConnectTimeout: first(sc.ConnectTimeout, cfg.ConnectTimeout),
-		MaxResultBytes: int(cfg.Limits.MaxResultBytes),
-		SpillDir:       spillDir(cfg),
-		MinBackoff:     hc.MinBackoff,
-		MaxBackoff:     hc.MaxBackoff,
+		Name:               sc.Name,
+		Transport:          sc.Transport,
+		Command:            sc.Command,
+		Args:               sc.Args,
+		Env:                sc.Env,
+		Dir:                sc.Cwd,
+		URL:                sc.URL,
+		Headers:            sc.Headers,
+		BearerToken:        sc.BearerToken,
+		ConnectTimeout:     first(sc.ConnectTimeout, cfg.ConnectTimeout),
+		ConnectTimeoutHint: connectTimeoutHint(cfg, sc),
+		MaxResultBytes:     int(cfg.Limits.MaxResultBytes),
+		SpillDir:           spillDir(cfg),
+		MinBackoff:         hc.MinBackoff,
+		MaxBackoff:         hc.MaxBackoff,
 		HealthCheck: mcpsource.HealthCheck{
 			Disabled:    !hc.Enabled,
 			PingAfter:   hc.PingAfter,

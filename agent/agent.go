@@ -2,9 +2,11 @@ package agent
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"regexp"
 	"time"
 
@@ -95,9 +97,15 @@ type Observer interface {
 	// RunEnded: a run (Agent.Run, not a sub-agent's) ended in state: its
 	// Status when it has a result, else "failed" or "cancelled".
 	RunEnded(state string)
-	// Turn: the model answered one request, with this usage.
-	Turn(model string, usage llm.Usage)
-	// Rollback: a turn of model's was dropped.
+	// ModelCall: the model answered one request, with this usage: a
+	// turn's, kept or rolled back.
+	ModelCall(model string, usage llm.Usage)
+	// Turn: a turn of model's was kept: one model call and the tool calls
+	// it asked for (none for the final answer), which the conversation
+	// keeps. It is what Result.Turns counts.
+	Turn(model string)
+	// Rollback: a turn of model's was dropped: its model call is not a
+	// turn.
 	Rollback(model string)
 }
 
@@ -170,7 +178,10 @@ type Result struct {
 	Task   string `json:"task"`
 	Answer string `json:"answer"`
 	Status Status `json:"status"`
-	// Turns counts the committed turns; Rollbacks the dropped ones.
+	// Turns counts the turns kept: each is one model call and the tool
+	// calls it asked for, the final answer's and a forced summary's
+	// included. Rollbacks counts the dropped ones, which are not turns:
+	// the run made Turns+Rollbacks model calls.
 	Turns     int `json:"turns"`
 	Rollbacks int `json:"rollbacks"`
 	// Calls counts the tool calls of committed turns.
@@ -178,10 +189,35 @@ type Result struct {
 	Usage llm.Usage `json:"usage"`
 	// Notes say what went unusually: a rollback limit reached, a loop
 	// warning, elided results, an answer without \boxed{}.
-	Notes    []string      `json:"notes,omitempty"`
-	Duration time.Duration `json:"duration"`
+	Notes []string `json:"notes,omitempty"`
+	// Duration is the run's, from its start to its answer; its JSON form
+	// is duration_ms (milliseconds), as a call record's is.
+	Duration time.Duration `json:"-"`
 	// Elided is the most tool results any one request had elided.
 	Elided int `json:"elided,omitempty"`
+}
+
+// MarshalJSON writes Duration as duration_ms.
+func (r Result) MarshalJSON() ([]byte, error) {
+	type plain Result
+	return json.Marshal(struct {
+		plain
+		DurationMS float64 `json:"duration_ms"`
+	}{plain(r), float64(r.Duration.Microseconds()) / 1000})
+}
+
+// UnmarshalJSON reads the form MarshalJSON writes.
+func (r *Result) UnmarshalJSON(b []byte) error {
+	type plain Result
+	v := struct {
+		*plain
+		DurationMS float64 `json:"duration_ms"`
+	}{plain: (*plain)(r)}
+	if err := json.Unmarshal(b, &v); err != nil {
+		return err
+	}
+	r.Duration = time.Duration(math.Round(v.DurationMS * float64(time.Millisecond)))
+	return nil
 }
 
 // Agent runs tasks with one configuration. It is safe for concurrent

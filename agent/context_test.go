@@ -194,7 +194,7 @@ func TestContextLengthError(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if res.Answer != "done" || res.Status != agent.StatusAnswered || res.Turns != 3 {
+		if res.Answer != "done" || res.Status != agent.StatusAnswered || res.Turns != 4 {
 			t.Fatalf("result: %+v", res)
 		}
 		if len(res.Notes) != 1 || !strings.Contains(res.Notes[0], "context was exceeded") {

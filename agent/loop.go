@@ -250,7 +250,7 @@ func (s *session) think(ctx context.Context, turn int, off *offer, hint string, 
 	s.res.Usage.OutputTokens += resp.Usage.OutputTokens
 	s.model = resp.Model
 	if o := a.rt.Observer; o != nil {
-		o.Turn(resp.Model, resp.Usage)
+		o.ModelCall(resp.Model, resp.Usage)
 	}
 	calls := make([]string, 0, len(resp.Message.ToolCalls))
 	for _, c := range resp.Message.ToolCalls {
@@ -421,7 +421,7 @@ func (s *session) keep(ctx context.Context, turn int, msg llm.Message, plan *tur
 	if t := s.a.rt.Turns; t != nil {
 		t.Commit(s.task, s.session())
 	}
-	s.res.Turns++
+	s.counted()
 	s.res.Calls += len(plan.calls)
 	msg.Role = llm.RoleAssistant
 	if s.a.cfg.ToolProtocol == ProtocolText {
@@ -479,7 +479,9 @@ func (s *session) answer(ctx context.Context, turn int, msg llm.Message, status 
 		}
 	}
 	if turn > 0 && status == StatusAnswered && len(msg.ToolCalls) == 0 {
+		// The answer's model call is a turn, kept without calls.
 		s.commit(ctx, turn, false, llm.Message{Role: llm.RoleAssistant, Content: msg.Content, Reasoning: msg.Reasoning})
+		s.counted()
 	}
 	s.res.Answer = text
 	s.res.Status = status
@@ -507,7 +509,19 @@ func (s *session) summarise(ctx context.Context, status Status, why string) (*Re
 	msg := resp.Message
 	msg.ToolCalls = nil
 	s.commit(ctx, s.res.Turns+1, false, llm.Message{Role: llm.RoleAssistant, Content: msg.Content, Reasoning: msg.Reasoning})
+	// The summary is a turn too, one past the limit that forced it.
+	s.counted()
 	return s.answer(ctx, 0, msg, status)
+}
+
+// counted counts a kept turn: one model call and the tool calls it asked
+// for, in the result, the observer's count and (as the assistant messages
+// of the history) a resumed run's.
+func (s *session) counted() {
+	s.res.Turns++
+	if o := s.a.rt.Observer; o != nil {
+		o.Turn(s.model)
+	}
 }
 
 func (s *session) modelError(ctx context.Context, err error) error {

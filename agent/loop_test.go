@@ -25,7 +25,7 @@ func TestParallelCallsInOneTurn(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.Answer != "The notes say 42." || res.Status != agent.StatusAnswered || res.Turns != 1 || res.Calls != 2 {
+	if res.Answer != "The notes say 42." || res.Status != agent.StatusAnswered || res.Turns != 2 || res.Calls != 2 {
 		t.Fatalf("result: %+v", res)
 	}
 	reqs := r.model.Requests()
@@ -156,7 +156,7 @@ func TestRollbackCauses(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if res.Answer != "done" || res.Turns != 1 || res.Rollbacks != 1 || res.Calls != 1 || len(res.Notes) != 0 {
+			if res.Answer != "done" || res.Turns != 2 || res.Rollbacks != 1 || res.Calls != 1 || len(res.Notes) != 0 {
 				t.Fatalf("result: %+v", res)
 			}
 			checkRolledBack(t, r, res, c.cause)
@@ -231,7 +231,7 @@ func TestRollbackDuplicateQuery(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.Answer != "done" || res.Turns != 2 || res.Rollbacks != 1 || res.Calls != 2 {
+	if res.Answer != "done" || res.Turns != 3 || res.Rollbacks != 1 || res.Calls != 2 {
 		t.Fatalf("result: %+v", res)
 	}
 	reqs := r.model.Requests()
@@ -298,7 +298,7 @@ func TestRollbackLimit(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.Answer != "done" || res.Rollbacks != 10 || res.Turns != 2 || res.Calls != 2 {
+	if res.Answer != "done" || res.Rollbacks != 10 || res.Turns != 3 || res.Calls != 2 {
 		t.Fatalf("result: %+v", res)
 	}
 	if len(res.Notes) != 1 || !strings.Contains(res.Notes[0], "turn 2 was kept after 5 consecutive rollbacks") ||
@@ -339,7 +339,7 @@ func TestRollbackLimitConfigured(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.Answer != "I'm sorry, but I can't help with that." || res.Status != agent.StatusAnswered || res.Rollbacks != 2 || res.Turns != 0 {
+	if res.Answer != "I'm sorry, but I can't help with that." || res.Status != agent.StatusAnswered || res.Rollbacks != 2 || res.Turns != 1 {
 		t.Fatalf("result: %+v", res)
 	}
 	if len(res.Notes) != 1 || !strings.Contains(res.Notes[0], "kept after 2 consecutive rollbacks") {
@@ -370,7 +370,7 @@ func TestMalformedCallKept(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.Answer != "done" || res.Rollbacks != 0 || res.Turns != 1 || len(res.Notes) != 1 {
+	if res.Answer != "done" || res.Rollbacks != 0 || res.Turns != 2 || len(res.Notes) != 1 {
 		t.Fatalf("result: %+v", res)
 	}
 	reqs := r.model.Requests()
@@ -402,7 +402,7 @@ func TestMaxTurnsForcedSummary(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.Status != agent.StatusMaxTurns || res.Answer != "Summary: one and two." || res.Turns != 2 || res.Calls != 2 {
+	if res.Status != agent.StatusMaxTurns || res.Answer != "Summary: one and two." || res.Turns != 3 || res.Calls != 2 {
 		t.Fatalf("result: %+v", res)
 	}
 	reqs := r.model.Requests()
@@ -440,7 +440,7 @@ func TestLoopDetection(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.Status != agent.StatusLoop || res.Answer != "I was looping." || res.Turns != 6 {
+	if res.Status != agent.StatusLoop || res.Answer != "I was looping." || res.Turns != 7 {
 		t.Fatalf("result: %+v", res)
 	}
 	reqs := r.model.Requests()

@@ -27,7 +27,7 @@ func TestRateLimitRetried(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.Answer != "done" || res.Turns != 1 || res.Rollbacks != 0 {
+	if res.Answer != "done" || res.Turns != 2 || res.Rollbacks != 0 {
 		t.Fatalf("result: %+v", res)
 	}
 	reqs := r.model.Requests()
@@ -57,7 +57,7 @@ func TestAnthropicRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.Answer != "The echo said claude." || res.Turns != 1 || res.Calls != 1 {
+	if res.Answer != "The echo said claude." || res.Turns != 2 || res.Calls != 1 {
 		t.Fatalf("result: %+v", res)
 	}
 	if res.Usage.InputTokens != 10+20 || res.Usage.OutputTokens != 10 {

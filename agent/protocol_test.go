@@ -34,7 +34,7 @@ func TestTextProtocol(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.Answer != "The echo said hi." || res.Turns != 1 || res.Calls != 1 {
+	if res.Answer != "The echo said hi." || res.Turns != 2 || res.Calls != 1 {
 		t.Fatalf("result: %+v", res)
 	}
 	reqs := r.model.Requests()
@@ -95,7 +95,7 @@ func TestTextProtocolMalformedBlock(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.Answer != "done" || res.Rollbacks != 1 || res.Turns != 1 {
+	if res.Answer != "done" || res.Rollbacks != 1 || res.Turns != 2 {
 		t.Fatalf("result: %+v", res)
 	}
 	reqs := r.model.Requests()

@@ -23,7 +23,7 @@ func TestToolSelectionLargeCatalog(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.Answer != "Created the event." || res.Turns != 2 || res.Calls != 2 {
+	if res.Answer != "Created the event." || res.Turns != 3 || res.Calls != 2 {
 		t.Fatalf("result: %+v", res)
 	}
 	reqs := r.model.Requests()

@@ -52,7 +52,7 @@ func TestSubAgent(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.Answer != "The browsing agent found: Echo: toolmux." || res.Turns != 1 || res.Calls != 1 {
+	if res.Answer != "The browsing agent found: Echo: toolmux." || res.Turns != 2 || res.Calls != 1 {
 		t.Fatalf("result: %+v", res)
 	}
 	reqs := r.model.Requests()
@@ -290,7 +290,7 @@ func TestConcurrentRuns(t *testing.T) {
 	}
 	for range tasks {
 		o := <-done
-		if o.err != nil || o.res.Answer != "answered "+o.task || o.res.Turns != 1 {
+		if o.err != nil || o.res.Answer != "answered "+o.task || o.res.Turns != 2 {
 			t.Fatalf("%s: %+v %v", o.task, o.res, o.err)
 		}
 		if h := history(t, r.messages(t, o.res.Task, tasklog.MainSession)); !strings.Contains(h, "Echo: "+o.task) {

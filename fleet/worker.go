@@ -72,6 +72,49 @@ type WorkerOptions struct {
 	Servers func() map[string]string
 	// Logger receives diagnostics (default: discarded).
 	Logger *slog.Logger
+	// OnRun, when set, is told of each run the worker takes, resumes,
+	// finishes, hands back or loses (toolmux worker says them on
+	// stderr). It is called from the run's goroutine and must return
+	// quickly.
+	OnRun func(RunNotice)
+}
+
+// RunNotice is a change of a run on a worker, as WorkerOptions.OnRun is
+// told it.
+type RunNotice struct {
+	// Run is the run's id; Task its task's text (which may be long, and
+	// is the submitter's: show a prefix at most).
+	Run, Task string
+	// State is what happened: RunTaken (first delivery), RunResumed
+	// (taken again after a worker handed it back or died), RunFinished,
+	// RunHandedBack (draining past the grace), RunLost (another worker
+	// holds it now) or RunGivenUp (past the fleet's max_deliveries).
+	State string
+	// Deliveries counts the times the queue handed the run out.
+	Deliveries int
+	// Status is a finished run's: done or failed; AgentStatus the
+	// agent's (answered, max_turns, ...).
+	Status      Status
+	AgentStatus string
+	// Took is how long this worker held the run, once it let it go.
+	Took time.Duration
+}
+
+// The states of a RunNotice.
+const (
+	RunTaken      = "taken"
+	RunResumed    = "resumed"
+	RunFinished   = "finished"
+	RunHandedBack = "handed back"
+	RunLost       = "lost"
+	RunGivenUp    = "given up"
+)
+
+// notify tells OnRun of n.
+func (w *Worker) notify(n RunNotice) {
+	if w.o.OnRun != nil {
+		w.o.OnRun(n)
+	}
 }
 
 // Worker takes runs from the fleet's queue and runs them.
@@ -371,7 +414,19 @@ func (w *Worker) handle(ctx context.Context, m jetstream.Msg) {
 	case giveUp:
 		w.log.Warn("giving up a run", "run", req.ID, "deliveries", deliveries)
 		_ = m.Term()
+		w.notify(RunNotice{Run: req.ID, Task: req.Task, State: RunGivenUp, Deliveries: deliveries, Status: StatusFailed})
 		return
+	}
+	took := time.Now()
+	notice := RunNotice{Run: req.ID, Task: req.Task, State: RunTaken, Deliveries: deliveries}
+	if deliveries > 1 {
+		notice.State = RunResumed
+	}
+	w.notify(notice)
+	// let says how this worker let the run go.
+	let := func(state string, status Status, agentStatus string) {
+		notice.State, notice.Status, notice.AgentStatus, notice.Took = state, status, agentStatus, time.Since(took)
+		w.notify(notice)
 	}
 	w.mu.Lock()
 	w.running[task] = time.Now()
@@ -421,11 +476,13 @@ func (w *Worker) handle(ctx context.Context, m jetstream.Msg) {
 	if lost != nil && !errors.Is(lost, context.Canceled) {
 		// Another worker holds it now: nothing more is written.
 		w.log.Warn("lost a run to another worker", "run", req.ID, "cause", lost)
+		let(RunLost, "", "")
 		return
 	}
 	if ctx.Err() != nil {
 		// Draining past the grace: hand the run back, to be resumed.
 		w.handBack(m, ref)
+		let(RunHandedBack, StatusQueued, "")
 		return
 	}
 	fctx, fcancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
@@ -451,11 +508,20 @@ func (w *Worker) handle(ctx context.Context, m jetstream.Msg) {
 		// sequence, whoever holds it, and the run would be lost with its
 		// new worker; this attempt's end is not the run's.
 		w.log.Warn("finished a run another worker holds now; leaving it to that worker", "run", req.ID)
+		let(RunLost, "", "")
 		return
 	}
 	if err != nil {
 		w.log.Warn("could not record the end of a run", "run", req.ID, "error", err)
 	}
+	status, agentStatus := StatusDone, ""
+	if res != nil {
+		agentStatus = string(res.Status)
+	}
+	if runErr != nil {
+		status = StatusFailed
+	}
+	let(RunFinished, status, agentStatus)
 	if err := m.DoubleAck(fctx); err != nil {
 		w.log.Warn("the queue did not take the acknowledgement of a run", "run", req.ID, "error", err)
 	}

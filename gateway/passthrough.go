@@ -654,6 +654,9 @@ func (l *link) connect(version string) error {
 	}
 	if deadline.Err() != nil {
 		err = fmt.Errorf("no MCP handshake within %s", cfg.ConnectTimeout)
+		if cfg.ConnectTimeoutHint != "" {
+			err = fmt.Errorf("%w (%s)", err, cfg.ConnectTimeoutHint)
+		}
 	}
 	if d := conn.Describe(); d != "" {
 		err = fmt.Errorf("%w (%s)", err, d)

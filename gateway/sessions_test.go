@@ -417,11 +417,14 @@ func TestPassthroughFailedConnectFreesItsPlace(t *testing.T) {
 		want string
 	}{
 		{"exits", []string{"-exit", "2"}, "exited with status 2"},
-		{"hangs", []string{"-hang-init"}, "no MCP handshake within"},
+		// The error says how to raise the limit (toolmux.MCPSourceConfig
+		// names the configuration's keys).
+		{"hangs", []string{"-hang-init"}, "no MCP handshake within 500ms (connect_timeout is 500ms: raise it)"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			srv := routeServer(t, c.name, c.args...)
 			srv.ConnectTimeout = 500 * time.Millisecond
+			srv.ConnectTimeoutHint = "connect_timeout is 500ms: raise it"
 			pt := serveRoute(t, routeServer(t, "manager"), gateway.Route{Server: srv, MaxSessions: 1})
 			for range 3 {
 				status, _, body := postRPC(t, pt.url, "", rawInitialize)

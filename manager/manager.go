@@ -181,10 +181,38 @@ func WithListingObserver(f func(Listing)) Option {
 	}
 }
 
+// Restart reports a server whose session was lost (it crashed, its
+// connection dropped, it stopped answering) and that the manager's
+// recovery ([Manager.Recover]) brought back.
+type Restart struct {
+	// Server is the server's name.
+	Server string
+	// Lost is why its session was lost, as its source said it: for a
+	// process, how it ended ("server memory killed by signal 9 (killed)
+	// (...)", "... exited with status 1 ...").
+	Lost string
+	// Restarts counts the server's restarts since it was first started,
+	// this one included.
+	Restarts int
+}
+
+// WithRestartObserver has f told each time recovery brings back a server
+// whose session was lost, once it answers again (serve says so on
+// stderr). f is called from the server's recovery goroutine and must
+// return quickly. A server that does not come back is not reported: its
+// health says why.
+func WithRestartObserver(f func(Restart)) Option {
+	return func(m *Manager) error {
+		m.restarted = f
+		return nil
+	}
+}
+
 // Manager aggregates sources. It is safe for concurrent use.
 type Manager struct {
-	log     *slog.Logger
-	observe func(Listing) // nil: nobody watches discovery
+	log       *slog.Logger
+	observe   func(Listing) // nil: nobody watches discovery
+	restarted func(Restart) // nil: nobody watches restarts
 	// set is the servers and the global filter, swapped whole by
 	// Reconfigure: a call, a listing or a catalog reads one set and never
 	// sees half of a reload. init is the set the options build in New.
@@ -278,7 +306,7 @@ func (m *Manager) attach(s *server) {
 		// last listed stand until a call finds the server again.
 		ln.OnSessionLost(func() {
 			if m.recovering() {
-				s.markStale()
+				s.markLost()
 				m.kick(s)
 			}
 		})

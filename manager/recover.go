@@ -160,10 +160,43 @@ func (m *Manager) heal(s *server) {
 			continue
 		}
 		failures = 0
+		m.sayRestarted(s)
 		if s.generation() != before {
 			m.changed()
 		}
 	}
+}
+
+// markLost marks s as to be listed again because its session was lost,
+// keeping why (its source's last error) for the Restart that reports its
+// return.
+func (s *server) markLost() {
+	why := "its session was lost"
+	if hr, ok := s.src.(healthReporter); ok {
+		if h := hr.Health(); h.Error != "" {
+			why = h.Error
+		}
+	}
+	s.mu.Lock()
+	s.lost = why
+	s.mu.Unlock()
+	s.markStale()
+}
+
+// sayRestarted tells the restart observer that s, lost, answers again.
+func (m *Manager) sayRestarted(s *server) {
+	s.mu.Lock()
+	lost := s.lost
+	s.lost = ""
+	s.mu.Unlock()
+	if lost == "" || m.restarted == nil {
+		return
+	}
+	r := Restart{Server: s.name, Lost: lost}
+	if hr, ok := s.src.(healthReporter); ok {
+		r.Restarts = hr.Health().Restarts
+	}
+	m.restarted(r)
 }
 
 // changed rebuilds the catalog after a background listing and hands it to

@@ -38,6 +38,7 @@ type server struct {
 	healing bool      // its recovery goroutine runs
 	waiting bool      // it waits for its next attempt, until retryAt
 	retryAt time.Time // when the next attempt starts
+	lost    string    // why its session was lost, until recovery brings it back
 
 	// Reload (Manager.Reconfigure).
 	inflight  int           // calls running on it

@@ -144,7 +144,7 @@ func (p *process) exitDescription() string {
 	}
 	code, sig := procgroup.ExitStatus(p.state)
 	if sig != 0 {
-		return fmt.Sprintf("killed by signal %s", sig)
+		return fmt.Sprintf("killed by signal %d (%s)", int(sig), sig)
 	}
 	return fmt.Sprintf("exited with status %d", code)
 }

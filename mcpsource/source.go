@@ -99,6 +99,10 @@ type Config struct {
 
 	// ConnectTimeout bounds starting the server and the MCP handshake.
 	ConnectTimeout time.Duration
+	// ConnectTimeoutHint says how to raise ConnectTimeout (the
+	// configuration's keys and value, from toolmux.MCPSourceConfig); it
+	// ends the error of a handshake that outlasted it.
+	ConnectTimeoutHint string
 	// MaxMessageBytes bounds one message from a stdio server.
 	MaxMessageBytes int
 	// MaxResultBytes bounds the text of a server's result held in memory
@@ -793,7 +797,7 @@ func (s *Source) connect() (*conn, error) {
 		s.cleanupAsync(c)
 		return nil, s.closedErr()
 	case deadline.Err() != nil:
-		msg = fmt.Sprintf("server %s did not complete the MCP handshake within %s", s.cfg.Name, s.cfg.ConnectTimeout)
+		msg = fmt.Sprintf("server %s did not complete the MCP handshake within %s%s", s.cfg.Name, s.cfg.ConnectTimeout, timeoutHint(s.cfg))
 	case c.proc == nil && networkCause(err) != "":
 		// The cause (a refused connection, an unknown host) ends a long
 		// chain of wrapped errors; say it first, the chain in the detail.
@@ -801,7 +805,9 @@ func (s *Source) connect() (*conn, error) {
 	default:
 		msg = fmt.Sprintf("server %s: connecting: %v", s.cfg.Name, err)
 	}
-	if c.proc != nil {
+	if c.proc != nil && deadline.Err() == nil {
+		// (Past the deadline the process exits as its stdin is closed:
+		// the timeout is the cause, said above.)
 		select {
 		case <-c.proc.exited:
 			msg = fmt.Sprintf("server %s %s before completing the MCP handshake (%v)", s.cfg.Name, c.proc.exitDescription(), err)
@@ -817,6 +823,14 @@ func (s *Source) connect() (*conn, error) {
 	}
 	s.cleanupAsync(c)
 	return nil, e
+}
+
+// timeoutHint is cfg's ConnectTimeoutHint as the end of an error: " (HINT)".
+func timeoutHint(cfg Config) string {
+	if cfg.ConnectTimeoutHint == "" {
+		return ""
+	}
+	return " (" + cfg.ConnectTimeoutHint + ")"
 }
 
 // networkCause names why a server could not be reached over the network,

@@ -30,7 +30,7 @@ func newAgentMetrics(reg *prometheus.Registry) *agentMetrics {
 	}
 	return &agentMetrics{models: map[string]bool{},
 		runs:      counter("agent_runs_total", `Agent runs ended, by state: "answered", "max_turns", "loop", "context_exhausted", "failed", "cancelled".`, "state"),
-		turns:     counter("agent_turns_total", "Model requests answered during agent runs (sub-agents' included), by the model that answered.", "model"),
+		turns:     counter("agent_turns_total", "Agent turns kept (one model call and the tool calls it asked for; a rolled-back one is not a turn), sub-agents' included, by the model that answered.", "model"),
 		rollbacks: counter("agent_rollbacks_total", "Agent turns dropped and retried, by the model whose turn it was.", "model"),
 		input:     counter("agent_input_tokens_total", "Input tokens the models reported, by model.", "model"),
 		output:    counter("agent_output_tokens_total", "Output tokens the models reported, by model.", "model"),
@@ -57,12 +57,17 @@ func (a *agentMetrics) model(name string) string {
 // RunEnded implements agent.Observer.
 func (m *Metrics) RunEnded(state string) { m.agent.runs.WithLabelValues(state).Inc() }
 
-// Turn implements agent.Observer.
-func (m *Metrics) Turn(model string, usage llm.Usage) {
+// ModelCall implements agent.Observer: every answered request's tokens
+// count, a rolled-back turn's too.
+func (m *Metrics) ModelCall(model string, usage llm.Usage) {
 	model = m.agent.model(model)
-	m.agent.turns.WithLabelValues(model).Inc()
 	m.agent.input.WithLabelValues(model).Add(float64(max(usage.InputTokens, 0)))
 	m.agent.output.WithLabelValues(model).Add(float64(max(usage.OutputTokens, 0)))
+}
+
+// Turn implements agent.Observer.
+func (m *Metrics) Turn(model string) {
+	m.agent.turns.WithLabelValues(m.agent.model(model)).Inc()
 }
 
 // Rollback implements agent.Observer.

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -111,8 +112,23 @@ servers:
 		t.Fatal(err)
 	}
 	res, err := a.Run(ctx, "Echo something.")
-	if err != nil || res.Rollbacks != 1 {
-		t.Fatalf("run: %v %+v", err, res)
+	if err != nil || res.Rollbacks != 1 || res.Turns != 2 {
+		t.Fatalf("run: %v %+v, want 2 turns and 1 rollback", err, res)
+	}
+	// The task log's steps (toolmux logs show) number the same turns:
+	// the rolled-back call and its retry are both turn 1.
+	steps, err := rt.Log.Steps(ctx, res.Task)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var llmSteps []string
+	for _, st := range steps {
+		if strings.HasSuffix(st.Name, "| llm") {
+			llmSteps = append(llmSteps, st.Name)
+		}
+	}
+	if want := []string{"main | turn 1 | llm", "main | turn 1 | llm", "main | turn 2 | llm"}; !slices.Equal(llmSteps, want) {
+		t.Errorf("model call steps %q, want %q", llmSteps, want)
 	}
 	fams := scrape(t, m.Handler())
 	for _, c := range []struct {
@@ -121,7 +137,9 @@ servers:
 		want   float64
 	}{
 		{"toolmux_agent_runs_total", map[string]string{"state": "answered"}, 1},
-		{"toolmux_agent_turns_total", map[string]string{"model": "scripted"}, 3},
+		// Two turns kept (the call's, the answer's); the rolled-back
+		// model call is not one.
+		{"toolmux_agent_turns_total", map[string]string{"model": "scripted"}, 2},
 		{"toolmux_agent_rollbacks_total", map[string]string{"model": "scripted"}, 1},
 		// The scripted model reports 10×(n+1) input and 5 output tokens
 		// for its nth request.
@@ -145,7 +163,8 @@ func TestModelLabelBounded(t *testing.T) {
 	t.Parallel()
 	m := metrics.New()
 	for i := range 100 {
-		m.Turn(fmt.Sprint("model-", i), llm.Usage{InputTokens: 1})
+		m.ModelCall(fmt.Sprint("model-", i), llm.Usage{InputTokens: 1})
+		m.Turn(fmt.Sprint("model-", i))
 	}
 	fams := scrape(t, m.Handler())
 	if n := len(fams["toolmux_agent_turns_total"].GetMetric()); n != 17 {

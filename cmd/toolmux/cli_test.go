@@ -27,23 +27,25 @@ func slowConfig(t *testing.T) string {
 
 // Off a terminal, start-up is quiet but for a server slower than a few
 // seconds: a line names it while it is awaited, one says when it is up.
-// The failed server is in the table (stdout), not on stderr.
+// The failed server's error is in the table (stdout); stderr only names
+// it at the end, as the reason for exit 1.
 func TestStartupOffATerminal(t *testing.T) {
 	t.Parallel()
+	const failed = "toolmux: 1 server failed to come up: broken (the list says why)"
 	dir := workspace(t, fixtureConfig(t))
 	r := toolmux(t, dir, "", "tools", "--json")
-	if r.code != 0 || r.stderr != "" {
+	if r.code != 1 || r.stderr != failed+"\n" {
 		t.Errorf("quick start: exit %d, stderr %q", r.code, r.stderr)
 	}
 
 	dir = workspace(t, slowConfig(t))
 	r = toolmux(t, dir, "", "tools")
-	if r.code != 0 {
+	if r.code != 1 {
 		t.Fatalf("exit %d: %s", r.code, r.stderr)
 	}
 	lines := strings.Split(strings.TrimSpace(r.stderr), "\n")
-	if len(lines) != 2 || !strings.HasPrefix(lines[0], "toolmux: waiting for late (") ||
-		!regexp.MustCompile(`^toolmux: late is up after [0-9.]+s: \d+ tools$`).MatchString(lines[1]) {
+	if len(lines) != 3 || !strings.HasPrefix(lines[0], "toolmux: waiting for late (") ||
+		!regexp.MustCompile(`^toolmux: late is up after [0-9.]+s: \d+ tools$`).MatchString(lines[1]) || lines[2] != failed {
 		t.Errorf("stderr:\n%s", r.stderr)
 	}
 	// Every server is counted in the summary: three of four up.
@@ -182,8 +184,8 @@ func TestToolsShowsUnreachableHTTPServer(t *testing.T) {
 	url := fmt.Sprintf("http://127.0.0.1:%d/mcp", testservers.FreePort(t)) // nothing listens there
 	dir := workspace(t, "servers:\n  remote:\n    url: "+url+"\n")
 	r := toolmux(t, dir, "", "tools")
-	if r.code != 0 {
-		t.Fatalf("exit %d: %s", r.code, r.stderr)
+	if r.code != 1 {
+		t.Fatalf("exit %d, want 1 (a server failed): %s", r.code, r.stderr)
 	}
 	if !strings.Contains(r.stdout, "\nremote (failed): server remote: cannot reach "+url+": connection refused\n  ") {
 		t.Errorf("no cause in the detail block:\n%s", r.stdout)
@@ -213,7 +215,7 @@ func TestPlurals(t *testing.T) {
 	}
 	m := llmtest.OpenAI(t, llmtest.Replies(llmtest.Reply{Content: "Nothing to do."}))
 	r = runToolmux(t, dir, nil, "run", "--model", "scripted", "--base-url", m.BaseURL(), "Say nothing.")
-	if r.code != 0 || !strings.Contains(r.stderr, "● answered after 0 turns, 0 tool calls, 0 rollbacks, ") {
+	if r.code != 0 || !strings.Contains(r.stderr, "● answered after 1 turn, 0 tool calls, 0 rollbacks, ") {
 		t.Errorf("run: exit %d\n%s", r.code, r.stderr)
 	}
 	m = llmtest.OpenAI(t, llmtest.Replies(
@@ -221,7 +223,7 @@ func TestPlurals(t *testing.T) {
 		llmtest.Reply{Content: "alpha"},
 	))
 	r = runToolmux(t, dir, nil, "run", "--model", "scripted", "--base-url", m.BaseURL(), "Read notes.txt.")
-	if r.code != 0 || !strings.Contains(r.stderr, "● answered after 1 turn, 1 tool call, 0 rollbacks, ") {
+	if r.code != 0 || !strings.Contains(r.stderr, "● answered after 2 turns, 1 tool call, 0 rollbacks, ") {
 		t.Errorf("run: exit %d\n%s", r.code, r.stderr)
 	}
 }

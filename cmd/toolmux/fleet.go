@@ -392,7 +392,7 @@ func (a *app) runWorker(ctx context.Context, ff fleetFlags, name string, concurr
 	startWait()
 	if err := wait.Do(setupCtx, "the fleet's work queue", func(ctx context.Context) (err error) {
 		w, err = fl.NewWorker(ctx, fleet.WorkerOptions{Name: w0, Concurrency: concurrency, Runner: rt, Journal: j,
-			Events: store, Grace: grace, Logger: log, Servers: serverHealth(rt)})
+			Events: store, Grace: grace, Logger: log, Servers: serverHealth(rt), OnRun: a.sayRun(w0)})
 		return err
 	}); err != nil {
 		var ce *fleet.ConfigError
@@ -406,6 +406,38 @@ func (a *app) runWorker(ctx context.Context, ff fleetFlags, name string, concurr
 	err = w.Run(ctx)
 	fmt.Fprintf(a.stderr, "toolmux: worker %s left the fleet\n", w.Name())
 	return err
+}
+
+// sayRun says on stderr, without --verbose, each run worker takes,
+// resumes, finishes, hands back or loses: its id, what happened, and how
+// long the worker held it; of the task, only its first words (the task
+// is its submitter's, and may hold what a log should not).
+func (a *app) sayRun(worker string) func(fleet.RunNotice) {
+	return func(n fleet.RunNotice) {
+		took := n.Took.Round(time.Millisecond)
+		var what string
+		switch n.State {
+		case fleet.RunTaken:
+			what = fmt.Sprintf("took run %s (%q)", n.Run, oneLine(n.Task, 32))
+		case fleet.RunResumed:
+			what = fmt.Sprintf("resumed run %s, delivery %d (%q)", n.Run, n.Deliveries, oneLine(n.Task, 32))
+		case fleet.RunFinished:
+			what = fmt.Sprintf("finished run %s: %s", n.Run, n.Status)
+			if n.AgentStatus != "" {
+				what += " (" + n.AgentStatus + ")"
+			}
+			what += fmt.Sprintf(" after %s", took)
+		case fleet.RunHandedBack:
+			what = fmt.Sprintf("handed run %s back after %s, to be resumed", n.Run, took)
+		case fleet.RunLost:
+			what = fmt.Sprintf("lost run %s to another worker after %s", n.Run, took)
+		case fleet.RunGivenUp:
+			what = fmt.Sprintf("gave up run %s after %d deliveries", n.Run, n.Deliveries-1)
+		default:
+			what = fmt.Sprintf("run %s: %s", n.Run, n.State)
+		}
+		fmt.Fprintf(a.stderr, "toolmux: worker %s %s\n", worker, what)
+	}
 }
 
 // workerVault is the fleet's vault, for the runs' calls of the servers
@@ -848,6 +880,12 @@ func (a *app) runOnFleet(ctx context.Context, task string, f runFlags) error {
 		return &exitError{code: exitFailed, err: werr}
 	}
 	res := &agent.Result{Task: id, Answer: run.Answer, Status: agent.Status(run.AgentStatus), Turns: run.Turns, Calls: run.Calls}
+	// The run's duration is the fleet's, from a worker's first taking it
+	// to its end (handed back and resumed runs included), not this
+	// client's wait, which began at the submission.
+	if !run.Started.IsZero() && run.Ended.After(run.Started) {
+		res.Duration = run.Ended.Sub(run.Started)
+	}
 	var runErr error
 	if run.Status == fleet.StatusFailed {
 		runErr = errors.New(run.Error)

@@ -732,11 +732,27 @@ func TestFleetWorkerDrainHandsBack(t *testing.T) {
 	if run, err := f.Get(ctx, "long"); err != nil || run.Status != fleet.StatusQueued {
 		t.Errorf("handed back: %+v %v", run, err)
 	}
-	startWorker(t, dir, natsURL(ns), "--name", "staying")
+	w2 := startWorker(t, dir, natsURL(ns), "--name", "staying")
 	run := waitRun(t, ctx, f, "long", nil)
 	if run.Status != fleet.StatusDone || run.Worker != "staying" || !strings.Contains(run.Answer, "outcome") {
 		t.Errorf("resumed: %+v", run)
 	}
+	// Each worker says, without --verbose, the runs it took, resumed,
+	// finished or handed back, with a prefix of the task at most.
+	prefix := fmt.Sprintf("%q", oneLineCut("append drained to "+out+" sleeping 60000", 32))
+	sayRun := func(w *workerProc, want ...string) {
+		t.Helper()
+		for _, l := range want {
+			if !testservers.Eventually(time.Minute, func() bool { return strings.Contains(w.stderr.String(), l) }) {
+				t.Errorf("worker's stderr lacks %q:\n%s", l, w.stderr.String())
+			}
+		}
+		if strings.Contains(w.stderr.String(), "sleeping 60000") {
+			t.Errorf("the task's text is on the worker's stderr:\n%s", w.stderr.String())
+		}
+	}
+	sayRun(w1, "toolmux: worker leaving took run long ("+prefix+")\n", "toolmux: worker leaving handed run long back after ")
+	sayRun(w2, "toolmux: worker staying resumed run long, delivery 2 ("+prefix+")\n", "toolmux: worker staying finished run long: done (answered) after ")
 	if c := countOf(lines(t, out), "drained"); c != 1 {
 		t.Errorf("the interrupted call ran %d times", c)
 	}
@@ -798,4 +814,53 @@ task_log:
 	if c := info.CachedInfo().Config; c.MaxAge != 48*time.Hour || c.MaxBytes != 10<<20 {
 		t.Errorf("the journal's limits: max_age %s, max_bytes %d", c.MaxAge, c.MaxBytes)
 	}
+}
+
+// run --nats reports the run as the fleet recorded it: its duration from
+// the worker's taking it to its end (not this client's wait, nor 0), and
+// its turns as a local run counts them (the call's and the answer's).
+func TestFleetRunReportsTheRun(t *testing.T) {
+	t.Parallel()
+	ns := startNATS(t, t.TempDir(), 0)
+	m := appendModel(t, 0)
+	dir := fleetWorkspace(t, m)
+	w := startWorker(t, dir, natsURL(ns))
+	out := filepath.Join(t.TempDir(), "effects.txt")
+	r := execToolmux(t, dir, "", modelFreeEnv(), "run", "--nats", natsURL(ns), "--lease", "2s", "--json", "append timed to "+out+" sleeping 0")
+	if r.code != 0 {
+		t.Fatalf("run --nats: exit %d\n%s\n%s\nworker: %s", r.code, r.stdout, r.stderr, w.stderr.String())
+	}
+	ls := strings.Split(strings.TrimSpace(r.stdout), "\n")
+	var res struct {
+		Event string
+		Data  struct {
+			Task       string
+			Turns      int
+			DurationMS float64 `json:"duration_ms"`
+		}
+	}
+	if err := json.Unmarshal([]byte(ls[len(ls)-1]), &res); err != nil || res.Event != "result" {
+		t.Fatalf("last line: %v\n%s", err, ls[len(ls)-1])
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	run, err := connectFleet(t, natsURL(ns)).Get(ctx, res.Data.Task)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := float64(run.Ended.Sub(run.Started).Microseconds()) / 1000; res.Data.DurationMS != want || want <= 0 {
+		t.Errorf("duration_ms %v, the run's (started %v, ended %v) is %v", res.Data.DurationMS, run.Started, run.Ended, want)
+	}
+	if res.Data.Turns != 2 || run.Turns != 2 {
+		t.Errorf("turns: %d reported, %d recorded; want 2 (the call's, the answer's)", res.Data.Turns, run.Turns)
+	}
+}
+
+// oneLineCut is s cut to max runes, the last one an ellipsis, as the
+// worker shows a task.
+func oneLineCut(s string, max int) string {
+	if r := []rune(s); len(r) > max {
+		return string(r[:max-1]) + "…"
+	}
+	return s
 }

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -90,5 +91,56 @@ func TestServeBringsBackAServerThatFailedAtStart(t *testing.T) {
 	res, err = cs.CallTool(ctx, &mcp.CallToolParams{Name: "late__echo", Arguments: map[string]any{"message": "on time"}})
 	if err != nil || res.IsError || res.Content[0].(*mcp.TextContent).Text != "Echo: on time" {
 		t.Errorf("late__echo after it came back: %v %+v", err, res)
+	}
+}
+
+// A server whose process dies while serve runs is restarted, and serve
+// says so on stderr without --verbose: how it ended and how many restarts
+// it has had.
+func TestServeSaysAServerRestarted(t *testing.T) {
+	t.Parallel()
+	fx := testservers.Fixture(t)
+	dir := workspace(t, fmt.Sprintf(`servers:
+  mem:
+    command: %s
+    trust: true
+    health_check: {min_backoff: 50ms, max_backoff: 200ms}
+`, fx))
+	p := startServeProc(t, dir, "")
+	// The fixture's process under serve, once serve has started it.
+	fixture := func() int {
+		for _, c := range testservers.Children(p.cmd.Process.Pid) {
+			if len(c.Args) > 0 && c.Args[0] == fx && c.State != 'Z' {
+				return c.PID
+			}
+		}
+		return 0
+	}
+	var pid int
+	if !testservers.Eventually(time.Minute, func() bool { pid = fixture(); return pid != 0 }) {
+		t.Fatalf("serve did not start the server\n%s", p.stderr.String())
+	}
+	for n := 1; n <= 2; n++ {
+		if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+			t.Fatal(err)
+		}
+		want := fmt.Sprintf("restarted (%s so far)", map[int]string{1: "1 restart", 2: "2 restarts"}[n])
+		if !testservers.Eventually(time.Minute, func() bool { return strings.Contains(p.stderr.String(), want) }) {
+			t.Fatalf("serve did not say the server restarted (%q)\n%s", want, p.stderr.String())
+		}
+		line := ""
+		for l := range strings.SplitSeq(p.stderr.String(), "\n") {
+			if strings.Contains(l, want) {
+				line = l
+			}
+		}
+		t.Log(line)
+		if !strings.HasPrefix(line, "toolmux: server mem killed by signal 9 (killed)") {
+			t.Errorf("restart line: %q", line)
+		}
+		old := pid
+		if !testservers.Eventually(time.Minute, func() bool { pid = fixture(); return pid != 0 && pid != old }) {
+			t.Fatalf("no new process of the server\n%s", p.stderr.String())
+		}
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"syscall"
 	"testing"
@@ -131,12 +132,15 @@ func TestToolsWithoutConfig(t *testing.T) {
 	}
 }
 
+// A server that fails to come up is listed with its error, and tools
+// exits 1 naming it (a CI step can check that all servers come up); a
+// disabled server is no failure.
 func TestToolsShowsFailedServers(t *testing.T) {
 	t.Parallel()
 	dir := workspace(t, fixtureConfig(t))
 	r := toolmux(t, dir, "", "tools", "--json")
-	if r.code != 0 {
-		t.Fatalf("exit %d: %s", r.code, r.stderr)
+	if r.code != 1 || !strings.Contains(r.stderr, "1 server failed to come up: broken") {
+		t.Fatalf("exit %d, want 1 naming the failed server: %s", r.code, r.stderr)
 	}
 	var entries []map[string]any
 	if err := json.Unmarshal([]byte(r.stdout), &entries); err != nil {
@@ -159,6 +163,15 @@ func TestToolsShowsFailedServers(t *testing.T) {
 	r = toolmux(t, dir, "", "tools")
 	if !strings.Contains(r.stdout, "FIXTURE_API_KEY is not set") || !strings.Contains(r.stdout, "broken (failed): server broken exited with status 2") {
 		t.Errorf("table does not show the failed server's error and stderr:\n%s", r.stdout)
+	}
+	if r.code != 1 || !strings.Contains(r.stderr, "1 server failed to come up: broken") {
+		t.Errorf("table: exit %d, want 1 naming the failed server: %s", r.code, r.stderr)
+	}
+	dir = workspace(t, fmt.Sprintf("servers:\n  fx:\n    command: %s\n  off:\n    command: %s\n    args: [\"-exit\", \"2\"]\n    disabled: true\n",
+		testservers.Fixture(t), testservers.Fixture(t)))
+	r = toolmux(t, dir, "", "tools")
+	if r.code != 0 || !regexp.MustCompile(`\noff +disabled `).MatchString(r.stdout) {
+		t.Errorf("a disabled server: exit %d, want 0 with it listed as disabled\n%s\n%s", r.code, r.stdout, r.stderr)
 	}
 }
 
@@ -410,5 +423,44 @@ func TestCallRefusesDeepArguments(t *testing.T) {
 	}
 	if r := toolmux(t, dir, "", "call", "fx", "echo", `{"message": "shallow"}`); r.code != 0 {
 		t.Errorf("within the limit: exit %d %s", r.code, r.stderr)
+	}
+}
+
+// A server that does not finish its MCP handshake within its connect
+// timeout fails with an error naming the key that raises the limit and
+// its value: the server's own, else the global one.
+func TestToolsHandshakeTimeoutNamesTheKey(t *testing.T) {
+	t.Parallel()
+	fx := testservers.Fixture(t)
+	dir := workspace(t, fmt.Sprintf(`connect_timeout: 1s
+servers:
+  hangs:
+    command: %s
+    args: ["-hang-init"]
+  own:
+    command: %s
+    args: ["-hang-init"]
+    connect_timeout: 1500ms
+`, fx, fx))
+	r := toolmux(t, dir, "", "tools", "--json")
+	var entries []map[string]any
+	if err := json.Unmarshal([]byte(r.stdout), &entries); err != nil {
+		t.Fatalf("exit %d: %v\n%s\n%s", r.code, err, r.stdout, r.stderr)
+	}
+	want := map[string]string{
+		"hangs": "server hangs did not complete the MCP handshake within 1s (connect_timeout is 1s: raise it, or servers.hangs.connect_timeout for this server alone)",
+		"own":   "server own did not complete the MCP handshake within 1.5s (servers.own.connect_timeout is 1.5s: raise it for a server slower to start)",
+	}
+	for _, e := range entries {
+		name, _ := e["server"].(string)
+		if w, ok := want[name]; ok {
+			if e["state"] != "failed" || e["error"] != w {
+				t.Errorf("%s: %s %q\nwant %q", name, e["state"], e["error"], w)
+			}
+			delete(want, name)
+		}
+	}
+	if len(want) > 0 {
+		t.Errorf("not listed: %v\n%s", want, r.stdout)
 	}
 }

@@ -273,7 +273,12 @@ func TestRunServeMetrics(t *testing.T) {
 	}
 	fams := scrape(t, p, "")
 	wantSample(t, fams, "toolmux_approvals_pending", nil, 1)
-	wantSample(t, fams, "toolmux_agent_turns_total", map[string]string{"model": "scripted"}, 1)
+	// The first model call is counted (its tokens); its turn is not kept
+	// until the call it asked for has ended.
+	wantSample(t, fams, "toolmux_agent_input_tokens_total", map[string]string{"model": "scripted"}, 10)
+	if _, ok := sample(fams, "toolmux_agent_turns_total", map[string]string{"model": "scripted"}); ok {
+		t.Error("a turn counted while its call waits for approval")
+	}
 	resp, err := http.Post(p.url("/api/approvals/"+pending[0].ID), "application/json", strings.NewReader(`{"decision": "once"}`))
 	if err != nil {
 		t.Fatal(err)
@@ -282,6 +287,7 @@ func TestRunServeMetrics(t *testing.T) {
 	rp.waitStderr(t, "the run has ended")
 	fams = scrape(t, p, "")
 	wantSample(t, fams, "toolmux_agent_runs_total", map[string]string{"state": "answered"}, 1)
+	// Two turns: the call's, the answer's, as the summary line says.
 	wantSample(t, fams, "toolmux_agent_turns_total", map[string]string{"model": "scripted"}, 2)
 	// The scripted model reports 10×(n+1) input and 5 output tokens for
 	// its nth request.

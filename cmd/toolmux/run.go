@@ -448,7 +448,8 @@ func (p *progress) event(e stream.Event) {
 	case *stream.ApprovalResolvedData:
 		p.waiting = false
 	case *stream.ErrorData:
-		p.line("  ✗ %s", d.Error)
+		// The run's own error (show_error): said once, as the command's
+		// error after the summary line, not here too.
 	case *stream.ToolCallData:
 		if d.ToolName == "find_tools" && p.verbose {
 			p.line("  ⌕ find_tools")

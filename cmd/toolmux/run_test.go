@@ -249,8 +249,19 @@ func TestRunJSON(t *testing.T) {
 		t.Fatalf("last line: %v\n%s", err, lines[len(lines)-1])
 	}
 	if res.Event != "result" || res.Data.Answer != "alpha, beta, gamma" || res.Data.Status != "answered" ||
-		res.Data.Turns != 1 || res.Data.Calls != 1 || res.Data.Task == "" || res.Error != nil {
+		res.Data.Turns != 2 || res.Data.Calls != 1 || res.Data.Task == "" || res.Error != nil {
 		t.Errorf("result line: %+v", res)
+	}
+	// The run's duration is duration_ms, milliseconds, as a record's.
+	var raw struct{ Data map[string]any }
+	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &raw); err != nil {
+		t.Fatal(err)
+	}
+	if ms, ok := raw.Data["duration_ms"].(float64); !ok || ms <= 0 {
+		t.Errorf("result's duration_ms: %v, want milliseconds", raw.Data["duration_ms"])
+	}
+	if d, ok := raw.Data["duration"]; ok {
+		t.Errorf("result has duration %v besides duration_ms", d)
 	}
 	var names []string
 	var last int64
@@ -312,12 +323,33 @@ func TestRunModelFailure(t *testing.T) {
 	if r.stdout != "" {
 		t.Errorf("stdout: %q", r.stdout)
 	}
+	if n := strings.Count(r.stderr, "Incorrect API key"); n != 1 {
+		t.Errorf("the error is said %d times, want once:\n%s", n, r.stderr)
+	}
 	if len(m.Requests()) != 1 {
 		t.Errorf("%d requests: an auth failure is not retried", len(m.Requests()))
 	}
 	tasks := loggedTasks(t, dir)
 	if len(tasks) != 1 || tasks[0].Status != "failed" || tasks[0].Input != "anything" {
 		t.Errorf("task log: %+v", tasks)
+	}
+}
+
+// A model that cannot be reached (nothing listens at --base-url) fails
+// the run with its error said once, at the end, not in the progress too.
+func TestRunDeadModel(t *testing.T) {
+	t.Parallel()
+	dir := workspace(t, "model: {model: scripted, retry: {max_attempts: 2, initial_backoff: 10ms, max_backoff: 20ms}}\n")
+	url := fmt.Sprintf("http://127.0.0.1:%d/v1", testservers.FreePort(t)) // nothing listens there
+	r := runToolmux(t, dir, nil, "run", "--model", "scripted", "--base-url", url, "anything")
+	if r.code != 1 || !strings.HasSuffix(r.stderr, "connection refused (after 2 attempts)\n") {
+		t.Fatalf("exit %d, want 1 and the error last\n%s", r.code, r.stderr)
+	}
+	if n := strings.Count(r.stderr, "connection refused"); n != 1 {
+		t.Errorf("the error is said %d times, want once:\n%s", n, r.stderr)
+	}
+	if !strings.Contains(r.stderr, "● failed after 0 turns") {
+		t.Errorf("no summary line:\n%s", r.stderr)
 	}
 }
 

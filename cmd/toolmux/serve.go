@@ -275,7 +275,7 @@ one more, 300ms after the last. See docs/operations.md.`,
 				return err
 			}
 			rt, err := a.openIn(ctx, toolmux.Options{NoAgents: true, Approver: approver, ConcurrentApprovals: true,
-				Sinks: sinks, ManagerOptions: []manager.Option{st.option()}, TaskLog: fn.taskLog(), Vault: sv, SecretsURL: secretsURL, UpstreamOAuth: oc}, fn.dataSub())
+				Sinks: sinks, ManagerOptions: []manager.Option{st.option(), manager.WithRestartObserver(a.sayRestarted)}, TaskLog: fn.taskLog(), Vault: sv, SecretsURL: secretsURL, UpstreamOAuth: oc}, fn.dataSub())
 			if err != nil {
 				return err
 			}
@@ -596,6 +596,14 @@ func passthroughServers(cfg *config.Config, log *slog.Logger) []gateway.Route {
 		out = append(out, gateway.RouteFromConfig(cfg, sc, src))
 	}
 	return out
+}
+
+// sayRestarted says on stderr that a server whose session was lost (its
+// process died, its connection dropped) answers again: how it was lost
+// and how many restarts it has had, without --verbose, since a server
+// that keeps dying is something to look into.
+func (a *app) sayRestarted(r manager.Restart) {
+	fmt.Fprintf(a.stderr, "toolmux: %s; restarted (%s so far)\n", r.Lost, plural(r.Restarts, "restart"))
 }
 
 // checkAddr refuses an address without a port, which net.Listen would

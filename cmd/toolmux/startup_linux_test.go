@@ -42,8 +42,9 @@ func TestStartupOnATerminal(t *testing.T) {
 	t.Parallel()
 	dir := workspace(t, slowConfig(t))
 	scr, _, wait := runOnTerminal(t, dir, "tools")
-	if code := wait(); code != 0 {
-		t.Fatalf("exit %d\n%s", code, scr.String())
+	// Exit 1: broken failed to come up.
+	if code := wait(); code != 1 {
+		t.Fatalf("exit %d, want 1\n%s", code, scr.String())
 	}
 	out := scr.String()
 	for _, want := range []string{"✓ builtin: 9 tools (", "✓ fx: ", "✗ broken: server broken exited with status 2", "waiting for late (", "✓ late: "} {

@@ -60,7 +60,13 @@ the server presents now, so calls of a held tool go on.
 
 While the servers start, stderr shows each as it comes up, with the time it
 took, when it is a terminal; elsewhere it names only the servers slower
-than a few seconds.`,
+than a few seconds.
+
+Exit status: 0 when every configured server came up (a server disabled in
+the configuration is no failure), 1 when one or more failed (they are
+still listed, with their errors, and the others' tools too), so that a
+CI step "toolmux tools" checks that all servers come up; 2 for a mistake
+of the command line or the configuration.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			st := newStartup(a.stderr)
@@ -90,15 +96,35 @@ than a few seconds.`,
 			if asJSON {
 				enc := json.NewEncoder(a.stdout)
 				enc.SetIndent("", "  ")
-				return enc.Encode(entries)
+				if err := enc.Encode(entries); err != nil {
+					return err
+				}
+			} else {
+				printToolTable(a, shown, entries, rt.Policy.Mode())
 			}
-			printToolTable(a, shown, entries, rt.Policy.Mode())
-			return nil
+			return failedServers(cat)
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON array (for scripts)")
 	cmd.Flags().StringArrayVar(&accept, "accept", nil, "accept the definition SERVER/TOOL presents now as its pin (repeatable)")
 	return cmd
+}
+
+// failedServers is the exit of tools when servers failed to come up
+// (exit 1, naming them), nil when all did; a disabled server was not
+// asked to.
+func failedServers(cat *tool.Catalog) error {
+	var failed []string
+	for _, h := range cat.Servers() {
+		if h.State == tool.StateFailed {
+			failed = append(failed, h.Name)
+		}
+	}
+	if len(failed) == 0 {
+		return nil
+	}
+	return &exitError{code: exitFailed, err: fmt.Errorf("%s failed to come up: %s (the list says why)",
+		plural(len(failed), "server"), strings.Join(failed, ", "))}
 }
 
 // acceptPins pins the definitions the servers present now of the tools
