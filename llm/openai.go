@@ -136,8 +136,12 @@ func (o *OpenAI) Complete(ctx context.Context, req Request, onDelta func(Delta))
 	if err != nil {
 		return nil, err
 	}
+	body, err := params.encode(o.cfg.Extra)
+	if err != nil {
+		return nil, &Error{Kind: KindBadRequest, Provider: "openai", Message: err.Error(), Err: err}
+	}
 	return retryResponse(ctx, "openai", o.cfg.Retry, func(ctx context.Context, n int) (*Response, error) {
-		return o.attempt(ctx, params, n, onDelta)
+		return o.attempt(ctx, params, body, n, onDelta)
 	})
 }
 
@@ -210,14 +214,11 @@ func (o *OpenAI) send(ctx context.Context, body []byte, h *oaiHTTP) (*http.Respo
 	return res, nil
 }
 
-// attempt makes one request. n is its number, from 1.
-func (o *OpenAI) attempt(ctx context.Context, params *oaiRequest, n int, onDelta func(Delta)) (*Response, error) {
+// attempt makes one request, params encoded as body. n is its number,
+// from 1.
+func (o *OpenAI) attempt(ctx context.Context, params *oaiRequest, body []byte, n int, onDelta func(Delta)) (*Response, error) {
 	actx, cancel := context.WithTimeoutCause(ctx, o.timeout, errOAIAttemptTimeout)
 	defer cancel()
-	body, err := params.encode(o.cfg.Extra)
-	if err != nil {
-		return nil, &Error{Kind: KindBadRequest, Provider: "openai", Message: err.Error(), Err: err}
-	}
 	var h oaiHTTP
 	res, err := o.send(actx, body, &h)
 	if err != nil {
