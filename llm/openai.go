@@ -1,6 +1,7 @@
 package llm
 
 import (
+	"bufio"
 	"bytes"
 	"cmp"
 	"context"
@@ -17,13 +18,15 @@ import (
 	"strconv"
 	"strings"
 	"time"
-
-	"github.com/openai/openai-go/v3"
-	"github.com/openai/openai-go/v3/option"
-	"github.com/openai/openai-go/v3/packages/respjson"
-	"github.com/openai/openai-go/v3/packages/ssestream"
-	"github.com/openai/openai-go/v3/shared"
 )
+
+// The chat completions API is spoken here over net/http, without an SDK:
+// the one endpoint, its JSON and its SSE framing are small, while the SDKs
+// are not (openai-go v3 was a third of the binary and of a first build's
+// compile time, for the one service used), and every behaviour that
+// matters (retries, tool-call reassembly, what servers other than OpenAI
+// send: reasoning fields, vendor fields, error shapes) was ours already.
+// The types below hold only the fields read or sent.
 
 // DefaultOpenAIBaseURL is the base URL used when OpenAIConfig.BaseURL is
 // empty: OpenAI's own API.
@@ -33,6 +36,11 @@ const DefaultOpenAIBaseURL = "https://api.openai.com/v1"
 // OpenAIConfig.RequestTimeout is zero. It is long because a streamed answer
 // of a reasoning model can legitimately take minutes.
 const DefaultOpenAIRequestTimeout = 10 * time.Minute
+
+// oaiMaxEvent caps one SSE line of a streamed answer (32 MiB, as the
+// openai-go SDK did): a chunk is a few hundred bytes, but a server may send
+// a tool call's arguments whole in one.
+const oaiMaxEvent = bufio.MaxScanTokenSize << 9
 
 // oaiMaxErrorBody caps how much of an error answer is read: enough for any
 // JSON error a server sends, not enough for a misbehaving proxy to make us
@@ -75,8 +83,10 @@ type OpenAIConfig struct {
 // vLLM, Ollama, OpenRouter, DeepSeek, Qwen and others serve it. It is safe
 // for concurrent use.
 type OpenAI struct {
-	cfg     OpenAIConfig
-	svc     openai.ChatCompletionService
+	cfg OpenAIConfig
+	// url is the chat completions endpoint, client what sends to it.
+	url     string
+	client  *http.Client
 	timeout time.Duration
 	// maxCompletionTokens: OpenAI itself deprecated max_tokens and refuses
 	// it for its reasoning models, while the compatible servers know
@@ -105,25 +115,13 @@ func NewOpenAI(cfg OpenAIConfig) (*OpenAI, error) {
 	if cfg.Extra != nil {
 		cfg.Extra = maps.Clone(cfg.Extra) // the caller may reuse its map; ours is read by every request
 	}
-	opts := []option.RequestOption{
-		option.WithBaseURL(cfg.BaseURL),
-		// Retries are ours (Retry), so that they follow the policy, count
-		// in Attempts and restart a stream consistently.
-		option.WithMaxRetries(0),
-	}
-	if cfg.APIKey != "" {
-		opts = append(opts, option.WithAPIKey(cfg.APIKey))
-	}
-	if cfg.HTTPClient != nil {
-		opts = append(opts, option.WithHTTPClient(cfg.HTTPClient))
-	}
+	// Nothing is read from the environment (OPENAI_API_KEY,
+	// OPENAI_BASE_URL): an OpenAI key must not go to whatever server
+	// BaseURL names.
 	return &OpenAI{
-		cfg: cfg,
-		// The chat service alone, not openai.NewClient: the client would
-		// pick up OPENAI_API_KEY, OPENAI_BASE_URL and other variables from
-		// the environment, and send an OpenAI key to whatever server
-		// BaseURL names.
-		svc:                 openai.NewChatCompletionService(opts...),
+		cfg:                 cfg,
+		url:                 strings.TrimRight(cfg.BaseURL, "/") + "/chat/completions",
+		client:              cmp.Or(cfg.HTTPClient, http.DefaultClient),
 		timeout:             cfg.RequestTimeout,
 		maxCompletionTokens: strings.EqualFold(u.Hostname(), "api.openai.com"),
 	}, nil
@@ -138,8 +136,12 @@ func (o *OpenAI) Complete(ctx context.Context, req Request, onDelta func(Delta))
 	if err != nil {
 		return nil, err
 	}
+	body, err := params.encode(o.cfg.Extra)
+	if err != nil {
+		return nil, &Error{Kind: KindBadRequest, Provider: "openai", Message: err.Error(), Err: err}
+	}
 	return retryResponse(ctx, "openai", o.cfg.Retry, func(ctx context.Context, n int) (*Response, error) {
-		return o.attempt(ctx, params, n, onDelta)
+		return o.attempt(ctx, params, body, n, onDelta)
 	})
 }
 
@@ -147,10 +149,8 @@ func (o *OpenAI) Complete(ctx context.Context, req Request, onDelta func(Delta))
 // timeout ran out, so that it can be told from the caller's context ending.
 var errOAIAttemptTimeout = errors.New("llm: openai: request timeout")
 
-// oaiHTTP records the HTTP answer of an attempt as it goes through the
-// SDK: the SDK turns some error bodies ({"error": "text"}, as Ollama
-// sends) into a JSON error that has lost the status, so classification
-// works from what the wire said instead.
+// oaiHTTP records the HTTP answer of an attempt, which classification
+// works from.
 type oaiHTTP struct {
 	status int
 	header http.Header
@@ -175,50 +175,82 @@ func (b *oaiBody) Read(p []byte) (int, error) {
 	return n, err
 }
 
-func (h *oaiHTTP) middleware(req *http.Request, next option.MiddlewareNext) (*http.Response, error) {
-	res, err := next(req)
-	if err != nil || res == nil {
-		return res, err
+// oaiStatusFailure is the error of an attempt answered with an HTTP error
+// status; the status, header and body are in the attempt's oaiHTTP.
+type oaiStatusFailure struct{ status int }
+
+func (e *oaiStatusFailure) Error() string {
+	return fmt.Sprintf("%d %s", e.status, http.StatusText(e.status))
+}
+
+// send posts body and records the answer in h. An error answer's body is
+// read (bounded) into h and closed; otherwise the caller reads and closes
+// the body, whose read errors are recorded too.
+func (o *OpenAI) send(ctx context.Context, body []byte, h *oaiHTTP) (*http.Response, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, o.url, bytes.NewReader(body))
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json")
+	if o.cfg.APIKey != "" {
+		req.Header.Set("Authorization", "Bearer "+o.cfg.APIKey)
+	}
+	res, err := o.client.Do(req)
+	if err != nil {
+		return nil, err
 	}
 	h.status, h.header = res.StatusCode, res.Header
-	if res.StatusCode >= 400 && res.Body != nil {
+	if res.StatusCode >= 400 {
 		b, rerr := io.ReadAll(io.LimitReader(res.Body, oaiMaxErrorBody))
 		_ = res.Body.Close()
 		h.body = b
-		res.Body = io.NopCloser(bytes.NewReader(b))
 		if rerr != nil {
 			return nil, rerr
 		}
-	} else if res.Body != nil {
-		res.Body = &oaiBody{ReadCloser: res.Body, h: h}
+		return nil, &oaiStatusFailure{status: res.StatusCode}
 	}
+	res.Body = &oaiBody{ReadCloser: res.Body, h: h}
 	return res, nil
 }
 
-// attempt makes one request. n is its number, from 1.
-func (o *OpenAI) attempt(ctx context.Context, params openai.ChatCompletionNewParams, n int, onDelta func(Delta)) (*Response, error) {
+// attempt makes one request, params encoded as body. n is its number,
+// from 1.
+func (o *OpenAI) attempt(ctx context.Context, params *oaiRequest, body []byte, n int, onDelta func(Delta)) (*Response, error) {
 	actx, cancel := context.WithTimeoutCause(ctx, o.timeout, errOAIAttemptTimeout)
 	defer cancel()
 	var h oaiHTTP
-	mw := option.WithMiddleware(h.middleware)
+	res, err := o.send(actx, body, &h)
+	if err != nil {
+		return nil, oaiError(ctx, actx, &h, err)
+	}
+	defer res.Body.Close()
 	if onDelta == nil {
-		cc, err := o.svc.New(actx, params, mw)
+		var cc oaiCompletion
+		b, err := io.ReadAll(res.Body)
+		if err == nil {
+			err = json.Unmarshal(b, &cc)
+		}
 		if err != nil {
 			return nil, oaiError(ctx, actx, &h, err)
 		}
-		return o.response(cc, params)
+		return o.response(&cc, params)
 	}
-	stream := o.svc.NewStreaming(actx, params, mw)
-	defer stream.Close()
 	var acc oaiStream
-	for stream.Next() {
-		chunk := stream.Current()
+	if err := oaiEvents(res.Body, func(data []byte) error {
+		var chunk oaiChunk
+		if err := json.Unmarshal(data, &chunk); err != nil {
+			return err
+		}
+		if chunk.Error != nil {
+			return &oaiStreamError{data: data}
+		}
 		if d, ok := acc.add(&chunk); ok {
 			d.Attempt = n
 			onDelta(d)
 		}
-	}
-	if err := stream.Err(); err != nil {
+		return nil
+	}); err != nil {
 		return nil, oaiError(ctx, actx, &h, err)
 	}
 	if acc.finish == "" {
@@ -230,12 +262,176 @@ func (o *OpenAI) attempt(ctx context.Context, params openai.ChatCompletionNewPar
 	return acc.response(params), nil
 }
 
+// oaiStreamError is an event {"error": ...} in a streamed answer.
+type oaiStreamError struct{ data []byte }
+
+func (e *oaiStreamError) Error() string { return "error event in the stream: " + string(e.data) }
+
+// oaiEvents reads the SSE events of r and calls f with the data of each,
+// until "[DONE]", the end of r, or an error of f. The event names are
+// ignored (the API sends none), as are comments and other fields.
+func oaiEvents(r io.Reader, f func(data []byte) error) error {
+	scn := bufio.NewScanner(r)
+	scn.Buffer(nil, oaiMaxEvent)
+	var data []byte
+	for scn.Scan() {
+		line := scn.Bytes()
+		if len(line) == 0 {
+			// A blank line dispatches the event; several data lines are
+			// one event's data, joined by newlines.
+			if len(data) == 0 {
+				continue
+			}
+			if bytes.HasPrefix(data, []byte("[DONE]")) {
+				return nil
+			}
+			if err := f(data); err != nil {
+				return err
+			}
+			data = data[:0]
+			continue
+		}
+		name, value, _ := bytes.Cut(line, []byte(":"))
+		if string(name) != "data" {
+			continue
+		}
+		value = bytes.TrimPrefix(value, []byte(" "))
+		if len(data) > 0 {
+			data = append(data, '\n')
+		}
+		data = append(data, value...)
+	}
+	return scn.Err()
+}
+
+// oaiRequest is the body of a chat completion request.
+type oaiRequest struct {
+	Model               string            `json:"model"`
+	Messages            []oaiMessageParam `json:"messages"`
+	Tools               []oaiToolParam    `json:"tools,omitempty"`
+	ToolChoice          string            `json:"tool_choice,omitempty"`
+	Temperature         *float64          `json:"temperature,omitempty"`
+	TopP                *float64          `json:"top_p,omitempty"`
+	MaxTokens           int               `json:"max_tokens,omitempty"`
+	MaxCompletionTokens int               `json:"max_completion_tokens,omitempty"`
+	Stream              bool              `json:"stream,omitempty"`
+	StreamOptions       *oaiStreamOptions `json:"stream_options,omitempty"`
+}
+
+type oaiStreamOptions struct {
+	IncludeUsage bool `json:"include_usage"`
+}
+
+type oaiMessageParam struct {
+	Role string `json:"role"`
+	// Content is left out of an assistant turn that only calls tools.
+	Content    *string         `json:"content,omitempty"`
+	ToolCallID string          `json:"tool_call_id,omitempty"`
+	ToolCalls  []oaiToolCallIO `json:"tool_calls,omitempty"`
+}
+
+// oaiToolCallIO is a tool call as sent back in a conversation and as read
+// from an answer (Custom: OpenAI's custom tools, whose input is free text).
+type oaiToolCallIO struct {
+	ID       string `json:"id,omitempty"`
+	Type     string `json:"type,omitempty"`
+	Function struct {
+		Name      string `json:"name"`
+		Arguments string `json:"arguments"`
+	} `json:"function"`
+	Custom *struct {
+		Name  string `json:"name"`
+		Input string `json:"input"`
+	} `json:"custom,omitempty"`
+}
+
+type oaiToolParam struct {
+	Type     string `json:"type"`
+	Function struct {
+		Name        string         `json:"name"`
+		Description string         `json:"description,omitempty"`
+		Parameters  map[string]any `json:"parameters"`
+	} `json:"function"`
+}
+
+// encode returns the request's JSON with extra's fields merged at the top
+// level, overriding those of the same name.
+func (p *oaiRequest) encode(extra map[string]any) ([]byte, error) {
+	b, err := json.Marshal(p)
+	if err != nil || len(extra) == 0 {
+		return b, err
+	}
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(b, &m); err != nil {
+		return nil, err
+	}
+	for k, v := range extra {
+		raw, err := json.Marshal(v)
+		if err != nil {
+			return nil, fmt.Errorf("extra field %q: %w", k, err)
+		}
+		m[k] = raw
+	}
+	return json.Marshal(m)
+}
+
+// oaiCompletion is a non-streamed answer. Error is there when a server
+// answers 200 with an error object instead of choices (OpenRouter).
+type oaiCompletion struct {
+	Model   string `json:"model"`
+	Choices []struct {
+		Message      oaiAnswerMessage `json:"message"`
+		FinishReason string           `json:"finish_reason"`
+	} `json:"choices"`
+	Usage oaiUsage        `json:"usage"`
+	Error json.RawMessage `json:"error"`
+}
+
+// oaiAnswerMessage is a message or a streamed delta of one. Reasoning
+// comes outside the OpenAI schema: reasoning_content (DeepSeek, vLLM,
+// Qwen, llama.cpp) or reasoning (OpenRouter, Ollama, newer vLLM).
+type oaiAnswerMessage struct {
+	Content          string          `json:"content"`
+	Refusal          string          `json:"refusal"`
+	ReasoningContent json.RawMessage `json:"reasoning_content"`
+	Reasoning        json.RawMessage `json:"reasoning"`
+	ToolCalls        []oaiToolCallIO `json:"tool_calls"`
+}
+
+type oaiUsage struct {
+	PromptTokens     int64 `json:"prompt_tokens"`
+	CompletionTokens int64 `json:"completion_tokens"`
+}
+
+// oaiChunk is one event of a streamed answer. Usage is nil but in the
+// last one; a tool call fragment's Index is nil when a server leaves it
+// out.
+type oaiChunk struct {
+	Model   string `json:"model"`
+	Choices []struct {
+		Index int64 `json:"index"`
+		Delta struct {
+			oaiAnswerMessage
+			ToolCalls []struct {
+				Index    *int64 `json:"index"`
+				ID       string `json:"id"`
+				Function struct {
+					Name      string `json:"name"`
+					Arguments string `json:"arguments"`
+				} `json:"function"`
+			} `json:"tool_calls"`
+		} `json:"delta"`
+		FinishReason string `json:"finish_reason"`
+	} `json:"choices"`
+	Usage *oaiUsage       `json:"usage"`
+	Error json.RawMessage `json:"error"`
+}
+
 // params maps a Request to the chat completion parameters.
-func (o *OpenAI) params(req Request, stream bool) (openai.ChatCompletionNewParams, error) {
-	var p openai.ChatCompletionNewParams
-	p.Model = shared.ChatModel(cmp.Or(req.Model, o.cfg.Model))
+func (o *OpenAI) params(req Request, stream bool) (*oaiRequest, error) {
+	p := &oaiRequest{Model: cmp.Or(req.Model, o.cfg.Model)}
 	if req.System != "" {
-		p.Messages = append(p.Messages, openai.SystemMessage(req.System))
+		p.Messages = append(p.Messages, oaiMessageParam{Role: "system", Content: &req.System})
 	}
 	for i, m := range req.Messages {
 		mp, err := oaiMessage(m)
@@ -245,16 +441,14 @@ func (o *OpenAI) params(req Request, stream bool) (openai.ChatCompletionNewParam
 		p.Messages = append(p.Messages, mp)
 	}
 	for _, t := range req.Tools {
-		fd := shared.FunctionDefinitionParam{Name: t.Name, Parameters: shared.FunctionParameters(t.Parameters)}
-		if t.Description != "" {
-			fd.Description = openai.String(t.Description)
-		}
-		if fd.Parameters == nil {
+		tp := oaiToolParam{Type: "function"}
+		tp.Function.Name, tp.Function.Description, tp.Function.Parameters = t.Name, t.Description, t.Parameters
+		if tp.Function.Parameters == nil {
 			// Some servers' chat templates index the schema without
 			// checking that it is there.
-			fd.Parameters = shared.FunctionParameters{"type": "object", "properties": map[string]any{}}
+			tp.Function.Parameters = map[string]any{"type": "object", "properties": map[string]any{}}
 		}
-		p.Tools = append(p.Tools, openai.ChatCompletionFunctionTool(fd))
+		p.Tools = append(p.Tools, tp)
 	}
 	switch req.ToolChoice {
 	case "":
@@ -262,81 +456,71 @@ func (o *OpenAI) params(req Request, stream bool) (openai.ChatCompletionNewParam
 		// OpenAI refuses tool_choice without tools; with none there is
 		// nothing to choose anyway.
 		if len(p.Tools) > 0 {
-			p.ToolChoice.OfAuto = openai.String(string(req.ToolChoice))
+			p.ToolChoice = string(req.ToolChoice)
 		}
 	default:
 		return p, &Error{Kind: KindBadRequest, Provider: "openai", Message: fmt.Sprintf("unknown tool choice %q", req.ToolChoice)}
 	}
 	if t := cmp.Or(req.Temperature, o.cfg.Temperature); t != nil {
-		p.Temperature = openai.Float(*t)
+		p.Temperature = t
 	}
 	if t := cmp.Or(req.TopP, o.cfg.TopP); t != nil {
-		p.TopP = openai.Float(*t)
+		p.TopP = t
 	}
 	if mt := cmp.Or(req.MaxTokens, o.cfg.MaxTokens); mt > 0 {
 		if o.maxCompletionTokens {
-			p.MaxCompletionTokens = openai.Int(int64(mt))
+			p.MaxCompletionTokens = mt
 		} else {
-			p.MaxTokens = openai.Int(int64(mt))
+			p.MaxTokens = mt
 		}
 	}
 	if stream {
-		// Usage comes in a last chunk only when asked for. The SDK sets
-		// "stream": true itself.
-		p.StreamOptions.IncludeUsage = openai.Bool(true)
-	}
-	if len(o.cfg.Extra) > 0 {
-		p.SetExtraFields(o.cfg.Extra)
+		// Usage comes in a last chunk only when asked for.
+		p.Stream, p.StreamOptions = true, &oaiStreamOptions{IncludeUsage: true}
 	}
 	return p, nil
 }
 
 // oaiMessage maps one message. Reasoning is not sent back: the API has no
 // field for it, and the servers that return it do not want it again.
-func oaiMessage(m Message) (openai.ChatCompletionMessageParamUnion, error) {
+func oaiMessage(m Message) (oaiMessageParam, error) {
 	switch m.Role {
-	case RoleSystem:
-		return openai.SystemMessage(m.Content), nil
-	case RoleUser:
-		return openai.UserMessage(m.Content), nil
+	case RoleSystem, RoleUser:
+		return oaiMessageParam{Role: string(m.Role), Content: &m.Content}, nil
 	case RoleTool:
 		if m.ToolCallID == "" {
-			return openai.ChatCompletionMessageParamUnion{}, errors.New("tool message without tool_call_id")
+			return oaiMessageParam{}, errors.New("tool message without tool_call_id")
 		}
-		return openai.ToolMessage(m.Content, m.ToolCallID), nil
+		return oaiMessageParam{Role: "tool", Content: &m.Content, ToolCallID: m.ToolCallID}, nil
 	case RoleAssistant:
-		var a openai.ChatCompletionAssistantMessageParam
+		a := oaiMessageParam{Role: "assistant"}
 		// content may be omitted when there are tool calls, and some
 		// servers render an empty string as an empty turn.
 		if m.Content != "" || len(m.ToolCalls) == 0 {
-			a.Content.OfString = openai.String(m.Content)
+			a.Content = &m.Content
 		}
 		for _, tc := range m.ToolCalls {
-			args := tc.Arguments
-			if strings.TrimSpace(args) == "" {
+			c := oaiToolCallIO{ID: tc.ID, Type: "function"}
+			c.Function.Name, c.Function.Arguments = tc.Name, tc.Arguments
+			if strings.TrimSpace(c.Function.Arguments) == "" {
 				// Chat templates (vLLM, Ollama) parse the arguments back
 				// to JSON; "" is not JSON, {} is the call with none.
-				args = "{}"
+				c.Function.Arguments = "{}"
 			}
-			a.ToolCalls = append(a.ToolCalls, openai.ChatCompletionMessageToolCallUnionParam{
-				OfFunction: &openai.ChatCompletionMessageFunctionToolCallParam{
-					ID:       tc.ID,
-					Function: openai.ChatCompletionMessageFunctionToolCallFunctionParam{Name: tc.Name, Arguments: args},
-				},
-			})
+			a.ToolCalls = append(a.ToolCalls, c)
 		}
-		return openai.ChatCompletionMessageParamUnion{OfAssistant: &a}, nil
+		return a, nil
 	}
-	return openai.ChatCompletionMessageParamUnion{}, fmt.Errorf("unknown role %q", m.Role)
+	return oaiMessageParam{}, fmt.Errorf("unknown role %q", m.Role)
 }
 
 // response maps a non-streamed answer.
-func (o *OpenAI) response(cc *openai.ChatCompletion, params openai.ChatCompletionNewParams) (*Response, error) {
+func (o *OpenAI) response(cc *oaiCompletion, params *oaiRequest) (*Response, error) {
 	if len(cc.Choices) == 0 {
 		// OpenRouter, among others, answers 200 with an error object when
 		// the upstream provider failed.
-		if f, ok := cc.JSON.ExtraFields["error"]; ok && f.Raw() != "" && f.Raw() != "null" {
-			return nil, oaiEventError([]byte(`{"error":` + f.Raw() + `}`))
+		if len(cc.Error) > 0 && string(cc.Error) != "null" {
+			return nil, oaiEventError([]byte(`{"error":` + string(cc.Error) + `}`))
 		}
 		return nil, &Error{Kind: KindInvalidResponse, Provider: "openai", Status: http.StatusOK, Message: "the answer has no choices"}
 	}
@@ -344,7 +528,7 @@ func (o *OpenAI) response(cc *openai.ChatCompletion, params openai.ChatCompletio
 	msg := Message{
 		Role:      RoleAssistant,
 		Content:   c.Message.Content,
-		Reasoning: oaiReasoning(c.Message.JSON.ExtraFields),
+		Reasoning: oaiReasoning(&c.Message),
 	}
 	if msg.Content == "" {
 		// A refusal is the answer's text as far as the agent is
@@ -353,7 +537,7 @@ func (o *OpenAI) response(cc *openai.ChatCompletion, params openai.ChatCompletio
 	}
 	for _, tc := range c.Message.ToolCalls {
 		call := ToolCall{ID: tc.ID, Name: tc.Function.Name, Arguments: tc.Function.Arguments}
-		if tc.Type == "custom" {
+		if tc.Type == "custom" && tc.Custom != nil {
 			call.Name, call.Arguments = tc.Custom.Name, tc.Custom.Input
 		}
 		msg.ToolCalls = append(msg.ToolCalls, call)
@@ -363,22 +547,18 @@ func (o *OpenAI) response(cc *openai.ChatCompletion, params openai.ChatCompletio
 		Message:    msg,
 		StopReason: oaiStopReason(c.FinishReason, len(msg.ToolCalls) > 0),
 		Usage:      Usage{InputTokens: int(cc.Usage.PromptTokens), OutputTokens: int(cc.Usage.CompletionTokens)},
-		Model:      cmp.Or(cc.Model, string(params.Model)),
+		Model:      cmp.Or(cc.Model, params.Model),
 	}, nil
 }
 
 // oaiReasoning reads the reasoning text servers add to a message or delta
-// outside the OpenAI schema: reasoning_content (DeepSeek, vLLM, Qwen,
-// llama.cpp) or reasoning (OpenRouter, Ollama, newer vLLM). The first
-// non-empty one wins, so a server sending both does not double the text.
-func oaiReasoning(extra map[string]respjson.Field) string {
-	for _, k := range [...]string{"reasoning_content", "reasoning"} {
-		f, ok := extra[k]
-		if !ok {
-			continue
-		}
+// outside the OpenAI schema (see oaiAnswerMessage). The first non-empty
+// one wins, so a server sending both does not double the text; a field
+// that is not a string is ignored.
+func oaiReasoning(m *oaiAnswerMessage) string {
+	for _, raw := range [...]json.RawMessage{m.ReasoningContent, m.Reasoning} {
 		var s string
-		if json.Unmarshal([]byte(f.Raw()), &s) == nil && s != "" {
+		if len(raw) > 0 && json.Unmarshal(raw, &s) == nil && s != "" {
 			return s
 		}
 	}
@@ -425,11 +605,11 @@ type oaiStream struct {
 }
 
 // add takes one chunk and returns the text it adds, if any.
-func (s *oaiStream) add(c *openai.ChatCompletionChunk) (Delta, bool) {
+func (s *oaiStream) add(c *oaiChunk) (Delta, bool) {
 	if c.Model != "" {
 		s.model = c.Model
 	}
-	if c.JSON.Usage.Valid() {
+	if c.Usage != nil {
 		s.usage = Usage{InputTokens: int(c.Usage.PromptTokens), OutputTokens: int(c.Usage.CompletionTokens)}
 	}
 	var d Delta
@@ -437,12 +617,16 @@ func (s *oaiStream) add(c *openai.ChatCompletionChunk) (Delta, bool) {
 		if ch.Index != 0 { // only one choice is asked for (n = 1)
 			continue
 		}
-		if r := oaiReasoning(ch.Delta.JSON.ExtraFields); r != "" {
+		if r := oaiReasoning(&ch.Delta.oaiAnswerMessage); r != "" {
 			d.Reasoning += r
 		}
 		d.Content += ch.Delta.Content + ch.Delta.Refusal
 		for _, tc := range ch.Delta.ToolCalls {
-			s.calls.add(tc.Index, tc.JSON.Index.Valid(), tc.ID, tc.Function.Name, tc.Function.Arguments)
+			var index int64
+			if tc.Index != nil {
+				index = *tc.Index
+			}
+			s.calls.add(index, tc.Index != nil, tc.ID, tc.Function.Name, tc.Function.Arguments)
 		}
 		if ch.FinishReason != "" {
 			s.finish = ch.FinishReason
@@ -453,7 +637,7 @@ func (s *oaiStream) add(c *openai.ChatCompletionChunk) (Delta, bool) {
 	return d, d.Content != "" || d.Reasoning != ""
 }
 
-func (s *oaiStream) response(params openai.ChatCompletionNewParams) *Response {
+func (s *oaiStream) response(params *oaiRequest) *Response {
 	calls := s.calls.result()
 	oaiFillIDs(calls)
 	return &Response{
@@ -465,7 +649,7 @@ func (s *oaiStream) response(params openai.ChatCompletionNewParams) *Response {
 		},
 		StopReason: oaiStopReason(s.finish, len(calls) > 0),
 		Usage:      s.usage,
-		Model:      cmp.Or(s.model, string(params.Model)),
+		Model:      cmp.Or(s.model, params.Model),
 	}
 }
 
@@ -553,26 +737,17 @@ func oaiError(ctx, actx context.Context, h *oaiHTTP, err error) *Error {
 	case h.status >= 400:
 		return oaiStatusError(h.status, h.header, h.body, err)
 	}
-	if se, ok := errors.AsType[*ssestream.StreamError](err); ok {
-		e := oaiEventError(se.Event.Data)
+	if se, ok := errors.AsType[*oaiStreamError](err); ok {
+		e := oaiEventError(se.data)
 		e.Status = h.status
 		return e
-	}
-	if ae, ok := errors.AsType[*openai.Error](err); ok && ae.StatusCode >= 400 {
-		// Only when the middleware did not see the answer (a custom
-		// transport short-circuiting it).
-		var hdr http.Header
-		if ae.Response != nil {
-			hdr = ae.Response.Header
-		}
-		return oaiStatusError(ae.StatusCode, hdr, []byte(`{"error":`+cmp.Or(ae.RawJSON(), "null")+`}`), err)
 	}
 	if _, ok := errors.AsType[net.Error](err); ok || h.status == 0 || h.readErr != nil {
 		// No answer, or one cut short: the connection, not the request,
 		// failed.
 		return &Error{Kind: KindNetwork, Provider: "openai", Status: h.status, Message: err.Error(), Err: err}
 	}
-	// An answer read whole that the SDK could not decode.
+	// An answer read whole that could not be decoded.
 	return &Error{Kind: KindInvalidResponse, Provider: "openai", Status: h.status, Message: err.Error(), Err: err}
 }
 
