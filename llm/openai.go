@@ -391,11 +391,45 @@ type oaiCompletion struct {
 // comes outside the OpenAI schema: reasoning_content (DeepSeek, vLLM,
 // Qwen, llama.cpp) or reasoning (OpenRouter, Ollama, newer vLLM).
 type oaiAnswerMessage struct {
-	Content          string          `json:"content"`
+	Content          oaiContent      `json:"content"`
 	Refusal          string          `json:"refusal"`
 	ReasoningContent json.RawMessage `json:"reasoning_content"`
 	Reasoning        json.RawMessage `json:"reasoning"`
 	ToolCalls        []oaiToolCallIO `json:"tool_calls"`
+}
+
+// oaiContent is an answer's content: a string in OpenAI's schema, which some
+// compatible servers (Mistral's, some vLLM versions) write as an array of
+// content parts instead; the text parts are taken, in order, and the rest
+// (images, which a chat answer does not carry) left out.
+type oaiContent string
+
+func (t *oaiContent) UnmarshalJSON(b []byte) error {
+	if len(b) > 0 && b[0] == '[' {
+		var parts []struct {
+			Type string `json:"type"`
+			Text string `json:"text"`
+		}
+		if err := json.Unmarshal(b, &parts); err != nil {
+			return err
+		}
+		var sb strings.Builder
+		for _, p := range parts {
+			if p.Type == "text" {
+				sb.WriteString(p.Text)
+			}
+		}
+		*t = oaiContent(sb.String())
+		return nil
+	}
+	var s *string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return err
+	}
+	if s != nil {
+		*t = oaiContent(*s)
+	}
+	return nil
 }
 
 type oaiUsage struct {
@@ -527,7 +561,7 @@ func (o *OpenAI) response(cc *oaiCompletion, params *oaiRequest) (*Response, err
 	c := cc.Choices[0]
 	msg := Message{
 		Role:      RoleAssistant,
-		Content:   c.Message.Content,
+		Content:   string(c.Message.Content),
 		Reasoning: oaiReasoning(&c.Message),
 	}
 	if msg.Content == "" {
@@ -620,7 +654,7 @@ func (s *oaiStream) add(c *oaiChunk) (Delta, bool) {
 		if r := oaiReasoning(&ch.Delta.oaiAnswerMessage); r != "" {
 			d.Reasoning += r
 		}
-		d.Content += ch.Delta.Content + ch.Delta.Refusal
+		d.Content += string(ch.Delta.Content) + ch.Delta.Refusal
 		for _, tc := range ch.Delta.ToolCalls {
 			var index int64
 			if tc.Index != nil {

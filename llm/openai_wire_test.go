@@ -76,3 +76,36 @@ func TestOpenAIExtraNotJSON(t *testing.T) {
 		t.Errorf("%d requests sent", n)
 	}
 }
+
+// An answer whose content is an array of content parts (Mistral's
+// servers, some vLLM versions), whole or streamed, is read as the text of
+// its text parts; a content of another type is an invalid response.
+func TestOpenAIContentParts(t *testing.T) {
+	parts := []any{map[string]any{"type": "text", "text": "Hel"}, map[string]any{"type": "image_url", "image_url": map[string]any{"url": "x"}},
+		map[string]any{"type": "text", "text": "lo"}}
+	s := oaiServe(t, oaiStep{Body: oaiCompletion(map[string]any{"content": parts}, "stop")})
+	resp, err := oaiModel(t, s, llm.OpenAIConfig{}).Complete(context.Background(), oaiHi, nil)
+	if err != nil || resp.Message.Content != "Hello" {
+		t.Fatalf("%v %+v", err, resp)
+	}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "text/event-stream")
+		_, _ = io.WriteString(w, `data: {"model":"m","choices":[{"index":0,"delta":{"content":[{"type":"text","text":"Hi"}]}}]}`+"\n\n"+
+			"data: "+oaiFinish("stop")+"\n\ndata: [DONE]\n\n")
+	}))
+	defer srv.Close()
+	m, err := llm.NewOpenAI(llm.OpenAIConfig{BaseURL: srv.URL + "/v1", Model: "m", HTTPClient: srv.Client(), Retry: llm.RetryPolicy{MaxAttempts: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var d oaiDeltas
+	if resp, err := m.Complete(context.Background(), oaiHi, d.add); err != nil || resp.Message.Content != "Hi" {
+		t.Fatalf("streamed: %v %+v", err, resp)
+	}
+	s = oaiServe(t, oaiStep{Body: oaiCompletion(map[string]any{"content": 42}, "stop")})
+	_, err = oaiModel(t, s, llm.OpenAIConfig{}).Complete(context.Background(), oaiHi, nil)
+	if llm.KindOf(err) != llm.KindInvalidResponse {
+		t.Fatalf("a number as content: %v", err)
+	}
+}
