@@ -24,6 +24,7 @@ import (
 
 	"github.com/toolmux/toolmux/agent"
 	"github.com/toolmux/toolmux/config"
+	"github.com/toolmux/toolmux/hooks"
 	"github.com/toolmux/toolmux/llm"
 	"github.com/toolmux/toolmux/manager"
 	"github.com/toolmux/toolmux/pipeline"
@@ -292,6 +293,17 @@ func Open(ctx context.Context, cfg *config.Config, o Options) (rt *Runtime, err 
 		}
 		popts = append(popts, pipeline.WithRecorder(rt.Log))
 	}
+	// Claude Code's hooks and the guardrails (docs/hooks.md): their
+	// PostToolUse step innermost in the pipeline, their PreToolUse
+	// decision in front of the policy gate below. Read at start: a
+	// reload keeps them.
+	hks, err := hooks.New(hooks.FromConfig(cfg.Hooks, cfg.Guardrails))
+	if err != nil {
+		return rt, err
+	}
+	if hks.Active() {
+		popts = append(popts, pipeline.WithMiddleware(hks.Middleware()))
+	}
 	if len(o.Middleware) > 0 {
 		popts = append(popts, pipeline.WithMiddleware(o.Middleware...))
 	}
@@ -357,7 +369,11 @@ func Open(ctx context.Context, cfg *config.Config, o Options) (rt *Runtime, err 
 	if o.Backend != nil {
 		backend = o.Backend(rt)
 	}
-	sopts := []schedule.Option{schedule.WithGate(rt.Gate), schedule.WithLogger(log), schedule.WithMaxDepth(cfg.Limits.MaxDepth),
+	var gate schedule.Gate = rt.Gate
+	if hks.Active() {
+		gate = hks.Gate(rt.Gate)
+	}
+	sopts := []schedule.Option{schedule.WithGate(gate), schedule.WithLogger(log), schedule.WithMaxDepth(cfg.Limits.MaxDepth),
 		schedule.WithTracer(rt.Telemetry.Tracer())}
 	switch len(sinks) {
 	case 0:

@@ -113,6 +113,12 @@ type Config struct {
 	// Reissue bounds how toolmux serve answers re-issued tools/call
 	// requests (`reissue:`, docs/gateway.md "Re-issued requests").
 	Reissue Reissue
+	// Hooks are Claude Code's hooks run around the calls (`hooks:`,
+	// docs/hooks.md).
+	Hooks Hooks
+	// Guardrails are webhooks asked the hooks' question (`guardrails:`,
+	// docs/hooks.md).
+	Guardrails []Guardrail
 	// Subscriptions bounds the subscriptions/listen streams of toolmux
 	// serve's MCP routes (`subscriptions:`, docs/gateway.md "Listen
 	// streams").
@@ -840,4 +846,48 @@ type TokenCache struct {
 	MaxAge time.Duration
 	// MaxEntries bounds the tokens kept; the oldest goes first.
 	MaxEntries int
+}
+
+// Hooks is the `hooks:` section: Claude Code's hooks object, plus
+// toolmux's bounds (docs/hooks.md). Zero values mean the hooks package's
+// defaults.
+type Hooks struct {
+	PreToolUse  []HookMatcher
+	PostToolUse []HookMatcher
+	// MaxTimeout bounds each hook's timeout (`max_timeout`).
+	MaxTimeout time.Duration
+	// MaxOutputBytes bounds what is read of a hook's stdout and stderr
+	// (`max_output_bytes`).
+	MaxOutputBytes int64
+	// OnError is what a failing hook does: "continue" or "block".
+	OnError string
+}
+
+// HookMatcher is one entry of an event's list: a matcher and its hooks.
+type HookMatcher struct {
+	Matcher string
+	Hooks   []HookCommand
+}
+
+// HookCommand is one hook of type "command".
+type HookCommand struct {
+	Command string
+	// Timeout is Claude Code's `timeout`, given in seconds.
+	Timeout time.Duration
+}
+
+// Guardrail is one entry of `guardrails:`: a webhook asked the hooks'
+// question.
+type Guardrail struct {
+	Name             string
+	URL              string
+	Events           []string
+	Matcher          string
+	Timeout          time.Duration
+	MaxResponseBytes int64
+	// Fail is "open" or "closed" ("" : the package's default, open).
+	Fail string
+	// Headers are sent with each request (expanded: a token from the
+	// environment); never logged.
+	Headers map[string]string
 }

@@ -32,7 +32,7 @@ import (
 // order is also the order "expected one of" lists them in.
 var topKeys = []string{"workspace", "data_dir", "builtin", "connect_timeout", "timeout",
 	"allow", "deny", "retry", "circuit_breaker", "health_check", "servers", "mcpServers", "pipeline", "policy", "task_log",
-	"pinning", "limits", "model", "agent", "agents", "passthrough", "reissue", "subscriptions", "tool_search", "virtual_servers", "telemetry", "mcp_tasks", "rate_limits", "auth", "groups", "vault", "upstream_oauth"}
+	"pinning", "limits", "model", "agent", "agents", "passthrough", "reissue", "subscriptions", "tool_search", "virtual_servers", "telemetry", "mcp_tasks", "rate_limits", "auth", "groups", "vault", "upstream_oauth", "hooks", "guardrails"}
 
 type parser struct {
 	file   string
@@ -335,6 +335,10 @@ func (p *parser) topLevel(e entry, cfg *Config, agents *agentDecls) {
 		cfg.Passthrough = p.passthrough(e.v, kp, cfg.Passthrough)
 	case "reissue":
 		cfg.Reissue = p.reissue(e.v, kp)
+	case "hooks":
+		cfg.Hooks = p.hooks(e.v, kp)
+	case "guardrails":
+		cfg.Guardrails = p.guardrails(e.v, kp)
 	case "subscriptions":
 		cfg.Subscriptions = p.subscriptions(e.v, kp)
 	case "auth":

@@ -510,8 +510,15 @@ func yamlScalar(s string) string {
 // remembered "always", nothing is asked and asking is not called.
 // It makes a Gate a schedule.Gate.
 func (g *Gate) Admit(ctx context.Context, t tool.Tool, call tool.Call, asking func(message string)) error {
+	return g.AdmitDecision(ctx, t, call, g.DecideFor(identity.From(ctx), t, call), asking)
+}
+
+// AdmitDecision is Admit with the decision d taken elsewhere: the engine's
+// as a PreToolUse hook changed it (package hooks: a hook's "ask" turns an
+// Allow into an Ask, its "allow" an Ask into an Allow). An Ask goes the
+// way of every Ask: the approver, the "always" answers, Availability.
+func (g *Gate) AdmitDecision(ctx context.Context, t tool.Tool, call tool.Call, d Decision, asking func(message string)) error {
 	caller := identity.From(ctx)
-	d := g.DecideFor(caller, t, call)
 	server, name := toolID(t, call)
 	if d.Action == Ask && g.approver != nil && g.remembered(caller.Key(), server, name) == "" {
 		// Nobody who could answer is there: refuse now rather than

@@ -54,6 +54,19 @@ type Gate interface {
 	Admit(ctx context.Context, t tool.Tool, call tool.Call, asking func(message string)) error
 }
 
+// ArgumentGate is a Gate that may change what it admits: the call's
+// arguments (a PreToolUse hook's updatedInput, docs/hooks.md) and the
+// context the call runs with (derived from the one it was given, carrying
+// what the layers below must know of the admission: the notes of the hooks
+// that judged it). The scheduler asks AdmitArguments instead of Admit when
+// its gate has it. Nil arguments leave the call's as they were; the
+// rewritten ones are checked below like any others (the pipeline's depth
+// check, repair and validation).
+type ArgumentGate interface {
+	Gate
+	AdmitArguments(ctx context.Context, t tool.Tool, call tool.Call, asking func(message string)) (context.Context, map[string]any, error)
+}
+
 // Option configures a Scheduler.
 type Option func(*Scheduler)
 
@@ -437,12 +450,30 @@ func (b *Batch) admit() {
 				// is (no cost).
 				actx = tool.WithAnswered(actx, func(by string) { e.answeredBy.Store(&by) })
 			}
-			err := g.Admit(actx, def, e.call, func(msg string) {
+			asking := func(msg string) {
 				if e.span != nil && e.approval == nil {
 					e.approval = b.approvalSpan(e)
 				}
 				b.enter(e, AwaitingApproval, msg)
-			})
+			}
+			var err error
+			if ag, ok := g.(ArgumentGate); ok {
+				var (
+					rctx context.Context
+					args map[string]any
+				)
+				rctx, args, err = ag.AdmitArguments(actx, def, e.call, asking)
+				if err == nil {
+					if rctx != nil {
+						e.ctx = rctx
+					}
+					if args != nil {
+						e.call.Arguments = args
+					}
+				}
+			} else {
+				err = g.Admit(actx, def, e.call, asking)
+			}
 			if e.approval != nil {
 				endApproval(e.approval, err)
 			}

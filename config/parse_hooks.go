@@ -1,0 +1,188 @@
+package config
+
+import (
+	"fmt"
+	"regexp"
+	"strings"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// This file reads the hooks section, Claude Code's hooks object as its
+// settings spell it (PreToolUse, PostToolUse: lists of a matcher and its
+// hooks) with toolmux's bounds beside it, and the guardrails section, the
+// webhooks asked the same question (docs/hooks.md).
+
+var (
+	hooksKeys       = []string{"PreToolUse", "PostToolUse", "max_timeout", "max_output_bytes", "on_error"}
+	hookMatcherKeys = []string{"matcher", "hooks"}
+	hookKeys        = []string{"type", "command", "timeout"}
+	guardrailKeys   = []string{"name", "url", "events", "matcher", "timeout", "max_response_bytes", "fail", "headers"}
+)
+
+// Bounds of the hooks and guardrails sections: a typo of a few digits
+// more is caught rather than let a hook hold a call for a day or its
+// output take the machine's memory.
+const (
+	maxHookTimeoutSeconds = 24 * 60 * 60
+	maxHookOutputBytes    = 64 << 20
+)
+
+// hooks reads a hooks section.
+func (p *parser) hooks(n *yaml.Node, kp string) Hooks {
+	var h Hooks
+	p.fields(n, kp, hooksKeys, func(e entry, fp string) {
+		switch e.key {
+		case "PreToolUse":
+			h.PreToolUse = p.hookMatchers(e.v, fp)
+		case "PostToolUse":
+			h.PostToolUse = p.hookMatchers(e.v, fp)
+		case "max_timeout":
+			p.setDuration(&h.MaxTimeout, e.v, fp)
+		case "max_output_bytes":
+			h.MaxOutputBytes, _ = p.sizeUpTo(e.v, fp, maxHookOutputBytes, "64MiB")
+		case "on_error":
+			if s, ok := p.str(e.v, fp); ok {
+				if s != "continue" && s != "block" {
+					p.errAt(e.v, fp, "%s is not continue or block", quote(s))
+				}
+				h.OnError = s
+			}
+		}
+	})
+	return h
+}
+
+func (p *parser) hookMatchers(n *yaml.Node, kp string) []HookMatcher {
+	items, _ := p.list(n, kp)
+	var out []HookMatcher
+	for i, it := range items {
+		ip := fmt.Sprintf("%s[%d]", kp, i)
+		var m HookMatcher
+		p.element(it, ip, hookMatcherKeys, func(e entry, fp string) {
+			switch e.key {
+			case "matcher":
+				if s, ok := p.str(e.v, fp); ok {
+					p.checkMatcher(e.v, fp, s)
+					m.Matcher = s
+				}
+			case "hooks":
+				hs, _ := p.list(e.v, fp)
+				for j, hn := range hs {
+					m.Hooks = append(m.Hooks, p.hookCommand(hn, fmt.Sprintf("%s[%d]", fp, j)))
+				}
+			}
+		})
+		if len(m.Hooks) == 0 {
+			p.errAt(it, ip, "has no hooks")
+		}
+		out = append(out, m)
+	}
+	return out
+}
+
+// hookCommand reads one hook. Its command is not expanded: it is given to
+// the shell, which expands its variables as Claude Code's does.
+func (p *parser) hookCommand(n *yaml.Node, kp string) HookCommand {
+	var c HookCommand
+	typed := false
+	p.element(n, kp, hookKeys, func(e entry, fp string) {
+		switch e.key {
+		case "type":
+			if s, ok := p.str(e.v, fp); ok {
+				typed = true
+				if s != "command" {
+					p.errAt(e.v, fp, "%s: toolmux runs hooks of type command only", quote(s))
+				}
+			}
+		case "command":
+			if s, ok := p.str(e.v, fp); ok {
+				if strings.TrimSpace(s) == "" {
+					p.errAt(e.v, fp, "must not be empty")
+				}
+				c.Command = s
+			}
+		case "timeout":
+			// Claude Code's timeout is a number of seconds.
+			if s, ok := p.integer(e.v, fp, 1, maxHookTimeoutSeconds); ok {
+				c.Timeout = time.Duration(s) * time.Second
+			}
+		}
+	})
+	if v := deref(n); v.Kind == yaml.MappingNode {
+		if !typed {
+			p.errAt(n, kp, "needs type: command")
+		}
+		if c.Command == "" {
+			p.errAt(n, kp, "needs a command")
+		}
+	}
+	return c
+}
+
+// checkMatcher reports a matcher that is not a regular expression
+// ("" and "*" match every tool).
+func (p *parser) checkMatcher(n *yaml.Node, kp, s string) {
+	if s == "" || s == "*" {
+		return
+	}
+	if _, err := regexp.Compile(s); err != nil {
+		p.errAt(n, kp, "%s is not a regular expression: %v", quote(s), err)
+	}
+}
+
+// guardrails reads the guardrails section.
+func (p *parser) guardrails(n *yaml.Node, kp string) []Guardrail {
+	items, _ := p.list(n, kp)
+	var out []Guardrail
+	names := map[string]bool{}
+	for i, it := range items {
+		ip := fmt.Sprintf("%s[%d]", kp, i)
+		var g Guardrail
+		p.element(it, ip, guardrailKeys, func(e entry, fp string) {
+			switch e.key {
+			case "name":
+				if s, ok := p.str(e.v, fp); ok {
+					if names[s] {
+						p.errAt(e.v, fp, "%s is the name of another guardrail", quote(s))
+					}
+					names[s] = true
+					g.Name = s
+				}
+			case "url":
+				g.URL = p.httpURL(e.v, fp, false)
+			case "events":
+				g.Events = p.strList(e.v, fp, func(s string) string {
+					if s != "PreToolUse" && s != "PostToolUse" {
+						return fmt.Sprintf("%s is not PreToolUse or PostToolUse", quote(s))
+					}
+					return ""
+				})
+			case "matcher":
+				if s, ok := p.str(e.v, fp); ok {
+					p.checkMatcher(e.v, fp, s)
+					g.Matcher = s
+				}
+			case "timeout":
+				p.setDuration(&g.Timeout, e.v, fp)
+			case "max_response_bytes":
+				g.MaxResponseBytes, _ = p.sizeUpTo(e.v, fp, maxHookOutputBytes, "64MiB")
+			case "fail":
+				if s, ok := p.str(e.v, fp); ok {
+					if s != "open" && s != "closed" {
+						p.errAt(e.v, fp, "%s is not open or closed", quote(s))
+					}
+					g.Fail = s
+				}
+			case "headers":
+				g.Headers = p.stringMap(e.v, fp, false, validHeaderName, "a header name")
+			}
+		})
+		if v := deref(it); v.Kind == yaml.MappingNode && (g.Name == "" || g.URL == "") {
+			p.errAt(it, ip, "needs a name and a url")
+		}
+		out = append(out, g)
+	}
+	return out
+}

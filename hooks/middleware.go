@@ -1,0 +1,51 @@
+package hooks
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/toolmux/toolmux/pipeline"
+	"github.com/toolmux/toolmux/tool"
+)
+
+// layer is the name of the hooks' notes on a record.
+const layer = "hooks"
+
+// Middleware returns the pipeline middleware of the hooks: the notes of
+// the PreToolUse hooks that admitted the call (through the context Gate
+// returned) and the PostToolUse hooks and guardrails, run on a call that
+// succeeded. Their additionalContext becomes instructions the model sees
+// after the result; a block replaces the result by an error of kind
+// policy_violation naming the hook and its reason. Innermost in the
+// pipeline, so that what is truncated, recorded and shown is what the
+// hooks left.
+func (h *Hooks) Middleware() pipeline.Middleware {
+	return func(next pipeline.Handler) pipeline.Handler {
+		return pipeline.HandlerFunc(func(ctx context.Context, call tool.Call) *tool.Record {
+			rec := next.Call(ctx, call)
+			for _, n := range notesFrom(ctx) {
+				rec.Note(layer, n, nil)
+			}
+			if len(h.post) == 0 || rec.Error != nil || rec.Result == nil {
+				// Claude Code runs PostToolUse after a tool that
+				// succeeded only.
+				return rec
+			}
+			v := h.run(ctx, PostToolUse, h.post, call, rec.Result)
+			for _, n := range v.notes {
+				rec.Note(layer, n, nil)
+			}
+			if v.decision == "block" {
+				reason := v.reason
+				if reason == "" {
+					reason = "no reason given"
+				}
+				rec.Result = nil
+				rec.Error = refusal(call, v, fmt.Sprintf("%s blocked the result: %s", v.by, reason))
+				return rec
+			}
+			rec.Instructions = append(rec.Instructions, v.context...)
+			return rec
+		})
+	}
+}
