@@ -140,7 +140,9 @@ func (p *parser) guardrails(n *yaml.Node, kp string) []Guardrail {
 	for i, it := range items {
 		ip := fmt.Sprintf("%s[%d]", kp, i)
 		var g Guardrail
+		given := map[string]bool{}
 		p.element(it, ip, guardrailKeys, func(e entry, fp string) {
+			given[e.key] = true
 			switch e.key {
 			case "name":
 				if s, ok := p.str(e.v, fp); ok {
@@ -179,7 +181,7 @@ func (p *parser) guardrails(n *yaml.Node, kp string) []Guardrail {
 				g.Headers = p.stringMap(e.v, fp, false, validHeaderName, "a header name")
 			}
 		})
-		if v := deref(it); v.Kind == yaml.MappingNode && (g.Name == "" || g.URL == "") {
+		if v := deref(it); v.Kind == yaml.MappingNode && (!given["name"] || !given["url"]) {
 			p.errAt(it, ip, "needs a name and a url")
 		}
 		out = append(out, g)
