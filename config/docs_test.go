@@ -14,12 +14,15 @@ import (
 func TestDocumentedExamplesParse(t *testing.T) {
 	block := regexp.MustCompile("(?s)```(yaml|json)\n(.*?)```")
 	env := func(k string) (string, bool) {
-		if k == "HOME" {
+		switch k {
+		case "HOME":
 			return "/home/user", true
+		case "ACME_GUARD_TOKEN": // docs/hooks.md's guardrail
+			return "token", true
 		}
 		return "", false
 	}
-	for _, doc := range []string{"../README.md", "../docs/config.md", "../docs/pipeline.md", "../docs/policy.md", "../docs/agent.md", "../docs/gateway.md", "../docs/operations.md", "../docs/identity.md", "../docs/vault.md"} {
+	for _, doc := range []string{"../README.md", "../docs/config.md", "../docs/pipeline.md", "../docs/policy.md", "../docs/agent.md", "../docs/gateway.md", "../docs/operations.md", "../docs/identity.md", "../docs/vault.md", "../docs/hooks.md"} {
 		data, err := os.ReadFile(doc)
 		if err != nil {
 			t.Fatal(err)

@@ -75,18 +75,22 @@ func (g *Gate) AdmitArguments(ctx context.Context, t tool.Tool, call tool.Call, 
 	if err := g.policy.AdmitDecision(ctx, t, call, d, asking); err != nil {
 		return ctx, nil, err
 	}
-	if len(v.notes) > 0 {
-		ctx = context.WithValue(ctx, notesKey{}, v.notes)
+	if len(v.notes) > 0 || len(v.context) > 0 {
+		ctx = context.WithValue(ctx, admittedKey{}, &admitted{notes: v.notes, context: v.context})
 	}
 	return ctx, v.input, nil
 }
 
-type notesKey struct{}
+// admitted is what the PreToolUse hooks that admitted a call left for its
+// record: notes, and additionalContext for the model.
+type admitted struct{ notes, context []string }
 
-// notesFrom returns the PreToolUse notes the gate left for the record.
-func notesFrom(ctx context.Context) []string {
-	n, _ := ctx.Value(notesKey{}).([]string)
-	return n
+type admittedKey struct{}
+
+// admittedFrom returns what the gate left for the record, nil for nothing.
+func admittedFrom(ctx context.Context) *admitted {
+	a, _ := ctx.Value(admittedKey{}).(*admitted)
+	return a
 }
 
 // refusal is the policy_violation error of a call or result the hooks

@@ -12,7 +12,7 @@
 // rule's, a hook's "allow" skips only the question (a policy deny still
 // refuses), and the rewritten arguments are the ones the policy judges,
 // the approver is shown, and the pipeline repairs and validates. A
-// PostToolUse hook judges the result: [Hooks.Middleware], innermost in the
+// PostToolUse hook judges the result: [Hooks.Middleware], innermost of the
 // pipeline, adds its context for the model or replaces the result by an
 // error naming the hook, before the result is truncated and recorded.
 //

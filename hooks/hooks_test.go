@@ -351,3 +351,36 @@ func TestNewErrors(t *testing.T) {
 		}
 	}
 }
+
+// The worked example of docs/hooks.md is the script the tests run
+// (TestPreToolUseDeny, cmd/toolmux's TestCallHooks).
+func TestDocumentedExample(t *testing.T) {
+	doc, err := os.ReadFile(filepath.Join("..", "docs", "hooks.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, ok := strings.Cut(string(doc), "```sh\n")
+	block, _, ok2 := strings.Cut(rest, "```")
+	want, err := os.ReadFile(script(t, "block-rm.sh"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !ok || !ok2 || block != string(want) {
+		t.Fatalf("docs/hooks.md's example is not testdata/block-rm.sh:\n%s", block)
+	}
+}
+
+// A PreToolUse hook's additionalContext and systemMessage reach the
+// record of the call it admitted: an instruction for the model, a note.
+func TestPreToolUseContext(t *testing.T) {
+	cmd := `echo '{"systemMessage":"looked at it","hookSpecificOutput":{"hookEventName":"PreToolUse","additionalContext":"mind the quota"}}'`
+	h := newHooks(t, hooks.Options{PreToolUse: pre("", hooks.Command{Command: cmd})})
+	ctx, args, err := h.Gate(gate(t, policy.ModeYolo, nil)).AdmitArguments(context.Background(), shellTool, shellCall("ls"), nil)
+	if err != nil || args != nil {
+		t.Fatal(args, err)
+	}
+	rec := call(t, h, ctx, shellCall("ls"))
+	if len(rec.Instructions) != 1 || rec.Instructions[0] != "mind the quota" || len(rec.Notes) != 1 || !strings.HasSuffix(rec.Notes[0].Message, ": looked at it") {
+		t.Fatalf("record: %+v", rec)
+	}
+}

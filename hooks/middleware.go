@@ -16,15 +16,19 @@ const layer = "hooks"
 // returned) and the PostToolUse hooks and guardrails, run on a call that
 // succeeded. Their additionalContext becomes instructions the model sees
 // after the result; a block replaces the result by an error of kind
-// policy_violation naming the hook and its reason. Innermost in the
-// pipeline, so that what is truncated, recorded and shown is what the
+// policy_violation naming the hook and its reason. Innermost of the
+// pipeline's own (toolmux.Open adds it before the embedding program's
+// middlewares), so that what is truncated, recorded and shown is what the
 // hooks left.
 func (h *Hooks) Middleware() pipeline.Middleware {
 	return func(next pipeline.Handler) pipeline.Handler {
 		return pipeline.HandlerFunc(func(ctx context.Context, call tool.Call) *tool.Record {
 			rec := next.Call(ctx, call)
-			for _, n := range notesFrom(ctx) {
-				rec.Note(layer, n, nil)
+			if a := admittedFrom(ctx); a != nil {
+				for _, n := range a.notes {
+					rec.Note(layer, n, nil)
+				}
+				rec.Instructions = append(rec.Instructions, a.context...)
 			}
 			if len(h.post) == 0 || rec.Error != nil || rec.Result == nil {
 				// Claude Code runs PostToolUse after a tool that

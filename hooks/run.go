@@ -140,6 +140,7 @@ func (h *Hooks) runCommand(ctx context.Context, event string, c Command, in []by
 		timeout = DefaultTimeout
 	}
 	timeout = min(timeout, h.o.MaxTimeout)
+	parent := ctx
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	fail := func(k Kind, err error, format string, args ...any) (answer, *Error) {
@@ -164,6 +165,11 @@ func (h *Hooks) runCommand(ctx context.Context, event string, c Command, in []by
 	err := cmd.Wait()
 	// Whatever it left behind goes with it.
 	procgroup.Kill(cmd.Process.Pid)
+	if err := parent.Err(); err != nil {
+		// The call ended first (its client went away): its own error
+		// says so; the hook was stopped, not late.
+		return fail(KindTimeout, err, "stopped: the call ended")
+	}
 	if ctx.Err() != nil {
 		return fail(KindTimeout, ctx.Err(), "killed after %s", timeout)
 	}
