@@ -24,7 +24,7 @@ import (
 )
 
 // script is the path of a test script.
-func script(t *testing.T, name string) string {
+func script(t testing.TB, name string) string {
 	t.Helper()
 	p, err := filepath.Abs(filepath.Join("testdata", name))
 	if err != nil {
