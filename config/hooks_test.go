@@ -63,15 +63,15 @@ guardrails:
   - {name: h}
 `, []wantErr{
 		{3, 16, "hooks.PreToolUse[0].matcher", `"(" is not a regular expression: error parsing regexp: missing closing ): ` + "`(`"},
-		{4, 22, "hooks.PreToolUse[0].hooks[0].type", `"prompt": toolmux runs hooks of type command only`},
+		{4, 22, "hooks.PreToolUse[0].hooks[0].type", `unknown hook type "prompt" (expected command)`},
 		{4, 51, "hooks.PreToolUse[0].hooks[0].timeout", "must be between 1 and 86400, got 86401"},
 		{6, 15, "hooks.PreToolUse[1].hooks[0]", "needs type: command"},
 		{6, 28, "hooks.PreToolUse[1].hooks[0].async", "unknown key (expected one of: type, command, timeout)"},
 		{7, 3, "hooks.Stop", "unknown key (expected one of: PreToolUse, PostToolUse, max_timeout, max_output_bytes, on_error)"},
-		{8, 13, "hooks.on_error", `"maybe" is not continue or block`},
+		{8, 13, "hooks.on_error", `unknown on_error "maybe" (expected continue or block)`},
 		{10, 20, "guardrails[0].url", `"ftp://x" is not an http(s) URL such as https://idp.example.com`},
-		{10, 37, "guardrails[0].fail", `"ajar" is not open or closed`},
-		{10, 52, "guardrails[0].events[0]", `"Stop" is not PreToolUse or PostToolUse`},
+		{10, 37, "guardrails[0].fail", `unknown fail "ajar" (expected open or closed)`},
+		{10, 52, "guardrails[0].events[0]", `unknown event "Stop" (expected PreToolUse or PostToolUse)`},
 		{11, 12, "guardrails[1].name", `"g" is the name of another guardrail`},
 		{12, 5, "guardrails[2]", "needs a name and a url"},
 	})

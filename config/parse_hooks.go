@@ -43,12 +43,7 @@ func (p *parser) hooks(n *yaml.Node, kp string) Hooks {
 		case "max_output_bytes":
 			h.MaxOutputBytes, _ = p.sizeUpTo(e.v, fp, maxHookOutputBytes, "64MiB")
 		case "on_error":
-			if s, ok := p.str(e.v, fp); ok {
-				if s != "continue" && s != "block" {
-					p.errAt(e.v, fp, "%s is not continue or block", quote(s))
-				}
-				h.OnError = s
-			}
+			h.OnError, _ = p.choice(e.v, fp, "on_error", []string{"continue", "block"})
 		}
 	})
 	return h
@@ -90,12 +85,10 @@ func (p *parser) hookCommand(n *yaml.Node, kp string) HookCommand {
 	p.element(n, kp, hookKeys, func(e entry, fp string) {
 		switch e.key {
 		case "type":
-			if s, ok := p.str(e.v, fp); ok {
-				typed = true
-				if s != "command" {
-					p.errAt(e.v, fp, "%s: toolmux runs hooks of type command only", quote(s))
-				}
-			}
+			// Claude Code's other types (prompt, http, ...) are not run
+			// by toolmux.
+			typed = true
+			p.choice(e.v, fp, "hook type", []string{"command"})
 		case "command":
 			if s, ok := p.str(e.v, fp); ok {
 				if strings.TrimSpace(s) == "" {
@@ -155,12 +148,11 @@ func (p *parser) guardrails(n *yaml.Node, kp string) []Guardrail {
 			case "url":
 				g.URL = p.httpURL(e.v, fp, false)
 			case "events":
-				g.Events = p.strList(e.v, fp, func(s string) string {
-					if s != "PreToolUse" && s != "PostToolUse" {
-						return fmt.Sprintf("%s is not PreToolUse or PostToolUse", quote(s))
+				for i, ev := range p.items(e.v, fp) {
+					if s, ok := p.choice(ev, fmt.Sprintf("%s[%d]", fp, i), "event", []string{"PreToolUse", "PostToolUse"}); ok {
+						g.Events = append(g.Events, s)
 					}
-					return ""
-				})
+				}
 			case "matcher":
 				if s, ok := p.str(e.v, fp); ok {
 					p.checkMatcher(e.v, fp, s)
@@ -171,12 +163,7 @@ func (p *parser) guardrails(n *yaml.Node, kp string) []Guardrail {
 			case "max_response_bytes":
 				g.MaxResponseBytes, _ = p.sizeUpTo(e.v, fp, maxHookOutputBytes, "64MiB")
 			case "fail":
-				if s, ok := p.str(e.v, fp); ok {
-					if s != "open" && s != "closed" {
-						p.errAt(e.v, fp, "%s is not open or closed", quote(s))
-					}
-					g.Fail = s
-				}
+				g.Fail, _ = p.choice(e.v, fp, "fail", []string{"open", "closed"})
 			case "headers":
 				g.Headers = p.stringMap(e.v, fp, false, validHeaderName, "a header name")
 			}
