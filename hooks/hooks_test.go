@@ -384,3 +384,34 @@ func TestPreToolUseContext(t *testing.T) {
 		t.Fatalf("record: %+v", rec)
 	}
 }
+
+// Every way a hook can fail is typed, and none takes the call down with
+// it unless told to: with on_error continue the call goes on with a note,
+// with block it is refused with the hook's error in the chain.
+func TestHookFailures(t *testing.T) {
+	for _, c := range []struct {
+		command string
+		kind    hooks.Kind
+	}{
+		{"cat >/dev/null; echo oops >&2; exit 1", hooks.KindExit},
+		{"kill -9 $$", hooks.KindExit},
+		{"echo '{not json'", hooks.KindBadOutput},
+		{`echo '{"hookSpecificOutput":{"permissionDecision":"maybe"}}'`, hooks.KindBadOutput},
+		{"/nonexistent/hook", hooks.KindExit}, // sh starts, and exits 127
+	} {
+		h := newHooks(t, hooks.Options{PreToolUse: pre("", hooks.Command{Command: c.command})})
+		ctx, _, err := h.Gate(gate(t, policy.ModeYolo, nil)).AdmitArguments(context.Background(), shellTool, shellCall("ls"), nil)
+		if err != nil {
+			t.Fatalf("%s, continue: %v", c.command, err)
+		}
+		rec := call(t, h, ctx, shellCall("ls"))
+		if rec.Error != nil || len(rec.Notes) != 1 || !strings.Contains(rec.Notes[0].Message, "the call went on") {
+			t.Fatalf("%s, continue: %+v", c.command, rec)
+		}
+		h = newHooks(t, hooks.Options{PreToolUse: pre("", hooks.Command{Command: c.command}), OnError: hooks.Block})
+		_, _, err = h.Gate(gate(t, policy.ModeYolo, nil)).AdmitArguments(context.Background(), shellTool, shellCall("ls"), nil)
+		if errKind(err) != tool.KindPolicyViolation || hooks.KindOf(err) != c.kind {
+			t.Fatalf("%s, block: %v (kind %q)", c.command, err, hooks.KindOf(err))
+		}
+	}
+}

@@ -88,8 +88,8 @@ func TestCallHooks(t *testing.T) {
 	}
 }
 
-// Through toolmux serve, on /mcp in both protocol eras and on the
-// passthrough route of a server: a PostToolUse hook's additionalContext is
+// Through toolmux serve, on /mcp in both protocol eras, on the
+// passthrough route of a server and over serve --stdio: a PostToolUse hook's additionalContext is
 // in the result the client gets; a guardrail that denies refuses the call
 // with a tool error naming it (having received the configured header from
 // the environment, not the client's credential); a closed guardrail that
@@ -126,12 +126,21 @@ guardrails:
 	p := startServeEnv(t, binary, dir, "", []string{"GUARD_TOKEN=guard-secret"})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	for _, c := range []struct{ name, version, route, prefix string }{
+	stdio, _ := stdioServe(t, dir)
+	stdio.Env = append(stdio.Env, "GUARD_TOKEN=guard-secret")
+	for _, c := range []struct {
+		name, version, route, prefix string
+	}{
 		{"old", legacyProtocol, "/mcp", "fx__"},
 		{"modern", "2026-07-28", "/mcp", "fx__"},
 		{"passthrough", legacyProtocol, "/servers/fx/mcp", ""},
+		{"stdio", legacyProtocol, "", "fx__"},
 	} {
-		ec := connectEra(t, ctx, c.name, c.version, &mcp.StreamableClientTransport{Endpoint: p.url(c.route)})
+		var transport mcp.Transport = &mcp.StreamableClientTransport{Endpoint: p.url(c.route)}
+		if c.route == "" {
+			transport = &mcp.CommandTransport{Command: stdio}
+		}
+		ec := connectEra(t, ctx, c.name, c.version, transport)
 		callTool := func(name string, args map[string]any) *mcp.CallToolResult {
 			t.Helper()
 			res, err := ec.cs.CallTool(ctx, &mcp.CallToolParams{Name: name, Arguments: args})
