@@ -25,8 +25,8 @@ type Reloaded struct {
 	// process keeps them until it restarts) that differ in the new
 	// configuration: task_log, passthrough, policy.persist,
 	// limits.max_depth, limits.max_event_bytes, pinning, tool_search,
-	// virtual_servers, mcp_tasks, subscriptions, and, in a runtime with
-	// agents, model and agents.
+	// virtual_servers, mcp_tasks, subscriptions, hooks, guardrails, and,
+	// in a runtime with agents, model and agents.
 	Unchanged []string
 }
 
@@ -94,6 +94,10 @@ func (rt *Runtime) Reload(ctx context.Context, cfg *config.Config, drain time.Du
 		{"vault", old.Vault, cfg.Vault},
 		// Held by serve's OAuth client of its upstreams, made at start.
 		{"upstream_oauth", old.UpstreamOAuth, cfg.UpstreamOAuth},
+		// Held by the scheduler's gate and the pipeline, made at start
+		// (docs/hooks.md).
+		{"hooks", old.Hooks, cfg.Hooks},
+		{"guardrails", old.Guardrails, cfg.Guardrails},
 	}
 	if !rt.noAgents {
 		fixed = append(fixed, []struct {
@@ -202,6 +206,7 @@ func (rt *Runtime) Reload(ctx context.Context, cfg *config.Config, drain time.Du
 	cfg.Pinning, cfg.ToolSearch, cfg.VirtualServers = old.Pinning, old.ToolSearch, old.VirtualServers
 	cfg.MCPTasks, cfg.Subscriptions, cfg.Auth, cfg.Vault = old.MCPTasks, old.Subscriptions, old.Auth, old.Vault
 	cfg.UpstreamOAuth = old.UpstreamOAuth
+	cfg.Hooks, cfg.Guardrails = old.Hooks, old.Guardrails
 	rt.current = cfg
 	return r, nil
 }

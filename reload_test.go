@@ -211,3 +211,23 @@ func parseIn(t *testing.T, body string) *config.Config {
 	}
 	return cfg
 }
+
+// hooks and guardrails (the scheduler's gate and a middleware, made at
+// start) are reported by a reload that changes them, and kept as in use.
+func TestReloadKeepsHooks(t *testing.T) {
+	ctx := context.Background()
+	const first = "builtin: {enabled: false}\nhooks: {PreToolUse: [{matcher: '*', hooks: [{type: command, command: 'exit 0'}]}]}\n"
+	rt, err := toolmux.Open(ctx, parseIn(t, first), toolmux.Options{NoTaskLog: true, NoAgents: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rt.Close(ctx)
+	res, err := rt.Reload(ctx, parseIn(t, "builtin: {enabled: false}\nguardrails: [{name: g, url: 'http://127.0.0.1:1/'}]\n"), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := rt.CurrentConfig()
+	if !slices.Equal(res.Unchanged, []string{"hooks", "guardrails"}) || len(in.Hooks.PreToolUse) != 1 || len(in.Guardrails) != 0 {
+		t.Errorf("reload said %v, in use %+v %+v", res.Unchanged, in.Hooks, in.Guardrails)
+	}
+}
