@@ -297,7 +297,7 @@ func Open(ctx context.Context, cfg *config.Config, o Options) (rt *Runtime, err 
 	// PostToolUse step innermost in the pipeline, their PreToolUse
 	// decision in front of the policy gate below. Read at start: a
 	// reload keeps them.
-	hks, err := hooks.New(hooks.FromConfig(cfg.Hooks, cfg.Guardrails))
+	hks, err := hooks.New(hooks.FromConfig(cfg))
 	if err != nil {
 		return rt, err
 	}

@@ -1,13 +1,22 @@
 package hooks
 
-import "github.com/toolmux/toolmux/config"
+import (
+	"path/filepath"
 
-// FromConfig returns the Options of the hooks and guardrails sections;
+	"github.com/toolmux/toolmux/config"
+)
+
+// FromConfig returns the Options of c's hooks and guardrails sections,
+// the commands run in c's workspace (Claude Code's project directory);
 // what they leave out is defaulted by New.
-func FromConfig(h config.Hooks, gs []config.Guardrail) Options {
+func FromConfig(c *config.Config) Options {
+	h := c.Hooks
 	o := Options{MaxTimeout: h.MaxTimeout, MaxOutputBytes: int(h.MaxOutputBytes), OnError: OnError(h.OnError),
 		PreToolUse: matchers(h.PreToolUse), PostToolUse: matchers(h.PostToolUse)}
-	for _, g := range gs {
+	if c.Workspace != "" {
+		o.Dir, _ = filepath.Abs(c.Workspace)
+	}
+	for _, g := range c.Guardrails {
 		o.Guardrails = append(o.Guardrails, Guardrail{Name: g.Name, URL: g.URL, Events: g.Events, Matcher: g.Matcher,
 			Timeout: g.Timeout, MaxResponseBytes: int(g.MaxResponseBytes), Fail: Fail(g.Fail), Headers: g.Headers})
 	}

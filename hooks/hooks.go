@@ -129,8 +129,9 @@ type Options struct {
 	MaxOutputBytes int
 	// OnError is what a failing command hook does (Continue by default).
 	OnError OnError
-	// Dir is the commands' working directory and the input's cwd ("": the
-	// process's).
+	// Dir is the commands' working directory, the input's cwd and their
+	// CLAUDE_PROJECT_DIR, as Claude Code's project directory ("": the
+	// process's working directory).
 	Dir string
 	// Client makes the guardrails' requests (nil: a client of its own,
 	// which follows no redirect).
@@ -162,6 +163,7 @@ func (o Options) withDefaults() Options {
 // concurrent use.
 type Hooks struct {
 	o    Options
+	env  []string // the commands' environment
 	pre  []matcher
 	post []matcher
 }
@@ -177,7 +179,9 @@ type matcher struct {
 // command, an unknown event or failure setting is an error naming it.
 func New(o Options) (*Hooks, error) {
 	o = o.withDefaults()
-	h := &Hooks{o: o}
+	// Claude Code's hooks find their scripts by the project's directory
+	// ("$CLAUDE_PROJECT_DIR"/.claude/hooks/...): the same here.
+	h := &Hooks{o: o, env: append(os.Environ(), "CLAUDE_PROJECT_DIR="+o.Dir)}
 	var err error
 	if h.pre, err = compile(PreToolUse, o.PreToolUse); err != nil {
 		return nil, err

@@ -148,6 +148,7 @@ func (h *Hooks) runCommand(ctx context.Context, event string, c Command, in []by
 	}
 	cmd := exec.CommandContext(ctx, "/bin/sh", "-c", c.Command)
 	cmd.Dir = h.o.Dir
+	cmd.Env = h.env
 	cmd.Stdin = bytes.NewReader(in)
 	stdout, stderr := &capped{max: h.o.MaxOutputBytes}, &capped{max: h.o.MaxOutputBytes}
 	cmd.Stdout, cmd.Stderr = stdout, stderr

@@ -29,7 +29,8 @@ func hookScript(t *testing.T, name string) string {
 }
 
 // Claude Code's documented hooks, unchanged, through toolmux call: the
-// rm -rf of builtin__shell denied (policy_violation naming the hook and
+// rm -rf of builtin__shell denied by a script found in the workspace by
+// $CLAUDE_PROJECT_DIR (policy_violation naming the hook and
 // its reason, nothing run), an argument rewrite (updatedInput, with
 // "allow": no approval asked in the default mode), a command that exits 2
 // blocking with its stderr.
@@ -38,12 +39,24 @@ func TestCallHooks(t *testing.T) {
 	dir := workspace(t, fmt.Sprintf(`hooks:
   PreToolUse:
     - matcher: builtin__shell
-      hooks: [{type: command, command: %q}]
+      hooks: [{type: command, command: '"$CLAUDE_PROJECT_DIR"/.claude/hooks/block-rm.sh'}]
     - matcher: builtin__shell
       hooks: [{type: command, command: %q}]
     - matcher: builtin__write_file
       hooks: [{type: command, command: "cat >/dev/null; echo 'no writes here' >&2; exit 2"}]
-`, hookScript(t, "block-rm.sh"), hookScript(t, "rewrite.sh")))
+`, hookScript(t, "rewrite.sh")))
+	// Where Claude Code's project keeps it, found as Claude Code's hooks
+	// find theirs.
+	script, err := os.ReadFile(hookScript(t, "block-rm.sh"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(dir, ".claude", "hooks"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, ".claude", "hooks", "block-rm.sh"), script, 0o755); err != nil {
+		t.Fatal(err)
+	}
 	victim := filepath.Join(dir, "victim")
 	if err := os.Mkdir(victim, 0o755); err != nil {
 		t.Fatal(err)
