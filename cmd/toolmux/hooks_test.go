@@ -33,7 +33,7 @@ func hookScript(t *testing.T, name string) string {
 // $CLAUDE_PROJECT_DIR (policy_violation naming the hook and
 // its reason, nothing run), an argument rewrite (updatedInput, with
 // "allow": no approval asked in the default mode), a command that exits 2
-// blocking with its stderr.
+// blocking with its stderr, a rewrite validated like any arguments.
 func TestCallHooks(t *testing.T) {
 	t.Parallel()
 	dir := workspace(t, fmt.Sprintf(`hooks:
@@ -44,6 +44,8 @@ func TestCallHooks(t *testing.T) {
       hooks: [{type: command, command: %q}]
     - matcher: builtin__write_file
       hooks: [{type: command, command: "cat >/dev/null; echo 'no writes here' >&2; exit 2"}]
+    - matcher: builtin__read_file
+      hooks: [{type: command, command: "echo '{\"hookSpecificOutput\":{\"hookEventName\":\"PreToolUse\",\"updatedInput\":{\"offset\":1}}}'"}]
 `, hookScript(t, "rewrite.sh")))
 	// Where Claude Code's project keeps it, found as Claude Code's hooks
 	// find theirs.
@@ -98,6 +100,17 @@ func TestCallHooks(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(dir, "w.txt")); !os.IsNotExist(err) {
 		t.Fatal("the blocked write happened")
+	}
+
+	// Rewritten arguments are validated as any: without its path,
+	// read_file is refused as invalid_tool_params.
+	r = toolmux(t, dir, "", "call", "--json", "builtin", "read_file", `{"path": "notes.txt"}`)
+	rec.Error = nil
+	if err := json.Unmarshal([]byte(r.stdout), &rec); err != nil {
+		t.Fatalf("--json: %v\n%s\n%s", err, r.stdout, r.stderr)
+	}
+	if r.code != 1 || rec.Error == nil || rec.Error.Kind != "invalid_tool_params" || rec.Arguments["path"] != nil {
+		t.Fatalf("rewritten without a path: exit %d, %+v", r.code, rec)
 	}
 }
 
