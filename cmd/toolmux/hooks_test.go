@@ -9,12 +9,14 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/toolmux/toolmux/internal/procgroup"
 	"github.com/toolmux/toolmux/internal/testservers"
 )
 
@@ -37,6 +39,7 @@ func hookScript(t *testing.T, name string) string {
 func TestCallHooks(t *testing.T) {
 	t.Parallel()
 	dir := workspace(t, fmt.Sprintf(`hooks:
+  max_output_bytes: 2KiB
   PreToolUse:
     - matcher: builtin__shell
       hooks: [{type: command, command: '"$CLAUDE_PROJECT_DIR"/.claude/hooks/block-rm.sh'}]
@@ -44,6 +47,11 @@ func TestCallHooks(t *testing.T) {
       hooks: [{type: command, command: %q}]
     - matcher: builtin__write_file
       hooks: [{type: command, command: "cat >/dev/null; echo 'no writes here' >&2; exit 2"}]
+    - matcher: builtin__glob
+      hooks: [{type: command, command: 'echo $$ > hook.pgid; sleep 300 & wait', timeout: 1}]
+      # more than max_output_bytes: a failure, and the call goes on
+    - matcher: builtin__glob
+      hooks: [{type: command, command: 'head -c 2049 /dev/zero'}]
     - matcher: builtin__read_file
       hooks: [{type: command, command: "echo '{\"hookSpecificOutput\":{\"hookEventName\":\"PreToolUse\",\"updatedInput\":{\"offset\":1}}}'"}]
 `, hookScript(t, "rewrite.sh")))
@@ -100,6 +108,27 @@ func TestCallHooks(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(dir, "w.txt")); !os.IsNotExist(err) {
 		t.Fatal("the blocked write happened")
+	}
+
+	// A hook that outlives its timeout is killed with its group, and one
+	// that prints more than the bound fails; by default the call goes on,
+	// its record noting both.
+	r = toolmux(t, dir, "", "call", "--json", "builtin", "glob", `{"pattern": "*.txt"}`)
+	rec.Error, rec.Notes = nil, nil
+	if err := json.Unmarshal([]byte(r.stdout), &rec); err != nil {
+		t.Fatalf("--json: %v\n%s\n%s", err, r.stdout, r.stderr)
+	}
+	notes := fmt.Sprint(rec.Notes)
+	if r.code != 0 || rec.Error != nil || !strings.Contains(notes, "killed after 1s") || !strings.Contains(notes, "wrote more than 2048 bytes") {
+		t.Fatalf("glob: exit %d, %+v", r.code, rec)
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "hook.pgid"))
+	pgid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil || pgid <= 0 {
+		t.Fatalf("the hook's group: %q %v", b, err)
+	}
+	if procgroup.AliveIgnoringZombies(pgid) {
+		t.Errorf("the timed-out hook's group %d is alive", pgid)
 	}
 
 	// Rewritten arguments are validated as any: without its path,
