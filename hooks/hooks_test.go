@@ -415,3 +415,27 @@ func TestHookFailures(t *testing.T) {
 		}
 	}
 }
+
+// A PostToolUse hook's updatedToolOutput (or updatedMCPToolOutput)
+// replaces the result: a string, content parts, or an MCP result whose
+// isError makes the call a failure.
+func TestPostToolUseUpdatedOutput(t *testing.T) {
+	for _, c := range []struct {
+		out, text string
+		failed    bool
+	}{
+		{`{"updatedToolOutput":"redacted"}`, "redacted", false},
+		{`{"updatedMCPToolOutput":[{"type":"text","text":"a"},{"type":"text","text":"b"}]}`, "a\nb", false},
+		{`{"updatedToolOutput":{"content":[{"type":"text","text":"nope"}],"isError":true}}`, "nope", true},
+	} {
+		cmd := fmt.Sprintf(`echo '{"hookSpecificOutput":%s}'`, strings.Replace(c.out, "{", `{"hookEventName":"PostToolUse",`, 1))
+		h := newHooks(t, hooks.Options{PostToolUse: pre("", hooks.Command{Command: cmd})})
+		rec := call(t, h, context.Background(), shellCall("ls"))
+		if rec.Result == nil || rec.Result.Text() != c.text || (rec.Error != nil) != c.failed || len(rec.Notes) != 1 {
+			t.Fatalf("%s: %+v %+v", c.out, rec.Result, rec.Error)
+		}
+		if c.failed && rec.Error.Kind != tool.KindToolError {
+			t.Fatalf("%s: %+v", c.out, rec.Error)
+		}
+	}
+}

@@ -48,6 +48,15 @@ func (h *Hooks) Middleware() pipeline.Middleware {
 				rec.Error = refusal(call, v, fmt.Sprintf("%s blocked the result: %s", v.by, reason))
 				return rec
 			}
+			if v.output != nil {
+				// A hook's result is the tool's, as far as what follows
+				// can tell: its isError says whether the call failed.
+				rec.Result = v.output
+				if v.output.IsError {
+					rec.Error = &tool.Error{Kind: tool.KindToolError, Server: call.Server, Tool: call.Tool,
+						Message: fmt.Sprintf("%s replaced the result by an error: %s", v.outputBy, v.output.Text())}
+				}
+			}
 			rec.Instructions = append(rec.Instructions, v.context...)
 			return rec
 		})

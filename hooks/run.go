@@ -45,6 +45,10 @@ type output struct {
 		PermissionDecisionReason string         `json:"permissionDecisionReason"`
 		UpdatedInput             map[string]any `json:"updatedInput"`
 		AdditionalContext        string         `json:"additionalContext"`
+		// UpdatedToolOutput replaces a PostToolUse's result
+		// (updatedMCPToolOutput, its older name, for MCP tools).
+		UpdatedToolOutput    json.RawMessage `json:"updatedToolOutput"`
+		UpdatedMCPToolOutput json.RawMessage `json:"updatedMCPToolOutput"`
 	} `json:"hookSpecificOutput"`
 }
 
@@ -54,7 +58,8 @@ type answer struct {
 	reason   string
 	input    map[string]any
 	context  string
-	message  string // systemMessage: for the people, a note
+	output   *tool.Result // PostToolUse: the result that replaces the tool's
+	message  string       // systemMessage: for the people, a note
 }
 
 // read turns a hook's stdout (exit code 0) into its answer. Plain text is
@@ -97,6 +102,19 @@ func read(event string, stdout []byte) (answer, error) {
 			a.input = sp.UpdatedInput
 		}
 		a.context = sp.AdditionalContext
+		if event == PostToolUse {
+			out := sp.UpdatedToolOutput
+			if len(out) == 0 {
+				out = sp.UpdatedMCPToolOutput
+			}
+			if len(out) > 0 {
+				r, err := replacement(out)
+				if err != nil {
+					return answer{}, fmt.Errorf("updatedToolOutput: %w", err)
+				}
+				a.output = r
+			}
+		}
 	}
 	if o.Continue != nil && !*o.Continue {
 		// "Stop": toolmux has no session of the model's to stop; the
@@ -110,6 +128,42 @@ func read(event string, stdout []byte) (answer, error) {
 		}
 	}
 	return a, nil
+}
+
+// replacement reads a PostToolUse's updatedToolOutput: an MCP result
+// (an object with content), a list of content parts, a string (one text
+// part), or any other JSON value (its text as one part).
+func replacement(raw json.RawMessage) (*tool.Result, error) {
+	raw = bytes.TrimSpace(raw)
+	switch raw[0] {
+	case '{':
+		var probe struct {
+			Content *json.RawMessage `json:"content"`
+		}
+		if err := json.Unmarshal(raw, &probe); err != nil {
+			return nil, err
+		}
+		if probe.Content != nil {
+			var r tool.Result
+			if err := json.Unmarshal(raw, &r); err != nil {
+				return nil, err
+			}
+			return &r, nil
+		}
+	case '[':
+		var parts []tool.Content
+		if err := json.Unmarshal(raw, &parts); err != nil {
+			return nil, err
+		}
+		return &tool.Result{Content: parts}, nil
+	case '"':
+		var s string
+		if err := json.Unmarshal(raw, &s); err != nil {
+			return nil, err
+		}
+		return tool.TextResult(s), nil
+	}
+	return tool.TextResult(string(raw)), nil
 }
 
 // capped keeps the first max bytes written to it and notes that more came.
@@ -273,6 +327,8 @@ type verdict struct {
 	reason   string
 	input    map[string]any
 	context  []string
+	output   *tool.Result // PostToolUse: the result that replaces the tool's
+	outputBy string       // the hook that replaced it
 	notes    []string
 	err      *Error // the failure that decided, when one did
 }
@@ -335,6 +391,10 @@ func (h *Hooks) run(ctx context.Context, event string, ms []matcher, call tool.C
 			if a.input != nil {
 				in.ToolInput, v.input = a.input, a.input
 				v.notes = append(v.notes, by+" rewrote the arguments")
+			}
+			if a.output != nil {
+				in.ToolResponse, v.output, v.outputBy = a.output, a.output, by
+				v.notes = append(v.notes, by+" replaced the result")
 			}
 			switch a.decision {
 			case "deny", "block":
