@@ -12,6 +12,7 @@ import (
 // Policy is what Gate needs of the policy gate (*policy.Gate): its
 // decision for a call, and its way of admitting a call on a decision.
 type Policy interface {
+	Engine() *policy.Engine
 	DecideFor(c *identity.Caller, t tool.Tool, call tool.Call) policy.Decision
 	AdmitDecision(ctx context.Context, t tool.Tool, call tool.Call, d policy.Decision, asking func(message string)) error
 }
@@ -46,8 +47,9 @@ func (g *Gate) Admit(ctx context.Context, t tool.Tool, call tool.Call, asking fu
 // the record (Middleware).
 func (g *Gate) AdmitArguments(ctx context.Context, t tool.Tool, call tool.Call, asking func(message string)) (context.Context, map[string]any, error) {
 	var v verdict
+	mode := permissionMode(g.policy.Engine().ModeFor(identity.From(ctx)))
 	if len(g.h.pre) > 0 {
-		v = g.h.run(ctx, PreToolUse, g.h.pre, call, nil)
+		v = g.h.run(ctx, PreToolUse, g.h.pre, call, nil, mode)
 	}
 	if v.decision == "deny" {
 		reason := v.reason
@@ -75,15 +77,29 @@ func (g *Gate) AdmitArguments(ctx context.Context, t tool.Tool, call tool.Call, 
 	if err := g.policy.AdmitDecision(ctx, t, call, d, asking); err != nil {
 		return ctx, nil, err
 	}
-	if len(v.notes) > 0 || len(v.context) > 0 {
-		ctx = context.WithValue(ctx, admittedKey{}, &admitted{notes: v.notes, context: v.context})
-	}
+	ctx = context.WithValue(ctx, admittedKey{}, &admitted{notes: v.notes, context: v.context, mode: mode})
 	return ctx, v.input, nil
 }
 
 // admitted is what the PreToolUse hooks that admitted a call left for its
-// record: notes, and additionalContext for the model.
-type admitted struct{ notes, context []string }
+// record (notes, and additionalContext for the model) and for its
+// PostToolUse hooks (the permission mode).
+type admitted struct {
+	notes, context []string
+	mode           string
+}
+
+// permissionMode is Claude Code's name of an approval mode, the input's
+// permission_mode.
+func permissionMode(m policy.Mode) string {
+	switch m {
+	case policy.ModeAutoEdit:
+		return "acceptEdits"
+	case policy.ModeYolo:
+		return "bypassPermissions"
+	}
+	return string(m) // default, plan: the same words
+}
 
 type admittedKey struct{}
 

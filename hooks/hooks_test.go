@@ -439,3 +439,32 @@ func TestPostToolUseUpdatedOutput(t *testing.T) {
 		}
 	}
 }
+
+// The input's permission_mode is the caller's approval mode in Claude
+// Code's words, before and after the call.
+func TestPermissionMode(t *testing.T) {
+	dir := t.TempDir()
+	save := func(name string) hooks.Command {
+		return hooks.Command{Command: "cat > " + filepath.Join(dir, name)}
+	}
+	for mode, want := range map[policy.Mode]string{policy.ModeYolo: "bypassPermissions", policy.ModeAutoEdit: "acceptEdits", policy.ModePlan: "plan"} {
+		h := newHooks(t, hooks.Options{PreToolUse: pre("", save("pre.json")), PostToolUse: pre("", save("post.json"))})
+		// A read-only tool, which every mode admits.
+		ro := true
+		def := tool.Tool{Server: "builtin", Name: "shell", Annotations: tool.Annotations{ReadOnly: &ro}}
+		ctx, _, err := h.Gate(gate(t, mode, nil)).AdmitArguments(context.Background(), def, shellCall("ls"), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		call(t, h, ctx, shellCall("ls"))
+		for _, f := range []string{"pre.json", "post.json"} {
+			b, err := os.ReadFile(filepath.Join(dir, f))
+			var in struct {
+				Mode string `json:"permission_mode"`
+			}
+			if err != nil || json.Unmarshal(b, &in) != nil || in.Mode != want {
+				t.Errorf("%s, %s: %s %v", mode, f, b, err)
+			}
+		}
+	}
+}

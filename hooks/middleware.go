@@ -24,7 +24,8 @@ func (h *Hooks) Middleware() pipeline.Middleware {
 	return func(next pipeline.Handler) pipeline.Handler {
 		return pipeline.HandlerFunc(func(ctx context.Context, call tool.Call) *tool.Record {
 			rec := next.Call(ctx, call)
-			if a := admittedFrom(ctx); a != nil {
+			a := admittedFrom(ctx)
+			if a != nil {
 				for _, n := range a.notes {
 					rec.Note(layer, n, nil)
 				}
@@ -35,7 +36,11 @@ func (h *Hooks) Middleware() pipeline.Middleware {
 				// succeeded only.
 				return rec
 			}
-			v := h.run(ctx, PostToolUse, h.post, call, rec.Result)
+			mode := ""
+			if a != nil {
+				mode = a.mode
+			}
+			v := h.run(ctx, PostToolUse, h.post, call, rec.Result, mode)
 			for _, n := range v.notes {
 				rec.Note(layer, n, nil)
 			}

@@ -22,6 +22,7 @@ type input struct {
 	SessionID      string         `json:"session_id"`
 	TranscriptPath string         `json:"transcript_path"`
 	Cwd            string         `json:"cwd"`
+	PermissionMode string         `json:"permission_mode,omitempty"`
 	HookEventName  string         `json:"hook_event_name"`
 	ToolName       string         `json:"tool_name"`
 	ToolInput      map[string]any `json:"tool_input"`
@@ -336,10 +337,10 @@ type verdict struct {
 // run runs the hooks and guardrails of event that match the call, in
 // order, each seeing the arguments the previous ones rewrote. The first
 // deny or block ends the run.
-func (h *Hooks) run(ctx context.Context, event string, ms []matcher, call tool.Call, result *tool.Result) verdict {
+func (h *Hooks) run(ctx context.Context, event string, ms []matcher, call tool.Call, result *tool.Result, mode string) verdict {
 	var v verdict
 	name := exposed(call)
-	in := input{SessionID: call.Task, Cwd: h.o.Dir, HookEventName: event, ToolName: name,
+	in := input{SessionID: call.Task, Cwd: h.o.Dir, PermissionMode: mode, HookEventName: event, ToolName: name,
 		ToolInput: call.Arguments, ToolUseID: call.ID, ToolResponse: result}
 	if in.ToolInput == nil {
 		in.ToolInput = map[string]any{}
