@@ -41,8 +41,8 @@ func (g *Gate) Admit(ctx context.Context, t tool.Tool, call tool.Call, asking fu
 // AdmitArguments runs the PreToolUse hooks, then decides the call (with
 // the arguments they rewrote) as the policy does, changed by the hooks:
 // a hook's deny refuses the call (policy_violation naming the hook and its
-// reason); its ask puts the call to the approver even where the policy
-// allows it; its allow admits a call the policy would ask about (a policy
+// reason); its ask puts the call to the approver, with its reason as the
+// question, even where the policy allows it; its allow admits a call the policy would ask about (a policy
 // deny still refuses). The context returned carries the hooks' notes for
 // the record (Middleware).
 func (g *Gate) AdmitArguments(ctx context.Context, t tool.Tool, call tool.Call, asking func(message string)) (context.Context, map[string]any, error) {
@@ -65,7 +65,9 @@ func (g *Gate) AdmitArguments(ctx context.Context, t tool.Tool, call tool.Call, 
 	switch {
 	case v.decision == "allow" && d.Action == policy.Ask:
 		d = policy.Decision{Action: policy.Allow, Rule: v.by, Message: v.reason}
-	case v.decision == "ask" && d.Action == policy.Allow:
+	case v.decision == "ask" && d.Action != policy.Deny:
+		// Where the policy asks too, the hook's question is put, and
+		// put again: a remembered "always" does not answer for the hook.
 		msg := v.reason
 		if msg == "" {
 			msg = fmt.Sprintf("%s asks for approval of %s", v.by, exposed(call))
