@@ -468,3 +468,24 @@ func TestPermissionMode(t *testing.T) {
 		}
 	}
 }
+
+// Where the policy asks too, a hook's ask is its own question, put every
+// time: an "always" answer remembered by the policy does not answer it.
+func TestPreToolUseAskOverAlways(t *testing.T) {
+	var asked []string
+	approver := policy.ApproverFunc(func(_ context.Context, req policy.Request) (policy.Answer, error) {
+		asked = append(asked, req.Decision.Message)
+		return policy.AlwaysTool, nil
+	})
+	cmd := `echo '{"hookSpecificOutput":{"hookEventName":"PreToolUse","permissionDecision":"ask","permissionDecisionReason":"sure?"}}'`
+	h := newHooks(t, hooks.Options{PreToolUse: pre("", hooks.Command{Command: cmd})})
+	g := h.Gate(gate(t, policy.ModeDefault, approver))
+	for range 2 {
+		if _, _, err := g.AdmitArguments(context.Background(), shellTool, shellCall("ls"), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if fmt.Sprint(asked) != "[sure? sure?]" {
+		t.Fatalf("asked %q", asked)
+	}
+}
