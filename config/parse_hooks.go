@@ -58,10 +58,7 @@ func (p *parser) hookMatchers(n *yaml.Node, kp string) []HookMatcher {
 		p.element(it, ip, hookMatcherKeys, func(e entry, fp string) {
 			switch e.key {
 			case "matcher":
-				if s, ok := p.str(e.v, fp); ok {
-					p.checkMatcher(e.v, fp, s)
-					m.Matcher = s
-				}
+				m.Matcher = p.matcher(e.v, fp)
 			case "hooks":
 				hs, _ := p.list(e.v, fp)
 				for j, hn := range hs {
@@ -114,15 +111,17 @@ func (p *parser) hookCommand(n *yaml.Node, kp string) HookCommand {
 	return c
 }
 
-// checkMatcher reports a matcher that is not a regular expression
-// ("" and "*" match every tool).
-func (p *parser) checkMatcher(n *yaml.Node, kp, s string) {
-	if s == "" || s == "*" {
-		return
+// matcher reads a Claude Code matcher: "" or "*" (every tool), else a
+// regular expression (names joined by "|" are one).
+func (p *parser) matcher(n *yaml.Node, kp string) string {
+	s, ok := p.str(n, kp)
+	if !ok || s == "" || s == "*" {
+		return s
 	}
 	if _, err := regexp.Compile(s); err != nil {
 		p.errAt(n, kp, "%s is not a regular expression: %v", quote(s), err)
 	}
+	return s
 }
 
 // guardrails reads the guardrails section.
@@ -154,10 +153,7 @@ func (p *parser) guardrails(n *yaml.Node, kp string) []Guardrail {
 					}
 				}
 			case "matcher":
-				if s, ok := p.str(e.v, fp); ok {
-					p.checkMatcher(e.v, fp, s)
-					g.Matcher = s
-				}
+				g.Matcher = p.matcher(e.v, fp)
 			case "timeout":
 				p.setDuration(&g.Timeout, e.v, fp)
 			case "max_response_bytes":
