@@ -104,9 +104,11 @@ func (d *piiDetector) find(s string) []piiMatch {
 	return out
 }
 
-func isDigit(c byte) bool      { return c >= '0' && c <= '9' }
-func isCardByte(c byte) bool   { return isDigit(c) || c == ' ' || c == '-' }
-func isPhoneByte(c byte) bool  { return isDigit(c) || c == ' ' || c == '-' || c == '.' || c == '(' || c == ')' || c == '+' }
+func isDigit(c byte) bool    { return c >= '0' && c <= '9' }
+func isCardByte(c byte) bool { return isDigit(c) || c == ' ' || c == '-' }
+func isPhoneByte(c byte) bool {
+	return isDigit(c) || c == ' ' || c == '-' || c == '.' || c == '(' || c == ')' || c == '+'
+}
 func isIBANChar(c byte) bool   { return isDigit(c) || c >= 'A' && c <= 'Z' }
 func isIBANByte(c byte) bool   { return isIBANChar(c) || c == ' ' }
 func isEmailLocal(c byte) bool { return isDomainByte(c) || c == '_' || c == '%' || c == '+' }
@@ -115,9 +117,9 @@ func isDomainByte(c byte) bool {
 }
 
 // windows calls f with each maximal run of bytes of s that in accepts and
-// that holds at least min bytes need accepts, widened by one byte on
+// that holds at least least bytes need accepts, widened by one byte on
 // either side (where s has one).
-func windows(s string, in, need func(byte) bool, min int, f func(lo, hi int)) {
+func windows(s string, in, need func(byte) bool, least int, f func(lo, hi int)) {
 	for i := 0; i < len(s); {
 		if !in(s[i]) {
 			i++
@@ -129,18 +131,11 @@ func windows(s string, in, need func(byte) bool, min int, f func(lo, hi int)) {
 				n++
 			}
 		}
-		if n >= min {
-			f(max(i-1, 0), min2(j+1, len(s)))
+		if n >= least {
+			f(max(i-1, 0), min(j+1, len(s)))
 		}
 		i = j
 	}
-}
-
-func min2(a, b int) int {
-	if a < b {
-		return a
-	}
-	return b
 }
 
 // emailWindows calls f with the run of address bytes around each @,
@@ -160,7 +155,7 @@ func emailWindows(s string, f func(lo, hi int)) {
 			hi++
 		}
 		if lo < at && hi > at+1 {
-			f(max(lo-1, 0), min2(hi+1, len(s)))
+			f(max(lo-1, 0), min(hi+1, len(s)))
 		}
 		i = hi
 	}

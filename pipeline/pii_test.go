@@ -3,6 +3,8 @@ package pipeline_test
 import (
 	"context"
 	"encoding/json"
+	"os"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -253,4 +255,38 @@ func formatText(cs []tool.Content) string {
 		b.WriteString(c.Text)
 	}
 	return b.String()
+}
+
+// The example of docs/pipeline.md's pii section does what the text says:
+// a card number anywhere refuses, an email address outside crm's tools is
+// noted and goes through.
+func TestPIIDocExample(t *testing.T) {
+	data, err := os.ReadFile("../docs/pipeline.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var example string
+	for _, m := range regexp.MustCompile("(?s)```yaml\n(pipeline:\n  pii:\n.*?)```").FindAllStringSubmatch(string(data), -1) {
+		example = m[1]
+	}
+	if example == "" {
+		t.Fatal("docs/pipeline.md has no pii example")
+	}
+	cfg, err := config.ParseWith("pipeline.md", []byte(example), config.Options{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, _ := fixturePipeline(t, cfg.Pipeline, t.TempDir(), 0)
+	ctx := context.Background()
+	rec := p.Call(ctx, tool.Call{Server: "fx", Tool: "echo", Arguments: map[string]any{"message": "card " + piiCard}})
+	if tool.KindOf(rec.Err()) != tool.KindPolicyViolation {
+		t.Errorf("a card number: %v, want refused", rec.Err())
+	}
+	rec = p.Call(ctx, tool.Call{Server: "fx", Tool: "echo", Arguments: map[string]any{"message": piiEmail}})
+	if rec.Err() != nil || rec.Result.Text() != "Echo: "+piiEmail {
+		t.Fatalf("an email address: %v %+v, want it through", rec.Err(), rec.Result)
+	}
+	if f := findings(piiNote(t, rec, "arguments")); len(f) != 1 || f[0] != "email /message note" {
+		t.Errorf("findings %q", f)
+	}
 }
