@@ -361,38 +361,13 @@ func (sc *piiScanner) value(v any, path string) (any, bool) {
 	switch x := v.(type) {
 	case string:
 		return sc.text(x, path)
-	case map[string]any:
-		var m map[string]any
-		for _, k := range slices.Sorted(maps.Keys(x)) {
-			e, changed := sc.value(x[k], path+"/"+escapePointer(k))
-			if !changed {
-				continue
+	case map[string]any, []any:
+		return rewriteChildren(x, true, func(k string, i int, e any) (any, bool) {
+			if i >= 0 {
+				return sc.value(e, path+"/"+strconv.Itoa(i))
 			}
-			if m == nil {
-				m = maps.Clone(x)
-			}
-			m[k] = e
-		}
-		if m == nil {
-			return v, false
-		}
-		return m, true
-	case []any:
-		var out []any
-		for i, e := range x {
-			e, changed := sc.value(e, path+"/"+strconv.Itoa(i))
-			if !changed {
-				continue
-			}
-			if out == nil {
-				out = slices.Clone(x)
-			}
-			out[i] = e
-		}
-		if out == nil {
-			return v, false
-		}
-		return out, true
+			return sc.value(e, path+"/"+escapePointer(k))
+		})
 	}
 	return v, false
 }

@@ -2,7 +2,6 @@ package pipeline
 
 import (
 	"fmt"
-	"maps"
 	"regexp"
 	"slices"
 	"strings"
@@ -124,45 +123,14 @@ func (r *redactor) value(v any) (any, bool) {
 		t := r.text(x)
 		return t, t != x
 	case map[string]any:
-		var m map[string]any
-		for k, e := range x {
-			var masked any
+		return rewriteChildren(v, false, func(k string, _ int, e any) (any, bool) {
 			if r.secretKey(k) {
-				if e == Masked {
-					continue
-				}
-				masked = Masked
-			} else {
-				var changed bool
-				if masked, changed = r.value(e); !changed {
-					continue
-				}
+				return Masked, e != Masked
 			}
-			if m == nil {
-				m = maps.Clone(x)
-			}
-			m[k] = masked
-		}
-		if m == nil {
-			return v, false
-		}
-		return m, true
+			return r.value(e)
+		})
 	case []any:
-		var s []any
-		for i, e := range x {
-			masked, changed := r.value(e)
-			if !changed {
-				continue
-			}
-			if s == nil {
-				s = slices.Clone(x)
-			}
-			s[i] = masked
-		}
-		if s == nil {
-			return v, false
-		}
-		return s, true
+		return rewriteChildren(v, false, func(_ string, _ int, e any) (any, bool) { return r.value(e) })
 	}
 	return v, false
 }
