@@ -58,22 +58,6 @@ func (p *parser) piiRule(n *yaml.Node, kp string) PIIRule {
 	return r
 }
 
-// oneOf checks that a list item is among options, suggesting the nearest.
-func oneOf(what string, options []string) func(string) string {
-	return func(s string) string {
-		for _, o := range options {
-			if s == o {
-				return ""
-			}
-		}
-		msg := fmt.Sprintf("unknown %s %s (expected %s)", what, quote(s), orList(options))
-		if sug := suggest(s, options); sug != "" {
-			msg += "; did you mean " + sug + "?"
-		}
-		return msg
-	}
-}
-
 // checkRegion checks a region code's shape: two capital letters, as
 // ISO 3166 writes them (the pipeline checks that libphonenumber knows it).
 func checkRegion(s string) string {

@@ -191,15 +191,26 @@ func (p *parser) choice(n *yaml.Node, kp, what string, options []string) (string
 	if !ok {
 		return "", false
 	}
-	if !slices.Contains(options, s) {
-		msg := fmt.Sprintf("unknown %s %s (expected %s)", what, quote(s), orList(options))
-		if sug := suggest(s, options); sug != "" {
-			msg += "; did you mean " + sug + "?"
-		}
+	if msg := oneOf(what, options)(s); msg != "" {
 		p.errAt(n, kp, "%s", msg)
 		return "", false
 	}
 	return s, true
+}
+
+// oneOf checks that a word is among options, suggesting the nearest: a
+// check for strList, and choice's.
+func oneOf(what string, options []string) func(string) string {
+	return func(s string) string {
+		if slices.Contains(options, s) {
+			return ""
+		}
+		msg := fmt.Sprintf("unknown %s %s (expected %s)", what, quote(s), orList(options))
+		if sug := suggest(s, options); sug != "" {
+			msg += "; did you mean " + sug + "?"
+		}
+		return msg
+	}
 }
 
 // orList joins words as "a, b or c".
