@@ -297,6 +297,7 @@ type piiFinding struct {
 // piiScanner scans the values of one direction of one call.
 type piiScanner struct {
 	det     piiDetector
+	keys    *piiDetector // every kind: what a path may not show
 	acts    map[string]string
 	max     int
 	found   []piiFinding // in the order met, at most max
@@ -309,7 +310,12 @@ func (s *piiStage) scanner(acts map[string]string) *piiScanner {
 	for k := range acts {
 		kinds[k] = true
 	}
-	return &piiScanner{det: piiDetector{kinds: kinds, regions: s.regions}, acts: acts, max: s.max}
+	all := map[string]bool{}
+	for _, k := range PIIKinds() {
+		all[k] = true
+	}
+	return &piiScanner{det: piiDetector{kinds: kinds, regions: s.regions}, keys: &piiDetector{kinds: all, regions: s.regions},
+		acts: acts, max: s.max}
 }
 
 // text scans one string at path, returning it with the findings whose
@@ -366,10 +372,21 @@ func (sc *piiScanner) value(v any, path string) (any, bool) {
 			if i >= 0 {
 				return sc.value(e, path+"/"+strconv.Itoa(i))
 			}
-			return sc.value(e, path+"/"+escapePointer(k))
+			return sc.value(e, path+"/"+escapePointer(sc.key(k)))
 		})
 	}
 	return v, false
+}
+
+// key returns an object key as a path names it: with whatever any kind
+// would find in it masked, whatever the rules, since a key can be personal
+// data too ({"jane@example.org": "+44 20 7946 0958"}) and paths go into
+// notes and errors. Keys themselves are not findings.
+func (sc *piiScanner) key(k string) string {
+	if ms := sc.keys.find(k); len(ms) > 0 {
+		return maskPII(k, ms)
+	}
+	return k
 }
 
 // escapePointer escapes a key for a JSON pointer (RFC 6901).

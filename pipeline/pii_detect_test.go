@@ -205,3 +205,25 @@ func TestSecretHintsCoverPatterns(t *testing.T) {
 		}
 	}
 }
+
+// A path never shows personal data held in a key: the key is named with
+// it masked, whatever kinds the rules look for.
+func TestPIIPathMasksKeys(t *testing.T) {
+	s := &scripted{answers: map[string]func(tool.Call) *tool.Record{"a/b": answerText("ok")}}
+	mw, err := NewPII(PIIOptions{Rules: []PIIRule{{Kinds: []string{PIIPhone}, Action: PIINote}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := mw(s).Call(context.Background(), tool.Call{Server: "a", Tool: "b",
+		Arguments: map[string]any{"contacts": map[string]any{"jane@example.org": "+44 20 7946 0958"}}})
+	var n tool.Note
+	for _, x := range rec.Notes {
+		if x.Layer == NamePII {
+			n = x
+		}
+	}
+	fs, _ := n.Data["findings"].([]any)
+	if len(fs) != 1 || fs[0].(map[string]any)["path"] != "/contacts/[email]" || strings.Contains(n.Message, "jane") {
+		t.Errorf("note %+v: want the phone at /contacts/[email]", n)
+	}
+}
