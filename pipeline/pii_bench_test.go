@@ -28,7 +28,7 @@ func piiBenchText(dense int) string {
 // text result, in front of a stub that answers at once: without rules (the
 // stage in the default chain), with every kind masked on a result with
 // nothing to find (the usual case), and on one with a finding of each of
-// three kinds every 10 lines. BENCHMARKS.md §31 records the numbers.
+// three kinds every 10 lines. BENCHMARKS.md §32 records the numbers.
 func BenchmarkPIIStage(b *testing.B) {
 	all := []pipeline.PIIRule{{Action: pipeline.PIIMask}}
 	for _, v := range []struct {
