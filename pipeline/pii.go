@@ -194,17 +194,32 @@ func (s *piiStage) middleware(next Handler) Handler {
 		if argNote != nil {
 			rec.Notes = append(rec.Notes, *argNote)
 		}
-		if acts := s.actions(call, PIIResult); acts != nil && rec.Result != nil {
+		if acts := s.actions(call, PIIResult); acts != nil && (rec.Result != nil || rec.Error != nil) {
 			s.result(call, rec, acts)
 		}
 		return rec
 	})
 }
 
-// result applies the result rules to rec.
+// result applies the result rules to rec: its result, and its error's
+// message and detail, where a server's explanation may quote what it was
+// sent (/error/message, /error/detail).
 func (s *piiStage) result(call tool.Call, rec *tool.Record, acts map[string]string) {
 	sc := s.scanner(acts)
 	res := rec.Result
+	if res == nil {
+		res = &tool.Result{}
+	}
+	var errCopy *tool.Error
+	if e := rec.Error; e != nil {
+		msg, c1 := sc.text(e.Message, "/error/message")
+		detail, c2 := sc.text(e.Detail, "/error/detail")
+		if c1 || c2 {
+			c := *e
+			c.Message, c.Detail = msg, detail
+			errCopy = &c
+		}
+	}
 	var content []tool.Content
 	var spilled []int
 	enforce := slices.ContainsFunc(slices.Collect(maps.Values(acts)), func(a string) bool { return a != PIINote })
@@ -260,6 +275,9 @@ func (s *piiStage) result(call tool.Call, rec *tool.Record, acts map[string]stri
 		return
 	}
 	rec.Notes = append(rec.Notes, sc.note(PIIResult))
+	if errCopy != nil {
+		rec.Error = errCopy
+	}
 	if sc.refused {
 		rec.Result = nil
 		rec.Error = &tool.Error{Kind: tool.KindPolicyViolation, Server: call.Server, Tool: call.Tool,
@@ -267,7 +285,7 @@ func (s *piiStage) result(call tool.Call, rec *tool.Record, acts map[string]stri
 				call.Server, call.Tool, sc.describe(PIIRefuse))}
 		return
 	}
-	if content != nil || smasked {
+	if rec.Result != nil && (content != nil || smasked) {
 		out := *res
 		if content != nil {
 			out.Content = content

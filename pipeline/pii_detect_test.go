@@ -227,3 +227,22 @@ func TestPIIPathMasksKeys(t *testing.T) {
 		t.Errorf("note %+v: want the phone at /contacts/[email]", n)
 	}
 }
+
+// A failed call's error is part of what comes back: a server's message
+// quoting what it was sent is masked like a result.
+func TestPIIMasksErrors(t *testing.T) {
+	s := &scripted{answers: map[string]func(tool.Call) *tool.Record{"a/b": func(call tool.Call) *tool.Record {
+		return failWith(call, tool.KindToolError, "no account for jane@example.org")
+	}}}
+	mw, err := NewPII(PIIOptions{Rules: []PIIRule{{Kinds: []string{PIIEmail}, On: []string{PIIResult}, Action: PIIMask}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := mw(s).Call(context.Background(), tool.Call{Server: "a", Tool: "b"})
+	if tool.KindOf(rec.Err()) != tool.KindToolError || rec.Error.Message != "no account for [email]" {
+		t.Errorf("error %+v, want the tool_error with the address masked", rec.Error)
+	}
+	if len(rec.Notes) != 1 || !strings.Contains(rec.Notes[0].Message, "email at /error/message (masked)") {
+		t.Errorf("notes %+v", rec.Notes)
+	}
+}
