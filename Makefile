@@ -19,7 +19,7 @@ STAMP   := $(PEERS)/node_modules/.installed
 # Fuzz targets (package:target), each run briefly by `make test`; their
 # corpora are committed under the packages' testdata/fuzz.
 FUZZ := ./config:FuzzParse ./builtin:FuzzResolvePath ./internal/ringbuf:FuzzRingBuffer \
-        ./pipeline:FuzzRepair ./pipeline:FuzzCanonicalURL ./pipeline:FuzzFingerprint \
+        ./pipeline:FuzzRepair ./pipeline:FuzzCanonicalURL ./pipeline:FuzzFingerprint ./pipeline:FuzzPIIDetect \
         ./cmdsource:FuzzDeclarations ./policy:FuzzAnswer ./policy:FuzzArgs \
         ./web:FuzzHTMLToMarkdown ./web:FuzzSearXNGResponse ./web:FuzzSerperResponse \
         ./stream:FuzzSSE ./internal/bm25:FuzzTerms ./internal/jsonrepair:FuzzRepair ./agent:FuzzParseTextCalls ./llm:FuzzOpenAIStream \

@@ -14,7 +14,7 @@ import (
 
 // Keys of the pipeline section, in the order docs/config.md documents them.
 var (
-	pipelineKeys        = []string{"order", "repair", "validate", "url_policy", "dedupe", "fallbacks", "truncate", "rollback", "instructions", "redact"}
+	pipelineKeys        = []string{"order", "repair", "validate", "url_policy", "dedupe", "fallbacks", "truncate", "rollback", "instructions", "redact", "pii"}
 	repairKeys          = []string{"schema", "aliases"}
 	validateKeys        = []string{"max_argument_bytes"}
 	urlPolicyKeys       = []string{"arguments", "default", "rules"}
@@ -32,7 +32,7 @@ var (
 	redactKeys          = []string{"keys", "patterns"}
 
 	middlewares = []string{MiddlewareRecord, MiddlewareInstructions, MiddlewareTruncate, MiddlewareRollback,
-		MiddlewareFallback, MiddlewareRepair, MiddlewareValidate, MiddlewareURLPolicy, MiddlewareDedupe}
+		MiddlewareFallback, MiddlewareRepair, MiddlewareValidate, MiddlewareURLPolicy, MiddlewareDedupe, MiddlewarePII}
 
 	// errorKinds are the kinds of failed calls, the strings of tool.Kind
 	// (config does not import tool; a test keeps the two in step).
@@ -89,6 +89,8 @@ func (p *parser) pipeline(n *yaml.Node, kp string) Pipeline {
 			pl.Instructions = p.instructions(e.v, fp)
 		case "redact":
 			pl.Redact = p.redact(e.v, fp)
+		case "pii":
+			pl.PII = p.pii(e.v, fp)
 		}
 	})
 	return pl
@@ -189,15 +191,26 @@ func (p *parser) choice(n *yaml.Node, kp, what string, options []string) (string
 	if !ok {
 		return "", false
 	}
-	if !slices.Contains(options, s) {
-		msg := fmt.Sprintf("unknown %s %s (expected %s)", what, quote(s), orList(options))
-		if sug := suggest(s, options); sug != "" {
-			msg += "; did you mean " + sug + "?"
-		}
+	if msg := oneOf(what, options)(s); msg != "" {
 		p.errAt(n, kp, "%s", msg)
 		return "", false
 	}
 	return s, true
+}
+
+// oneOf checks that a word is among options, suggesting the nearest: a
+// check for strList, and choice's.
+func oneOf(what string, options []string) func(string) string {
+	return func(s string) string {
+		if slices.Contains(options, s) {
+			return ""
+		}
+		msg := fmt.Sprintf("unknown %s %s (expected %s)", what, quote(s), orList(options))
+		if sug := suggest(s, options); sug != "" {
+			msg += "; did you mean " + sug + "?"
+		}
+		return msg
+	}
 }
 
 // orList joins words as "a, b or c".

@@ -20,6 +20,7 @@ type Pipeline struct {
 	Rollback     Rollback
 	Instructions Instructions
 	Redact       Redact
+	PII          PII
 }
 
 // Middleware names, as used in Pipeline.Order.
@@ -33,6 +34,7 @@ const (
 	MiddlewareValidate     = "validate"
 	MiddlewareURLPolicy    = "url_policy"
 	MiddlewareDedupe       = "dedupe"
+	MiddlewarePII          = "pii"
 )
 
 // DefaultPipelineOrder is the order used when Pipeline.Order is nil,
@@ -50,6 +52,7 @@ var DefaultPipelineOrder = []string{
 	MiddlewareValidate,
 	MiddlewareURLPolicy,
 	MiddlewareDedupe,
+	MiddlewarePII,
 }
 
 // Repair configures argument repair.
@@ -228,4 +231,34 @@ type Redact struct {
 	// Patterns are regular expressions whose matches are masked in every
 	// string, in addition to the built-in patterns for common token shapes.
 	Patterns []string
+}
+
+// PII configures the pii stage: personal data and secrets found in a
+// call's arguments or result are masked, refused or noted.
+type PII struct {
+	// Rules are tried in order; for each kind and direction, the first
+	// rule that names them (and the call's tool) decides. None: the stage
+	// does nothing.
+	Rules []PIIRule
+	// Regions are the ISO 3166 codes whose national phone formats are
+	// recognised ("US", "GB"); nil means the pipeline's default
+	// (pipeline.DefaultPIIRegions).
+	Regions []string
+	// MaxFindings bounds the findings a note lists per call and
+	// direction; 0 means the pipeline's default
+	// (pipeline.DefaultPIIMaxFindings).
+	MaxFindings int
+}
+
+// PIIRule is one pii rule.
+type PIIRule struct {
+	// Kinds are among email, phone, card, iban, secret; empty means all.
+	Kinds []string
+	// On lists arguments and/or result; empty means both.
+	On []string
+	// Action is mask, refuse or note.
+	Action string
+	// Tools restricts the rule to tools matching these patterns; empty
+	// means every tool.
+	Tools []string
 }

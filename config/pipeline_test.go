@@ -20,7 +20,7 @@ import (
 
 // pipelineExample is the example of docs/config.md, every key set.
 const pipelineExample = `pipeline:
-  order: [record, instructions, truncate, rollback, fallback, repair, validate, url_policy, dedupe]
+  order: [record, instructions, truncate, rollback, fallback, repair, validate, url_policy, dedupe, pii]
   repair:
     schema: true
     aliases:
@@ -67,10 +67,17 @@ const pipelineExample = `pipeline:
   redact:
     keys: [x-api-key]
     patterns: ["sk-[A-Za-z0-9]{20,}"]
+  pii:
+    regions: [US, GB]
+    max_findings: 20
+    rules:
+      - {kinds: [card, iban, secret], action: refuse}
+      - {kinds: [email, phone], on: [result], action: mask, tools: ["crm/*"]}
+      - {kinds: [email, phone], action: note}
 `
 
 var pipelineExampleWant = config.Pipeline{
-	Order: []string{"record", "instructions", "truncate", "rollback", "fallback", "repair", "validate", "url_policy", "dedupe"},
+	Order: []string{"record", "instructions", "truncate", "rollback", "fallback", "repair", "validate", "url_policy", "dedupe", "pii"},
 	Repair: config.Repair{
 		Aliases: []config.Aliases{
 			{Tools: "scrape_and_extract_info", Map: map[string]string{"description": "info_to_extract", "introduction": "info_to_extract"}},
@@ -115,6 +122,15 @@ var pipelineExampleWant = config.Pipeline{
 		Rules: []config.InstructionRule{{Tools: []string{"google_search"}, Match: "(?i)no results", Text: "Try fewer, more general keywords."}},
 	},
 	Redact: config.Redact{Keys: []string{"x-api-key"}, Patterns: []string{"sk-[A-Za-z0-9]{20,}"}},
+	PII: config.PII{
+		Regions:     []string{"US", "GB"},
+		MaxFindings: 20,
+		Rules: []config.PIIRule{
+			{Kinds: []string{"card", "iban", "secret"}, Action: "refuse"},
+			{Kinds: []string{"email", "phone"}, On: []string{"result"}, Action: "mask", Tools: []string{"crm/*"}},
+			{Kinds: []string{"email", "phone"}, Action: "note"},
+		},
+	},
 }
 
 // checkPipeline compares section by section, so a failure says where.
@@ -332,7 +348,7 @@ func TestPipelineErrors(t *testing.T) {
 			name:    "unknown key with suggestion",
 			content: "pipeline:\n  fallback: []\n  url-policy: {}\n  frobnicate: 1\n",
 			want: []wantErr{
-				{2, 3, "pipeline.fallback", "unknown key (expected one of: order, repair, validate, url_policy, dedupe, fallbacks, truncate, rollback, instructions, redact); did you mean fallbacks?"},
+				{2, 3, "pipeline.fallback", "unknown key (expected one of: order, repair, validate, url_policy, dedupe, fallbacks, truncate, rollback, instructions, redact, pii); did you mean fallbacks?"},
 				{3, 3, "pipeline.url-policy", "did you mean url_policy?"},
 				{4, 3, "pipeline.frobnicate", "unknown key (expected one of: order, "},
 			},
@@ -372,10 +388,33 @@ func TestPipelineErrors(t *testing.T) {
 			name:    "order",
 			content: "pipeline:\n  order: [record, fallbacks, dedupe, url_policy, dedupe, 3, [x]]\n",
 			want: []wantErr{
-				{2, 19, "pipeline.order[1]", `unknown middleware "fallbacks" (expected one of: record, instructions, truncate, rollback, fallback, repair, validate, url_policy, dedupe); did you mean fallback?`},
+				{2, 19, "pipeline.order[1]", `unknown middleware "fallbacks" (expected one of: record, instructions, truncate, rollback, fallback, repair, validate, url_policy, dedupe, pii); did you mean fallback?`},
 				{2, 50, "pipeline.order[4]", "dedupe is listed twice (first as pipeline.order[2])"},
 				{2, 58, "pipeline.order[5]", `unknown middleware "3"`},
 				{2, 61, "pipeline.order[6]", "expected a string, got a list"},
+			},
+		},
+		{
+			name: "pii",
+			content: `pipeline:
+  pii:
+    regions: [us, GB]
+    max_findings: 0
+    rules:
+      - {kinds: [emial], on: [results], action: mask}
+      - {kinds: [], action: drop}
+      - {kinds: [card], tools: ["crm/*"]}
+      - {action: note, scope: all}
+`,
+			want: []wantErr{
+				{3, 15, "pipeline.pii.regions[0]", `"us" is not a region code (two capital letters, ISO 3166: US, GB, DE)`},
+				{4, 19, "pipeline.pii.max_findings", "must be between 1 and 10000"},
+				{6, 18, "pipeline.pii.rules[0].kinds[0]", `unknown kind "emial" (expected email, phone, card, iban or secret); did you mean email?`},
+				{6, 31, "pipeline.pii.rules[0].on[0]", `unknown direction "results" (expected arguments or result); did you mean result?`},
+				{7, 17, "pipeline.pii.rules[1].kinds", "must not be empty"},
+				{7, 29, "pipeline.pii.rules[1].action", `unknown action "drop" (expected mask, refuse or note)`},
+				{8, 9, "pipeline.pii.rules[2]", "missing action (mask, refuse or note)"},
+				{9, 24, "pipeline.pii.rules[3].scope", "unknown key (expected one of: kinds, on, action, tools)"},
 			},
 		},
 		{

@@ -38,6 +38,11 @@ func FromConfig(c config.Pipeline) []Option {
 			Keys:   c.Dedupe.Keys,
 			Tools:  convert(c.Dedupe.Tools, func(t config.DedupeTool) DedupeTool { return DedupeTool(t) }),
 		}),
+		WithPII(PIIOptions{
+			Rules:       convert(c.PII.Rules, func(r config.PIIRule) PIIRule { return PIIRule(r) }),
+			Regions:     c.PII.Regions,
+			MaxFindings: c.PII.MaxFindings,
+		}),
 	}
 	if c.Order != nil {
 		opts = append(opts, WithOrder(c.Order...))

@@ -42,6 +42,7 @@ func TestFromConfigCarriesEverySetting(t *testing.T) {
 		Rollback:     config.Rollback{Rules: []config.RollbackRule{{Tools: []string{"a/*"}, Prefix: "p", IsError: true, JSONEmpty: "d.i", Kinds: []string{"timeout"}, Reason: "r"}}},
 		Instructions: config.Instructions{Tools: []config.ToolText{{Tools: "a/*", Text: "t"}}, Rules: []config.InstructionRule{{Tools: []string{"b/*"}, Match: "m", Kinds: []string{"timeout"}, Text: "u"}}},
 		Redact:       config.Redact{Keys: []string{"k"}, Patterns: []string{"p+"}},
+		PII:          config.PII{Rules: []config.PIIRule{{Kinds: []string{"email"}, On: []string{"result"}, Action: "mask", Tools: []string{"a/*"}}}, Regions: []string{"GB"}, MaxFindings: 4},
 	}
 	o := applied(FromConfig(c))
 	pairs := []struct {
@@ -57,6 +58,7 @@ func TestFromConfigCarriesEverySetting(t *testing.T) {
 		{"rollback", c.Rollback, o.rollback},
 		{"instructions", c.Instructions, o.instructions},
 		{"redact", c.Redact, o.redact},
+		{"pii", c.PII, o.pii},
 	}
 	for _, p := range pairs {
 		if got, want := jsonOf(t, p.opts), jsonOf(t, p.cfg); got != want {

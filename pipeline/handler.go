@@ -1,10 +1,10 @@
 // Package pipeline governs tool calls: a chain of middlewares around the
 // manager, each doing one job — recording, just-in-time instructions,
 // truncation, rollback verdicts, fallbacks, argument repair, schema
-// validation, URL policy, duplicate detection — and the caller's own
-// (WithMiddleware). The package owns its options and their defaults (New,
-// With...); FromConfig reads them from the `pipeline:` section of the
-// configuration.
+// validation, URL policy, duplicate detection, personal data (pii) — and
+// the caller's own (WithMiddleware). The package owns its options and
+// their defaults (New, With...); FromConfig reads them from the
+// `pipeline:` section of the configuration.
 //
 // A middleware never hides what it did: each one notes its actions on the
 // call's record (tool.Record.Notes), so a record shows the repairs made, the

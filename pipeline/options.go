@@ -17,16 +17,19 @@ const (
 	NameValidate     = "validate"
 	NameURLPolicy    = "url_policy"
 	NameDedupe       = "dedupe"
+	NamePII          = "pii"
 )
 
 // DefaultOrder returns the built-in middlewares in the order New uses
 // without WithOrder, outermost first. Recording is outermost so that every
 // call, whatever happens inside, yields exactly one record; fallbacks sit
 // outside the argument checks so a fallback target is checked like any
-// call.
+// call; pii is innermost, so it looks at the arguments as the tool will
+// get them (repaired) and at the result before any step after the call
+// reads it.
 func DefaultOrder() []string {
 	return []string{NameRecord, NameInstructions, NameTruncate, NameRollback,
-		NameFallback, NameRepair, NameValidate, NameURLPolicy, NameDedupe}
+		NameFallback, NameRepair, NameValidate, NameURLPolicy, NameDedupe, NamePII}
 }
 
 // Defaults of the middlewares' options: the zero value of an option means
@@ -269,6 +272,7 @@ type options struct {
 	validate     ValidateOptions
 	urlPolicy    URLPolicyOptions
 	dedupe       DedupeOptions
+	pii          PIIOptions
 	pins         *Pins
 	extra        []Middleware
 }
@@ -300,7 +304,7 @@ func WithOrder(names ...string) Option {
 // WithPinning checks every call's tool definition against its pin (see
 // Pins): a middleware placed after the steps that act on records and after
 // fallback, before the built-in ones that read the definition (repair,
-// validate, url_policy, dedupe), so a held call reaches none of them; and
+// validate, url_policy, dedupe, pii), so a held call reaches none of them; and
 // the pipeline's catalog (Pipeline.Tools) lists a held tool with its
 // pinned definition, never the one waiting for a person's acceptance
 // (Pins.Shown). Without it (or with a nil p), nothing is pinned.
@@ -336,6 +340,9 @@ func WithURLPolicy(u URLPolicyOptions) Option { return func(o *options) { o.urlP
 
 // WithDedupe sets duplicate detection.
 func WithDedupe(d DedupeOptions) Option { return func(o *options) { o.dedupe = d } }
+
+// WithPII sets the pii stage's rules.
+func WithPII(p PIIOptions) Option { return func(o *options) { o.pii = p } }
 
 // WithMiddleware adds the caller's own middlewares (a rate limiter, an
 // audit hook) to the chain, innermost: after every built-in middleware,

@@ -112,7 +112,7 @@ func build(b Backend, opts []Option) (*chain, error) {
 	mws := make([]Middleware, 0, len(order)+len(o.extra)+1)
 	pinning := o.pins != nil
 	for _, name := range order {
-		if pinning && slices.Contains([]string{NameRepair, NameValidate, NameURLPolicy, NameDedupe}, name) {
+		if pinning && slices.Contains([]string{NameRepair, NameValidate, NameURLPolicy, NameDedupe, NamePII}, name) {
 			mws, pinning = append(mws, o.pins.Middleware(b)), false
 		}
 		mw, after, err := p.middleware(name, b, o, spill)
@@ -177,6 +177,8 @@ func (p *chain) middleware(name string, b Backend, o options, spill string) (Mid
 		mw, err = NewValidate(o.validate, b)
 	case NameURLPolicy:
 		mw, err = NewURLPolicy(o.urlPolicy)
+	case NamePII:
+		mw, err = NewPII(o.pii)
 	case NameDedupe:
 		var d *Dedupe
 		if d, err = NewDedupe(o.dedupe); err == nil {

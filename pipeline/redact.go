@@ -2,7 +2,6 @@ package pipeline
 
 import (
 	"fmt"
-	"maps"
 	"regexp"
 	"slices"
 	"strings"
@@ -15,14 +14,35 @@ const Masked = "[REDACTED]"
 
 // builtinSecretPatterns catch common credential shapes wherever they appear
 // in text: bearer tokens, OpenAI/Anthropic-style keys, AWS access keys,
-// GitHub and Slack tokens, PEM private keys.
+// GitHub tokens (classic and fine-grained) and Slack tokens, Google API
+// keys, JSON Web Tokens, PEM private keys. The pii stage's `secret` kind is
+// these too.
 var builtinSecretPatterns = []string{
 	`(?i)\bbearer\s+[A-Za-z0-9\-._~+/]{8,}=*`,
 	`\bsk-[A-Za-z0-9_\-]{20,}`,
 	`\bAKIA[0-9A-Z]{16}\b`,
 	`\bgh[pousr]_[A-Za-z0-9]{36,}\b`,
+	`\bgithub_pat_[A-Za-z0-9_]{22,}`,
 	`\bxox[baprs]-[A-Za-z0-9\-]{10,}`,
+	`\bAIza[0-9A-Za-z_\-]{35}`,
+	`\beyJ[A-Za-z0-9_\-]{8,}\.eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}`,
 	`-----BEGIN [A-Z ]*PRIVATE KEY-----[\s\S]*?-----END [A-Z ]*PRIVATE KEY-----`,
+}
+
+// secretHints are literal parts of builtinSecretPatterns, one of which
+// every match holds: text without any of them holds no match, and the pii
+// stage skips the patterns for it (a test keeps the two in step).
+var secretHints = []string{"earer", "EARER", "sk-", "AKIA", "ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_",
+	"xox", "AIza", "eyJ", "PRIVATE KEY"}
+
+// hasSecretHint reports whether s holds one of secretHints.
+func hasSecretHint(s string) bool {
+	for _, h := range secretHints {
+		if strings.Contains(s, h) {
+			return true
+		}
+	}
+	return false
 }
 
 // redactor masks secrets: values under secret-looking keys, and matches of
@@ -103,45 +123,14 @@ func (r *redactor) value(v any) (any, bool) {
 		t := r.text(x)
 		return t, t != x
 	case map[string]any:
-		var m map[string]any
-		for k, e := range x {
-			var masked any
+		return rewriteChildren(v, false, func(k string, _ int, e any) (any, bool) {
 			if r.secretKey(k) {
-				if e == Masked {
-					continue
-				}
-				masked = Masked
-			} else {
-				var changed bool
-				if masked, changed = r.value(e); !changed {
-					continue
-				}
+				return Masked, e != Masked
 			}
-			if m == nil {
-				m = maps.Clone(x)
-			}
-			m[k] = masked
-		}
-		if m == nil {
-			return v, false
-		}
-		return m, true
+			return r.value(e)
+		})
 	case []any:
-		var s []any
-		for i, e := range x {
-			masked, changed := r.value(e)
-			if !changed {
-				continue
-			}
-			if s == nil {
-				s = slices.Clone(x)
-			}
-			s[i] = masked
-		}
-		if s == nil {
-			return v, false
-		}
-		return s, true
+		return rewriteChildren(v, false, func(_ string, _ int, e any) (any, bool) { return r.value(e) })
 	}
 	return v, false
 }

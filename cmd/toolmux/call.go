@@ -196,9 +196,13 @@ func (a *app) callTool(ctx context.Context, args []string, f callFlags) error {
 	if rt.Log != nil {
 		// One command, one task in the log: `toolmux logs` lists it.
 		call.Task = tool.NewID()
+		// The arguments (inline or read from stdin) are left out: they
+		// are in the call's record, with secrets and personal data masked
+		// as the pipeline's redact and pii settings say, while the task's
+		// input is stored as written.
 		words := args
-		if tg.args == "-" {
-			words = args[:len(args)-1] // what stdin held is in the call's record
+		if tg.hasArgs {
+			words = args[:len(args)-1] // the arguments are the last word
 		}
 		input := "toolmux call " + strings.Join(words, " ")
 		if err := rt.Log.StartTask(ctx, tasklog.Task{ID: call.Task, Input: input}); err != nil {

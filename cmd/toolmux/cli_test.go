@@ -123,7 +123,7 @@ func TestCallByExposedName(t *testing.T) {
 	}
 	found := false
 	for _, tk := range tasks {
-		if tk.Input != `toolmux call fx__ecoh {"message": "x"}` {
+		if tk.Input != `toolmux call fx__ecoh` {
 			continue
 		}
 		found = true
