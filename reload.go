@@ -179,6 +179,34 @@ func (rt *Runtime) Reload(ctx context.Context, cfg *config.Config, drain time.Du
 			r.Removed = append(r.Removed, sc.Name)
 		}
 	}
+	wasAPI := map[string]config.OpenAPI{}
+	for _, a := range old.OpenAPI {
+		wasAPI[a.Name] = a
+	}
+	for _, a := range cfg.OpenAPI {
+		rc.Order = append(rc.Order, a.Name)
+		prev, ok := wasAPI[a.Name]
+		delete(wasAPI, a.Name)
+		if ok && reflect.DeepEqual(apiKey(old, prev), apiKey(cfg, a)) {
+			continue
+		}
+		src, sopts, err := newAPISource(cfg, a, rt.log)
+		if err != nil {
+			closeAdded()
+			return Reloaded{}, err
+		}
+		rc.Add = append(rc.Add, manager.Server{Source: src, Options: sopts})
+		if ok {
+			r.Restarted = append(r.Restarted, a.Name)
+		} else {
+			r.Added = append(r.Added, a.Name)
+		}
+	}
+	for _, a := range old.OpenAPI {
+		if _, gone := wasAPI[a.Name]; gone {
+			r.Removed = append(r.Removed, a.Name)
+		}
+	}
 	// The sources that are not the configuration's (the caller's own,
 	// the sub-agents) stay, after the configured ones as at Open.
 	for _, name := range rt.Manager.Servers() {
@@ -234,7 +262,15 @@ func (rt *Runtime) configured(cfg *config.Config, name string) bool {
 	if cfg.Builtin.Enabled && name == builtin.ServerName {
 		return true
 	}
-	return slices.ContainsFunc(cfg.Servers, func(sc config.Server) bool { return sc.Name == name })
+	return slices.ContainsFunc(cfg.Servers, func(sc config.Server) bool { return sc.Name == name }) ||
+		slices.ContainsFunc(cfg.OpenAPI, func(a config.OpenAPI) bool { return a.Name == name })
+}
+
+// apiKey is what an API's source is made of: a change remakes it (and
+// reads its spec again). Line is where the entry is, not what it says.
+func apiKey(cfg *config.Config, a config.OpenAPI) any {
+	a.Line = 0
+	return []any{a, cfg.Timeout, cfg.Retry, cfg.CircuitBreaker, cfg.HealthCheck}
 }
 
 // builtinKey is what the built-in tools are made of: a change restarts

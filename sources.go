@@ -18,6 +18,7 @@ import (
 	"github.com/toolmux/toolmux/internal/toolglob"
 	"github.com/toolmux/toolmux/manager"
 	"github.com/toolmux/toolmux/mcpsource"
+	"github.com/toolmux/toolmux/openapisource"
 	"github.com/toolmux/toolmux/percaller"
 	"github.com/toolmux/toolmux/telemetry"
 	"github.com/toolmux/toolmux/tool"
@@ -121,7 +122,47 @@ func newManager(cfg *config.Config, log *slog.Logger, deps sourceDeps, opts ...m
 		made = append(made, src)
 		all = append(all, manager.WithSource(src, sopts))
 	}
+	for _, a := range cfg.OpenAPI {
+		src, sopts, err := newAPISource(cfg, a, log)
+		if err != nil {
+			return nil, err
+		}
+		made = append(made, src)
+		all = append(all, manager.WithSource(src, sopts))
+	}
 	return manager.New(append(all, opts...)...)
+}
+
+// newAPISource makes the source of one configured OpenAPI API
+// (`openapi:`), with the policy the manager applies to it: the global
+// retry policy, circuit breaker and health check, as for a server that
+// sets none of its own.
+func newAPISource(cfg *config.Config, a config.OpenAPI, log *slog.Logger) (manager.Source, manager.ServerOptions, error) {
+	timeout := first(a.Timeout, cfg.Timeout)
+	// The manager cuts a listing off at its connect timeout plus a
+	// margin; the source's own bound on reading the spec comes first, so
+	// the error says what happened.
+	specTimeout := first(a.SpecTimeout, openapisource.DefaultSpecTimeout)
+	src, err := openapisource.New(openapisource.Config{
+		Name:             a.Name,
+		Spec:             a.Spec,
+		BaseURL:          a.BaseURL,
+		Headers:          a.Headers,
+		BearerToken:      a.BearerToken,
+		Include:          a.Include,
+		Exclude:          a.Exclude,
+		Timeout:          timeout,
+		SpecTimeout:      specTimeout,
+		MaxSpecBytes:     a.MaxSpecBytes,
+		MaxResponseBytes: a.MaxResponseBytes,
+		Logger:           log.With("server", a.Name),
+	})
+	if err != nil {
+		return nil, manager.ServerOptions{}, err
+	}
+	sopts := serverOptions(cfg, config.Server{Name: a.Name, Transport: openapisource.Transport})
+	sopts.ConnectTimeout = specTimeout
+	return src, sopts, nil
 }
 
 // newSource makes the source of one configured server, with the policy

@@ -461,6 +461,11 @@ func pinsFor(cfg *config.Config, rt *Runtime) (*pipeline.Pins, error) {
 	for _, s := range cfg.Servers {
 		servers[s.Name] = true
 	}
+	// An API's tools are as much the work of others as a server's: a new
+	// spec may change what a tool says it does.
+	for _, a := range cfg.OpenAPI {
+		servers[a.Name] = true
+	}
 	return pipeline.NewPins(pipeline.PinningOptions{
 		Dir:     filepath.Join(cfg.DataDir, "pins"),
 		Policy:  cfg.Pinning.Policy,

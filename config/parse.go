@@ -31,7 +31,7 @@ import (
 // Keys of a toolmux.yaml, in the order the reference documents them; the
 // order is also the order "expected one of" lists them in.
 var topKeys = []string{"workspace", "data_dir", "builtin", "connect_timeout", "timeout",
-	"allow", "deny", "retry", "circuit_breaker", "health_check", "servers", "mcpServers", "pipeline", "policy", "task_log",
+	"allow", "deny", "retry", "circuit_breaker", "health_check", "servers", "mcpServers", "openapi", "pipeline", "policy", "task_log",
 	"pinning", "limits", "model", "agent", "agents", "passthrough", "reissue", "subscriptions", "tool_search", "virtual_servers", "telemetry", "mcp_tasks", "rate_limits", "auth", "groups", "vault", "upstream_oauth"}
 
 type parser struct {
@@ -266,6 +266,12 @@ func (p *parser) config(root *yaml.Node, isJSON bool) *Config {
 	}
 	if len(gemini) > 0 {
 		p.geminiDiscovered(gemini, cfg, seen)
+	}
+	// APIs after every server, so a name clash is reported on the API.
+	for _, e := range entries {
+		if e.key == "openapi" {
+			p.openapi(e.v, e.key, cfg, seen)
+		}
 	}
 	cfg.NoServers = emptied && len(cfg.Servers) == 0
 	p.checkAgents(cfg, &agents)

@@ -38,7 +38,20 @@ func (e *SpecError) Error() string {
 	default:
 		what = "does not validate"
 	}
-	return fmt.Sprintf("OpenAPI spec %s %s: %v", e.Spec, what, e.Err)
+	return fmt.Sprintf("OpenAPI spec %s %s: %v", shown(e.Spec), what, e.Err)
+}
+
+// shown is a spec's name as messages write it: a URL without its
+// password and query, which may hold a key.
+func shown(spec string) string {
+	u, err := url.Parse(spec)
+	if !isURL(spec) || err != nil {
+		return spec
+	}
+	if u.RawQuery != "" {
+		u.RawQuery = "…"
+	}
+	return u.Redacted()
 }
 
 func (e *SpecError) Unwrap() error { return e.Err }

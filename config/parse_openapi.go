@@ -1,0 +1,119 @@
+package config
+
+import (
+	"fmt"
+	"net/url"
+	"path"
+	"strings"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// openapiKeys are the keys of an openapi entry, in the order the
+// reference documents them.
+var openapiKeys = []string{"spec", "base_url", "headers", "bearer_token", "include", "exclude",
+	"timeout", "spec_timeout", "max_spec_bytes", "max_response_bytes"}
+
+// openapi reads the openapi section: API name to API. A name is a server
+// name (the "server" of server__tool), so it must not be one already
+// taken by servers or mcpServers (seen).
+func (p *parser) openapi(n *yaml.Node, kp string, cfg *Config, seen map[string]*yaml.Node) {
+	entries, _ := p.entries(n, kp)
+	for _, e := range entries {
+		sp := kp + "." + e.key
+		if prev, dup := seen[e.key]; dup {
+			p.errAt(e.k, sp, "a server named %q is already defined (line %d): an API's name is a server name and must differ", e.key, prev.Line)
+			continue
+		}
+		seen[e.key] = e.k
+		switch {
+		case strings.TrimSpace(e.key) == "":
+			p.errAt(e.k, sp, "an API name must not be empty")
+			continue
+		case strings.Contains(e.key, "/"):
+			p.errAt(e.k, sp, "an API name must not contain \"/\" (patterns use server/tool)")
+			continue
+		}
+		if a, ok := p.openapiEntry(e, sp); ok {
+			cfg.OpenAPI = append(cfg.OpenAPI, a)
+		}
+	}
+}
+
+// openapiEntry reads one API.
+func (p *parser) openapiEntry(se entry, sp string) (OpenAPI, bool) {
+	a := OpenAPI{Name: se.key, Line: se.k.Line}
+	if isNull(deref(se.v)) {
+		p.errAt(se.v, sp, "expected a mapping with spec, got null")
+		return a, false
+	}
+	hasSpec := false
+	ok := p.fields(se.v, sp, openapiKeys, func(e entry, fp string) {
+		switch e.key {
+		case "spec":
+			hasSpec = true
+			s, ok := p.text(e.v, fp)
+			switch {
+			case !ok:
+			case strings.HasPrefix(s, "http://") || strings.HasPrefix(s, "https://"):
+				if u, err := url.Parse(s); err != nil || u.Host == "" {
+					p.errAt(e.v, fp, "%s is not a usable URL", quote(s))
+				} else {
+					a.Spec = s
+				}
+			default:
+				if r, err := resolvePath(s, p.dir, p.lookup); err != nil {
+					p.errAt(e.v, fp, "%v", err)
+				} else {
+					a.Spec = r
+				}
+			}
+		case "base_url":
+			s, ok := p.text(e.v, fp)
+			if !ok {
+				return
+			}
+			if u, err := url.Parse(s); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+				p.errAt(e.v, fp, "expected an http(s) URL such as https://api.example.com/v1, got %s", quote(s))
+				return
+			}
+			a.BaseURL = s
+		case "headers":
+			a.Headers = p.stringMap(e.v, fp, false, validHeaderName, "an HTTP header name")
+		case "bearer_token":
+			a.BearerToken, _ = p.expandStr(e.v, fp, false)
+		case "include", "exclude":
+			var pats []string
+			for i, it := range p.items(e.v, fp) {
+				ip := fmt.Sprintf("%s[%d]", fp, i)
+				s, ok := p.str(it, ip)
+				if !ok {
+					continue
+				}
+				if _, err := path.Match(s, ""); err != nil || s == "" {
+					p.errAt(it, ip, "%s is not a pattern (a glob over operation names or \"METHOD /path\", such as \"get*\" or \"GET /pets/*\")", quote(s))
+					continue
+				}
+				pats = append(pats, s)
+			}
+			if e.key == "include" {
+				a.Include = pats
+			} else {
+				a.Exclude = pats
+			}
+		case "timeout":
+			p.setDuration(&a.Timeout, e.v, fp)
+		case "spec_timeout":
+			p.setDuration(&a.SpecTimeout, e.v, fp)
+		case "max_spec_bytes":
+			a.MaxSpecBytes, _ = p.size(e.v, fp)
+		case "max_response_bytes":
+			a.MaxResponseBytes, _ = p.size(e.v, fp)
+		}
+	})
+	if ok && !hasSpec {
+		p.errAt(se.k, sp, "needs spec: the OpenAPI 3 document, a file or an http(s) URL")
+		return a, false
+	}
+	return a, ok && a.Spec != ""
+}

@@ -1,0 +1,109 @@
+package toolmux_test
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/toolmux/toolmux"
+	"github.com/toolmux/toolmux/internal/petstore"
+	"github.com/toolmux/toolmux/tool"
+)
+
+// An API of the openapi section is a server like the others: its tools
+// in the catalog with their annotations, calls through the pipeline
+// (arguments checked against the schema before anything is sent), its
+// errors typed, its bearer token in no record; a reload that changes its
+// entry remakes it.
+func TestOpenAPIGoverned(t *testing.T) {
+	ctx := context.Background()
+	ps := petstore.New(t, 10)
+	dir := t.TempDir()
+	yaml := `
+builtin: {enabled: false}
+openapi:
+  pets:
+    spec: ` + ps.SpecFile + `
+    base_url: ` + ps.BaseURL + `
+    bearer_token: ${PETS_TOKEN}
+    exclude: [big]
+`
+	cfg := loadConfig(t, dir, "toolmux.yaml", yaml, map[string]string{"PETS_TOKEN": "sekrit-token-1"})
+	rt, err := toolmux.Open(ctx, cfg, toolmux.Options{NoTaskLog: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rt.Close(ctx)
+
+	cat, err := rt.Manager.Tools(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	get, ok := cat.Lookup("pets__getPet")
+	if !ok || !get.IsReadOnly() {
+		t.Fatalf("pets__getPet: %+v (%v)", get, ok)
+	}
+	if _, ok := cat.Lookup("pets__big"); ok {
+		t.Error("an excluded operation is listed")
+	}
+	if h, _ := cat.Server("pets"); h.Transport != "openapi" || h.State != tool.StateReady {
+		t.Errorf("health %+v", h)
+	}
+
+	rec := rt.Scheduler.Call(ctx, tool.Call{Server: "pets", Tool: "getPet", Arguments: map[string]any{"petId": "p1"}, Task: "t1"})
+	if err := rec.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if st, _ := rec.Result.Structured.(map[string]any); st["name"] != "Rex" {
+		t.Errorf("getPet: %s", rec.Result.Text())
+	}
+	b, _ := json.Marshal(rec)
+	if strings.Contains(string(b), "sekrit-token-1") {
+		t.Errorf("the record holds the bearer token: %s", b)
+	}
+	if h := ps.Headers(); h[len(h)-1].Get("Authorization") != "Bearer sekrit-token-1" {
+		t.Errorf("the API did not get the token: %v", h[len(h)-1])
+	}
+
+	sent := len(ps.Headers())
+	for _, c := range []struct {
+		tool string
+		args map[string]any
+	}{
+		{"getPet", map[string]any{}},
+		{"listPets", map[string]any{"limit": 1000}},
+		{"createPet", map[string]any{"body": map[string]any{"tag": "no name"}}},
+		{"getPet", map[string]any{"petId": "p1", "color": "red"}},
+	} {
+		rec := rt.Pipeline.Call(ctx, tool.Call{Server: "pets", Tool: c.tool, Arguments: c.args, Task: "t1"})
+		if tool.KindOf(rec.Err()) != tool.KindInvalidParams {
+			t.Errorf("%s %v: %v, want invalid_tool_params", c.tool, c.args, rec.Err())
+		}
+	}
+	if n := len(ps.Headers()); n != sent {
+		t.Errorf("%d invalid calls reached the API", n-sent)
+	}
+
+	rec = rt.Pipeline.Call(ctx, tool.Call{Server: "pets", Tool: "getPet", Arguments: map[string]any{"petId": "p9"}, Task: "t1"})
+	if tool.KindOf(rec.Err()) != tool.KindToolError || !strings.Contains(rec.Err().Error(), "404") {
+		t.Errorf("getPet p9: %v", rec.Err())
+	}
+
+	cfg2 := loadConfig(t, dir, "toolmux.yaml", strings.Replace(yaml, "exclude: [big]", "include: [getPet]", 1), map[string]string{"PETS_TOKEN": "sekrit-token-1"})
+	r, err := rt.Reload(ctx, cfg2, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(r.Restarted) != 1 || r.Restarted[0] != "pets" {
+		t.Errorf("reload: %+v", r)
+	}
+	cat, err = rt.Manager.Tools(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := cat.Lookup("pets__listPets"); ok || cat.Len() != 1 {
+		t.Errorf("after the reload: %d tools", cat.Len())
+	}
+}
