@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -104,5 +105,60 @@ openapi:
 		if h.Get("X-Api-Key") != "key-123" {
 			t.Errorf("request %d without the configured header: %v", i, h)
 		}
+	}
+}
+
+// The example of docs/openapi.md works as written, with the pet store's
+// spec beside it and its base_url pointed at the pet store: the tools
+// listed, a GET called without approval, a POST only with it.
+func TestOpenAPIDocExample(t *testing.T) {
+	t.Parallel()
+	doc, err := os.ReadFile(filepath.Join("..", "..", "docs", "openapi.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile("(?ms)^```yaml toolmux.yaml\n(.*?)^```$").FindSubmatch(doc)
+	if m == nil {
+		t.Fatal("docs/openapi.md has no toolmux.yaml")
+	}
+	ps := petstore.New(t, 10)
+	cfg := strings.Replace(string(m[1]), "http://localhost:8080/v1", ps.BaseURL, 1)
+	if cfg == string(m[1]) {
+		t.Fatal("the example's base_url is not http://localhost:8080/v1")
+	}
+	dir := workspace(t, cfg)
+	if err := os.WriteFile(filepath.Join(dir, "petstore.yaml"), petstore.Spec, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	env := append(os.Environ(), "XDG_DATA_HOME="+t.TempDir(), "PETS_TOKEN=tok-9")
+	r := execToolmux(t, dir, "", env, "tools", "--json")
+	var entries []struct{ Name, Approval string }
+	if err := json.Unmarshal([]byte(r.stdout), &entries); err != nil || r.code != 0 {
+		t.Fatalf("tools: exit %d %v\n%s%s", r.code, err, r.stdout, r.stderr)
+	}
+	approval := map[string]string{}
+	for _, e := range entries {
+		approval[e.Name] = e.Approval
+	}
+	if _, ok := approval["pets__deletePet"]; ok {
+		t.Error("the excluded deletePet is listed")
+	}
+	if approval["pets__createPet"] != "ask" || approval["pets__getPet"] == "ask" || approval["pets__getPet"] == "" {
+		t.Errorf("approval of the example's tools: %v", approval)
+	}
+	r = execToolmux(t, dir, "", env, "call", "pets", "getPet", `{"petId": "p1"}`)
+	if r.code != 0 || !strings.Contains(r.stdout, `"Rex"`) {
+		t.Errorf("getPet: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	r = execToolmux(t, dir, "", env, "call", "pets", "createPet", `{"body": {"name": "Nemo"}}`)
+	if r.code != 1 || !strings.Contains(r.stderr, "approval_unavailable") {
+		t.Errorf("createPet without --yes: exit %d %s", r.code, r.stderr)
+	}
+	r = execToolmux(t, dir, "", env, "call", "pets", "createPet", `{"body": {"name": "Nemo"}}`, "--yes")
+	if r.code != 0 || !strings.Contains(r.stdout, `"Nemo"`) {
+		t.Errorf("createPet with --yes: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	if h := ps.Headers(); len(h) == 0 || h[len(h)-1].Get("Authorization") != "Bearer tok-9" {
+		t.Errorf("the bearer token was not sent")
 	}
 }
