@@ -21,17 +21,8 @@ func (p *parser) openapi(n *yaml.Node, kp string, cfg *Config, seen map[string]*
 	entries, _ := p.entries(n, kp)
 	for _, e := range entries {
 		sp := kp + "." + e.key
-		if prev, dup := seen[e.key]; dup {
-			p.errAt(e.k, sp, "a server named %q is already defined (line %d): an API's name is a server name and must differ", e.key, prev.Line)
-			continue
-		}
-		seen[e.key] = e.k
-		switch {
-		case strings.TrimSpace(e.key) == "":
-			p.errAt(e.k, sp, "an API name must not be empty")
-			continue
-		case strings.Contains(e.key, "/"):
-			p.errAt(e.k, sp, "an API name must not contain \"/\" (patterns use server/tool)")
+		dup := fmt.Sprintf("a server named %q is already defined (line %%d): an API's name is a server name and must differ", e.key)
+		if !p.serverName(e, sp, seen, dup) {
 			continue
 		}
 		if a, ok := p.openapiEntry(e, sp); ok {
