@@ -1,6 +1,7 @@
 package main_test
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -10,6 +11,9 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/toolmux/toolmux/internal/petstore"
 )
@@ -161,4 +165,64 @@ func TestOpenAPIDocExample(t *testing.T) {
 	if h := ps.Headers(); len(h) == 0 || h[len(h)-1].Get("Authorization") != "Bearer tok-9" {
 		t.Errorf("the bearer token was not sent")
 	}
+}
+
+// An API's tools on the MCP routes of toolmux serve, in both protocol
+// eras on /mcp and on serve --stdio: listed with the annotations of their
+// method, called with structured results, a 404 an error result, and
+// arguments that do not fit the schema refused.
+func TestOpenAPIServe(t *testing.T) {
+	t.Parallel()
+	ps := petstore.New(t, 10)
+	cfg := fmt.Sprintf("builtin: {enabled: false}\nopenapi:\n  pets:\n    spec: %s\n    base_url: %s\n", ps.SpecFile, ps.BaseURL)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	p := startServeProc(t, workspace(t, cfg), "")
+	cmd, _ := stdioServe(t, workspace(t, cfg))
+	clients := []*eraClient{
+		connectEra(t, ctx, "old", legacyProtocol, &mcp.StreamableClientTransport{Endpoint: p.url("/mcp")}),
+		connectEra(t, ctx, "modern", "2026-07-28", &mcp.StreamableClientTransport{Endpoint: p.url("/mcp")}),
+		connectEra(t, ctx, "stdio", "2026-07-28", &mcp.CommandTransport{Command: cmd}),
+	}
+	for _, ec := range clients {
+		list, err := ec.cs.ListTools(ctx, nil)
+		if err != nil {
+			t.Fatalf("%s: %v", ec.name, err)
+		}
+		annotations := map[string]*mcp.ToolAnnotations{}
+		for _, tl := range list.Tools {
+			annotations[tl.Name] = tl.Annotations
+		}
+		if a := annotations["pets__getPet"]; a == nil || !a.ReadOnlyHint || a.IdempotentHint != true {
+			t.Errorf("%s: pets__getPet annotations %+v", ec.name, a)
+		}
+		if a := annotations["pets__deletePet"]; a == nil || a.DestructiveHint == nil || !*a.DestructiveHint {
+			t.Errorf("%s: pets__deletePet annotations %+v", ec.name, a)
+		}
+		res, err := ec.cs.CallTool(ctx, &mcp.CallToolParams{Name: "pets__getPet", Arguments: map[string]any{"petId": "p2"}})
+		if err != nil || res.IsError {
+			t.Fatalf("%s: getPet: %v %+v", ec.name, err, res)
+		}
+		if st, _ := res.StructuredContent.(map[string]any); st["name"] != "Tom" {
+			t.Errorf("%s: getPet structured content %v", ec.name, res.StructuredContent)
+		}
+		res, err = ec.cs.CallTool(ctx, &mcp.CallToolParams{Name: "pets__getPet", Arguments: map[string]any{"petId": "p9"}})
+		if err != nil || !res.IsError || !strings.Contains(contentText(res), "404") {
+			t.Errorf("%s: getPet p9: %v %+v", ec.name, err, res)
+		}
+		res, err = ec.cs.CallTool(ctx, &mcp.CallToolParams{Name: "pets__listPets", Arguments: map[string]any{"limit": 0}})
+		if (err == nil && !res.IsError) || (err == nil && !strings.Contains(contentText(res), "limit")) || (err != nil && !strings.Contains(err.Error(), "limit")) {
+			t.Errorf("%s: listPets limit 0: %v %+v", ec.name, err, res)
+		}
+	}
+}
+
+func contentText(res *mcp.CallToolResult) string {
+	var b strings.Builder
+	for _, c := range res.Content {
+		if tc, ok := c.(*mcp.TextContent); ok {
+			b.WriteString(tc.Text)
+		}
+	}
+	return b.String()
 }
