@@ -198,16 +198,18 @@ func queryPairs(p param, v any) ([]string, error) {
 	name := esc(p.name)
 	switch x := v.(type) {
 	case []any:
+		// Items are escaped one by one, so that a separator inside one
+		// is escaped and the one between them is not.
 		sep := ","
 		switch p.style {
 		case openapi3.SerializationSpaceDelimited:
-			sep = " "
+			sep = "%20"
 		case openapi3.SerializationPipeDelimited:
 			sep = "|"
 		}
 		if !p.explode {
 			s, err := joined(p, v, sep, esc, false)
-			return []string{name + "=" + strings.ReplaceAll(s, esc(sep), sep)}, err
+			return []string{name + "=" + s}, err
 		}
 		out := make([]string, 0, len(x))
 		for _, e := range x {

@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"go.uber.org/goleak"
 
@@ -348,5 +349,30 @@ func TestNew(t *testing.T) {
 		if _, err := openapisource.New(c); err == nil {
 			t.Errorf("%+v: no error", c)
 		}
+	}
+}
+
+// hanging answers nothing until the client gives up.
+func hanging(t *testing.T) *httptest.Server {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { <-r.Context().Done() }))
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+// The call's timeout and the spec's are the source's own bounds: a call
+// that gets no answer within timeout is a timeout; a spec URL that does
+// not answer within spec_timeout leaves the API unavailable.
+func TestTimeouts(t *testing.T) {
+	h := hanging(t)
+	s := open(t, openapisource.Config{Spec: petstoreFile(t), BaseURL: h.URL, Timeout: 100 * time.Millisecond})
+	_, err := call(t, s, "getPet", map[string]any{"petId": "p1"})
+	if tool.KindOf(err) != tool.KindTimeout || !strings.Contains(err.Error(), "did not answer within 100ms") {
+		t.Errorf("call: %v, want a timeout", err)
+	}
+	s = open(t, openapisource.Config{Spec: h.URL + "/openapi.yaml", SpecTimeout: 100 * time.Millisecond})
+	_, err = s.Tools(context.Background())
+	var se *openapisource.SpecError
+	if tool.KindOf(err) != tool.KindServerUnavailable || !errors.As(err, &se) || se.Step != "read" || !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("spec: %v, want a read SpecError past its deadline", err)
 	}
 }
