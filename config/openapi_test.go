@@ -46,6 +46,20 @@ openapi:
 	}
 }
 
+// An API is a server for the sections that name servers: pinning.servers
+// accepts its name.
+func TestOpenAPIIsAServer(t *testing.T) {
+	cfg, _ := mustLoad(t, "toolmux.yaml", `
+openapi:
+  pets: {spec: a.yaml}
+pinning:
+  servers: {pets: warn}
+`)
+	if cfg.Pinning.Servers["pets"] != config.PinWarn {
+		t.Errorf("pinning %+v", cfg.Pinning)
+	}
+}
+
 func TestOpenAPIErrors(t *testing.T) {
 	checkErrors(t, "toolmux.yaml", `servers:
   fs: {command: fs-server}

@@ -425,6 +425,9 @@ func (p *parser) checkPinning(cfg *Config) {
 	for _, s := range cfg.Servers {
 		names = append(names, s.Name)
 	}
+	for _, a := range cfg.OpenAPI {
+		names = append(names, a.Name)
+	}
 	for _, e := range p.pinServers {
 		if slices.Contains(names, e.key) {
 			continue
