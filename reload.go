@@ -153,11 +153,15 @@ func (rt *Runtime) Reload(ctx context.Context, cfg *config.Config, drain time.Du
 	}
 	err = remake(&rc, &r, old.Servers, cfg.Servers,
 		func(sc config.Server) string { return sc.Name }, serverKey, old, cfg,
-		func(sc config.Server) (manager.Source, manager.ServerOptions, error) { return newSource(cfg, sc, rt.log, rt.sourceDeps) })
+		func(sc config.Server) (manager.Source, manager.ServerOptions, error) {
+			return newSource(cfg, sc, rt.log, rt.sourceDeps)
+		})
 	if err == nil {
 		err = remake(&rc, &r, old.OpenAPI, cfg.OpenAPI,
 			func(a config.OpenAPI) string { return a.Name }, apiKey, old, cfg,
-			func(a config.OpenAPI) (manager.Source, manager.ServerOptions, error) { return newAPISource(cfg, a, rt.log) })
+			func(a config.OpenAPI) (manager.Source, manager.ServerOptions, error) {
+				return newAPISource(cfg, a, rt.log)
+			})
 	}
 	if err != nil {
 		closeAdded()
