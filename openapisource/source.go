@@ -154,8 +154,21 @@ func New(cfg Config) (*Source, error) {
 		s.own = http.DefaultTransport.(*http.Transport).Clone()
 		rt = s.own
 	}
-	s.client = &http.Client{Transport: rt}
+	s.client = &http.Client{Transport: s.headers(rt), CheckRedirect: sameOrigin}
 	return s, nil
+}
+
+// sameOrigin follows a redirect only to the same scheme, host and port:
+// the configured headers and bearer token are added to every request the
+// client makes, and must not go to a host a response names.
+func sameOrigin(req *http.Request, via []*http.Request) error {
+	if len(via) >= 10 {
+		return errors.New("stopped after 10 redirects")
+	}
+	if from := via[0].URL; req.URL.Scheme != from.Scheme || req.URL.Host != from.Host {
+		return http.ErrUseLastResponse
+	}
+	return nil
 }
 
 func cmpOr[T comparable](v, def T) T {
@@ -187,7 +200,7 @@ func (s *Source) Tools(ctx context.Context) ([]tool.Tool, error) {
 	}
 	sctx, cancel := context.WithTimeout(ctx, s.cfg.SpecTimeout)
 	defer cancel()
-	doc, specURL, err := loadSpec(sctx, &http.Client{Transport: s.headers(s.client.Transport)}, s.cfg.Spec, s.cfg.MaxSpecBytes)
+	doc, specURL, err := loadSpec(sctx, s.client, s.cfg.Spec, s.cfg.MaxSpecBytes)
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
@@ -298,7 +311,7 @@ func (s *Source) Call(ctx context.Context, name string, args map[string]any) (*t
 		req.Header.Set("Content-Type", op.body)
 	}
 	req.Header.Set("Accept", "application/json, */*;q=0.5")
-	resp, err := (&http.Client{Transport: s.headers(s.client.Transport)}).Do(req)
+	resp, err := s.client.Do(req)
 	if err != nil {
 		return nil, s.sendError(ctx, cctx, name, label, err)
 	}

@@ -376,3 +376,28 @@ func TestTimeouts(t *testing.T) {
 		t.Errorf("spec: %v, want a read SpecError past its deadline", err)
 	}
 }
+
+// A redirect to another host is not followed: the configured credential
+// would go with it. It is the answer, a 3xx, and a tool_error.
+func TestRedirectElsewhere(t *testing.T) {
+	got := make(chan string, 1)
+	elsewhere := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got <- r.Header.Get("Authorization")
+	}))
+	t.Cleanup(elsewhere.Close)
+	redirecting := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, elsewhere.URL+r.URL.Path, http.StatusFound)
+	}))
+	t.Cleanup(redirecting.Close)
+	s := open(t, openapisource.Config{Spec: petstoreFile(t), BaseURL: redirecting.URL, BearerToken: "tok"})
+	_, err := call(t, s, "getPet", map[string]any{"petId": "p1"})
+	var se *openapisource.StatusError
+	if tool.KindOf(err) != tool.KindToolError || !errors.As(err, &se) || se.Code != http.StatusFound {
+		t.Errorf("%v, want the 302 as a tool_error", err)
+	}
+	select {
+	case a := <-got:
+		t.Errorf("the other host was called (Authorization %q)", a)
+	default:
+	}
+}
