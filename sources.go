@@ -155,6 +155,7 @@ func newAPISource(cfg *config.Config, a config.OpenAPI, log *slog.Logger) (manag
 		SpecTimeout:      specTimeout,
 		MaxSpecBytes:     a.MaxSpecBytes,
 		MaxResponseBytes: a.MaxResponseBytes,
+		MaxSchemaNodes:   a.MaxSchemaNodes,
 		Logger:           log.With("server", a.Name),
 	})
 	if err != nil {

@@ -307,6 +307,9 @@ type OpenAPI struct {
 	// MaxSpecBytes bounds the spec; MaxResponseBytes how much of a
 	// response is read.
 	MaxSpecBytes, MaxResponseBytes int64
+	// MaxSchemaNodes bounds the schema objects of one tool's input
+	// schema, references inlined.
+	MaxSchemaNodes int
 	// Line is where the entry starts in the file.
 	Line int
 }

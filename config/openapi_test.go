@@ -25,6 +25,7 @@ openapi:
     spec_timeout: 5s
     max_spec_bytes: 2MiB
     max_response_bytes: 65536
+    max_schema_nodes: 500
   remote:
     spec: https://api.example.com/openapi.json
 `)
@@ -34,9 +35,9 @@ openapi:
 			Headers: map[string]string{"X-Api-Key": "secret"}, BearerToken: "secret",
 			Include: []string{"listPets", "GET /pets/*"}, Exclude: []string{"delete*"},
 			Timeout: 20 * time.Second, SpecTimeout: 5 * time.Second, MaxSpecBytes: 2 << 20, MaxResponseBytes: 65536,
-			Line: 5,
+			MaxSchemaNodes: 500, Line: 5,
 		},
-		{Name: "remote", Spec: "https://api.example.com/openapi.json", Line: 16},
+		{Name: "remote", Spec: "https://api.example.com/openapi.json", Line: 17},
 	}
 	if !reflect.DeepEqual(cfg.OpenAPI, want) {
 		t.Errorf("openapi:\n got %+v\nwant %+v", cfg.OpenAPI, want)
@@ -69,15 +70,17 @@ openapi:
   c: {spec: a.yaml, base_url: "ftp://h", include: ["["], auth: {kind: user_secrets}}
   d: {spec: a.yaml, bearer_token: "${NOPE}", max_response_bytes: 0, timeout: -1s}
   e:
+  f: {spec: a.yaml, max_schema_nodes: 0}
 `, []wantErr{
 		{4, 3, "openapi.fs", `a server named "fs" is already defined (line 2): an API's name is a server name and must differ`},
 		{5, 3, "openapi.b", "needs spec: the OpenAPI 3 document, a file or an http(s) URL"},
 		{6, 31, "openapi.c.base_url", `expected an http(s) URL such as https://api.example.com/v1, got "ftp://h"`},
 		{6, 52, "openapi.c.include[0]", `"[" is not a pattern`},
-		{6, 58, "openapi.c.auth", "unknown key (expected one of: spec, base_url, headers, bearer_token, include, exclude, timeout, spec_timeout, max_spec_bytes, max_response_bytes)"},
+		{6, 58, "openapi.c.auth", "unknown key (expected one of: spec, base_url, headers, bearer_token, include, exclude, timeout, spec_timeout, max_spec_bytes, max_response_bytes, max_schema_nodes)"},
 		{7, 35, "openapi.d.bearer_token", "environment variable NOPE is not set"},
 		{7, 66, "openapi.d.max_response_bytes", "must be between 1 byte and 1GiB, got 0"},
 		{7, 78, "openapi.d.timeout", `must be positive, got "-1s"`},
 		{8, 5, "openapi.e", "expected a mapping with spec, got null"},
+		{9, 39, "openapi.f.max_schema_nodes", "must be between 1 and 1000000"},
 	})
 }

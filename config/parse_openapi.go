@@ -12,7 +12,7 @@ import (
 // openapiKeys are the keys of an openapi entry, in the order the
 // reference documents them.
 var openapiKeys = []string{"spec", "base_url", "headers", "bearer_token", "include", "exclude",
-	"timeout", "spec_timeout", "max_spec_bytes", "max_response_bytes"}
+	"timeout", "spec_timeout", "max_spec_bytes", "max_response_bytes", "max_schema_nodes"}
 
 // openapi reads the openapi section: API name to API. A name is a server
 // name (the "server" of server__tool), so it must not be one already
@@ -100,6 +100,8 @@ func (p *parser) openapiEntry(se entry, sp string) (OpenAPI, bool) {
 			a.MaxSpecBytes, _ = p.size(e.v, fp)
 		case "max_response_bytes":
 			a.MaxResponseBytes, _ = p.size(e.v, fp)
+		case "max_schema_nodes":
+			a.MaxSchemaNodes, _ = p.integer(e.v, fp, 1, 1_000_000)
 		}
 	})
 	if ok && !hasSpec {

@@ -21,7 +21,7 @@ func FuzzBuildRequest(f *testing.F) {
 	if err != nil {
 		f.Fatal(err)
 	}
-	ops, _ := operations("pets", doc, nil, nil)
+	ops, _ := operations("pets", doc, nil, nil, DefaultMaxSchemaNodes)
 	byName := map[string]*operation{}
 	for _, op := range ops {
 		byName[op.tool.Name] = op

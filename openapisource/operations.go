@@ -49,7 +49,7 @@ type skipped struct {
 // those whose name or "METHOD /path" matches an include pattern (all when
 // there is none) and no exclude pattern. Operations that cannot be called
 // as tools are returned as skipped, with the reason.
-func operations(server string, doc *openapi3.T, include, exclude []string) ([]*operation, []skipped) {
+func operations(server string, doc *openapi3.T, include, exclude []string, maxSchemaNodes int) ([]*operation, []skipped) {
 	var ops []*operation
 	var skips []skipped
 	taken := map[string]bool{}
@@ -74,7 +74,7 @@ func operations(server string, doc *openapi3.T, include, exclude []string) ([]*o
 			if !selected(name, label, include, exclude) {
 				continue
 			}
-			op, why := newOperation(server, name, method, p, item, o)
+			op, why := newOperation(server, name, method, p, item, o, maxSchemaNodes)
 			if why != "" {
 				skips = append(skips, skipped{op: label, why: why})
 				continue
@@ -141,8 +141,9 @@ var ignoredHeaders = []string{"accept", "content-type", "authorization"}
 
 // newOperation builds the tool of one operation; why says why it cannot
 // be one.
-func newOperation(server, name, method, p string, item *openapi3.PathItem, o *openapi3.Operation) (*operation, string) {
+func newOperation(server, name, method, p string, item *openapi3.PathItem, o *openapi3.Operation, maxSchemaNodes int) (*operation, string) {
 	op := &operation{method: strings.ToUpper(method), path: p}
+	budget := maxSchemaNodes
 	props := map[string]any{}
 	var required []string
 	// Path-level parameters apply to every operation, unless the
@@ -187,7 +188,7 @@ func newOperation(server, name, method, p string, item *openapi3.PathItem, o *op
 		if _, dup := props[key]; dup || key == BodyKey {
 			key = pv.In + "." + pv.Name
 		}
-		s := jsonSchema(pv.Schema)
+		s := jsonSchema(pv.Schema, &budget)
 		if pv.Description != "" {
 			if _, has := s["description"]; !has {
 				s["description"] = pv.Description
@@ -205,7 +206,7 @@ func newOperation(server, name, method, p string, item *openapi3.PathItem, o *op
 		switch {
 		case media != nil:
 			op.body, op.bodyRequired = mt, rb.Value.Required
-			s := jsonSchema(media.Schema)
+			s := jsonSchema(media.Schema, &budget)
 			if rb.Value.Description != "" {
 				if _, has := s["description"]; !has {
 					s["description"] = rb.Value.Description

@@ -13,18 +13,23 @@ import (
 const maxSchemaDepth = 32
 
 // jsonSchema writes an OpenAPI schema as the JSON Schema of a tool's
-// input: references inlined (tool schemas must stand alone), OpenAPI
+// input, using up to *budget schema objects (shared by a tool's
+// parameters and body): references inlined (tool schemas must stand
+// alone; a schema reached twice is written twice, so a spec whose schemas
+// share others over many levels would write exponentially many without
+// the budget; past it, a schema accepts anything), OpenAPI
 // 3.0's nullable and boolean exclusive bounds turned into their JSON
 // Schema forms, and what only documents (example, xml, discriminator,
 // externalDocs, x- extensions) left out.
-func jsonSchema(sr *openapi3.SchemaRef) map[string]any {
-	return convert(sr, 0, map[*openapi3.Schema]bool{})
+func jsonSchema(sr *openapi3.SchemaRef, budget *int) map[string]any {
+	return convert(sr, 0, map[*openapi3.Schema]bool{}, budget)
 }
 
-func convert(sr *openapi3.SchemaRef, depth int, visiting map[*openapi3.Schema]bool) map[string]any {
-	if sr == nil || sr.Value == nil || depth > maxSchemaDepth {
+func convert(sr *openapi3.SchemaRef, depth int, visiting map[*openapi3.Schema]bool, budget *int) map[string]any {
+	if sr == nil || sr.Value == nil || depth > maxSchemaDepth || *budget <= 0 {
 		return map[string]any{}
 	}
+	*budget--
 	s := sr.Value
 	if visiting[s] {
 		return map[string]any{}
@@ -57,7 +62,7 @@ func convert(sr *openapi3.SchemaRef, depth int, visiting map[*openapi3.Schema]bo
 		"exclusiveMinimum", "exclusiveMaximum"} {
 		delete(m, k)
 	}
-	sub := func(r *openapi3.SchemaRef) map[string]any { return convert(r, depth+1, visiting) }
+	sub := func(r *openapi3.SchemaRef) map[string]any { return convert(r, depth+1, visiting, budget) }
 	subs := func(rs openapi3.SchemaRefs) []any {
 		out := make([]any, len(rs))
 		for i, r := range rs {

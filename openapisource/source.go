@@ -45,6 +45,7 @@ const (
 	DefaultSpecTimeout      = 30 * time.Second
 	DefaultMaxSpecBytes     = 10 << 20
 	DefaultMaxResponseBytes = 1 << 20
+	DefaultMaxSchemaNodes   = 10000
 )
 
 // Config describes one API.
@@ -76,6 +77,10 @@ type Config struct {
 	// MaxResponseBytes bounds how much of a response is read; default 1
 	// MiB. A longer one is cut there and said to be.
 	MaxResponseBytes int64
+	// MaxSchemaNodes bounds how many schema objects one tool's input
+	// schema is written with, references inlined; default 10000. Past
+	// it, a schema accepts anything (the API still checks what it gets).
+	MaxSchemaNodes int
 	// Transport sends the requests; nil means a clone of
 	// http.DefaultTransport, closed with the source.
 	Transport http.RoundTripper
@@ -137,13 +142,14 @@ func New(cfg Config) (*Source, error) {
 			return nil, fail("the %s is negative (%s)", d.name, d.v)
 		}
 	}
-	if cfg.MaxSpecBytes < 0 || cfg.MaxResponseBytes < 0 {
+	if cfg.MaxSpecBytes < 0 || cfg.MaxResponseBytes < 0 || cfg.MaxSchemaNodes < 0 {
 		return nil, fail("a size bound is negative")
 	}
 	cfg.Timeout = cmpOr(cfg.Timeout, DefaultTimeout)
 	cfg.SpecTimeout = cmpOr(cfg.SpecTimeout, DefaultSpecTimeout)
 	cfg.MaxSpecBytes = cmpOr(cfg.MaxSpecBytes, DefaultMaxSpecBytes)
 	cfg.MaxResponseBytes = cmpOr(cfg.MaxResponseBytes, DefaultMaxResponseBytes)
+	cfg.MaxSchemaNodes = cmpOr(cfg.MaxSchemaNodes, DefaultMaxSchemaNodes)
 	cfg.Include, cfg.Exclude = slices.Clone(cfg.Include), slices.Clone(cfg.Exclude)
 	s := &Source{cfg: cfg, log: cfg.Logger}
 	if s.log == nil {
@@ -212,7 +218,7 @@ func (s *Source) Tools(ctx context.Context) ([]tool.Tool, error) {
 		se := &SpecError{Spec: s.cfg.Spec, Step: "validate", Err: err}
 		return nil, &tool.Error{Kind: tool.KindServerUnavailable, Server: s.cfg.Name, Message: se.Error(), Err: se}
 	}
-	ops, skips := operations(s.cfg.Name, doc, s.cfg.Include, s.cfg.Exclude)
+	ops, skips := operations(s.cfg.Name, doc, s.cfg.Include, s.cfg.Exclude, s.cfg.MaxSchemaNodes)
 	for _, sk := range skips {
 		s.log.Warn("openapi: operation left out", "server", s.cfg.Name, "operation", sk.op, "reason", sk.why)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -399,5 +400,63 @@ func TestRedirectElsewhere(t *testing.T) {
 	case a := <-got:
 		t.Errorf("the other host was called (Authorization %q)", a)
 	default:
+	}
+}
+
+// treeSpec is an API whose one operation takes a body of levels schemas,
+// each holding two references to the next: written out, 2^levels - 1
+// schema objects.
+func treeSpec(t *testing.T, levels int) string {
+	var b strings.Builder
+	b.WriteString("openapi: 3.0.3\ninfo: {title: tree, version: '1'}\npaths:\n  /x:\n    post:\n      operationId: grow\n")
+	b.WriteString("      requestBody:\n        content:\n          application/json:\n            schema: {$ref: '#/components/schemas/S0'}\n")
+	b.WriteString("      responses:\n        '200': {description: ok}\ncomponents:\n  schemas:\n")
+	for i := range levels - 1 {
+		fmt.Fprintf(&b, "    S%d:\n      type: object\n      properties:\n        a: {$ref: '#/components/schemas/S%d'}\n        b: {$ref: '#/components/schemas/S%d'}\n", i, i+1, i+1)
+	}
+	fmt.Fprintf(&b, "    S%d: {type: string}\n", levels-1)
+	p := filepath.Join(t.TempDir(), "tree.yaml")
+	os.WriteFile(p, []byte(b.String()), 0o600)
+	return p
+}
+
+// typed counts the schema objects of s that were written out (those with
+// a type; one past the bound is {}).
+func typed(s any) int {
+	m, ok := s.(map[string]any)
+	if !ok {
+		return 0
+	}
+	n := 0
+	if _, ok := m["type"]; ok {
+		n = 1
+	}
+	if props, ok := m["properties"].(map[string]any); ok {
+		for _, p := range props {
+			n += typed(p)
+		}
+	}
+	return n
+}
+
+// max_schema_nodes bounds how many schema objects an input schema is
+// written with: a body of 7 is whole with a bound of 7 and cut with one
+// fewer; a spec whose schemas would
+// write out 2^40 objects lists at once.
+func TestSchemaBound(t *testing.T) {
+	body := func(spec string, bound int) map[string]any {
+		s := open(t, openapisource.Config{Spec: spec, BaseURL: "http://127.0.0.1:1", MaxSchemaNodes: bound})
+		tools := toolsByName(t, s)
+		return tools["grow"].InputSchema["properties"].(map[string]any)["body"].(map[string]any)
+	}
+	small := treeSpec(t, 3)
+	if n := typed(body(small, 7)); n != 7 {
+		t.Errorf("a bound of 7: %d schema objects written, want 7", n)
+	}
+	if n := typed(body(small, 6)); n != 6 {
+		t.Errorf("a bound of 6: %d schema objects written, want 6", n)
+	}
+	if n := typed(body(treeSpec(t, 40), 0)); n != openapisource.DefaultMaxSchemaNodes {
+		t.Errorf("the default bound: %d schema objects written", n)
 	}
 }
