@@ -4,13 +4,18 @@ import (
 	"context"
 	"encoding/json"
 	"os"
+	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/toolmux/toolmux"
+	"github.com/toolmux/toolmux/identity"
 	"github.com/toolmux/toolmux/internal/petstore"
 	"github.com/toolmux/toolmux/tool"
+	"github.com/toolmux/toolmux/vault"
+	"github.com/toolmux/toolmux/vault/vaulttest"
 )
 
 // An API of the openapi section is a server like the others: its tools
@@ -139,5 +144,62 @@ openapi:
 	}
 	if rec := rt.Pipeline.Call(ctx, call); tool.KindOf(rec.Err()) != tool.KindToolChanged {
 		t.Errorf("after the spec changed: %v, want tool_changed", rec.Err())
+	}
+}
+
+// An API with auth kind user_secrets sends each caller's own secret, from
+// the vault, as the header its section names: a caller who has not set it
+// gets auth_required and nothing is sent; the record names the kind, never
+// the secret.
+func TestOpenAPIUserSecrets(t *testing.T) {
+	ctx := context.Background()
+	ps := petstore.New(t, 10)
+	dir := t.TempDir()
+	v := vault.New(vault.NewFileStore(filepath.Join(dir, "vault")), vaulttest.Ring(t, vaulttest.NewKey(t)), vault.Options{})
+	if err := v.PutSecret(ctx, "key:ann", "pets", "TOKEN", []byte("ann-token-7")); err != nil {
+		t.Fatal(err)
+	}
+	cfg := writeConfig(t, filepath.Join(dir, "toolmux.yaml"), `builtin: {enabled: false}
+openapi:
+  pets:
+    spec: `+ps.SpecFile+`
+    base_url: `+ps.BaseURL+`
+    bearer_token: shared
+    auth:
+      kind: user_secrets
+      secrets: {TOKEN: {header: Authorization, format: "Bearer {value}"}}
+`)
+	rt, err := toolmux.Open(ctx, cfg, toolmux.Options{NoTaskLog: true, NoAgents: true, Vault: v})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rt.Close(ctx)
+	as := func(subject string) context.Context {
+		return identity.With(ctx, &identity.Caller{Subject: subject, Name: subject, Method: identity.MethodKey})
+	}
+	call := tool.Call{Server: "pets", Tool: "getPet", Arguments: map[string]any{"petId": "p1"}}
+
+	rec := rt.Scheduler.Call(as("key:ann"), call)
+	if rec.Err() != nil || rec.Credential != tool.CredentialUserSecret {
+		t.Fatalf("ann's call: %q %v", rec.Credential, rec.Err())
+	}
+	h := ps.Headers()
+	if got := h[len(h)-1].Get("Authorization"); got != "Bearer ann-token-7" {
+		t.Errorf("ann's call went with %q", got)
+	}
+	if b, _ := json.Marshal(rec); strings.Contains(string(b), "ann-token-7") {
+		t.Errorf("the record holds the secret: %s", b)
+	}
+	sent := len(ps.Headers())
+	for _, c := range []context.Context{as("key:bob"), ctx} {
+		if rec := rt.Scheduler.Call(c, call); tool.KindOf(rec.Err()) != tool.KindAuthRequired {
+			t.Errorf("a caller without the secret: %v, want auth_required", rec.Err())
+		}
+	}
+	if n := len(ps.Headers()); n != sent {
+		t.Errorf("%d calls without the credential were sent", n-sent)
+	}
+	if got := rt.UserSecrets(); !reflect.DeepEqual(got, map[string][]string{"pets": {"TOKEN"}}) {
+		t.Errorf("UserSecrets: %v", got)
 	}
 }

@@ -160,7 +160,7 @@ func (rt *Runtime) Reload(ctx context.Context, cfg *config.Config, drain time.Du
 		err = remake(&rc, &r, old.OpenAPI, cfg.OpenAPI,
 			func(a config.OpenAPI) string { return a.Name }, apiKey, old, cfg,
 			func(a config.OpenAPI) (manager.Source, manager.ServerOptions, error) {
-				return newAPISource(cfg, a, rt.log)
+				return newAPISource(cfg, a, rt.log, rt.sourceDeps)
 			})
 	}
 	if err != nil {

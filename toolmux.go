@@ -204,8 +204,8 @@ func (rt *Runtime) DisconnectCaller(server, owner string) {
 }
 
 // UserSecrets returns, by server, the names of the secrets each user sets
-// for the servers of the configuration in use that take them (auth kind
-// user_secrets).
+// for the servers and APIs of the configuration in use that take them
+// (auth kind user_secrets).
 func (rt *Runtime) UserSecrets() map[string][]string {
 	out := map[string][]string{}
 	for _, sc := range rt.CurrentConfig().Servers {
@@ -214,6 +214,14 @@ func (rt *Runtime) UserSecrets() map[string][]string {
 		}
 		for _, s := range sc.Auth.Secrets {
 			out[sc.Name] = append(out[sc.Name], s.Name)
+		}
+	}
+	for _, a := range rt.CurrentConfig().OpenAPI {
+		if a.Auth == nil {
+			continue
+		}
+		for _, s := range a.Auth.Secrets {
+			out[a.Name] = append(out[a.Name], s.Name)
 		}
 	}
 	return out

@@ -310,6 +310,9 @@ type OpenAPI struct {
 	// MaxSchemaNodes bounds the schema objects of one tool's input
 	// schema, references inlined.
 	MaxSchemaNodes int
+	// Auth, when set, is the callers' own credential (kind user_secrets:
+	// secrets sent as headers); nil: none.
+	Auth *ServerAuth
 	// Line is where the entry starts in the file.
 	Line int
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/url"
 	"path"
+	"slices"
 	"strings"
 
 	"go.yaml.in/yaml/v3"
@@ -12,7 +13,7 @@ import (
 // openapiKeys are the keys of an openapi entry, in the order the
 // reference documents them.
 var openapiKeys = []string{"spec", "base_url", "headers", "bearer_token", "include", "exclude",
-	"timeout", "spec_timeout", "max_spec_bytes", "max_response_bytes", "max_schema_nodes"}
+	"timeout", "spec_timeout", "max_spec_bytes", "max_response_bytes", "max_schema_nodes", "auth"}
 
 // openapi reads the openapi section: API name to API. A name is a server
 // name (the "server" of server__tool), so it must not be one already
@@ -100,6 +101,22 @@ func (p *parser) openapiEntry(se entry, sp string) (OpenAPI, bool) {
 			a.MaxSpecBytes, _ = p.size(e.v, fp)
 		case "max_response_bytes":
 			a.MaxResponseBytes, _ = p.size(e.v, fp)
+		case "auth":
+			// The servers' auth section, as for an http server; of its
+			// kinds, user_secrets (a secret sent as a header) applies.
+			if v := deref(e.v); v.Kind == yaml.MappingNode {
+				for i := 0; i+1 < len(v.Content); i += 2 {
+					if k, kind := v.Content[i], v.Content[i+1]; k.Value == "kind" && kind.Value != AuthUserSecrets && slices.Contains([]string{AuthOAuth, AuthTokenExchange}, kind.Value) {
+						p.errAt(kind, fp+".kind", "kind %s does not apply to an API (only %s does)", kind.Value, AuthUserSecrets)
+						return
+					}
+				}
+			}
+			// An API is read as an http server whose URL is its base_url
+			// (messages name it).
+			d := &serverDecl{s: Server{Name: a.Name, Transport: HTTP}, sp: sp, keyNode: map[string]*yaml.Node{},
+				urlKey: "base_url", urlKeyN: e.k}
+			a.Auth = p.serverAuth(d, &e)
 		case "max_schema_nodes":
 			a.MaxSchemaNodes, _ = p.integer(e.v, fp, 1, 1_000_000)
 		}

@@ -63,6 +63,13 @@ type Config struct {
 	// "Authorization: Bearer TOKEN" too.
 	Headers     map[string]string
 	BearerToken string
+	// Credential, when set, gives each call its caller's own headers
+	// (added to Headers, and winning over them): a caller without their
+	// credential gets its error, and nothing is sent. The spec is read
+	// without it. CredentialKind names it in call records
+	// (tool.CredentialUserSecret, ...).
+	Credential     func(ctx context.Context) (http.Header, error)
+	CredentialKind string
 	// Include and Exclude are path.Match globs over each operation's tool
 	// name and its "METHOD /path": an operation is a tool when it matches
 	// an include pattern (any, when there is none) and no exclude pattern.
@@ -235,7 +242,7 @@ func (s *Source) Tools(ctx context.Context) ([]tool.Tool, error) {
 }
 
 // headers wraps rt to add the configured headers and bearer token to
-// every request.
+// every request, then the caller's own (withCallerHeaders), which win.
 func (s *Source) headers(rt http.RoundTripper) http.RoundTripper {
 	return roundTripFunc(func(r *http.Request) (*http.Response, error) {
 		r = r.Clone(r.Context())
@@ -245,9 +252,27 @@ func (s *Source) headers(rt http.RoundTripper) http.RoundTripper {
 		if s.cfg.BearerToken != "" {
 			r.Header.Set("Authorization", "Bearer "+s.cfg.BearerToken)
 		}
+		if h, _ := r.Context().Value(callerHeadersKey{}).(http.Header); h != nil {
+			for k, vs := range h {
+				r.Header[http.CanonicalHeaderKey(k)] = vs
+			}
+		}
 		return rt.RoundTrip(r)
 	})
 }
+
+type callerHeadersKey struct{}
+
+// withCallerHeaders carries a caller's own headers to the transport,
+// which adds them to the request and, on a redirect (to the same origin
+// only), to the next.
+func withCallerHeaders(ctx context.Context, h http.Header) context.Context {
+	return context.WithValue(ctx, callerHeadersKey{}, h)
+}
+
+// Credential names the kind of the callers' own credential in call
+// records; "" when the API takes none.
+func (s *Source) Credential() string { return s.cfg.CredentialKind }
 
 type roundTripFunc func(*http.Request) (*http.Response, error)
 
@@ -317,6 +342,15 @@ func (s *Source) Call(ctx context.Context, name string, args map[string]any) (*t
 		req.Header.Set("Content-Type", op.body)
 	}
 	req.Header.Set("Accept", "application/json, */*;q=0.5")
+	if s.cfg.Credential != nil {
+		h, err := s.cfg.Credential(ctx)
+		if err != nil {
+			return nil, err
+		}
+		// Carried to the transport, which adds them after the
+		// configured ones, so that they win.
+		req = req.WithContext(withCallerHeaders(cctx, h))
+	}
 	resp, err := s.client.Do(req)
 	if err != nil {
 		return nil, s.sendError(ctx, cctx, name, label, err)
