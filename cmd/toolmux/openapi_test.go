@@ -16,6 +16,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/toolmux/toolmux/internal/petstore"
+	"github.com/toolmux/toolmux/vault"
 )
 
 // The openapi section through the real binary: an API's operations listed
@@ -225,4 +226,60 @@ func contentText(res *mcp.CallToolResult) string {
 		}
 	}
 	return b.String()
+}
+
+// An API's per-caller secret through the real binary: ann sets hers with
+// toolmux secrets set, and her calls on /mcp reach the API with it; bob,
+// who has none, is told auth_required and nothing is sent.
+func TestOpenAPIServeUserSecrets(t *testing.T) {
+	t.Parallel()
+	ps := petstore.New(t, 10)
+	home := t.TempDir()
+	keys := map[string]string{"ann": addKey(t, home, "ann"), "bob": addKey(t, home, "bob")}
+	env := []string{"TOOLMUX_VAULT_KEY=" + vault.GenerateKey()}
+	dir := workspace(t, fmt.Sprintf(`builtin: {enabled: false}
+openapi:
+  pets:
+    spec: %s
+    base_url: %s
+    auth:
+      kind: user_secrets
+      secrets: {TOKEN: {header: Authorization, format: "Bearer {value}"}}
+`, ps.SpecFile, ps.BaseURL))
+	p := startServeEnv(t, binary, dir, home, env)
+	e := append(os.Environ(), "XDG_DATA_HOME="+home, "TOOLMUX_URL=http://"+p.addr, "TOOLMUX_TOKEN="+keys["ann"])
+	if r := execToolmux(t, dir, "ann-api-token\n", append(e, env...), "secrets", "set", "pets", "TOKEN"); r.code != 0 {
+		t.Fatalf("secrets set: %d %s", r.code, r.stderr)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	getPet := func(who string) (*mcp.CallToolResult, error) {
+		client := mcp.NewClient(&mcp.Implementation{Name: "openapi-secrets"}, nil)
+		cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: p.url("/mcp"), HTTPClient: bearer(keys[who])}, nil)
+		if err != nil {
+			t.Fatalf("%s: %v", who, err)
+		}
+		defer cs.Close()
+		return cs.CallTool(ctx, &mcp.CallToolParams{Name: "pets__getPet", Arguments: map[string]any{"petId": "p1"}})
+	}
+	if res, err := getPet("ann"); err != nil || res.IsError {
+		t.Fatalf("ann: %v %+v", err, res)
+	}
+	h := ps.Headers()
+	if got := h[len(h)-1].Get("Authorization"); got != "Bearer ann-api-token" {
+		t.Errorf("ann's call went with %q", got)
+	}
+	sent := len(ps.Headers())
+	res, err := getPet("bob")
+	if err == nil && (!res.IsError || !strings.Contains(contentText(res), "secrets set pets TOKEN")) {
+		t.Errorf("bob: %+v", res)
+	} else if err != nil && !strings.Contains(err.Error(), "secrets set pets TOKEN") {
+		t.Errorf("bob: %v", err)
+	}
+	if n := len(ps.Headers()); n != sent {
+		t.Errorf("bob's call was sent")
+	}
+	if strings.Contains(p.stderr.String(), "ann-api-token") {
+		t.Error("the secret is on stderr")
+	}
 }
