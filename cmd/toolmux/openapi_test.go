@@ -16,6 +16,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/toolmux/toolmux/internal/petstore"
+	"github.com/toolmux/toolmux/internal/testservers"
 	"github.com/toolmux/toolmux/vault"
 )
 
@@ -208,24 +209,14 @@ func TestOpenAPIServe(t *testing.T) {
 			t.Errorf("%s: getPet structured content %v", ec.name, res.StructuredContent)
 		}
 		res, err = ec.cs.CallTool(ctx, &mcp.CallToolParams{Name: "pets__getPet", Arguments: map[string]any{"petId": "p9"}})
-		if err != nil || !res.IsError || !strings.Contains(contentText(res), "404") {
+		if err != nil || !res.IsError || !strings.Contains(testservers.ResultText(res), "404") {
 			t.Errorf("%s: getPet p9: %v %+v", ec.name, err, res)
 		}
 		res, err = ec.cs.CallTool(ctx, &mcp.CallToolParams{Name: "pets__listPets", Arguments: map[string]any{"limit": 0}})
-		if (err == nil && !res.IsError) || (err == nil && !strings.Contains(contentText(res), "limit")) || (err != nil && !strings.Contains(err.Error(), "limit")) {
+		if (err == nil && !res.IsError) || (err == nil && !strings.Contains(testservers.ResultText(res), "limit")) || (err != nil && !strings.Contains(err.Error(), "limit")) {
 			t.Errorf("%s: listPets limit 0: %v %+v", ec.name, err, res)
 		}
 	}
-}
-
-func contentText(res *mcp.CallToolResult) string {
-	var b strings.Builder
-	for _, c := range res.Content {
-		if tc, ok := c.(*mcp.TextContent); ok {
-			b.WriteString(tc.Text)
-		}
-	}
-	return b.String()
 }
 
 // An API's per-caller secret through the real binary: ann sets hers with
@@ -271,7 +262,7 @@ openapi:
 	}
 	sent := len(ps.Headers())
 	res, err := getPet("bob")
-	if err == nil && (!res.IsError || !strings.Contains(contentText(res), "secrets set pets TOKEN")) {
+	if err == nil && (!res.IsError || !strings.Contains(testservers.ResultText(res), "secrets set pets TOKEN")) {
 		t.Errorf("bob: %+v", res)
 	} else if err != nil && !strings.Contains(err.Error(), "secrets set pets TOKEN") {
 		t.Errorf("bob: %v", err)
