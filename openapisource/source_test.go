@@ -280,6 +280,8 @@ func TestSpecErrors(t *testing.T) {
 		t.Fatal("the spec did not change")
 	}
 	os.WriteFile(invalid, []byte(bad), 0o600)
+	swagger := filepath.Join(dir, "swagger.yaml")
+	os.WriteFile(swagger, []byte("swagger: \"2.0\"\ninfo: {title: t, version: \"1\"}\npaths: {}\n"), 0o600)
 	notYAML := filepath.Join(dir, "not.yaml")
 	os.WriteFile(notYAML, []byte("openapi: [3"), 0o600)
 	down := httptest.NewServer(http.NotFoundHandler())
@@ -292,6 +294,7 @@ func TestSpecErrors(t *testing.T) {
 	}{
 		{invalid, "validate", "/pets/{petId}", 0},
 		{notYAML, "parse", "", 0},
+		{swagger, "parse", "only OpenAPI 3 is read", 0},
 		{filepath.Join(dir, "missing.yaml"), "read", "missing.yaml", 0},
 		{downURL, "read", "", 0},
 		{invalid, "read", "max_spec_bytes", int64(len(bad) - 1)},
