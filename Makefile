@@ -28,7 +28,8 @@ FUZZ := ./config:FuzzParse ./builtin:FuzzResolvePath ./internal/ringbuf:FuzzRing
         ./internal/jsonfloat:FuzzAppend ./fleet:FuzzReadRequests ./gateway:FuzzNewEra ./mcpsource:FuzzTaskSSE ./gateway:FuzzOpenState \
         ./gateway:FuzzBearerToken ./identity:FuzzJWT ./identity:FuzzClaims ./gateway:FuzzLoginCookie ./gateway:FuzzPageSession \
         ./vault:FuzzOpen ./vault:FuzzFileStoreFile ./gateway:FuzzWithState \
-        ./tasklog:FuzzCallRecord ./internal/jsonenc:FuzzAppendString ./gateway:FuzzReadModernCall ./gateway:FuzzReadModernMeta ./gateway:FuzzLeanBare
+        ./tasklog:FuzzCallRecord ./internal/jsonenc:FuzzAppendString ./gateway:FuzzReadModernCall ./gateway:FuzzReadModernMeta ./gateway:FuzzLeanBare \
+        ./openapisource:FuzzBuildRequest
 FUZZTIME ?= 5s
 # Fuzz targets run this many at a time, sharing the cores (scripts/fuzz.sh).
 FUZZJOBS ?= 4

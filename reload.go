@@ -155,33 +155,21 @@ func (rt *Runtime) Reload(ctx context.Context, cfg *config.Config, drain time.Du
 	} else if old.Builtin.Enabled {
 		r.Removed = append(r.Removed, builtin.ServerName)
 	}
-	was := map[string]config.Server{}
-	for _, sc := range old.Servers {
-		was[sc.Name] = sc
+	err = remake(&rc, &r, old.Servers, cfg.Servers,
+		func(sc config.Server) string { return sc.Name }, serverKey, old, cfg,
+		func(sc config.Server) (manager.Source, manager.ServerOptions, error) {
+			return newSource(cfg, sc, rt.log, rt.sourceDeps)
+		})
+	if err == nil {
+		err = remake(&rc, &r, old.OpenAPI, cfg.OpenAPI,
+			func(a config.OpenAPI) string { return a.Name }, apiKey, old, cfg,
+			func(a config.OpenAPI) (manager.Source, manager.ServerOptions, error) {
+				return newAPISource(cfg, a, rt.log, rt.sourceDeps)
+			})
 	}
-	for _, sc := range cfg.Servers {
-		rc.Order = append(rc.Order, sc.Name)
-		prev, ok := was[sc.Name]
-		delete(was, sc.Name)
-		if ok && reflect.DeepEqual(serverKey(old, prev), serverKey(cfg, sc)) {
-			continue
-		}
-		src, sopts, err := newSource(cfg, sc, rt.log, rt.sourceDeps)
-		if err != nil {
-			closeAdded()
-			return Reloaded{}, err
-		}
-		rc.Add = append(rc.Add, manager.Server{Source: src, Options: sopts})
-		if ok {
-			r.Restarted = append(r.Restarted, sc.Name)
-		} else {
-			r.Added = append(r.Added, sc.Name)
-		}
-	}
-	for _, sc := range old.Servers {
-		if _, gone := was[sc.Name]; gone {
-			r.Removed = append(r.Removed, sc.Name)
-		}
+	if err != nil {
+		closeAdded()
+		return Reloaded{}, err
 	}
 	// The sources that are not the configuration's (the caller's own,
 	// the sub-agents) stay, after the configured ones as at Open.
@@ -239,7 +227,52 @@ func (rt *Runtime) configured(cfg *config.Config, name string) bool {
 	if cfg.Builtin.Enabled && name == builtin.ServerName {
 		return true
 	}
-	return slices.ContainsFunc(cfg.Servers, func(sc config.Server) bool { return sc.Name == name })
+	return slices.ContainsFunc(cfg.Servers, func(sc config.Server) bool { return sc.Name == name }) ||
+		slices.ContainsFunc(cfg.OpenAPI, func(a config.OpenAPI) bool { return a.Name == name })
+}
+
+// remake adds to rc, in the order of news, the entries of one kind
+// (servers, APIs) of the new configuration, with a source made by newSrc
+// for each one that is new or whose key (what its source is made of)
+// changed, and reports them in r as added, restarted or removed.
+func remake[E any](rc *manager.Reconfiguration, r *Reloaded, olds, news []E, name func(E) string,
+	key func(*config.Config, E) any, oldCfg, newCfg *config.Config, newSrc func(E) (manager.Source, manager.ServerOptions, error)) error {
+	was := make(map[string]E, len(olds))
+	for _, e := range olds {
+		was[name(e)] = e
+	}
+	for _, e := range news {
+		n := name(e)
+		rc.Order = append(rc.Order, n)
+		prev, ok := was[n]
+		delete(was, n)
+		if ok && reflect.DeepEqual(key(oldCfg, prev), key(newCfg, e)) {
+			continue
+		}
+		src, sopts, err := newSrc(e)
+		if err != nil {
+			return err
+		}
+		rc.Add = append(rc.Add, manager.Server{Source: src, Options: sopts})
+		if ok {
+			r.Restarted = append(r.Restarted, n)
+		} else {
+			r.Added = append(r.Added, n)
+		}
+	}
+	for _, e := range olds {
+		if _, gone := was[name(e)]; gone {
+			r.Removed = append(r.Removed, name(e))
+		}
+	}
+	return nil
+}
+
+// apiKey is what an API's source is made of: a change remakes it (and
+// reads its spec again). Line is where the entry is, not what it says.
+func apiKey(cfg *config.Config, a config.OpenAPI) any {
+	a.Line = 0
+	return []any{a, cfg.Timeout, cfg.Retry, cfg.CircuitBreaker, cfg.HealthCheck}
 }
 
 // builtinKey is what the built-in tools are made of: a change restarts

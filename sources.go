@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -15,9 +16,11 @@ import (
 	"github.com/toolmux/toolmux/builtin"
 	"github.com/toolmux/toolmux/cmdsource"
 	"github.com/toolmux/toolmux/config"
+	"github.com/toolmux/toolmux/identity"
 	"github.com/toolmux/toolmux/internal/toolglob"
 	"github.com/toolmux/toolmux/manager"
 	"github.com/toolmux/toolmux/mcpsource"
+	"github.com/toolmux/toolmux/openapisource"
 	"github.com/toolmux/toolmux/percaller"
 	"github.com/toolmux/toolmux/telemetry"
 	"github.com/toolmux/toolmux/tool"
@@ -121,7 +124,51 @@ func newManager(cfg *config.Config, log *slog.Logger, deps sourceDeps, opts ...m
 		made = append(made, src)
 		all = append(all, manager.WithSource(src, sopts))
 	}
+	for _, a := range cfg.OpenAPI {
+		src, sopts, err := newAPISource(cfg, a, log, deps)
+		if err != nil {
+			return nil, err
+		}
+		made = append(made, src)
+		all = append(all, manager.WithSource(src, sopts))
+	}
 	return manager.New(append(all, opts...)...)
+}
+
+// newAPISource makes the source of one configured OpenAPI API
+// (`openapi:`), with the policy the manager applies to it: the global
+// retry policy, circuit breaker and health check, as for a server that
+// sets none of its own. An API with an auth section (user_secrets) sends
+// each caller's own secrets, from deps' vault, as headers.
+func newAPISource(cfg *config.Config, a config.OpenAPI, log *slog.Logger, deps sourceDeps) (manager.Source, manager.ServerOptions, error) {
+	timeout := first(a.Timeout, cfg.Timeout)
+	// The manager cuts a listing off at its connect timeout plus a
+	// margin; the source's own bound on reading the spec comes first, so
+	// the error says what happened.
+	specTimeout := first(a.SpecTimeout, openapisource.DefaultSpecTimeout)
+	src, err := openapisource.New(openapisource.Config{
+		Name:             a.Name,
+		Spec:             a.Spec,
+		BaseURL:          a.BaseURL,
+		Headers:          a.Headers,
+		BearerToken:      a.BearerToken,
+		Include:          a.Include,
+		Exclude:          a.Exclude,
+		Timeout:          timeout,
+		SpecTimeout:      specTimeout,
+		MaxSpecBytes:     a.MaxSpecBytes,
+		MaxResponseBytes: a.MaxResponseBytes,
+		MaxSchemaNodes:   a.MaxSchemaNodes,
+		Logger:           log.With("server", a.Name),
+		Credential:       apiCredential(a, deps),
+		CredentialKind:   apiCredentialKind(a),
+	})
+	if err != nil {
+		return nil, manager.ServerOptions{}, err
+	}
+	sopts := serverOptions(cfg, config.Server{Name: a.Name, Transport: openapisource.Transport})
+	sopts.ConnectTimeout = specTimeout
+	return src, sopts, nil
 }
 
 // newSource makes the source of one configured server, with the policy
@@ -201,6 +248,45 @@ func perCallerSource(cfg *config.Config, sc config.Server, mc mcpsource.Config, 
 		cred = secrets
 	}
 	return percaller.New(mc, cred, o), nil
+}
+
+// apiCredential is the callers' own credential of an API with an auth
+// section: the user_secrets of percaller, whose Connect puts a caller's
+// secrets in the headers of a connection's configuration, read here for
+// one request. nil for an API without one.
+func apiCredential(a config.OpenAPI, deps sourceDeps) func(context.Context) (http.Header, error) {
+	if a.Auth == nil {
+		return nil
+	}
+	var sv percaller.SecretVault
+	if deps.vault != nil {
+		sv = deps.vault
+	}
+	secrets := percaller.SecretsFromConfig(a.Name, *a.Auth, sv)
+	secrets.URL = deps.secretsURL
+	return func(ctx context.Context) (http.Header, error) {
+		c := identity.From(ctx)
+		if c == nil {
+			return nil, &tool.Error{Kind: tool.KindAuthRequired, Server: a.Name, Err: tool.ErrNotSent,
+				Message: fmt.Sprintf("API %s takes each caller's own credential, and this call has no caller: configure authentication (auth: in the configuration, docs/identity.md)", a.Name)}
+		}
+		mc, err := secrets.Connect(ctx, c.Key(), mcpsource.Config{Name: a.Name, Transport: config.HTTP})
+		if err != nil {
+			return nil, err
+		}
+		h := http.Header{}
+		for k, v := range mc.Headers {
+			h.Set(k, v)
+		}
+		return h, nil
+	}
+}
+
+func apiCredentialKind(a config.OpenAPI) string {
+	if a.Auth == nil {
+		return ""
+	}
+	return tool.CredentialUserSecret
 }
 
 // disabledSource stands in for a disabled server whose source cannot be

@@ -205,8 +205,8 @@ func (rt *Runtime) DisconnectCaller(server, owner string) {
 }
 
 // UserSecrets returns, by server, the names of the secrets each user sets
-// for the servers of the configuration in use that take them (auth kind
-// user_secrets).
+// for the servers and APIs of the configuration in use that take them
+// (auth kind user_secrets).
 func (rt *Runtime) UserSecrets() map[string][]string {
 	out := map[string][]string{}
 	for _, sc := range rt.CurrentConfig().Servers {
@@ -215,6 +215,14 @@ func (rt *Runtime) UserSecrets() map[string][]string {
 		}
 		for _, s := range sc.Auth.Secrets {
 			out[sc.Name] = append(out[sc.Name], s.Name)
+		}
+	}
+	for _, a := range rt.CurrentConfig().OpenAPI {
+		if a.Auth == nil {
+			continue
+		}
+		for _, s := range a.Auth.Secrets {
+			out[a.Name] = append(out[a.Name], s.Name)
 		}
 	}
 	return out
@@ -476,6 +484,11 @@ func pinsFor(cfg *config.Config, rt *Runtime) (*pipeline.Pins, error) {
 	servers := make(map[string]bool, len(cfg.Servers))
 	for _, s := range cfg.Servers {
 		servers[s.Name] = true
+	}
+	// An API's tools are as much the work of others as a server's: a new
+	// spec may change what a tool says it does.
+	for _, a := range cfg.OpenAPI {
+		servers[a.Name] = true
 	}
 	return pipeline.NewPins(pipeline.PinningOptions{
 		Dir:     filepath.Join(cfg.DataDir, "pins"),

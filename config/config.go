@@ -93,6 +93,10 @@ type Config struct {
 	// where they would remove every server (toolmux.Runtime.Reload). Set
 	// it in a Config made in code to mean the same.
 	NoServers bool
+	// OpenAPI are the REST APIs described by OpenAPI 3 documents whose
+	// operations are tools (`openapi:`, docs/openapi.md), in file order;
+	// their names are server names, unique among them and Servers.
+	OpenAPI []OpenAPI
 	// Pipeline configures the governance chain around every call.
 	Pipeline Pipeline
 	// Policy is the approval mode and the rules that allow, deny or ask
@@ -284,6 +288,39 @@ type Vault struct {
 	MaxValueBytes int64
 	// MaxEntriesPerOwner bounds the entries of one owner.
 	MaxEntriesPerOwner int
+}
+
+// OpenAPI is one REST API whose operations are tools (docs/openapi.md).
+// Zero values are the defaults of package openapisource.
+type OpenAPI struct {
+	// Name is the server name of its tools (the "server" of server__tool).
+	Name string
+	// Spec is the OpenAPI 3 document: an absolute file path (a relative
+	// one in the file is resolved against the file's directory) or an
+	// http(s) URL.
+	Spec string
+	// BaseURL is where requests go; "" means the spec's first server.
+	BaseURL string
+	// Headers and BearerToken are sent with every request to the API and
+	// with the request that fetches a spec URL (${VAR} expanded).
+	Headers     map[string]string
+	BearerToken string
+	// Include and Exclude are globs over operation names and
+	// "METHOD /path" that select the operations made tools.
+	Include, Exclude []string
+	// Timeout bounds a call; SpecTimeout reading the spec from a URL.
+	Timeout, SpecTimeout time.Duration
+	// MaxSpecBytes bounds the spec; MaxResponseBytes how much of a
+	// response is read.
+	MaxSpecBytes, MaxResponseBytes int64
+	// MaxSchemaNodes bounds the schema objects of one tool's input
+	// schema, references inlined.
+	MaxSchemaNodes int
+	// Auth, when set, is the callers' own credential (kind user_secrets:
+	// secrets sent as headers); nil: none.
+	Auth *ServerAuth
+	// Line is where the entry starts in the file.
+	Line int
 }
 
 // Server is one MCP server and the policy that applies only to it.

@@ -22,7 +22,7 @@ func TestDocumentedExamplesParse(t *testing.T) {
 		}
 		return "", false
 	}
-	for _, doc := range []string{"../README.md", "../docs/config.md", "../docs/pipeline.md", "../docs/policy.md", "../docs/agent.md", "../docs/gateway.md", "../docs/operations.md", "../docs/identity.md", "../docs/vault.md", "../docs/hooks.md"} {
+	for _, doc := range []string{"../README.md", "../docs/config.md", "../docs/pipeline.md", "../docs/policy.md", "../docs/agent.md", "../docs/gateway.md", "../docs/operations.md", "../docs/identity.md", "../docs/vault.md", "../docs/hooks.md", "../docs/openapi.md"} {
 		data, err := os.ReadFile(doc)
 		if err != nil {
 			t.Fatal(err)

@@ -31,7 +31,7 @@ import (
 // Keys of a toolmux.yaml, in the order the reference documents them; the
 // order is also the order "expected one of" lists them in.
 var topKeys = []string{"workspace", "data_dir", "builtin", "connect_timeout", "timeout",
-	"allow", "deny", "retry", "circuit_breaker", "health_check", "servers", "mcpServers", "pipeline", "policy", "task_log",
+	"allow", "deny", "retry", "circuit_breaker", "health_check", "servers", "mcpServers", "openapi", "pipeline", "policy", "task_log",
 	"pinning", "limits", "model", "agent", "agents", "passthrough", "reissue", "subscriptions", "tool_search", "virtual_servers", "telemetry", "mcp_tasks", "rate_limits", "auth", "groups", "vault", "upstream_oauth", "hooks", "guardrails"}
 
 type parser struct {
@@ -267,6 +267,12 @@ func (p *parser) config(root *yaml.Node, isJSON bool) *Config {
 	if len(gemini) > 0 {
 		p.geminiDiscovered(gemini, cfg, seen)
 	}
+	// APIs after every server, so a name clash is reported on the API.
+	for _, e := range entries {
+		if e.key == "openapi" {
+			p.openapi(e.v, e.key, cfg, seen)
+		}
+	}
 	cfg.NoServers = emptied && len(cfg.Servers) == 0
 	p.checkAgents(cfg, &agents)
 	p.checkPinning(cfg)
@@ -422,6 +428,9 @@ func (p *parser) checkPinning(cfg *Config) {
 	names := make([]string, 0, len(cfg.Servers))
 	for _, s := range cfg.Servers {
 		names = append(names, s.Name)
+	}
+	for _, a := range cfg.OpenAPI {
+		names = append(names, a.Name)
 	}
 	for _, e := range p.pinServers {
 		if slices.Contains(names, e.key) {

@@ -507,6 +507,9 @@ func (p *parser) checkAgents(cfg *Config, d *agentDecls) {
 	for _, s := range cfg.Servers {
 		servers[s.Name] = s.Line
 	}
+	for _, a := range cfg.OpenAPI {
+		servers[a.Name] = a.Line
+	}
 	keys := make([]string, 0, len(d.subs))
 	index := map[string]int{}
 	for i, s := range d.subs {

@@ -111,22 +111,33 @@ func (p *parser) servers(n *yaml.Node, kp string, common bool, cfg *Config, seen
 	entries, _ := p.entries(n, kp)
 	for _, e := range entries {
 		sp := kp + "." + e.key
-		if prev, dup := seen[e.key]; dup {
-			p.errAt(e.k, sp, "duplicate server name (first defined at line %d)", prev.Line)
-			continue
-		}
-		seen[e.key] = e.k
-		switch {
-		case strings.TrimSpace(e.key) == "":
-			p.errAt(e.k, sp, "a server name must not be empty")
-			continue
-		case strings.Contains(e.key, "/"):
-			p.errAt(e.k, sp, "a server name must not contain \"/\" (patterns use server/tool)")
+		if !p.serverName(e, sp, seen, "duplicate server name (first defined at line %d)") {
 			continue
 		}
 		s := p.server(e, sp, common, cfg)
 		cfg.Servers = append(cfg.Servers, s)
 	}
+}
+
+// serverName checks the name of an entry that makes a server (servers,
+// mcpServers, openapi) and records it in seen: a name must be unique
+// among them all (dup, a format of the line of the first, says so), not
+// empty, and free of "/", which patterns use to split server from tool.
+func (p *parser) serverName(e entry, sp string, seen map[string]*yaml.Node, dup string) bool {
+	if prev, taken := seen[e.key]; taken {
+		p.errAt(e.k, sp, dup, prev.Line)
+		return false
+	}
+	seen[e.key] = e.k
+	switch {
+	case strings.TrimSpace(e.key) == "":
+		p.errAt(e.k, sp, "a server name must not be empty")
+		return false
+	case strings.Contains(e.key, "/"):
+		p.errAt(e.k, sp, "a server name must not contain \"/\" (patterns use server/tool)")
+		return false
+	}
+	return true
 }
 
 // server reads one server entry in either dialect.

@@ -301,7 +301,7 @@ func (a *app) runWorker(ctx context.Context, ff fleetFlags, name string, concurr
 	if len(shares) > 0 {
 		held := *cfg
 		held.Builtin.Enabled = false
-		held.Servers = nil
+		held.Servers, held.OpenAPI = nil, nil // APIs are not shared (yet)
 		var rest []config.Server
 		for _, sc := range cfg.Servers {
 			if _, ok := shares[sc.Name]; ok {

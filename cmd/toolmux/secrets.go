@@ -291,12 +291,18 @@ func (a *app) sayFileVaultLeft(ctx context.Context, dir string, bucket fmt.Strin
 		"is not read: toolmux vault copy --nats URL copies it into the fleet's (docs/vault.md \"In a fleet\")\n", bucket, fs.Dir(), pluralEntries(st.Entries), plural(st.Owners, "owner"))
 }
 
-// authServer is the first server that takes its users' secrets or
-// tokens from the vault (auth kind user_secrets or oauth); "" when none.
+// authServer is the first server (or API) that takes its users' secrets
+// or tokens from the vault (auth kind user_secrets or oauth); "" when
+// none.
 func authServer(cfg *config.Config) string {
 	for _, sc := range cfg.Servers {
 		if sc.Auth != nil && (sc.Auth.Kind == config.AuthUserSecrets || sc.Auth.Kind == config.AuthOAuth) {
 			return sc.Name
+		}
+	}
+	for _, a := range cfg.OpenAPI {
+		if a.Auth != nil {
+			return a.Name
 		}
 	}
 	return ""
