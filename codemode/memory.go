@@ -1,0 +1,59 @@
+package codemode
+
+import (
+	"runtime"
+	"runtime/metrics"
+	"time"
+)
+
+// memoryEvery is how often a running program's memory is read.
+const memoryEvery = 5 * time.Millisecond
+
+// heapMetric counts the bytes of heap objects, live and not yet swept:
+// the memory a program makes the process hold (see
+// Options.MaxMemoryBytes).
+const heapMetric = "/memory/classes/heap/objects:bytes"
+
+// watchMemory calls over, once, when the process's heap grows by more
+// than limit bytes past its size now (past it still after a garbage
+// collection, so that garbage not yet collected does not count), until
+// the function it returns is called; that function waits for the watch
+// to end.
+func watchMemory(limit int64, over func(grown int64)) (stop func()) {
+	sample := []metrics.Sample{{Name: heapMetric}}
+	read := func() int64 {
+		metrics.Read(sample)
+		if sample[0].Value.Kind() != metrics.KindUint64 {
+			return 0
+		}
+		return int64(sample[0].Value.Uint64())
+	}
+	base := read()
+	done, ended := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(ended)
+		t := time.NewTicker(memoryEvery)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+			}
+			if read()-base <= limit {
+				continue
+			}
+			// Garbage counts until it is swept: what is over the bound
+			// after a collection is held.
+			runtime.GC()
+			if grown := read() - base; grown > limit {
+				over(grown)
+				return
+			}
+		}
+	}()
+	return func() {
+		close(done)
+		<-ended
+	}
+}
