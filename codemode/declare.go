@@ -47,7 +47,7 @@ func Declare(tools []tool.Tool, maxBytes int) string {
 }
 
 func omitted(n int) string {
-	return fmt.Sprintf("// %d more tools are not declared here: find them with find_tools and call them with tools.call(name, args).\n", n)
+	return fmt.Sprintf("// %d more tools are not declared here: find their names in the tool list (or with find_tools) and call them with tools.call(name, args).\n", n)
 }
 
 // identifier is a name JavaScript takes after a dot.

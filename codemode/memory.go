@@ -15,10 +15,10 @@ const memoryEvery = 5 * time.Millisecond
 const heapMetric = "/memory/classes/heap/objects:bytes"
 
 // watchMemory calls over, once, when the process's heap grows by more
-// than limit bytes past its size now (past it still after a garbage
-// collection, so that garbage not yet collected does not count), until
-// the function it returns is called; that function waits for the watch
-// to end.
+// than limit bytes past its smallest size since now (past it still after
+// a garbage collection, so that garbage not yet collected does not
+// count), until the function it returns is called; that function waits
+// for the watch to end.
 func watchMemory(limit int64, over func(grown int64)) (stop func()) {
 	sample := []metrics.Sample{{Name: heapMetric}}
 	read := func() int64 {
@@ -40,7 +40,14 @@ func watchMemory(limit int64, over func(grown int64)) (stop func()) {
 				return
 			case <-t.C:
 			}
-			if read()-base <= limit {
+			now := read()
+			if now < base {
+				// Garbage of before the program was collected: the
+				// growth is counted from the lowest point seen, so that
+				// it is not hidden by what the start's count held.
+				base = now
+			}
+			if now-base <= limit {
 				continue
 			}
 			// Garbage counts until it is swept: what is over the bound

@@ -52,7 +52,8 @@ func (a *app) serveCommand() *cobra.Command {
 		natsListen  string
 		withMetrics bool
 
-		search search
+		search   search
+		codeMode codeModeFlag
 	)
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -306,6 +307,7 @@ one more, 300ms after the last. See docs/operations.md.`,
 				Sessions: sessionTasks(rt.Log, a.logger()), ToolSearch: search.apply(cmd, rt.Config.ToolSearch),
 				Tracer: rt.Telemetry.Tracer(), Propagator: rt.Telemetry.Propagator(), Reissue: gateway.ReissueFromConfig(rt.Config.Reissue)}
 			opts.Listens = gateway.ListensFromConfig(rt.Config.Subscriptions)
+			opts.CodeMode = codeMode.apply(cmd, rt.Config.CodeMode, rt.Log)
 			// A call whose user accepted to give a missing credential
 			// waits for it as long as for an approval; the secrets API
 			// and the OAuth callback say when one is given.
@@ -442,6 +444,7 @@ one more, 300ms after the last. See docs/operations.md.`,
 		},
 	}
 	search.flags(cmd)
+	codeMode.flags(cmd)
 	cmd.Flags().StringVar(&addr, "addr", "127.0.0.1:8931", "address to listen on (with --stdio: also serve the web page there)")
 	cmd.Flags().BoolVar(&stdio, "stdio", false, "serve MCP over stdin/stdout instead of HTTP")
 	cmd.Flags().StringVar(&token, "token", "", "bearer token clients must send (default $TOOLMUX_TOKEN); beside API keys, one more: the caller default, in group admin")
