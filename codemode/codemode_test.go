@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -289,5 +290,28 @@ func TestDeclare(t *testing.T) {
 	small := codemode.Declare(ts, len(d)-1)
 	if len(small) > len(d)-1 || !strings.Contains(small, "more tools are not declared here") || strings.Contains(small, "odd-name") {
 		t.Fatalf("bounded declaration (%d bytes of %d):\n%s", len(small), len(d)-1, small)
+	}
+}
+
+// The example of docs/codemode.md runs as it says.
+func TestDocExample(t *testing.T) {
+	doc, err := os.ReadFile("../docs/codemode.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, ok := strings.Cut(string(doc), "```js\n")
+	code, _, ok2 := strings.Cut(rest, "```")
+	if !ok || !ok2 {
+		t.Fatal("docs/codemode.md has no js example")
+	}
+	c := &tools{fns: map[string]func(context.Context, map[string]any) *tool.Record{}}
+	for _, n := range []string{"cat__calendar_get_event", "cat__calendar_list_event"} {
+		c.fns[n] = func(_ context.Context, args map[string]any) *tool.Record {
+			return &tool.Record{Result: &tool.Result{Content: []tool.Content{{Type: "text", Text: n + fmt.Sprintf(" done for %q", args["target"])}}}}
+		}
+	}
+	res, err := codemode.New(c, codemode.Options{}).Run(t.Context(), code, nil)
+	if err != nil || string(res.Value) != `{"done":2,"of":2}` || res.Calls != 2 {
+		t.Fatalf("%s %v", res.Value, err)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -210,5 +211,28 @@ code_mode:
 		try { await tools.call("fx__append", {path: "x", line: "y"}); } catch (e) { return [said, e.kind]; }`)
 	if string(out.Result) != `["Echo: hi","tool_not_registered"]` {
 		t.Fatalf("a virtual server's program: %+v %s", out.Error, out.Result)
+	}
+}
+
+// serve --stdio --code-mode: the client that starts toolmux runs a
+// program that reads a file with the built-in reader, governed like a
+// direct call, and gets only what the program returns.
+func TestServeStdioCodeMode(t *testing.T) {
+	t.Parallel()
+	dir := workspace(t, "")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cmd := exec.Command(binary, "serve", "--stdio", "--code-mode")
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "XDG_DATA_HOME="+t.TempDir())
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "stdio-client"}, nil).Connect(ctx, &mcp.CommandTransport{Command: cmd}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	out, _ := runCode(t, ctx, cs, `const text = await tools.builtin__read_file({path: "notes.txt"});
+		return String(text).split("\n").filter(l => l.includes("et"));`)
+	if out.Error != nil || !strings.Contains(string(out.Result), "beta") || strings.Contains(string(out.Result), "alpha") || out.Calls != 1 {
+		t.Fatalf("run_code over stdio: %+v %s", out.Error, out.Result)
 	}
 }
