@@ -1,3 +1,5 @@
+//go:build !toolmux_nocodemode
+
 package codemode
 
 import (

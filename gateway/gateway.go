@@ -34,6 +34,7 @@ import (
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/toolmux/toolmux/codemode"
 	"github.com/toolmux/toolmux/pipeline"
 	"github.com/toolmux/toolmux/policy"
 	"github.com/toolmux/toolmux/ratelimit"
@@ -205,8 +206,11 @@ func New(c Caller, o Options) *Gateway {
 	if g.reissue != nil {
 		g.reissue.tasks = g.tasks
 	}
-	if o.CodeMode.Enabled {
+	switch {
+	case o.CodeMode.Enabled && codemode.Built:
 		g.code = &o.CodeMode
+	case o.CodeMode.Enabled:
+		g.log.Error("toolmux: code mode is on, but this build has no JavaScript engine (the toolmux_nocodemode tag): run_code is not offered")
 	}
 	impl := &mcp.Implementation{Name: o.Name, Version: o.Version}
 	const instructions = "Tools of several servers, named server__tool. Calls are governed by toolmux."
