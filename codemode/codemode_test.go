@@ -246,7 +246,7 @@ func TestBoundMemory(t *testing.T) {
 	}
 	// Without bound: ended by the memory bound, long before the timeout.
 	_, err, _ = run(t, codemode.Options{MaxMemoryBytes: limit, Timeout: time.Minute}, `
-		const a = []; for (let i = 0; ; i++) a.push("x".repeat(1000) + i);`)
+		const a = []; for (let i = 0; ; i++) a.push(new Array(1 << 20).fill(i));`)
 	if e := wantKind(t, err, codemode.KindMaxMemory); e.Bound != "max_memory_bytes" || e.Limit != limit {
 		t.Fatalf("%+v", e)
 	}

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -161,7 +160,7 @@ code_mode:
 	if out.Error == nil || out.Error.Kind != "timeout" || out.Error.Bound != "timeout" || out.Error.Limit != 3000 {
 		t.Fatalf("a loop: %+v", out.Error)
 	}
-	out, _ = runCode(t, ctx, cs, `const a = []; for (let i = 0; ; i++) a.push("x".repeat(4096) + i);`)
+	out, _ = runCode(t, ctx, cs, `const a = []; for (let i = 0; ; i++) a.push(new Array(1 << 20).fill(i));`)
 	if out.Error == nil || out.Error.Kind != "max_memory_bytes" || out.Error.Limit != 64<<20 {
 		t.Fatalf("unbounded allocation: %+v", out.Error)
 	}
@@ -219,17 +218,9 @@ code_mode:
 // direct call, and gets only what the program returns.
 func TestServeStdioCodeMode(t *testing.T) {
 	t.Parallel()
-	dir := workspace(t, "")
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	cmd := exec.Command(binary, "serve", "--stdio", "--code-mode")
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "XDG_DATA_HOME="+t.TempDir())
-	cs, err := mcp.NewClient(&mcp.Implementation{Name: "stdio-client"}, nil).Connect(ctx, &mcp.CommandTransport{Command: cmd}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cs.Close()
+	cs := startStdio(t, ctx, workspace(t, ""), "--code-mode")
 	out, _ := runCode(t, ctx, cs, `const text = await tools.builtin__read_file({path: "notes.txt"});
 		return String(text).split("\n").filter(l => l.includes("et"));`)
 	if out.Error != nil || !strings.Contains(string(out.Result), "beta") || strings.Contains(string(out.Result), "alpha") || out.Calls != 1 {
