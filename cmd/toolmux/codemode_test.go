@@ -113,6 +113,9 @@ code_mode:
 			Server, Tool string
 			Arguments    map[string]any
 			Error        *struct{ Kind string }
+			Result       *struct {
+				StructuredContent struct{ Result struct{ Done int } }
+			}
 		}
 	}
 	p.getJSON(t, "/api/tasks/"+cs.ID(), &task)
@@ -125,8 +128,8 @@ code_mode:
 		switch {
 		case c.Server == "toolmux" && c.Tool == "run_code":
 			program++
-			if c.Arguments["code"] != code || c.Error != nil {
-				t.Errorf("run_code's record: %+v", c)
+			if c.Arguments["code"] != code || c.Error != nil || c.Result == nil || c.Result.StructuredContent.Result.Done != 20 {
+				t.Errorf("run_code's record: error %+v, result %+v", c.Error, c.Result)
 			}
 		case c.Server == "cat" && c.Error == nil:
 			inner = append(inner, "cat__"+c.Tool)
