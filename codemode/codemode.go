@@ -67,7 +67,9 @@ type Options struct {
 	MaxMemoryBytes int64
 }
 
-func (o Options) withDefaults() Options {
+// WithDefaults returns o with the defaults in place of its zero values:
+// the bounds a runner applies.
+func (o Options) WithDefaults() Options {
 	if o.Timeout <= 0 {
 		o.Timeout = DefaultTimeout
 	}
@@ -152,7 +154,4 @@ type Runner struct {
 }
 
 // New returns a runner calling through c, bounded by o.
-func New(c Caller, o Options) *Runner { return &Runner{caller: c, opts: o.withDefaults()} }
-
-// Options returns the runner's bounds, defaults applied.
-func (r *Runner) Options() Options { return r.opts }
+func New(c Caller, o Options) *Runner { return &Runner{caller: c, opts: o.WithDefaults()} }

@@ -1,8 +1,12 @@
 package main
 
 import (
+	"fmt"
+	"io"
+
 	"github.com/spf13/cobra"
 
+	"github.com/toolmux/toolmux/codemode"
 	"github.com/toolmux/toolmux/config"
 	"github.com/toolmux/toolmux/gateway"
 	"github.com/toolmux/toolmux/tasklog"
@@ -27,4 +31,14 @@ func (f *codeModeFlag) apply(cmd *cobra.Command, c config.CodeMode, log *tasklog
 		out.Recorder = log
 	}
 	return out
+}
+
+// codeModeLine says at start that run_code is offered, and its bounds.
+func codeModeLine(w io.Writer, c gateway.CodeMode) {
+	if !c.Enabled || !codemode.Built {
+		return // a build without the engine: the gateway logs why
+	}
+	b := c.Bounds.WithDefaults()
+	fmt.Fprintf(w, "toolmux: code mode on: run_code (timeout %s, max_calls %d, max_output_bytes %d, max_memory_bytes %d)\n",
+		b.Timeout, b.MaxCalls, b.MaxOutputBytes, b.MaxMemoryBytes)
 }

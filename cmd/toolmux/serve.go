@@ -386,6 +386,7 @@ one more, 300ms after the last. See docs/operations.md.`,
 				fmt.Fprintf(a.stderr, "toolmux: tool search on /mcp: %s behind find_tools and call_tool; pinned: %s\n",
 					plural(cat.Len(), "tool"), cmp.Or(strings.Join(ts.Pinned, ", "), "none"))
 			}
+			codeModeLine(a.stderr, opts.CodeMode)
 			sec.Loopback = gateway.IsLoopback(addr)
 			var h http.Handler
 			if onHTTP {
