@@ -96,6 +96,13 @@ context a large catalog would fill. The virtual servers of the
 configuration (virtual_servers:) are served at http://ADDR/virtual/NAME/mcp,
 each with its subset of the tools. See docs/operations.md.
 
+With --code-mode (or code_mode: in the configuration), /mcp, stdio and
+the virtual servers list run_code too: it runs a model's JavaScript
+program that calls tools as functions (tools.call("server__tool", {...})),
+every call governed like a direct one and recorded in the client's task,
+bounded in time, calls, output and memory (code_mode:). See
+docs/codemode.md.
+
 A server that fails to start is tried again in the background, with
 backoff, until it comes up; one that crashes or stops answering (a ping
 unanswered while a call waits, see health_check in docs/config.md) is
