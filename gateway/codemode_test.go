@@ -81,3 +81,48 @@ func TestCodeModeWithToolSearch(t *testing.T) {
 		t.Fatalf("run_code without code: %v %+v", err, res)
 	}
 }
+
+// Where callers see different tools, run_code's description declares
+// none, and a program sees and calls only its caller's tools: a hidden
+// one is answered as one that does not exist, in both eras.
+func TestCodeModeByCaller(t *testing.T) {
+	base := teamGatewayWith(t, gateway.ToolSearch{}, gateway.CodeMode{Enabled: true})
+	for _, era := range []string{legacyProtocol, "2026-07-28"} {
+		alice := connectAs(t, base+"/mcp", "alice-token", era)
+		bob := connectAs(t, base+"/mcp", "bob-token", era)
+		lt, err := alice.ListTools(context.Background(), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, tl := range lt.Tools {
+			if tl.Name == "run_code" && strings.Contains(tl.Description, "up__") {
+				t.Fatalf("%s: run_code's description names tools:\n%s", era, tl.Description)
+			}
+		}
+		run := func(cs *mcp.ClientSession, code string) string {
+			res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "run_code", Arguments: map[string]any{"code": code}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, _ := json.Marshal(res.StructuredContent)
+			return string(b)
+		}
+		const probe = `const out = [typeof tools.up__progress, typeof tools.up__parts];
+			for (const n of ["up__progress", "up__no_such_tool"]) {
+				try { await tools.call(n, {}); out.push("called"); } catch (e) { out.push(e.kind, e.message.replace(n, "NAME")); }
+			}
+			return out;`
+		got := run(alice, probe)
+		var ran struct{ Result []string }
+		if err := json.Unmarshal([]byte(got), &ran); err != nil {
+			t.Fatalf("%s: %s: %v", era, got, err)
+		}
+		out := ran.Result
+		if len(out) != 6 || out[0] != "undefined" || out[1] != "function" || out[2] != "tool_not_registered" || out[2] != out[4] || out[3] != out[5] {
+			t.Fatalf("%s: alice's program: %q", era, out)
+		}
+		if got := run(bob, `return typeof tools.up__progress`); !strings.Contains(got, `"result":"function"`) {
+			t.Fatalf("%s: bob's program: %s", era, got)
+		}
+	}
+}
