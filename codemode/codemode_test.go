@@ -244,6 +244,12 @@ func TestBoundMemory(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Garbage does not count: twice the bound allocated and dropped.
+	_, err, _ = run(t, codemode.Options{MaxMemoryBytes: limit, Timeout: time.Minute}, `
+		let n = 0; for (let i = 0; i < 256; i++) { const a = new Array(1 << 14).fill(i); n += a.length; } return n`)
+	if err != nil {
+		t.Fatalf("a program of garbage: %v", err)
+	}
 	// Without bound: ended by the memory bound, long before the timeout.
 	_, err, _ = run(t, codemode.Options{MaxMemoryBytes: limit, Timeout: time.Minute}, `
 		const a = []; for (let i = 0; ; i++) a.push(new Array(1 << 20).fill(i));`)

@@ -8,8 +8,14 @@ import (
 	"time"
 )
 
-// memoryEvery is how often a running program's memory is read.
-const memoryEvery = 5 * time.Millisecond
+// memoryEvery is how often a running program's memory is read;
+// gcEvery, how often at most a collection is forced to tell its garbage
+// from what it holds (a program that makes garbage fast near its bound
+// would otherwise have one forced every read).
+const (
+	memoryEvery = 5 * time.Millisecond
+	gcEvery     = 50 * time.Millisecond
+)
 
 // heapMetric counts the bytes of heap objects, live and not yet swept:
 // the memory a program makes the process hold (see
@@ -36,6 +42,7 @@ func watchMemory(limit int64, over func(grown int64)) (stop func()) {
 		defer close(ended)
 		t := time.NewTicker(memoryEvery)
 		defer t.Stop()
+		var collected time.Time
 		for {
 			select {
 			case <-done:
@@ -49,12 +56,13 @@ func watchMemory(limit int64, over func(grown int64)) (stop func()) {
 				// it is not hidden by what the start's count held.
 				base = now
 			}
-			if now-base <= limit {
+			if now-base <= limit || time.Since(collected) < gcEvery {
 				continue
 			}
 			// Garbage counts until it is swept: what is over the bound
 			// after a collection is held.
 			runtime.GC()
+			collected = time.Now()
 			if grown := read() - base; grown > limit {
 				over(grown)
 				return
