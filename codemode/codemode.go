@@ -106,7 +106,7 @@ const (
 	// KindResult: the program returned what has no JSON form.
 	KindResult Kind = "bad_result"
 	// KindUnavailable: this build of toolmux has no JavaScript engine
-	// (the toolmux_nocodemode build tag).
+	// (built without the toolmux_codemode tag).
 	KindUnavailable Kind = "unavailable"
 )
 

@@ -1,4 +1,4 @@
-//go:build !toolmux_nocodemode
+//go:build toolmux_codemode
 
 package codemode
 
@@ -15,8 +15,8 @@ import (
 	"github.com/toolmux/toolmux/tool"
 )
 
-// Built is whether this build runs programs (not built with the
-// toolmux_nocodemode tag).
+// Built is whether this build runs programs (built with the
+// toolmux_codemode tag).
 const Built = true
 
 // Run runs code, the body of an async function, with a typed function for

@@ -1,4 +1,4 @@
-//go:build !toolmux_nocodemode
+//go:build toolmux_codemode
 
 package codemode
 

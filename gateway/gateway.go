@@ -210,7 +210,7 @@ func New(c Caller, o Options) *Gateway {
 	case o.CodeMode.Enabled && codemode.Built:
 		g.code = &o.CodeMode
 	case o.CodeMode.Enabled:
-		g.log.Error("toolmux: code mode is on, but this build has no JavaScript engine (the toolmux_nocodemode tag): run_code is not offered")
+		g.log.Error("toolmux: code mode is on, but this build has no JavaScript engine (build with the toolmux_codemode tag: make build TAGS=\"grpcnotrace toolmux_codemode\"): run_code is not offered")
 	}
 	impl := &mcp.Implementation{Name: o.Name, Version: o.Version}
 	const instructions = "Tools of several servers, named server__tool. Calls are governed by toolmux."

@@ -1,3 +1,5 @@
+//go:build toolmux_codemode
+
 package main_test
 
 import (
