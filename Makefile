@@ -99,6 +99,10 @@ check:
 # broken install cannot pass silently.
 test: peers browser idp check
 	TOOLMUX_REQUIRE_PEERS=1 $(GO) test -race -count=1 -parallel $(PARALLEL) ./...
+	# code mode's engine is built in with a tag (docs/codemode.md): its
+	# tests, and the serve tests of run_code against a binary built with it
+	$(GO) test -race -count=1 -tags toolmux_codemode ./codemode
+	$(GO) test -race -count=1 -tags toolmux_codemode -run 'CodeMode' ./gateway ./config ./cmd/toolmux
 	$(GO) test -count=1 -run 'Allocat' ./policy
 	$(MAKE) fuzz
 

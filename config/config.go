@@ -133,6 +133,9 @@ type Config struct {
 	// only pinned tools and the meta-tools find_tools and call_tool are
 	// listed. The zero value is off.
 	ToolSearch ToolSearch
+	// CodeMode is the meta-tool run_code of toolmux serve (`code_mode:`,
+	// parse_codemode.go). The zero value is off.
+	CodeMode CodeMode
 	// VirtualServers are toolmux serve's virtual servers
 	// (`virtual_servers:`), each a subset of the tools at
 	// /virtual/NAME/mcp.

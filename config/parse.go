@@ -32,7 +32,7 @@ import (
 // order is also the order "expected one of" lists them in.
 var topKeys = []string{"workspace", "data_dir", "builtin", "connect_timeout", "timeout",
 	"allow", "deny", "retry", "circuit_breaker", "health_check", "servers", "mcpServers", "openapi", "pipeline", "policy", "task_log",
-	"pinning", "limits", "model", "agent", "agents", "passthrough", "reissue", "subscriptions", "tool_search", "virtual_servers", "telemetry", "mcp_tasks", "rate_limits", "auth", "groups", "vault", "upstream_oauth", "hooks", "guardrails"}
+	"pinning", "limits", "model", "agent", "agents", "passthrough", "reissue", "subscriptions", "tool_search", "code_mode", "virtual_servers", "telemetry", "mcp_tasks", "rate_limits", "auth", "groups", "vault", "upstream_oauth", "hooks", "guardrails"}
 
 type parser struct {
 	file   string
@@ -351,6 +351,8 @@ func (p *parser) topLevel(e entry, cfg *Config, agents *agentDecls) {
 		cfg.Auth = p.auth(e.v, kp)
 	case "tool_search":
 		cfg.ToolSearch = p.toolSearch(e.v, kp)
+	case "code_mode":
+		cfg.CodeMode = p.codeMode(e.v, kp)
 	case "virtual_servers":
 		cfg.VirtualServers = p.virtualServers(e.v, kp)
 	case "mcp_tasks":

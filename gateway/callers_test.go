@@ -45,6 +45,12 @@ var teamTokens = tokens{
 // gateway's URL.
 func teamGateway(t *testing.T, search gateway.ToolSearch) string {
 	t.Helper()
+	return teamGatewayWith(t, search, gateway.CodeMode{})
+}
+
+// teamGatewayWith is teamGateway with code mode.
+func teamGatewayWith(t *testing.T, search gateway.ToolSearch, code gateway.CodeMode) string {
+	t.Helper()
 	up := startUpstream(t)
 	var opts []manager.Option
 	var routes []gateway.Route
@@ -77,6 +83,7 @@ func teamGateway(t *testing.T, search gateway.ToolSearch) string {
 			{Name: "all", Tools: []string{"up/*"}},
 		},
 		ToolSearch: search,
+		CodeMode:   code,
 		Visibility: visible,
 		API:        api.New(api.Options{Catalog: m, Caller: m, Visibility: visible}),
 	})

@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"github.com/toolmux/toolmux/codemode"
 	"github.com/toolmux/toolmux/config"
 	"github.com/toolmux/toolmux/mcpsource"
 )
@@ -48,4 +49,11 @@ func TasksFromConfig(c *config.Config, store TaskStore) Tasks {
 		o.Thresholds = append(o.Thresholds, TaskThreshold{Tools: th.Tools, After: th.After})
 	}
 	return o
+}
+
+// CodeModeFromConfig returns the code mode of a code_mode section
+// (codemode's defaults for what it leaves out).
+func CodeModeFromConfig(c config.CodeMode) CodeMode {
+	return CodeMode{Enabled: c.Enabled, Bounds: codemode.Options{Timeout: c.Timeout, MaxCalls: c.MaxCalls,
+		MaxOutputBytes: int(c.MaxOutputBytes), MaxMemoryBytes: c.MaxMemoryBytes}}
 }

@@ -34,6 +34,7 @@ import (
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/toolmux/toolmux/codemode"
 	"github.com/toolmux/toolmux/pipeline"
 	"github.com/toolmux/toolmux/policy"
 	"github.com/toolmux/toolmux/ratelimit"
@@ -78,6 +79,9 @@ type Options struct {
 	// ToolSearch configures tool search on /mcp and stdio (search.go):
 	// the zero value lists every tool, as without it.
 	ToolSearch ToolSearch
+	// CodeMode offers run_code on /mcp, stdio and the virtual servers
+	// (codemode.go); the zero value does not.
+	CodeMode CodeMode
 	// Virtual are the virtual servers served by Mux at
 	// /virtual/{name}/mcp (virtual.go), each a subset of the catalog.
 	Virtual []Virtual
@@ -147,6 +151,7 @@ type Gateway struct {
 	api     http.Handler
 	metrics http.Handler
 	depth   int
+	code    *CodeMode    // nil: no run_code
 	maxArgs int64        // Options.MaxArgumentBytes
 	large   func()       // Options.LargeBody; nil: not told
 	tracer  trace.Tracer // nil: no spans
@@ -200,6 +205,12 @@ func New(c Caller, o Options) *Gateway {
 	g.tasks = newTaskRunner(g, o.Tasks)
 	if g.reissue != nil {
 		g.reissue.tasks = g.tasks
+	}
+	switch {
+	case o.CodeMode.Enabled && codemode.Built:
+		g.code = &o.CodeMode
+	case o.CodeMode.Enabled:
+		g.log.Error("toolmux: code mode is on, but this build has no JavaScript engine (build with the toolmux_codemode tag: make build TAGS=\"grpcnotrace toolmux_codemode\"): run_code is not offered")
 	}
 	impl := &mcp.Implementation{Name: o.Name, Version: o.Version}
 	const instructions = "Tools of several servers, named server__tool. Calls are governed by toolmux."

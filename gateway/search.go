@@ -247,34 +247,44 @@ func (v *view) callTool(ctx context.Context, in callInput) *mcp.CallToolResult {
 		return errorResult(&tool.Error{Kind: tool.KindInvalidParams, Tool: metaCallTool,
 			Message: "call_tool's arguments must be a JSON object (the tool's arguments)"})
 	}
-	sc := v.g.toolScope(identity.From(ctx))
+	t, terr := v.byCall(v.g.toolScope(identity.From(ctx)), name, "find tools with find_tools")
+	if terr != nil {
+		return errorResult(terr)
+	}
+	// The progress token, the answers to approval questions and the rest
+	// of the request's _meta are the call_tool request's: the client sent
+	// them for this call.
+	return v.g.callArgs(ctx, t, in, inner)
+}
+
+// byCall returns the tool a meta-tool's call names (call_tool's, a
+// run_code program's): a tool of the view by its shown name or
+// server/tool, or one of a server that is down (answered
+// server_unavailable, and why, by the governed path as a direct call
+// would be). A tool the caller, who sees sc, may not see is one that is
+// not there: tool_not_registered, hint saying how to find tools.
+func (v *view) byCall(sc policy.Scope, name, hint string) (tool.Tool, *tool.Error) {
 	v.mu.Lock()
 	t, ok := v.lookupLocked(name)
 	if !ok {
 		if i := exactIn(v.tools, v.byName, name); i >= 0 {
 			t, ok = v.tools[i], true
 		} else if v.pick == nil && v.synced != nil {
-			// As a direct call: a tool of a server that is down is
-			// answered server_unavailable, and why, by the governed path.
 			t, ok = downServerTool(v.synced, name)
 		}
 	}
-	// A tool the caller may not see is one that is not there.
 	ok = ok && sc.Sees(t.Server, t.Name)
 	var sug string
 	if !ok {
 		sug = v.suggestLocked(sc, name)
 	}
 	v.mu.Unlock()
-	if !ok {
-		msg := fmt.Sprintf("no tool is named %q here; find tools with find_tools", name)
-		if sug != "" {
-			msg += fmt.Sprintf(" (did you mean %q?)", sug)
-		}
-		return errorResult(&tool.Error{Kind: tool.KindToolNotRegistered, Tool: name, Suggestion: sug, Message: msg})
+	if ok {
+		return t, nil
 	}
-	// The progress token, the answers to approval questions and the rest
-	// of the request's _meta are the call_tool request's: the client sent
-	// them for this call.
-	return v.g.callArgs(ctx, t, in, inner)
+	msg := fmt.Sprintf("no tool is named %q here; %s", name, hint)
+	if sug != "" {
+		msg += fmt.Sprintf(" (did you mean %q?)", sug)
+	}
+	return tool.Tool{}, &tool.Error{Kind: tool.KindToolNotRegistered, Tool: name, Suggestion: sug, Message: msg}
 }

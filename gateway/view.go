@@ -41,6 +41,8 @@ type view struct {
 	pick   func(tool.Tool) (tool.Tool, bool)
 	search ToolSearch
 	pinned []toolglob.Pattern
+	// code, when set, offers run_code (codemode.go).
+	code *CodeMode
 	// handler serves a virtual server's route (nil for /mcp: Mux builds
 	// its own).
 	handler http.Handler
@@ -74,7 +76,7 @@ func newView(g *Gateway, route string, server *mcp.Server, pick func(tool.Tool) 
 	if err != nil {
 		g.log.Error("toolmux: tool search of "+route+": a pinned pattern is invalid; nothing is pinned", "err", err)
 	}
-	return &view{g: g, route: route, server: server, pick: pick, search: s, pinned: pinned,
+	return &view{g: g, route: route, server: server, pick: pick, search: s, pinned: pinned, code: g.code,
 		listed: map[string]tool.Tool{}, registered: map[string]*mcp.Tool{}}
 }
 
@@ -137,6 +139,11 @@ func (v *view) sync(ctx context.Context) error {
 		add(findToolsTool(v.search.limit()), v.metaHandler(metaFindTools))
 		add(callToolTool, v.metaHandler(metaCallTool))
 	}
+	if v.code != nil {
+		// Its description declares the tools listed beside it: made
+		// again with every catalog.
+		add(runCodeTool(v.declared(tools, want), searching), v.metaHandler(metaRunCode))
+	}
 	v.listed, v.tools, v.byName, v.searching, v.index, v.synced = want, tools, byName, searching, nil, cat
 	return nil
 }
@@ -152,7 +159,7 @@ func (v *view) picked(cat *tool.Catalog) ([]tool.Tool, map[string]int) {
 		if !ok {
 			continue
 		}
-		if _, dup := byName[s.Exposed]; dup || isMeta(s.Exposed) {
+		if _, dup := byName[s.Exposed]; dup || isMeta(s.Exposed) || v.isRunCode(s.Exposed) {
 			v.g.log.Warn("toolmux: a tool of "+v.route+" is left out: its name is taken", "tool", t.Server+"/"+t.Name, "name", s.Exposed)
 			continue
 		}
@@ -209,7 +216,7 @@ func (v *view) resolve(sc policy.Scope, name string) (tg target, registered bool
 	if v.synced == nil {
 		return tg, true, nil // the go-sdk answers, as before any sync
 	}
-	if v.searching && isMeta(name) {
+	if v.searching && isMeta(name) || v.isRunCode(name) {
 		return target{meta: name}, true, nil
 	}
 	if t, ok := v.lookupLocked(name); ok && sc.Sees(t.Server, t.Name) {
@@ -270,7 +277,7 @@ func (v *view) suggestLocked(sc policy.Scope, name string) string {
 // shownTo reports whether a tool listed as name is shown to a caller who
 // sees sc: the meta-tools always are.
 func (v *view) shownTo(sc policy.Scope, name string) bool {
-	if isMeta(name) || !sc.Limited() {
+	if isMeta(name) || v.isRunCode(name) || !sc.Limited() {
 		return true
 	}
 	v.mu.Lock()
@@ -309,6 +316,8 @@ func (v *view) dispatch(ctx context.Context, tg target, in callInput) *mcp.CallT
 		return v.findTools(v.g.toolScope(identity.From(ctx)), in)
 	case metaCallTool:
 		return v.callTool(ctx, in)
+	case metaRunCode:
+		return v.runCode(ctx, in)
 	}
 	return v.g.callTool(ctx, tg.t, in)
 }
@@ -461,7 +470,7 @@ func (v *view) list(ctx context.Context, sc policy.Scope) (_ *mcp.ListToolsResul
 	}
 	res := &mcp.ListToolsResult{Tools: make([]*mcp.Tool, 0, len(v.registered))}
 	for name, t := range v.registered {
-		if isMeta(name) || !sc.Limited() || v.shownToLocked(sc, name) {
+		if isMeta(name) || v.isRunCode(name) || !sc.Limited() || v.shownToLocked(sc, name) {
 			res.Tools = append(res.Tools, t)
 		}
 	}

@@ -27,7 +27,11 @@ func TestMain(m *testing.M) {
 		panic(err)
 	}
 	binary = filepath.Join(dir, "toolmux")
-	out, err := exec.Command("go", "build", "-race", "-o", binary, ".").CombinedOutput()
+	args := []string{"build", "-race", "-o", binary}
+	if binaryTags != "" {
+		args = append(args, "-tags", binaryTags) // the tests of a tagged build test its binary
+	}
+	out, err := exec.Command("go", append(args, ".")...).CombinedOutput()
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "building toolmux: %v\n%s", err, out)
 		os.Exit(1)

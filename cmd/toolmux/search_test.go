@@ -151,6 +151,22 @@ virtual_servers:
 	}
 }
 
+// startStdio starts serve --stdio with args in dir, as a client that
+// starts toolmux does, and returns the client's session, closed at the
+// end of the test.
+func startStdio(t *testing.T, ctx context.Context, dir string, args ...string) *mcp.ClientSession {
+	t.Helper()
+	cmd := exec.Command(binary, append([]string{"serve", "--stdio"}, args...)...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "XDG_DATA_HOME="+t.TempDir())
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "stdio-client"}, nil).Connect(ctx, &mcp.CommandTransport{Command: cmd}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cs.Close() })
+	return cs
+}
+
 // Flags that cannot be right are refused before anything starts.
 func TestServeToolSearchFlagErrors(t *testing.T) {
 	t.Parallel()
@@ -168,17 +184,9 @@ func TestServeToolSearchFlagErrors(t *testing.T) {
 // reads a file through call_tool.
 func TestServeStdioToolSearch(t *testing.T) {
 	t.Parallel()
-	dir := workspace(t, "")
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	cmd := exec.Command(binary, "serve", "--stdio", "--tool-search")
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "XDG_DATA_HOME="+t.TempDir())
-	cs, err := mcp.NewClient(&mcp.Implementation{Name: "stdio-client"}, nil).Connect(ctx, &mcp.CommandTransport{Command: cmd}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cs.Close()
+	cs := startStdio(t, ctx, workspace(t, ""), "--tool-search")
 	lt, err := cs.ListTools(ctx, nil)
 	if err != nil {
 		t.Fatal(err)

@@ -52,7 +52,8 @@ func (a *app) serveCommand() *cobra.Command {
 		natsListen  string
 		withMetrics bool
 
-		search search
+		search   search
+		codeMode codeModeFlag
 	)
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -94,6 +95,13 @@ any call: for clients that cap the number of tools, and models whose
 context a large catalog would fill. The virtual servers of the
 configuration (virtual_servers:) are served at http://ADDR/virtual/NAME/mcp,
 each with its subset of the tools. See docs/operations.md.
+
+With --code-mode (or code_mode: in the configuration), /mcp, stdio and
+the virtual servers list run_code too: it runs a model's JavaScript
+program that calls tools as functions (tools.call("server__tool", {...})),
+every call governed like a direct one and recorded in the client's task,
+bounded in time, calls, output and memory (code_mode:). See
+docs/codemode.md.
 
 A server that fails to start is tried again in the background, with
 backoff, until it comes up; one that crashes or stops answering (a ping
@@ -306,6 +314,7 @@ one more, 300ms after the last. See docs/operations.md.`,
 				Sessions: sessionTasks(rt.Log, a.logger()), ToolSearch: search.apply(cmd, rt.Config.ToolSearch),
 				Tracer: rt.Telemetry.Tracer(), Propagator: rt.Telemetry.Propagator(), Reissue: gateway.ReissueFromConfig(rt.Config.Reissue)}
 			opts.Listens = gateway.ListensFromConfig(rt.Config.Subscriptions)
+			opts.CodeMode = codeMode.apply(cmd, rt.Config.CodeMode, rt.Log)
 			// A call whose user accepted to give a missing credential
 			// waits for it as long as for an approval; the secrets API
 			// and the OAuth callback say when one is given.
@@ -384,6 +393,7 @@ one more, 300ms after the last. See docs/operations.md.`,
 				fmt.Fprintf(a.stderr, "toolmux: tool search on /mcp: %s behind find_tools and call_tool; pinned: %s\n",
 					plural(cat.Len(), "tool"), cmp.Or(strings.Join(ts.Pinned, ", "), "none"))
 			}
+			codeModeLine(a.stderr, opts.CodeMode)
 			sec.Loopback = gateway.IsLoopback(addr)
 			var h http.Handler
 			if onHTTP {
@@ -442,6 +452,7 @@ one more, 300ms after the last. See docs/operations.md.`,
 		},
 	}
 	search.flags(cmd)
+	codeMode.flags(cmd)
 	cmd.Flags().StringVar(&addr, "addr", "127.0.0.1:8931", "address to listen on (with --stdio: also serve the web page there)")
 	cmd.Flags().BoolVar(&stdio, "stdio", false, "serve MCP over stdin/stdout instead of HTTP")
 	cmd.Flags().StringVar(&token, "token", "", "bearer token clients must send (default $TOOLMUX_TOKEN); beside API keys, one more: the caller default, in group admin")

@@ -1,0 +1,157 @@
+// Package codemode runs a short JavaScript program that calls tools as
+// functions, instead of one model turn per tool call: the program loops,
+// filters and returns only what matters. It runs in goja, a JavaScript
+// engine written in Go, in a runtime of its own per program with nothing of
+// the host in it: no require, fetch, process, filesystem, network or
+// timers, only the tools object and a console whose lines are returned
+// beside the result.
+//
+// Every call a program makes goes through the Caller its runner is given,
+// which the gateway and the agent satisfy with their governed path (the
+// scheduler, the policy and its approvals, the pipeline, the task log):
+// code reaches no tool around toolmux's governance.
+//
+// A program is bounded by Options, set by configuration, never by the
+// program: its wall time, its calls, its output (result and console) and
+// the memory it makes the process hold (see Options.MaxMemoryBytes for
+// what that bound really measures). A program that throws, loops or passes
+// a bound ends with an *Error whose Kind names why.
+package codemode
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/toolmux/toolmux/tool"
+)
+
+// Caller makes one governed call of a tool by the name the program gave
+// (an exposed name, server__tool). The record is the call's, as any
+// caller's: its result, or its error with a kind.
+type Caller interface {
+	Call(ctx context.Context, name string, args map[string]any) *tool.Record
+}
+
+// Defaults of Options' zero values.
+const (
+	DefaultTimeout        = 30 * time.Second
+	DefaultMaxCalls       = 50
+	DefaultMaxOutputBytes = 64 << 10
+	DefaultMaxMemoryBytes = 64 << 20
+)
+
+// Options bound a program. Zero values take the defaults above.
+type Options struct {
+	// Timeout bounds the program's wall time, its tool calls included:
+	// past it the engine is interrupted and a call in flight cancelled.
+	Timeout time.Duration
+	// MaxCalls bounds the tool calls of one program; the call one past it
+	// ends the program.
+	MaxCalls int
+	// MaxOutputBytes bounds the result (its JSON) and the console's lines
+	// together.
+	MaxOutputBytes int
+	// MaxMemoryBytes bounds the growth of the process's heap while the
+	// program runs. goja has no heap of its own to limit: this is the Go
+	// runtime's count of heap bytes in objects (runtime/metrics
+	// /memory/classes/heap/objects:bytes), read every few milliseconds;
+	// once it exceeds the count at the start by more than the bound, a
+	// garbage collection is forced and, if the growth remains past the
+	// bound, the program is interrupted. It is the process's heap, not the
+	// program's alone: other work of the process that grows the heap
+	// while the program runs counts against it too, and a program can
+	// allocate up to the bound plus what it allocates between two reads.
+	MaxMemoryBytes int64
+}
+
+// WithDefaults returns o with the defaults in place of its zero values:
+// the bounds a runner applies.
+func (o Options) WithDefaults() Options {
+	if o.Timeout <= 0 {
+		o.Timeout = DefaultTimeout
+	}
+	if o.MaxCalls <= 0 {
+		o.MaxCalls = DefaultMaxCalls
+	}
+	if o.MaxOutputBytes <= 0 {
+		o.MaxOutputBytes = DefaultMaxOutputBytes
+	}
+	if o.MaxMemoryBytes <= 0 {
+		o.MaxMemoryBytes = DefaultMaxMemoryBytes
+	}
+	return o
+}
+
+// Kind says why a program failed.
+type Kind string
+
+// The kinds of Error.
+const (
+	// KindSyntax: the program does not parse.
+	KindSyntax Kind = "syntax_error"
+	// KindThrown: the program threw (or rejected) and did not catch it;
+	// Error.ToolKind is the tool error's kind when it was a failed call.
+	KindThrown Kind = "thrown"
+	// KindTimeout, KindMaxCalls, KindMaxOutput, KindMaxMemory: the
+	// program passed a bound (Error.Bound names its configuration key).
+	KindTimeout   Kind = "timeout"
+	KindMaxCalls  Kind = "max_calls"
+	KindMaxOutput Kind = "max_output_bytes"
+	KindMaxMemory Kind = "max_memory_bytes"
+	// KindCancelled: the caller's context ended the program.
+	KindCancelled Kind = "cancelled"
+	// KindResult: the program returned what has no JSON form.
+	KindResult Kind = "bad_result"
+	// KindUnavailable: this build of toolmux has no JavaScript engine
+	// (built without the toolmux_codemode tag).
+	KindUnavailable Kind = "unavailable"
+)
+
+// Error is why a program failed.
+type Error struct {
+	Kind Kind
+	// Bound names the configuration key of the bound passed (timeout,
+	// max_calls, max_output_bytes, max_memory_bytes), and Limit its value
+	// (milliseconds for the timeout).
+	Bound string
+	Limit int64
+	// ToolKind is the kind of the failed tool call the program let
+	// through, for KindThrown.
+	ToolKind tool.Kind
+	Message  string
+}
+
+func (e *Error) Error() string {
+	if e.Bound != "" {
+		return fmt.Sprintf("code mode: the program passed its %s bound (%d): %s", e.Bound, e.Limit, e.Message)
+	}
+	return "code mode: " + string(e.Kind) + ": " + e.Message
+}
+
+// KindOf returns the kind of the *Error in err's chain, "" for none.
+func KindOf(err error) Kind {
+	if e, ok := errors.AsType[*Error](err); ok {
+		return e.Kind
+	}
+	return ""
+}
+
+// Result is what a program gave: the JSON of the value it returned (null
+// for none), its console lines, and how many calls it made.
+type Result struct {
+	Value   json.RawMessage `json:"result"`
+	Console []string        `json:"console,omitempty"`
+	Calls   int             `json:"calls"`
+}
+
+// Runner runs programs against a catalog's tools through a Caller.
+type Runner struct {
+	caller Caller
+	opts   Options
+}
+
+// New returns a runner calling through c, bounded by o.
+func New(c Caller, o Options) *Runner { return &Runner{caller: c, opts: o.WithDefaults()} }
