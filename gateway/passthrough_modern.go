@@ -197,17 +197,7 @@ func (r *route) receiveModern(next mcp.MethodHandler) mcp.MethodHandler {
 				return nil, err
 			}
 			if dr, ok := res.(*mcp.DiscoverResult); ok {
-				up := l.cs.InitializeResult()
-				dr.Capabilities = forwardedCapabilities(up.Capabilities)
-				dr.Instructions = up.Instructions
-				if up.ServerInfo != nil {
-					m := dr.GetMeta()
-					if m == nil {
-						m = mcp.Meta{}
-					}
-					m[mcp.MetaKeyServerInfo] = up.ServerInfo
-					dr.SetMeta(m)
-				}
+				serversSide(dr, l.cs.InitializeResult())
 			}
 			return res, nil
 		}
@@ -1192,17 +1182,28 @@ func (r *route) modernDiscover(w http.ResponseWriter, req *http.Request, body []
 		replyModern(w, rq.ID, nil, err)
 		return true
 	}
-	up := l.cs.InitializeResult()
-	res := &mcp.DiscoverResult{SupportedVersions: mcp.SupportedProtocolVersions(),
-		Capabilities: forwardedCapabilities(up.Capabilities), Instructions: up.Instructions}
+	res := &mcp.DiscoverResult{SupportedVersions: mcp.SupportedProtocolVersions(), Meta: mcp.Meta{metaServerInfo: r.modernImpl}}
 	// The go-sdk's hints when a server sets none: public, stale at once.
 	setCacheable(req.Context(), nil, &res.Cacheable)
-	res.Meta = mcp.Meta{metaServerInfo: r.modernImpl}
-	if up.ServerInfo != nil {
-		res.Meta[metaServerInfo] = up.ServerInfo
-	}
+	serversSide(res, l.cs.InitializeResult())
 	replyModern(w, rq.ID, res, nil)
 	return true
+}
+
+// serversSide gives a route's server/discover answer the server's side,
+// from its initialize: the capabilities the route forwards, its
+// instructions, and its name where it gave one.
+func serversSide(dr *mcp.DiscoverResult, up *mcp.InitializeResult) {
+	dr.Capabilities = forwardedCapabilities(up.Capabilities)
+	dr.Instructions = up.Instructions
+	if up.ServerInfo != nil {
+		m := dr.GetMeta()
+		if m == nil {
+			m = mcp.Meta{}
+		}
+		m[metaServerInfo] = up.ServerInfo
+		dr.SetMeta(m)
+	}
 }
 
 // withMetaOnce is m with k set to v unless it is set (a copy when m is
