@@ -18,6 +18,7 @@ import (
 
 	"github.com/toolmux/toolmux/hooks"
 	"github.com/toolmux/toolmux/internal/procgroup"
+	"github.com/toolmux/toolmux/internal/testservers"
 	"github.com/toolmux/toolmux/pipeline"
 	"github.com/toolmux/toolmux/policy"
 	"github.com/toolmux/toolmux/tool"
@@ -194,7 +195,8 @@ func TestHookTimeout(t *testing.T) {
 		if rerr != nil || pgid <= 0 {
 			t.Fatalf("the hook did not start: %v", rerr)
 		}
-		if procgroup.AliveIgnoringZombies(pgid) {
+		// Killed is not yet gone: wait, boundedly, for the kernel.
+		if !testservers.Eventually(10*time.Second, func() bool { return !procgroup.AliveIgnoringZombies(pgid) }) {
 			t.Errorf("%s: the hook's group %d is still alive", onError, pgid)
 		}
 		switch onError {

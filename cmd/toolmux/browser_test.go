@@ -1196,6 +1196,9 @@ func TestBrowserFleetUnavailable(t *testing.T) {
 		select {
 		case <-exited:
 		case <-time.After(30 * time.Second):
+			// Its goroutines' stacks, on its stderr (quoted by its
+			// cleanup): what held it up.
+			_ = p.Signal(syscall.SIGQUIT)
 			t.Errorf("%s did not stop within 30s of SIGTERM", what)
 		}
 	}

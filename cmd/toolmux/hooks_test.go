@@ -127,7 +127,7 @@ func TestCallHooks(t *testing.T) {
 	if err != nil || pgid <= 0 {
 		t.Fatalf("the hook's group: %q %v", b, err)
 	}
-	if procgroup.AliveIgnoringZombies(pgid) {
+	if !testservers.Eventually(10*time.Second, func() bool { return !procgroup.AliveIgnoringZombies(pgid) }) {
 		t.Errorf("the timed-out hook's group %d is alive", pgid)
 	}
 

@@ -76,8 +76,15 @@ func startServeEnv(t *testing.T, bin, dir, dataHome string, env []string, args .
 				t.Errorf("serve did not exit cleanly: %v\n%s", p.err, p.stderr.String())
 			}
 		case <-time.After(30 * time.Second):
-			_ = p.cmd.Process.Kill()
-			<-p.exited
+			// SIGQUIT makes the Go runtime write every goroutine's stack
+			// to stderr before it exits: what held the shutdown up.
+			_ = p.cmd.Process.Signal(syscall.SIGQUIT)
+			select {
+			case <-p.exited:
+			case <-time.After(10 * time.Second):
+				_ = p.cmd.Process.Kill()
+				<-p.exited
+			}
 			t.Errorf("serve did not stop within 30s of SIGTERM\n%s", p.stderr.String())
 		}
 	})
