@@ -1,6 +1,7 @@
 # toolmux — build, test and run.
 #
-#   make build   build bin/toolmux with release flags (see BUILDFLAGS)
+#   make build   build bin/toolmux, and bin/toolmux-codemode (code mode's
+#                engine), with release flags (see BUILDFLAGS)
 #   make serve   build bin/toolmux and run the MCP gateway on the built-in
 #                tools of this directory
 #   make test    install the npm test peers and Debian's chromium (for the
@@ -57,8 +58,8 @@ all: build
 # do takes a second. The line printed first is for the first build, which
 # compiles every dependency and would otherwise look like a hang.
 build:
-	@echo "building bin/toolmux (a first build compiles every dependency: a few minutes)..."
-	$(GO) build $(BUILDFLAGS) -o bin/toolmux ./cmd/toolmux
+	@echo "building bin/toolmux and bin/toolmux-codemode (a first build compiles every dependency: a few minutes)..."
+	$(GO) build $(BUILDFLAGS) -o bin/ ./cmd/toolmux ./cmd/toolmux-codemode
 
 serve: build
 	bin/toolmux serve
@@ -99,10 +100,6 @@ check:
 # broken install cannot pass silently.
 test: peers browser idp check
 	TOOLMUX_REQUIRE_PEERS=1 $(GO) test -race -count=1 -parallel $(PARALLEL) ./...
-	# code mode's engine is built in with a tag (docs/codemode.md): its
-	# tests, and the serve tests of run_code against a binary built with it
-	$(GO) test -race -count=1 -tags toolmux_codemode ./codemode
-	$(GO) test -race -count=1 -tags toolmux_codemode -run 'CodeMode' ./gateway ./config ./cmd/toolmux
 	$(GO) test -count=1 -run 'Allocat' ./policy
 	$(MAKE) fuzz
 

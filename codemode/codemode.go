@@ -1,10 +1,12 @@
 // Package codemode runs a short JavaScript program that calls tools as
 // functions, instead of one model turn per tool call: the program loops,
-// filters and returns only what matters. It runs in goja, a JavaScript
-// engine written in Go, in a runtime of its own per program with nothing of
-// the host in it: no require, fetch, process, filesystem, network or
-// timers, only the tools object and a console whose lines are returned
-// beside the result.
+// filters and returns only what matters. The program runs in a process of
+// its own, the toolmux-codemode program (package jsengine: goja, a
+// JavaScript engine written in Go, in a runtime with nothing of the host in
+// it: no require, fetch, process, filesystem, network or timers, only the
+// tools object and a console whose lines are returned beside the result).
+// The engine asks this package's Runner for each call over its stdin and
+// stdout; nothing of toolmux is in its process but the program.
 //
 // Every call a program makes goes through the Caller its runner is given,
 // which the gateway and the agent satisfy with their governed path (the
@@ -13,8 +15,7 @@
 //
 // A program is bounded by Options, set by configuration, never by the
 // program: its wall time, its calls, its output (result and console) and
-// the memory it makes the process hold (see Options.MaxMemoryBytes for
-// what that bound really measures). A program that throws, loops or passes
+// the memory its engine's process holds. A program that throws, loops or passes
 // a bound ends with an *Error whose Kind names why.
 package codemode
 
@@ -23,6 +24,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/toolmux/toolmux/tool"
@@ -54,17 +56,20 @@ type Options struct {
 	// MaxOutputBytes bounds the result (its JSON) and the console's lines
 	// together.
 	MaxOutputBytes int
-	// MaxMemoryBytes bounds the growth of the process's heap while the
-	// program runs. goja has no heap of its own to limit: this is the Go
-	// runtime's count of heap bytes in objects (runtime/metrics
-	// /memory/classes/heap/objects:bytes), read every few milliseconds;
-	// once it exceeds the count at the start by more than the bound, a
-	// garbage collection is forced and, if the growth remains past the
-	// bound, the program is interrupted. It is the process's heap, not the
-	// program's alone: other work of the process that grows the heap
-	// while the program runs counts against it too, and a program can
-	// allocate up to the bound plus what it allocates between two reads.
+	// MaxMemoryBytes bounds the growth of the engine process's heap
+	// while the program runs: the Go runtime's count of heap bytes in
+	// objects (runtime/metrics /memory/classes/heap/objects:bytes), read
+	// every few milliseconds; once it exceeds the count at the start by
+	// more than the bound, a garbage collection is forced and, if the
+	// growth remains past the bound, the program is interrupted. The
+	// process runs the program alone, so its heap is the program's; a
+	// program can allocate up to the bound plus what it allocates between
+	// two reads. It also bounds each line the engine writes (a call's
+	// arguments, the end): one longer ends the program.
 	MaxMemoryBytes int64
+	// Engine is the path of the toolmux-codemode program; "" finds it
+	// (FindEngine).
+	Engine string
 }
 
 // WithDefaults returns o with the defaults in place of its zero values:
@@ -105,9 +110,12 @@ const (
 	KindCancelled Kind = "cancelled"
 	// KindResult: the program returned what has no JSON form.
 	KindResult Kind = "bad_result"
-	// KindUnavailable: this build of toolmux has no JavaScript engine
-	// (built without the toolmux_codemode tag).
+	// KindUnavailable: the engine program (toolmux-codemode) is not
+	// installed, or could not be started.
 	KindUnavailable Kind = "unavailable"
+	// KindEngine: the engine process failed (it exited without ending
+	// the program, or wrote what is not the protocol).
+	KindEngine Kind = "engine_failed"
 )
 
 // Error is why a program failed.
@@ -147,7 +155,8 @@ type Result struct {
 	Calls   int             `json:"calls"`
 }
 
-// Runner runs programs against a catalog's tools through a Caller.
+// Runner runs programs against a catalog's tools through a Caller, each
+// in an engine process of its own.
 type Runner struct {
 	caller Caller
 	opts   Options
@@ -155,3 +164,54 @@ type Runner struct {
 
 // New returns a runner calling through c, bounded by o.
 func New(c Caller, o Options) *Runner { return &Runner{caller: c, opts: o.WithDefaults()} }
+
+// Outcome is what a program sees of a call's record: the structured
+// content when the tool has it, else its text; or the error its promise
+// is rejected with, for a call that failed or a result marked an error.
+func Outcome(name string, rec *tool.Record) (any, *tool.Error) {
+	b, e := outcomeJSON(name, rec)
+	if e != nil {
+		return nil, e
+	}
+	var v any
+	if err := json.Unmarshal(b, &v); err != nil {
+		return nil, &tool.Error{Kind: tool.KindExecutionFailed, Tool: name, Message: "the result has no JSON form: " + err.Error()}
+	}
+	return v, nil
+}
+
+// outcomeJSON is Outcome's value as JSON: structured content through
+// JSON, so that the program sees plain objects whatever Go type the
+// result was decoded into.
+func outcomeJSON(name string, rec *tool.Record) (json.RawMessage, *tool.Error) {
+	switch {
+	case rec == nil:
+		return nil, &tool.Error{Kind: tool.KindExecutionFailed, Tool: name, Message: "the call gave no record"}
+	case rec.Error != nil:
+		return nil, rec.Error
+	case rec.Result == nil:
+		return json.RawMessage("null"), nil
+	case rec.Result.IsError:
+		return nil, &tool.Error{Kind: tool.KindToolError, Tool: name, Message: text(rec.Result)}
+	}
+	if rec.Result.Structured != nil {
+		if b, err := json.Marshal(rec.Result.Structured); err == nil {
+			return b, nil
+		}
+	}
+	b, _ := json.Marshal(text(rec.Result))
+	return b, nil
+}
+
+func text(r *tool.Result) string {
+	var b strings.Builder
+	for _, c := range r.Content {
+		if c.Type == "text" {
+			if b.Len() > 0 {
+				b.WriteByte('\n')
+			}
+			b.WriteString(c.Text)
+		}
+	}
+	return b.String()
+}

@@ -1,5 +1,3 @@
-//go:build toolmux_codemode
-
 package codemode_test
 
 import (
@@ -8,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -16,6 +15,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/toolmux/toolmux/codemode"
+	"github.com/toolmux/toolmux/internal/testservers"
 	"github.com/toolmux/toolmux/tool"
 )
 
@@ -75,6 +75,7 @@ var names = []string{"fx__echo", "fx__add", "fx__denied", "fx__failing", "fx__wa
 func run(t *testing.T, o codemode.Options, code string) (*codemode.Result, error, *tools) {
 	t.Helper()
 	c := newTools()
+	o.Engine = testservers.CodeModeEngine(t)
 	res, err := codemode.New(c, o).Run(t.Context(), code, names)
 	if res == nil {
 		t.Fatal("Run returned no result")
@@ -188,8 +189,9 @@ func TestBoundTimeout(t *testing.T) {
 	if e := wantKind(t, err, codemode.KindTimeout); e.Bound != "timeout" || e.Limit != 50 {
 		t.Fatalf("bound %q %d", e.Bound, e.Limit)
 	}
-	// A call in flight is cancelled with it.
-	_, err, c := run(t, codemode.Options{Timeout: 50 * time.Millisecond}, `await tools.fx__wait({}); for (;;) {}`)
+	// A call in flight is cancelled with it (time enough for the
+	// engine's process to start and make it).
+	_, err, c := run(t, codemode.Options{Timeout: time.Second}, `await tools.fx__wait({}); for (;;) {}`)
 	wantKind(t, err, codemode.KindTimeout)
 	if c.count() != 1 {
 		t.Fatalf("calls %d", c.count())
@@ -267,7 +269,7 @@ func TestCallerContextEnds(t *testing.T) {
 		cancel()
 		return &tool.Record{Result: &tool.Result{}}
 	}
-	_, err := codemode.New(c, codemode.Options{}).Run(ctx, `await tools.call("fx__stop"); for (;;) {}`, nil)
+	_, err := codemode.New(c, codemode.Options{Engine: testservers.CodeModeEngine(t)}).Run(ctx, `await tools.call("fx__stop"); for (;;) {}`, nil)
 	wantKind(t, err, codemode.KindCancelled)
 }
 
@@ -318,8 +320,96 @@ func TestDocExample(t *testing.T) {
 			return &tool.Record{Result: &tool.Result{Content: []tool.Content{{Type: "text", Text: n + fmt.Sprintf(" done for %q", args["target"])}}}}
 		}
 	}
-	res, err := codemode.New(c, codemode.Options{}).Run(t.Context(), code, nil)
+	res, err := codemode.New(c, codemode.Options{Engine: testservers.CodeModeEngine(t)}).Run(t.Context(), code, nil)
 	if err != nil || string(res.Value) != `{"done":2,"of":2}` || res.Calls != 2 {
 		t.Fatalf("%s %v", res.Value, err)
+	}
+}
+
+// The engine is found beside the program, then on PATH; missing, a
+// program is refused as unavailable, and nothing is called.
+func TestEngineFound(t *testing.T) {
+	engine := testservers.CodeModeEngine(t)
+	t.Setenv("PATH", t.TempDir())
+	_, err := codemode.FindEngine("")
+	if err == nil || !strings.Contains(err.Error(), codemode.EngineName) {
+		t.Fatalf("no engine anywhere: %v", err)
+	}
+	c := newTools()
+	_, err = codemode.New(c, codemode.Options{}).Run(t.Context(), `return await tools.fx__echo({text: "x"})`, names)
+	wantKind(t, err, codemode.KindUnavailable)
+	if c.count() != 0 {
+		t.Fatalf("calls %d", c.count())
+	}
+	if _, err := codemode.FindEngine(filepath.Join(t.TempDir(), "nothing")); err == nil {
+		t.Fatal("a path that does not exist was taken")
+	}
+	t.Setenv("PATH", filepath.Dir(engine))
+	if p, err := codemode.FindEngine(""); err != nil || p != engine {
+		t.Fatalf("on PATH: %q %v", p, err)
+	}
+}
+
+// fakeEngine is a shell script in the engine's place, for what the real
+// engine does not do: the runner trusts nothing it writes.
+func fakeEngine(t *testing.T, script string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "engine")
+	if err := os.WriteFile(p, []byte("#!/bin/sh\nread -r request\n"+script+"\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestEngineMisbehaves(t *testing.T) {
+	call := `{"call":{"name":"fx__echo","args":{"text":"x"}}}`
+	for _, tc := range []struct {
+		name, script string
+		o            codemode.Options
+		kind         codemode.Kind
+		calls        int
+		says         string
+	}{
+		{"dies", `echo "engine broke" >&2; exit 3`, codemode.Options{}, codemode.KindEngine, 0, "engine broke"},
+		{"dies after a call", `echo '` + call + `'; read -r reply; exit 4`, codemode.Options{}, codemode.KindEngine, 1, "exit status 4"},
+		{"not the protocol", `echo "hello"; read -r x`, codemode.Options{}, codemode.KindEngine, 0, "protocol"},
+		{"neither call nor end", `echo '{}'; read -r x`, codemode.Options{}, codemode.KindEngine, 0, "neither"},
+		// One byte past the line bound (the memory and output bounds).
+		{"line too long", `head -c 1101 /dev/zero | tr '\\0' x; echo; read -r x`,
+			codemode.Options{MaxMemoryBytes: 1000, MaxOutputBytes: 100}, codemode.KindMaxMemory, 0, "longer than 1100"},
+		{"calls past the bound", `for i in 1 2 3; do echo '` + call + `'; read -r reply; done; read -r x`,
+			codemode.Options{MaxCalls: 2}, codemode.KindMaxCalls, 2, "call 3"},
+		{"never ends", `while read -r x; do :; done`, codemode.Options{Timeout: 50 * time.Millisecond}, codemode.KindTimeout, 0, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := newTools()
+			tc.o.Engine = fakeEngine(t, tc.script)
+			_, err := codemode.New(c, tc.o).Run(t.Context(), "return 1", names)
+			e := wantKind(t, err, tc.kind)
+			if !strings.Contains(e.Message, tc.says) {
+				t.Fatalf("message %q lacks %q", e.Message, tc.says)
+			}
+			if c.count() != tc.calls {
+				t.Fatalf("calls %d, want %d", c.count(), tc.calls)
+			}
+		})
+	}
+}
+
+// What a program costs in its engine process: the process's start, the
+// program, and each call's round trip over the pipe (BENCHMARKS.md §33;
+// jsengine's BenchmarkRunInProcess is the same without the process).
+func BenchmarkRun(b *testing.B) {
+	c := newTools()
+	r := codemode.New(c, codemode.Options{Engine: testservers.CodeModeEngine(b)})
+	for _, n := range []int{1, 20} {
+		code := fmt.Sprintf(`let s = 0; for (let i = 0; i < %d; i++) s += (await tools.fx__add({a: i, b: 1})).sum; return s`, n)
+		b.Run(fmt.Sprintf("calls=%d", n), func(b *testing.B) {
+			for b.Loop() {
+				if _, err := r.Run(b.Context(), code, names); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }

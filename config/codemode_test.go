@@ -15,11 +15,13 @@ func TestCodeMode(t *testing.T) {
   max_calls: 100000
   max_output_bytes: 64MiB
   max_memory_bytes: 128MiB
+  engine: bin/toolmux-codemode
 `), config.Options{Dir: "/work"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := config.CodeMode{Enabled: true, Timeout: 10 * time.Second, MaxCalls: 100_000, MaxOutputBytes: 64 << 20, MaxMemoryBytes: 128 << 20}
+	want := config.CodeMode{Enabled: true, Timeout: 10 * time.Second, MaxCalls: 100_000, MaxOutputBytes: 64 << 20, MaxMemoryBytes: 128 << 20,
+		Engine: "/work/bin/toolmux-codemode"}
 	if cfg.CodeMode != want {
 		t.Fatalf("code_mode: %+v, want %+v", cfg.CodeMode, want)
 	}
@@ -38,6 +40,7 @@ func TestCodeModeErrors(t *testing.T) {
   max_output_bytes: 67108865
   max_memory_bytes: 17179869185
   max_call: 3
+  engine: ""
 `, []wantErr{
 		{2, 12, "code_mode.enabled", `expected true or false, got "sure"`},
 		{3, 12, "code_mode.timeout", `must be positive, got "0s"`},
@@ -45,5 +48,6 @@ func TestCodeModeErrors(t *testing.T) {
 		{5, 21, "code_mode.max_output_bytes", ""},
 		{6, 21, "code_mode.max_memory_bytes", ""},
 		{7, 3, "code_mode.max_call", ""},
+		{8, 11, "code_mode.engine", ""},
 	})
 }

@@ -21,11 +21,15 @@ type CodeMode struct {
 	MaxCalls int
 	// MaxOutputBytes bounds a program's result and console together.
 	MaxOutputBytes int64
-	// MaxMemoryBytes bounds the heap a program makes the process grow by.
+	// MaxMemoryBytes bounds the heap of a program's engine process.
 	MaxMemoryBytes int64
+	// Engine is the path of the toolmux-codemode program (relative to
+	// the config file's directory); "" finds it beside toolmux or on
+	// PATH.
+	Engine string
 }
 
-var codeModeKeys = []string{"enabled", "timeout", "max_calls", "max_output_bytes", "max_memory_bytes"}
+var codeModeKeys = []string{"enabled", "timeout", "max_calls", "max_output_bytes", "max_memory_bytes", "engine"}
 
 // Bounds of the code_mode section: a typo of a few digits more is caught
 // rather than let one program take the machine.
@@ -50,6 +54,14 @@ func (p *parser) codeMode(n *yaml.Node, kp string) CodeMode {
 			c.MaxOutputBytes, _ = p.sizeUpTo(e.v, fp, maxCodeModeOutputBytes, "64MiB")
 		case "max_memory_bytes":
 			c.MaxMemoryBytes, _ = p.sizeUpTo(e.v, fp, maxCodeModeMemoryBytes, "16GiB")
+		case "engine":
+			if s, ok := p.text(e.v, fp); ok {
+				if r, err := resolvePath(s, p.dir, p.lookup); err != nil {
+					p.errAt(e.v, fp, "%v", err)
+				} else {
+					c.Engine = r
+				}
+			}
 		}
 	})
 	return c

@@ -1,5 +1,3 @@
-//go:build toolmux_codemode
-
 package gateway_test
 
 import (
@@ -32,7 +30,7 @@ func TestCodeModeWithToolSearch(t *testing.T) {
 	rec := recorded{recs: make(chan *tool.Record, 4)}
 	pin, _ := testservers.CatalogTool(0)
 	c, url := catalogGateway(t, gateway.Options{ToolSearch: gateway.ToolSearch{Enabled: true, Pinned: []string{"fx/" + pin}},
-		CodeMode: gateway.CodeMode{Enabled: true, Bounds: codemode.Options{MaxCalls: 3}, Recorder: rec}})
+		CodeMode: gateway.CodeMode{Enabled: true, Bounds: codemode.Options{MaxCalls: 3, Engine: testservers.CodeModeEngine(t)}, Recorder: rec}})
 	cs := dialHTTP(t, url+"/mcp")
 	if names := listNames(t, cs); !slices.Equal(names, []string{"call_tool", "find_tools", "fx__" + pin, "run_code"}) {
 		t.Fatalf("/mcp lists %v", names)
@@ -88,7 +86,7 @@ func TestCodeModeWithToolSearch(t *testing.T) {
 // none, and a program sees and calls only its caller's tools: a hidden
 // one is answered as one that does not exist, in both eras.
 func TestCodeModeByCaller(t *testing.T) {
-	base := teamGatewayWith(t, gateway.ToolSearch{}, gateway.CodeMode{Enabled: true})
+	base := teamGatewayWith(t, gateway.ToolSearch{}, gateway.CodeMode{Enabled: true, Bounds: codemode.Options{Engine: testservers.CodeModeEngine(t)}})
 	for _, era := range []string{legacyProtocol, "2026-07-28"} {
 		alice := connectAs(t, base+"/mcp", "alice-token", era)
 		bob := connectAs(t, base+"/mcp", "bob-token", era)

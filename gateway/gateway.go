@@ -206,11 +206,16 @@ func New(c Caller, o Options) *Gateway {
 	if g.reissue != nil {
 		g.reissue.tasks = g.tasks
 	}
-	switch {
-	case o.CodeMode.Enabled && codemode.Built:
-		g.code = &o.CodeMode
-	case o.CodeMode.Enabled:
-		g.log.Error("toolmux: code mode is on, but this build has no JavaScript engine (build with the toolmux_codemode tag: make build TAGS=\"grpcnotrace toolmux_codemode\"): run_code is not offered")
+	if o.CodeMode.Enabled {
+		// The engine is looked for once: a gateway without it offers
+		// no run_code rather than a tool every call of which fails.
+		if path, err := codemode.FindEngine(o.CodeMode.Bounds.Engine); err != nil {
+			g.log.Error("toolmux: code mode is on, but run_code is not offered: " + err.Error())
+		} else {
+			code := o.CodeMode
+			code.Bounds.Engine = path
+			g.code = &code
+		}
 	}
 	impl := &mcp.Implementation{Name: o.Name, Version: o.Version}
 	const instructions = "Tools of several servers, named server__tool. Calls are governed by toolmux."

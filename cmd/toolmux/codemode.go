@@ -35,10 +35,14 @@ func (f *codeModeFlag) apply(cmd *cobra.Command, c config.CodeMode, log *tasklog
 
 // codeModeLine says at start that run_code is offered, and its bounds.
 func codeModeLine(w io.Writer, c gateway.CodeMode) {
-	if !c.Enabled || !codemode.Built {
-		return // a build without the engine: the gateway logs why
+	if !c.Enabled {
+		return
+	}
+	engine, err := codemode.FindEngine(c.Bounds.Engine)
+	if err != nil {
+		return // no engine: the gateway logs why
 	}
 	b := c.Bounds.WithDefaults()
-	fmt.Fprintf(w, "toolmux: code mode on: run_code (timeout %s, max_calls %d, max_output_bytes %d, max_memory_bytes %d)\n",
-		b.Timeout, b.MaxCalls, b.MaxOutputBytes, b.MaxMemoryBytes)
+	fmt.Fprintf(w, "toolmux: code mode on: run_code (engine %s, timeout %s, max_calls %d, max_output_bytes %d, max_memory_bytes %d)\n",
+		engine, b.Timeout, b.MaxCalls, b.MaxOutputBytes, b.MaxMemoryBytes)
 }

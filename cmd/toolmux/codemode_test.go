@@ -1,5 +1,3 @@
-//go:build toolmux_codemode
-
 package main_test
 
 import (
@@ -75,7 +73,7 @@ code_mode:
   max_memory_bytes: 64MiB
 `, testservers.Fixture(t)))
 	p := startServeProc(t, dir, "", "--code-mode")
-	if want := "toolmux: code mode on: run_code (timeout 3s, max_calls 21, max_output_bytes 65536, max_memory_bytes 67108864)"; !strings.Contains(p.stderr.String(), want) {
+	if want := "toolmux: code mode on: run_code (engine " + filepath.Join(filepath.Dir(binary), "toolmux-codemode") + ", timeout 3s, max_calls 21, max_output_bytes 65536, max_memory_bytes 67108864)"; !strings.Contains(p.stderr.String(), want) {
 		t.Errorf("serve does not say code mode is on (%q):\n%s", want, p.stderr.String())
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)

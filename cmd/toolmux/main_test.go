@@ -27,13 +27,16 @@ func TestMain(m *testing.M) {
 		panic(err)
 	}
 	binary = filepath.Join(dir, "toolmux")
-	args := []string{"build", "-race", "-o", binary}
-	if binaryTags != "" {
-		args = append(args, "-tags", binaryTags) // the tests of a tagged build test its binary
-	}
-	out, err := exec.Command("go", append(args, ".")...).CombinedOutput()
+	out, err := exec.Command("go", "build", "-race", "-o", binary, ".").CombinedOutput()
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "building toolmux: %v\n%s", err, out)
+		os.Exit(1)
+	}
+	// Code mode's engine beside it, where make build puts it and toolmux
+	// looks for it first.
+	out, err = exec.Command("go", "build", "-o", filepath.Join(dir, "toolmux-codemode"), "../toolmux-codemode").CombinedOutput()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "building toolmux-codemode: %v\n%s", err, out)
 		os.Exit(1)
 	}
 	code := m.Run()

@@ -14,7 +14,7 @@ import (
 // the OS's temp cleanup; tests must not delete it.
 func Fixture(tb testing.TB) string {
 	tb.Helper()
-	return fixtureBin.get(tb, "fixture")
+	return fixtureBin.get(tb, "fixture", "internal/testservers/fixture")
 }
 
 // EchoServer builds echoserver, the hand-written JSON-RPC echo (no SDK:
@@ -22,10 +22,17 @@ func Fixture(tb testing.TB) string {
 // returns its path.
 func EchoServer(tb testing.TB) string {
 	tb.Helper()
-	return echoBin.get(tb, "echoserver")
+	return echoBin.get(tb, "echoserver", "internal/testservers/echoserver")
 }
 
-var fixtureBin, echoBin built
+// CodeModeEngine builds toolmux-codemode, code mode's engine program, once
+// per test binary, and returns its path.
+func CodeModeEngine(tb testing.TB) string {
+	tb.Helper()
+	return engineBin.get(tb, "toolmux-codemode", "cmd/toolmux-codemode")
+}
+
+var fixtureBin, echoBin, engineBin built
 
 // built is a command of this module built once.
 type built struct {
@@ -35,7 +42,8 @@ type built struct {
 	out  []byte
 }
 
-func (b *built) get(tb testing.TB, name string) string {
+// get builds the module's package pkg as name.
+func (b *built) get(tb testing.TB, name, pkg string) string {
 	tb.Helper()
 	b.once.Do(func() {
 		dir, err := os.MkdirTemp("", "toolmux-"+name+"-")
@@ -47,7 +55,7 @@ func (b *built) get(tb testing.TB, name string) string {
 		if runtime.GOOS == "windows" {
 			b.bin += ".exe"
 		}
-		cmd := exec.Command("go", "build", "-o", b.bin, "github.com/toolmux/toolmux/internal/testservers/"+name)
+		cmd := exec.Command("go", "build", "-o", b.bin, "github.com/toolmux/toolmux/"+pkg)
 		b.out, b.err = cmd.CombinedOutput()
 	})
 	if b.err != nil {

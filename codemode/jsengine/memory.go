@@ -1,6 +1,4 @@
-//go:build toolmux_codemode
-
-package codemode
+package jsengine
 
 import (
 	"runtime"
@@ -19,7 +17,7 @@ const (
 
 // heapMetric counts the bytes of heap objects, live and not yet swept:
 // the memory a program makes the process hold (see
-// Options.MaxMemoryBytes).
+// codemode.Options.MaxMemoryBytes).
 const heapMetric = "/memory/classes/heap/objects:bytes"
 
 // watchMemory calls over, once, when the process's heap grows by more

@@ -1,6 +1,16 @@
-//go:build toolmux_codemode
-
-package codemode
+// Package jsengine runs code mode's programs in goja, a JavaScript engine
+// written in Go, in a runtime of its own per program with nothing of the
+// host in it: no require, fetch, process, filesystem, network or timers,
+// only the tools object and a console whose lines are returned beside the
+// result.
+//
+// toolmux runs it in a process of its own, the toolmux-codemode program
+// (Serve), and not in the gateway's: goja's reflection keeps the linker
+// from dropping unused methods, which would cost the toolmux binary a
+// third of its size (docs/codemode.md, "The engine and the binary"), and
+// a process of its own gives a program a heap of its own to bound. A
+// library may call Run in its own process instead.
+package jsengine
 
 import (
 	"context"
@@ -12,30 +22,34 @@ import (
 
 	"github.com/dop251/goja"
 
+	"github.com/toolmux/toolmux/codemode"
 	"github.com/toolmux/toolmux/tool"
 )
 
-// Built is whether this build runs programs (built with the
-// toolmux_codemode tag).
-const Built = true
+// CallFunc makes one governed call of a tool by the name the program gave
+// and returns what the program sees (codemode.Outcome): a value that has
+// a JSON form, or the error its promise is rejected with.
+type CallFunc func(ctx context.Context, name string, args map[string]any) (any, *tool.Error)
 
 // Run runs code, the body of an async function, with a typed function for
 // each of names (the exposed names of the tools the caller sees) beside
-// tools.call. The Result is never nil: a failed program's console and
-// calls are in it too.
-func (r *Runner) Run(ctx context.Context, code string, names []string) (*Result, error) {
-	res := &Result{}
+// tools.call, bounded by o (its zero values taking codemode's defaults).
+// The Result is never nil: a failed program's console and calls are in it
+// too.
+func Run(ctx context.Context, code string, names []string, call CallFunc, o codemode.Options) (*codemode.Result, error) {
+	o = o.WithDefaults()
+	res := &codemode.Result{}
 	// The body sits on the wrapper's first line, so that the engine's
 	// line numbers are the program's.
 	prog, err := goja.Compile("program", "(async function() {"+code+"\n})()", true)
 	if err != nil {
-		return res, &Error{Kind: KindSyntax, Message: err.Error()}
+		return res, &codemode.Error{Kind: codemode.KindSyntax, Message: err.Error()}
 	}
-	ctx, cancel := context.WithTimeoutCause(ctx, r.opts.Timeout, errTimeUp)
+	ctx, cancel := context.WithTimeoutCause(ctx, o.Timeout, errTimeUp)
 	defer cancel()
 	vm := goja.New()
 	vm.SetMaxCallStackSize(1000)
-	run := &program{r: r, ctx: ctx, vm: vm, res: res}
+	run := &program{opts: o, callFn: call, ctx: ctx, vm: vm, res: res}
 	// Taken before the program runs: it may replace JSON.stringify in
 	// its own runtime, not the one that serialises its result.
 	run.stringify, _ = goja.AssertFunction(vm.Get("JSON").ToObject(vm).Get("stringify"))
@@ -44,8 +58,8 @@ func (r *Runner) Run(ctx context.Context, code string, names []string) (*Result,
 	// The bounds that no call of the program sees: time and memory.
 	stopTime := context.AfterFunc(ctx, run.ended)
 	defer stopTime()
-	stopMem := watchMemory(r.opts.MaxMemoryBytes, func(grown int64) {
-		run.stop(&Error{Kind: KindMaxMemory, Bound: "max_memory_bytes", Limit: r.opts.MaxMemoryBytes,
+	stopMem := watchMemory(o.MaxMemoryBytes, func(grown int64) {
+		run.stop(&codemode.Error{Kind: codemode.KindMaxMemory, Bound: "max_memory_bytes", Limit: o.MaxMemoryBytes,
 			Message: fmt.Sprintf("the heap grew by %d bytes", grown)})
 	})
 	defer stopMem()
@@ -65,7 +79,7 @@ func (r *Runner) Run(ctx context.Context, code string, names []string) (*Result,
 		// looked at its interruption.
 		return res, stopped
 	}
-	if len(res.Value)+run.console > r.opts.MaxOutputBytes {
+	if len(res.Value)+run.console > o.MaxOutputBytes {
 		return res, run.outputError()
 	}
 	return res, nil
@@ -77,29 +91,30 @@ var errTimeUp = errors.New("code mode: the program ran out of time")
 
 // program is one run's state.
 type program struct {
-	r         *Runner
+	opts      codemode.Options
+	callFn    CallFunc
 	ctx       context.Context
 	vm        *goja.Runtime
 	stringify goja.Callable
-	res       *Result
+	res       *codemode.Result
 	console   int // bytes of console lines
 
 	mu      sync.Mutex
-	stopped *Error // the bound that interrupted the engine first
+	stopped *codemode.Error // the bound that interrupted the engine first
 }
 
 // ended stops the program whose context ended: at its timeout, or by
 // its caller.
 func (p *program) ended() {
 	if context.Cause(p.ctx) == errTimeUp {
-		p.stop(&Error{Kind: KindTimeout, Bound: "timeout", Limit: p.r.opts.Timeout.Milliseconds(), Message: "the program ran out of time"})
+		p.stop(&codemode.Error{Kind: codemode.KindTimeout, Bound: "timeout", Limit: p.opts.Timeout.Milliseconds(), Message: "the program ran out of time"})
 		return
 	}
-	p.stop(&Error{Kind: KindCancelled, Message: "the program's caller went away"})
+	p.stop(&codemode.Error{Kind: codemode.KindCancelled, Message: "the program's caller went away"})
 }
 
 // stop interrupts the engine for e, the first reason given winning.
-func (p *program) stop(e *Error) {
+func (p *program) stop(e *codemode.Error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.stopped == nil {
@@ -108,8 +123,8 @@ func (p *program) stop(e *Error) {
 	}
 }
 
-func (p *program) outputError() *Error {
-	return &Error{Kind: KindMaxOutput, Bound: "max_output_bytes", Limit: int64(p.r.opts.MaxOutputBytes),
+func (p *program) outputError() *codemode.Error {
+	return &codemode.Error{Kind: codemode.KindMaxOutput, Bound: "max_output_bytes", Limit: int64(p.opts.MaxOutputBytes),
 		Message: "the result and the console are larger than that"}
 }
 
@@ -120,7 +135,7 @@ func (p *program) settled(v goja.Value) error {
 	// for what never comes (no timers, no I/O).
 	pr, ok := v.Export().(*goja.Promise)
 	if !ok {
-		return &Error{Kind: KindResult, Message: "the program did not run as an async function"}
+		return &codemode.Error{Kind: codemode.KindResult, Message: "the program did not run as an async function"}
 	}
 	switch pr.State() {
 	case goja.PromiseStateFulfilled:
@@ -134,20 +149,20 @@ func (p *program) settled(v goja.Value) error {
 			return err
 		}
 		if s == "" {
-			return &Error{Kind: KindResult, Message: "the program's result has no JSON form"}
+			return &codemode.Error{Kind: codemode.KindResult, Message: "the program's result has no JSON form"}
 		}
 		p.res.Value = json.RawMessage(s)
 		return nil
 	case goja.PromiseStateRejected:
 		return p.thrown(pr.Result())
 	default:
-		return &Error{Kind: KindResult, Message: "the program awaits a promise nothing settles"}
+		return &codemode.Error{Kind: codemode.KindResult, Message: "the program awaits a promise nothing settles"}
 	}
 }
 
 // thrown is the Error of a value the program threw and did not catch.
-func (p *program) thrown(v goja.Value) *Error {
-	e := &Error{Kind: KindThrown, Message: v.String()}
+func (p *program) thrown(v goja.Value) *codemode.Error {
+	e := &codemode.Error{Kind: codemode.KindThrown, Message: v.String()}
 	if o, ok := v.(*goja.Object); ok {
 		if k := o.Get("kind"); k != nil && !goja.IsUndefined(k) {
 			e.ToolKind = tool.Kind(k.String())
@@ -167,17 +182,17 @@ func (p *program) failure(err error) error {
 		return stopped
 	}
 	if ie, ok := errors.AsType[*goja.InterruptedError](err); ok {
-		if e, ok := ie.Value().(*Error); ok {
+		if e, ok := ie.Value().(*codemode.Error); ok {
 			return e
 		}
 	}
 	if ex, ok := errors.AsType[*goja.Exception](err); ok {
 		return p.thrown(ex.Value())
 	}
-	if e, ok := errors.AsType[*Error](err); ok {
+	if e, ok := errors.AsType[*codemode.Error](err); ok {
 		return e
 	}
-	return &Error{Kind: KindThrown, Message: err.Error()}
+	return &codemode.Error{Kind: codemode.KindThrown, Message: err.Error()}
 }
 
 // install puts the program's API in its runtime: tools (call and a
@@ -230,7 +245,7 @@ func (p *program) log(prefix string, args []goja.Value) {
 		}
 	}
 	p.console += b.Len() + 1
-	if p.console > p.r.opts.MaxOutputBytes {
+	if p.console > p.opts.MaxOutputBytes {
 		p.stop(p.outputError())
 		return
 	}
@@ -242,8 +257,8 @@ func (p *program) log(prefix string, args []goja.Value) {
 // one after another).
 func (p *program) call(name string, arg goja.Value) goja.Value {
 	promise, resolve, reject := p.vm.NewPromise()
-	if p.res.Calls >= p.r.opts.MaxCalls {
-		p.stop(&Error{Kind: KindMaxCalls, Bound: "max_calls", Limit: int64(p.r.opts.MaxCalls),
+	if p.res.Calls >= p.opts.MaxCalls {
+		p.stop(&codemode.Error{Kind: codemode.KindMaxCalls, Bound: "max_calls", Limit: int64(p.opts.MaxCalls),
 			Message: fmt.Sprintf("call %d (%s) is one too many", p.res.Calls+1, name)})
 		_ = reject(p.vm.NewTypeError("max_calls"))
 		return p.vm.ToValue(promise)
@@ -254,16 +269,16 @@ func (p *program) call(name string, arg goja.Value) goja.Value {
 		return p.vm.ToValue(promise)
 	}
 	p.res.Calls++
-	rec := p.r.caller.Call(p.ctx, name, args)
+	v, terr := p.callFn(p.ctx, name, args)
 	if p.ctx.Err() != nil {
 		// The call ended with the program's time: the program ends
 		// here rather than see it fail.
 		p.ended()
 	}
-	if e := callError(name, rec); e != nil {
-		_ = reject(p.toolError(e))
+	if terr != nil {
+		_ = reject(p.toolError(terr))
 	} else {
-		_ = resolve(p.vm.ToValue(value(rec.Result)))
+		_ = resolve(p.vm.ToValue(v))
 	}
 	return p.vm.ToValue(promise)
 }
@@ -274,10 +289,10 @@ func (p *program) call(name string, arg goja.Value) goja.Value {
 func (p *program) json(v goja.Value) (string, error) {
 	out, err := p.stringify(goja.Undefined(), v)
 	if err != nil {
-		if e := p.failure(err); KindOf(e) != KindThrown {
+		if e := p.failure(err); codemode.KindOf(e) != codemode.KindThrown {
 			return "", e
 		}
-		return "", &Error{Kind: KindResult, Message: "no JSON form: " + err.Error()}
+		return "", &codemode.Error{Kind: codemode.KindResult, Message: "no JSON form: " + err.Error()}
 	}
 	if goja.IsUndefined(out) {
 		return "", nil
@@ -304,19 +319,6 @@ func (p *program) arguments(v goja.Value) (map[string]any, error) {
 	return args, nil
 }
 
-// callError is the error of a failed call, nil for a good one.
-func callError(name string, rec *tool.Record) *tool.Error {
-	switch {
-	case rec == nil:
-		return &tool.Error{Kind: tool.KindExecutionFailed, Tool: name, Message: "the call gave no record"}
-	case rec.Error != nil:
-		return rec.Error
-	case rec.Result != nil && rec.Result.IsError:
-		return &tool.Error{Kind: tool.KindToolError, Tool: name, Message: text(rec.Result)}
-	}
-	return nil
-}
-
 // toolError is a JavaScript Error for a failed call, with the tool
 // error's kind, server and tool beside its message.
 func (p *program) toolError(e *tool.Error) goja.Value {
@@ -328,36 +330,4 @@ func (p *program) toolError(e *tool.Error) goja.Value {
 	_ = o.Set("server", e.Server)
 	_ = o.Set("tool", e.Tool)
 	return o
-}
-
-// value is what a call gives the program: the structured content when
-// the tool has it, else its text.
-func value(r *tool.Result) any {
-	if r == nil {
-		return nil
-	}
-	if r.Structured != nil {
-		// Through JSON, so that the program sees plain objects whatever
-		// Go type the result was decoded into.
-		if b, err := json.Marshal(r.Structured); err == nil {
-			var v any
-			if json.Unmarshal(b, &v) == nil {
-				return v
-			}
-		}
-	}
-	return text(r)
-}
-
-func text(r *tool.Result) string {
-	var b strings.Builder
-	for _, c := range r.Content {
-		if c.Type == "text" {
-			if b.Len() > 0 {
-				b.WriteByte('\n')
-			}
-			b.WriteString(c.Text)
-		}
-	}
-	return b.String()
 }
