@@ -810,14 +810,19 @@ func decodeMeta(raw map[string]json.RawMessage) mcp.Meta {
 
 // run makes the call of a (possible) task and writes how it ended.
 func (tr *taskRunner) run(ctx context.Context, lt *liveTask, t tool.Tool, in callInput, args map[string]any, elicits bool) {
-	defer func() {
-		tr.mu.Lock()
-		delete(tr.running, lt.state.ID)
-		tr.mu.Unlock()
-	}()
 	r := &request{session: in.session, task: lt, taskElicits: elicits, timeout: tr.o.ApprovalTimeout}
 	pctx := tool.WithProgress(withRequest(ctx, r), func(p tool.Progress) { lt.progress(ctx, p) })
 	rec := tr.g.callRecord(pctx, t, in, args)
+	// The call has ended: its place among max_running is given back
+	// before its end is written, so that a client that sees the task
+	// complete and calls again at once finds the place free (given back
+	// after, it was taken for a while by a task already completed, and
+	// the new call ran as an ordinary one). A cancellation or an answer
+	// that comes now finds no running task: there is nothing left to
+	// cancel or answer.
+	tr.mu.Lock()
+	delete(tr.running, lt.state.ID)
+	tr.mu.Unlock()
 	res := toMCP(rec)
 	// A client answered at once is sent the URL of a credential it
 	// lacks; the task log keeps the result without it.
