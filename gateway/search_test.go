@@ -46,11 +46,18 @@ func (c *countingCaller) seen() []string {
 // through a gateway with opts, over HTTP.
 func catalogGateway(t *testing.T, opts gateway.Options) (*countingCaller, string) {
 	t.Helper()
-	src, err := mcpsource.New(mcpsource.Config{Name: "fx", Transport: mcpsource.Stdio, Command: testservers.Fixture(t), Args: []string{"-catalog", "1000"}})
+	return fixtureGateway(t, opts, manager.ServerOptions{}, "-catalog", "1000")
+}
+
+// fixtureGateway serves the fixture server started with args (server fx,
+// as so says) through a gateway with opts, on a real HTTP server.
+func fixtureGateway(t *testing.T, opts gateway.Options, so manager.ServerOptions, args ...string) (*countingCaller, string) {
+	t.Helper()
+	src, err := mcpsource.New(mcpsource.Config{Name: "fx", Transport: mcpsource.Stdio, Command: testservers.Fixture(t), Args: args})
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := manager.New(manager.WithSource(src, manager.ServerOptions{}))
+	m, err := manager.New(manager.WithSource(src, so))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -65,16 +72,10 @@ func catalogGateway(t *testing.T, opts gateway.Options) (*countingCaller, string
 	return c, hs.URL
 }
 
+// dialHTTP connects a client to url in the era its client chooses.
 func dialHTTP(t *testing.T, url string) *mcp.ClientSession {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	cs, err := mcp.NewClient(&mcp.Implementation{Name: "t"}, nil).Connect(ctx, &mcp.StreamableClientTransport{Endpoint: url}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cs.Close() })
-	return cs
+	return dialEra(t, url, "", &mcp.Implementation{Name: "t"}, nil)
 }
 
 // found returns the names find_tools answered.
