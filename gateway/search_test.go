@@ -241,14 +241,15 @@ func TestToolSearchTurnsOnWhenTheCatalogGrows(t *testing.T) {
 	})
 }
 
-// Clients search and call at once, through one gateway, while the index
-// is first built: every answer is right (and -race finds nothing).
+// Clients of both eras search and call at once, through one gateway,
+// while the index is first built: every answer is right (and -race finds
+// nothing).
 func TestToolSearchConcurrent(t *testing.T) {
 	_, url := catalogGateway(t, gateway.Options{ToolSearch: gateway.ToolSearch{Enabled: true}})
 	var wg sync.WaitGroup
 	errs := make(chan string, 64)
 	for i := range 8 {
-		cs := dialHTTP(t, url+"/mcp")
+		cs := dialEra(t, url+"/mcp", eras[i%len(eras)], &mcp.Implementation{Name: "t"}, nil)
 		wg.Go(func() {
 			name, desc := testservers.CatalogTool(100 * i)
 			for range 5 {
