@@ -53,6 +53,21 @@ func catalogGateway(t *testing.T, opts gateway.Options) (*countingCaller, string
 // as so says) through a gateway with opts, on a real HTTP server.
 func fixtureGateway(t *testing.T, opts gateway.Options, so manager.ServerOptions, args ...string) (*countingCaller, string) {
 	t.Helper()
+	c := &countingCaller{Manager: fixtureManager(t, so, args...)}
+	g := gateway.New(c, opts)
+	hs := httptest.NewServer(g.Mux("", gateway.Security{Loopback: true}))
+	t.Cleanup(func() {
+		hs.Close()
+		g.Close()
+	})
+	return c, hs.URL
+}
+
+// fixtureManager is a manager of the fixture server started with args
+// (server fx, as so says), closed when the test ends, after what serves
+// it (cleaned up later).
+func fixtureManager(t *testing.T, so manager.ServerOptions, args ...string) *manager.Manager {
+	t.Helper()
 	src, err := mcpsource.New(mcpsource.Config{Name: "fx", Transport: mcpsource.Stdio, Command: testservers.Fixture(t), Args: args})
 	if err != nil {
 		t.Fatal(err)
@@ -61,15 +76,8 @@ func fixtureGateway(t *testing.T, opts gateway.Options, so manager.ServerOptions
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := &countingCaller{Manager: m}
-	g := gateway.New(c, opts)
-	hs := httptest.NewServer(g.Mux("", gateway.Security{Loopback: true}))
-	t.Cleanup(func() {
-		hs.Close()
-		g.Close()
-		m.Close()
-	})
-	return c, hs.URL
+	t.Cleanup(func() { m.Close() })
+	return m
 }
 
 // dialHTTP connects a client to url in the era its client chooses.
@@ -195,14 +203,7 @@ func TestToolSearchAbove(t *testing.T) {
 // for its ToolListChangedHandler.
 func TestToolSearchTurnsOnWhenTheCatalogGrows(t *testing.T) {
 	inEachEra(t, func(t *testing.T, era string) {
-		src, err := mcpsource.New(mcpsource.Config{Name: "fx", Transport: mcpsource.Stdio, Command: testservers.Fixture(t)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		m, err := manager.New(manager.WithSource(src, manager.ServerOptions{}))
-		if err != nil {
-			t.Fatal(err)
-		}
+		m := fixtureManager(t, manager.ServerOptions{})
 		ctx := context.Background()
 		cat, err := m.Tools(ctx)
 		if err != nil {
@@ -216,7 +217,6 @@ func TestToolSearchTurnsOnWhenTheCatalogGrows(t *testing.T) {
 		t.Cleanup(func() {
 			hs.Close()
 			g.Close()
-			m.Close()
 		})
 		changed := make(chan struct{}, 16)
 		cs := dialEra(t, hs.URL+"/mcp", era, &mcp.Implementation{Name: "t"}, &mcp.ClientOptions{
