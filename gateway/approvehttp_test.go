@@ -159,17 +159,17 @@ func (r *sessionRecorder) end(task string) (gateway.SessionEnd, bool) {
 }
 
 // connectHTTP connects an MCP client named name over streamable HTTP, in
-// a session of protocol 2025-11-25 (era_test.go has the sessionless
+// a session of protocol 2025-11-25 (connect2026 has the sessionless
 // protocol's); opts may declare elicitation.
 func (a *approvalsGateway) connectHTTP(t *testing.T, name string, opts *mcp.ClientOptions) *mcp.ClientSession {
 	t.Helper()
-	cs, err := mcp.NewClient(&mcp.Implementation{Name: name, Version: "1.2"}, opts).Connect(context.Background(),
-		&mcp.StreamableClientTransport{Endpoint: a.url + "/mcp"}, &mcp.ClientSessionOptions{ProtocolVersion: legacyProtocol})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cs.Close() })
-	return cs
+	return a.connectIn(t, legacyProtocol, name, opts)
+}
+
+// connectIn connects an MCP client named name to /mcp in protocol era.
+func (a *approvalsGateway) connectIn(t *testing.T, era, name string, opts *mcp.ClientOptions) *mcp.ClientSession {
+	t.Helper()
+	return dialEra(t, a.url+"/mcp", era, &mcp.Implementation{Name: name, Version: "1.2"}, opts)
 }
 
 // attach opens the page's event stream, as an approver.
@@ -230,23 +230,26 @@ func writeParams(name string) *mcp.CallToolParams {
 	return &mcp.CallToolParams{Name: "builtin__write_file", Arguments: map[string]any{"path": name, "content": "x"}}
 }
 
-// Over HTTP, a client that cannot show a question, with no page open, is
-// refused at once with how to allow the call.
+// A client that cannot show a question (it declared no elicitation),
+// with no page open, is refused at once with how to allow the call, and
+// nothing runs, in both eras.
 func TestHTTPClientWithoutElicitationIsRefusedAtOnce(t *testing.T) {
-	a := newApprovalsGateway(t, time.Minute, 0)
-	cs := a.connectHTTP(t, "plain", nil)
-	res, err := cs.CallTool(context.Background(), writeParams("a.txt"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	msg := testservers.ResultText(res)
-	if !res.IsError || res.Meta["toolmux/error_kind"] != "approval_unavailable" || !strings.Contains(msg, "--yes") ||
-		!strings.Contains(msg, "the web page") {
-		t.Fatalf("got %v %v %s", res.IsError, res.Meta, msg)
-	}
-	if len(a.queue.Pending()) != 0 || a.written("a.txt") {
-		t.Fatal("the refused call waited or ran")
-	}
+	inEachEra(t, func(t *testing.T, era string) {
+		a := newApprovalsGateway(t, time.Minute, 0)
+		cs := a.connectIn(t, era, "plain", nil)
+		res, err := cs.CallTool(context.Background(), writeParams("a.txt"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		msg := testservers.ResultText(res)
+		if !res.IsError || res.Meta["toolmux/error_kind"] != "approval_unavailable" || !strings.Contains(msg, "--yes") ||
+			!strings.Contains(msg, "the web page") {
+			t.Fatalf("got %v %v %s", res.IsError, res.Meta, msg)
+		}
+		if len(a.queue.Pending()) != 0 || a.written("a.txt") {
+			t.Fatal("the refused call waited or ran")
+		}
+	})
 }
 
 // With a page open, the call waits; its client hears, by progress, where

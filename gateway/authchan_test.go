@@ -182,19 +182,14 @@ func (a *asker) counts() (approvals int, urls []string) {
 }
 
 // connect connects a client of protocol to route: an HTTP route, or
-// "stdio", the gateway's MCP server over a connection of its own (as
-// serve --stdio serves it).
+// "stdio", the gateway's MCP server over a stdin and stdout of its own,
+// as serve --stdio serves it.
 func (c *credGateway) connect(t *testing.T, route, protocol string, opts *mcp.ClientOptions) *mcp.ClientSession {
 	t.Helper()
 	var transport mcp.Transport = &mcp.StreamableClientTransport{Endpoint: c.url + route}
 	if route == "stdio" {
-		st, ct := mcp.NewInMemoryTransports()
-		ss, err := c.g.Server().Connect(context.Background(), st, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { ss.Close() })
-		transport = ct
+		in, out := serveStdio(t, c.g, 0)
+		transport = &mcp.IOTransport{Reader: out, Writer: in}
 	}
 	cs, err := mcp.NewClient(&mcp.Implementation{Name: "creds", Version: "1"}, opts).Connect(context.Background(),
 		transport, &mcp.ClientSessionOptions{ProtocolVersion: protocol})

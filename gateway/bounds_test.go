@@ -175,10 +175,10 @@ func stdioClient(t *testing.T, g *gateway.Gateway, maxLine int64) func(line stri
 	return send
 }
 
-// stdioRaw serves g over stdio as stdioClient does, without a session,
-// and returns how to send a request and read its answer, and how to
-// write a line alone.
-func stdioRaw(t *testing.T, g *gateway.Gateway, maxLine int64) (send func(line string) string, write func(line string)) {
+// serveStdio serves g over stdio (lines of at most maxLine bytes), as
+// serve --stdio does, until the end of the test: what is written to in is
+// the client's stdin, what is read from out its stdout.
+func serveStdio(t *testing.T, g *gateway.Gateway, maxLine int64) (in *io.PipeWriter, out *io.PipeReader) {
 	t.Helper()
 	inR, inW := io.Pipe()
 	outR, outW := io.Pipe()
@@ -191,6 +191,15 @@ func stdioRaw(t *testing.T, g *gateway.Gateway, maxLine int64) (send func(line s
 		outR.Close()
 		<-done
 	})
+	return inW, outR
+}
+
+// stdioRaw serves g over stdio as stdioClient does, without a session,
+// and returns how to send a request and read its answer, and how to
+// write a line alone.
+func stdioRaw(t *testing.T, g *gateway.Gateway, maxLine int64) (send func(line string) string, write func(line string)) {
+	t.Helper()
+	inW, outR := serveStdio(t, g, maxLine)
 	out := bufio.NewReader(outR)
 	write = func(line string) {
 		t.Helper()

@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -22,20 +21,46 @@ import (
 // client asks for 2026-07-28 unless told otherwise.
 const legacyProtocol = "2025-11-25"
 
-// connect2026 connects a client of protocol 2026-07-28 (no session: each
-// request carries its _meta) named name to route.
-func (a *approvalsGateway) connect2026(t *testing.T, name, route string, opts *mcp.ClientOptions) *mcp.ClientSession {
+// eras are the protocol eras every MCP route speaks: sessions
+// (2025-11-25) and requests that stand alone (2026-07-28).
+var eras = []string{legacyProtocol, "2026-07-28"}
+
+// inEachEra runs f as a subtest of t per protocol era.
+func inEachEra(t *testing.T, f func(t *testing.T, era string)) {
 	t.Helper()
-	cs, err := mcp.NewClient(&mcp.Implementation{Name: name, Version: "2.0"}, opts).Connect(context.Background(),
-		&mcp.StreamableClientTransport{Endpoint: a.url + route}, &mcp.ClientSessionOptions{ProtocolVersion: "2026-07-28"})
+	for _, era := range eras {
+		t.Run(era, func(t *testing.T) { f(t, era) })
+	}
+}
+
+// dialEra connects a client of impl with opts to the MCP endpoint url
+// over streamable HTTP, in protocol era ("" leaves it to the client,
+// which asks for 2026-07-28), and checks it speaks that era. The session
+// is closed when the test ends.
+func dialEra(t *testing.T, url, era string, impl *mcp.Implementation, opts *mcp.ClientOptions) *mcp.ClientSession {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var so *mcp.ClientSessionOptions
+	if era != "" {
+		so = &mcp.ClientSessionOptions{ProtocolVersion: era}
+	}
+	cs, err := mcp.NewClient(impl, opts).Connect(ctx, &mcp.StreamableClientTransport{Endpoint: url}, so)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cs.Close() })
-	if v := cs.InitializeResult().ProtocolVersion; v != "2026-07-28" {
-		t.Fatalf("the client fell back to %s", v)
+	if v := cs.InitializeResult().ProtocolVersion; era != "" && v != era {
+		t.Fatalf("the client speaks %s, want %s", v, era)
 	}
 	return cs
+}
+
+// connect2026 connects a client of protocol 2026-07-28 (no session: each
+// request carries its _meta) named name to route.
+func (a *approvalsGateway) connect2026(t *testing.T, name, route string, opts *mcp.ClientOptions) *mcp.ClientSession {
+	t.Helper()
+	return dialEra(t, a.url+route, "2026-07-28", &mcp.Implementation{Name: name, Version: "2.0"}, opts)
 }
 
 // A 2026-07-28 client is served on /mcp without falling back, beside a
@@ -75,50 +100,6 @@ func TestSessionlessClientTask(t *testing.T) {
 	last := a.calls.all()[3]
 	a.g.Close()
 	waitEnd(t, a.sessions, last, gateway.EndShutdown)
-}
-
-// A 2026-07-28 client that declared elicitation is asked to approve a
-// call by input_required (the go-sdk client answers and retries on its
-// own); its answer decides; one that did not declare it is refused at
-// once.
-func TestSessionlessApproval(t *testing.T) {
-	a := newApprovalsGateway(t, time.Minute, 0)
-	var mu sync.Mutex
-	var asked []string
-	answer := "once"
-	cs := a.connect2026(t, "asker", "/mcp", &mcp.ClientOptions{
-		ElicitationHandler: func(_ context.Context, r *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
-			mu.Lock()
-			defer mu.Unlock()
-			asked = append(asked, r.Params.Message)
-			return &mcp.ElicitResult{Action: "accept", Content: map[string]any{"decision": answer}}, nil
-		}})
-	res, err := cs.CallTool(context.Background(), writeParams("a.txt"))
-	if err != nil || res.IsError {
-		t.Fatalf("%v %+v", err, res)
-	}
-	if len(asked) != 1 || !strings.Contains(asked[0], "approve the call to builtin/write_file") || !a.written("a.txt") {
-		t.Fatalf("asked %q; written %v", asked, a.written("a.txt"))
-	}
-	mu.Lock()
-	answer = "deny"
-	mu.Unlock()
-	res, err = cs.CallTool(context.Background(), writeParams("b.txt"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !res.IsError || res.Meta["toolmux/error_kind"] != "approval_denied" || a.written("b.txt") || len(asked) != 2 {
-		t.Fatalf("a denied call: %+v; asked %d", res, len(asked))
-	}
-
-	plain := a.connect2026(t, "plain", "/mcp", nil)
-	res, err = plain.CallTool(context.Background(), writeParams("c.txt"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !res.IsError || res.Meta["toolmux/error_kind"] != "approval_unavailable" || !strings.Contains(testservers.ResultText(res), "--yes") || a.written("c.txt") {
-		t.Fatalf("a client without elicitation: %+v", res)
-	}
 }
 
 // post2026 posts one request of protocol 2026-07-28 (its _meta, its

@@ -18,7 +18,6 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/toolmux/toolmux/internal/bound"
-	"github.com/toolmux/toolmux/internal/jsonscan"
 	"github.com/toolmux/toolmux/internal/testservers"
 	"github.com/toolmux/toolmux/manager"
 	"github.com/toolmux/toolmux/mcpsource"
@@ -27,10 +26,9 @@ import (
 )
 
 // reissueRig is a gateway in front of the fixture server (its append tool
-// is the judge of repeated side effects) on a real HTTP server: /mcp as
-// served today (sessions, 2025-11-25), and /stateless/mcp, the same
-// mcp.Server behind a stateless go-sdk handler, which serves 2026-07-28
-// requests as the era dispatch of /mcp will.
+// is the judge of repeated side effects) on a real HTTP server: its own
+// routes, /mcp serving both eras as every client reaches it (a 2026-07-28
+// call by the gateway's own path, modern.go; a session's by lean.go).
 type reissueRig struct {
 	url   string
 	dir   string
@@ -39,8 +37,7 @@ type reissueRig struct {
 	steps *reissueRecorder
 }
 
-// newReissueRig serves the rig's routes; with auth, the gateway's own
-// (MuxAuth: /mcp, both eras, behind auth) instead.
+// newReissueRig serves the gateway's routes, behind auth if given.
 func newReissueRig(t *testing.T, o Reissue, auth ...Auth) *reissueRig {
 	t.Helper()
 	src, err := mcpsource.New(mcpsource.Config{Name: "fx", Transport: mcpsource.Stdio, Command: testservers.Fixture(t)})
@@ -53,17 +50,11 @@ func newReissueRig(t *testing.T, o Reissue, auth ...Auth) *reissueRig {
 	}
 	rig := &reissueRig{dir: t.TempDir(), calls: &countingCaller{Caller: m}, steps: &reissueRecorder{}}
 	rig.g = New(rig.calls, Options{Reissue: o, Sessions: rig.steps})
-	mux := http.NewServeMux()
-	mux.Handle("/mcp", rig.g.Handler())
-	stateless := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return rig.g.server },
-		&mcp.StreamableHTTPOptions{Stateless: true})
-	mux.Handle("/stateless/mcp", rig.g.jsonRPCErrors(rig.g.clients.serveHTTP(stateless), routeMCP,
-		func(http.ResponseWriter, *http.Request, string, []byte, jsonscan.Message) bool { return false }, nil))
-	var h http.Handler = mux
+	var a Auth
 	if len(auth) > 0 {
-		h = rig.g.MuxAuth(auth[0], Security{Loopback: true})
+		a = auth[0]
 	}
-	srv := httptest.NewServer(h)
+	srv := httptest.NewServer(rig.g.MuxAuth(a, Security{Loopback: true}))
 	rig.url = srv.URL
 	t.Cleanup(func() {
 		srv.CloseClientConnections()
@@ -293,7 +284,7 @@ func appendArgs(path, line string, ms int) map[string]any {
 // the re-issue, with no second call.
 func TestReissueAttachesToTheRunningCall(t *testing.T) {
 	rig := newReissueRig(t, Reissue{})
-	c := client26{url: rig.url + "/stateless/mcp", name: "agent"}
+	c := client26{url: rig.url + "/mcp", name: "agent"}
 	path := filepath.Join(rig.dir, "out.txt")
 	args := appendArgs(path, "first", 1500)
 
@@ -338,7 +329,7 @@ func TestReissueAttachesToTheRunningCall(t *testing.T) {
 // restarted: each answer delivered, each request runs.
 func TestReissueAfterTheCallEnded(t *testing.T) {
 	rig := newReissueRig(t, Reissue{})
-	c := client26{url: rig.url + "/stateless/mcp", name: "agent"}
+	c := client26{url: rig.url + "/mcp", name: "agent"}
 	path := filepath.Join(rig.dir, "out.txt")
 	args := appendArgs(path, "a", 300)
 	rig.cutEnded(t, c, "3", args, path)
@@ -404,7 +395,7 @@ func (rig *reissueRig) waitEnded(t *testing.T) {
 // read-only tool (which simply runs again).
 func TestOnlyTheSameRequestIsAnsweredFromTheWindow(t *testing.T) {
 	rig := newReissueRig(t, Reissue{})
-	c := client26{url: rig.url + "/stateless/mcp", name: "agent"}
+	c := client26{url: rig.url + "/mcp", name: "agent"}
 	path := filepath.Join(rig.dir, "out.txt")
 
 	do(t, c.request(context.Background(), "1", "fx__append", appendArgs(path, "a", 0)))
@@ -438,7 +429,7 @@ func TestOnlyTheSameRequestIsAnsweredFromTheWindow(t *testing.T) {
 // A re-issue after the window runs the call again.
 func TestReissueAfterTheWindowRunsAgain(t *testing.T) {
 	rig := newReissueRig(t, Reissue{Window: time.Nanosecond})
-	c := client26{url: rig.url + "/stateless/mcp", name: "agent"}
+	c := client26{url: rig.url + "/mcp", name: "agent"}
 	path := filepath.Join(rig.dir, "out.txt")
 	rig.cutEnded(t, c, "1", appendArgs(path, "a", 300), path)
 	do(t, c.request(context.Background(), "1", "fx__append", appendArgs(path, "a", 300)))
@@ -454,7 +445,7 @@ func TestReissueAfterTheWindowRunsAgain(t *testing.T) {
 // "cancelled", and the task log's step says why.
 func TestCallWithoutReissueEndsAfterTheGrace(t *testing.T) {
 	rig := newReissueRig(t, Reissue{Grace: time.Nanosecond})
-	c := client26{url: rig.url + "/stateless/mcp", name: "agent"}
+	c := client26{url: rig.url + "/mcp", name: "agent"}
 	path := filepath.Join(rig.dir, "out.txt")
 	args := appendArgs(path, "a", 60_000)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -492,7 +483,7 @@ func TestCallCutBeforeTheServerEndsCancelled(t *testing.T) {
 	rig.calls.mu.Lock()
 	rig.calls.held = "append"
 	rig.calls.mu.Unlock()
-	c := client26{url: rig.url + "/stateless/mcp", name: "agent"}
+	c := client26{url: rig.url + "/mcp", name: "agent"}
 	path := filepath.Join(rig.dir, "out.txt")
 	args := appendArgs(path, "a", 0)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -519,7 +510,7 @@ func TestCallCutBeforeTheServerEndsCancelled(t *testing.T) {
 func TestReissueBounds(t *testing.T) {
 	t.Run("result size", func(t *testing.T) {
 		rig := newReissueRig(t, Reissue{MaxResultBytes: 5})
-		c := client26{url: rig.url + "/stateless/mcp", name: "agent"}
+		c := client26{url: rig.url + "/mcp", name: "agent"}
 		path := filepath.Join(rig.dir, "out.txt")
 		rig.cutEnded(t, c, "1", appendArgs(path, "a", 300), path)
 		got := do(t, c.request(context.Background(), "1", "fx__append", appendArgs(path, "a", 300)))
@@ -535,7 +526,7 @@ func TestReissueBounds(t *testing.T) {
 	})
 	t.Run("entries", func(t *testing.T) {
 		rig := newReissueRig(t, Reissue{MaxEntries: 1})
-		c := client26{url: rig.url + "/stateless/mcp", name: "agent"}
+		c := client26{url: rig.url + "/mcp", name: "agent"}
 		path := filepath.Join(rig.dir, "out.txt")
 		for _, id := range []string{"1", "2"} {
 			rig.cutEnded(t, c, id, appendArgs(path, "l"+id, 300), path)
@@ -603,16 +594,16 @@ func TestSessionClientResendIsAnsweredFromTheFirstExecution(t *testing.T) {
 // The go-sdk's client of 2026-07-28 sends its cancellation without
 // _meta, and without a session to tell it by.
 func TestCancelledRequestIsNotKept(t *testing.T) {
-	for _, era := range []struct{ version, path string }{{"2025-11-25", "/mcp"}, {"2026-07-28", "/stateless/mcp"}} {
-		t.Run(era.version, func(t *testing.T) {
+	for _, era := range []string{"2025-11-25", multiRoundTrip} {
+		t.Run(era, func(t *testing.T) {
 			rig := newReissueRig(t, Reissue{Grace: time.Hour})
 			cs, err := mcp.NewClient(&mcp.Implementation{Name: "old", Version: "1"}, nil).Connect(context.Background(),
-				&mcp.StreamableClientTransport{Endpoint: rig.url + era.path}, &mcp.ClientSessionOptions{ProtocolVersion: era.version})
+				&mcp.StreamableClientTransport{Endpoint: rig.url + "/mcp"}, &mcp.ClientSessionOptions{ProtocolVersion: era})
 			if err != nil {
 				t.Fatal(err)
 			}
 			defer cs.Close()
-			if got := cs.InitializeResult().ProtocolVersion; got != era.version {
+			if got := cs.InitializeResult().ProtocolVersion; got != era {
 				t.Fatalf("protocol %s", got)
 			}
 			cancelledCall(t, rig, cs)
@@ -693,7 +684,7 @@ func TestSessionEndEndsTheCallInItsGrace(t *testing.T) {
 // _meta on the result it is given (the race detector judges).
 func TestConcurrentReissuesShareNoResult(t *testing.T) {
 	rig := newReissueRig(t, Reissue{})
-	c := client26{url: rig.url + "/stateless/mcp", name: "agent"}
+	c := client26{url: rig.url + "/mcp", name: "agent"}
 	path := filepath.Join(rig.dir, "out.txt")
 	args := appendArgs(path, "once", 1000)
 	first := make(chan map[string]any, 1)
@@ -749,7 +740,7 @@ func TestResultSize(t *testing.T) {
 // again, as before it existed.
 func TestReissueDisabled(t *testing.T) {
 	rig := newReissueRig(t, Reissue{Disabled: true})
-	c := client26{url: rig.url + "/stateless/mcp", name: "agent"}
+	c := client26{url: rig.url + "/mcp", name: "agent"}
 	path := filepath.Join(rig.dir, "out.txt")
 	args := appendArgs(path, "a", 60_000)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -776,7 +767,7 @@ func TestReissueDisabled(t *testing.T) {
 // without the window: it runs, bound to its request.
 func TestFullWindowRunsCallsWithoutIt(t *testing.T) {
 	rig := newReissueRig(t, Reissue{MaxEntries: 1})
-	c := client26{url: rig.url + "/stateless/mcp", name: "agent"}
+	c := client26{url: rig.url + "/mcp", name: "agent"}
 	path := filepath.Join(rig.dir, "out.txt")
 	ctx, cancel := context.WithCancel(context.Background())
 	first := make(chan struct{})

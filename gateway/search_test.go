@@ -46,35 +46,44 @@ func (c *countingCaller) seen() []string {
 // through a gateway with opts, over HTTP.
 func catalogGateway(t *testing.T, opts gateway.Options) (*countingCaller, string) {
 	t.Helper()
-	src, err := mcpsource.New(mcpsource.Config{Name: "fx", Transport: mcpsource.Stdio, Command: testservers.Fixture(t), Args: []string{"-catalog", "1000"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := manager.New(manager.WithSource(src, manager.ServerOptions{}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := &countingCaller{Manager: m}
+	return fixtureGateway(t, opts, manager.ServerOptions{}, "-catalog", "1000")
+}
+
+// fixtureGateway serves the fixture server started with args (server fx,
+// as so says) through a gateway with opts, on a real HTTP server.
+func fixtureGateway(t *testing.T, opts gateway.Options, so manager.ServerOptions, args ...string) (*countingCaller, string) {
+	t.Helper()
+	c := &countingCaller{Manager: fixtureManager(t, so, args...)}
 	g := gateway.New(c, opts)
 	hs := httptest.NewServer(g.Mux("", gateway.Security{Loopback: true}))
 	t.Cleanup(func() {
 		hs.Close()
 		g.Close()
-		m.Close()
 	})
 	return c, hs.URL
 }
 
-func dialHTTP(t *testing.T, url string) *mcp.ClientSession {
+// fixtureManager is a manager of the fixture server started with args
+// (server fx, as so says), closed when the test ends, after what serves
+// it (cleaned up later).
+func fixtureManager(t *testing.T, so manager.ServerOptions, args ...string) *manager.Manager {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	cs, err := mcp.NewClient(&mcp.Implementation{Name: "t"}, nil).Connect(ctx, &mcp.StreamableClientTransport{Endpoint: url}, nil)
+	src, err := mcpsource.New(mcpsource.Config{Name: "fx", Transport: mcpsource.Stdio, Command: testservers.Fixture(t), Args: args})
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { cs.Close() })
-	return cs
+	m, err := manager.New(manager.WithSource(src, so))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Close() })
+	return m
+}
+
+// dialHTTP connects a client to url in the era its client chooses.
+func dialHTTP(t *testing.T, url string) *mcp.ClientSession {
+	t.Helper()
+	return dialEra(t, url, "", &mcp.Implementation{Name: "t"}, nil)
 }
 
 // found returns the names find_tools answered.
@@ -115,152 +124,132 @@ func listNames(t *testing.T, cs *mcp.ClientSession) []string {
 // out of 1 000; find_tools finds a tool by what it does and by its exact
 // name, with its schema; call_tool calls it through the Caller, as does a
 // direct call of the hidden name; an unknown name is an error result.
-// Over HTTP (the gateway's own tools/call path) and in memory (the
-// go-sdk's).
+// Over HTTP (the gateway's own tools/call path), in both eras.
 func TestToolSearch(t *testing.T) {
 	pin, _ := testservers.CatalogTool(0)
-	opts := gateway.Options{ToolSearch: gateway.ToolSearch{Enabled: true, Pinned: []string{"fx/" + pin}}}
-	c, url := catalogGateway(t, opts)
-	g := gateway.New(c, opts)
-	defer g.Close()
-	st, ct := mcp.NewInMemoryTransports()
-	ss, err := g.Server().Connect(context.Background(), st, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ss.Close()
-	mem, err := mcp.NewClient(&mcp.Implementation{Name: "mem"}, nil).Connect(context.Background(), ct, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer mem.Close()
-
+	c, url := catalogGateway(t, gateway.Options{ToolSearch: gateway.ToolSearch{Enabled: true, Pinned: []string{"fx/" + pin}}})
 	name, desc := testservers.CatalogTool(437)
 	want := "fx__" + name
-	for label, cs := range map[string]*mcp.ClientSession{"http": dialHTTP(t, url+"/mcp"), "memory": mem} {
+	inEachEra(t, func(t *testing.T, era string) {
+		cs := dialEra(t, url+"/mcp", era, &mcp.Implementation{Name: "t"}, nil)
 		ctx := context.Background()
 		if got := listNames(t, cs); !slices.Equal(got, []string{"call_tool", "find_tools", "fx__" + pin}) {
-			t.Fatalf("%s: listed %v", label, got)
+			t.Fatalf("%s: listed %v", era, got)
 		}
 		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "find_tools", Arguments: map[string]any{"query": desc, "limit": 5}})
 		if err != nil {
 			t.Fatal(err)
 		}
 		if names := found(t, res); len(names) != 5 || names[0] != want {
-			t.Errorf("%s: find_tools %q: %v", label, desc, names)
+			t.Errorf("%s: find_tools %q: %v", era, desc, names)
 		}
 		res, err = cs.CallTool(ctx, &mcp.CallToolParams{Name: "find_tools", Arguments: map[string]any{"query": "fx/" + name}})
 		if err != nil {
 			t.Fatal(err)
 		}
 		if names := found(t, res); len(names) == 0 || names[0] != want {
-			t.Errorf("%s: exact name: %v", label, names)
+			t.Errorf("%s: exact name: %v", era, names)
 		}
 		before := len(c.seen())
 		res, err = cs.CallTool(ctx, &mcp.CallToolParams{Name: "call_tool", Arguments: map[string]any{"name": want, "arguments": map[string]any{"target": "acme"}}})
 		if err != nil || res.IsError {
-			t.Fatalf("%s: call_tool: %v %+v", label, err, res)
+			t.Fatalf("%s: call_tool: %v %+v", era, err, res)
 		}
 		if text := res.Content[0].(*mcp.TextContent).Text; text != name+` done for "acme"` {
-			t.Errorf("%s: call_tool answered %q", label, text)
+			t.Errorf("%s: call_tool answered %q", era, text)
 		}
 		res, err = cs.CallTool(ctx, &mcp.CallToolParams{Name: want, Arguments: map[string]any{"target": "direct"}})
 		if err != nil || res.IsError {
-			t.Fatalf("%s: a direct call of a hidden tool: %v %+v", label, err, res)
+			t.Fatalf("%s: a direct call of a hidden tool: %v %+v", era, err, res)
 		}
 		if got := c.seen()[before:]; !slices.Equal(got, []string{"fx/" + name, "fx/" + name}) {
-			t.Errorf("%s: the Caller saw %v", label, got)
+			t.Errorf("%s: the Caller saw %v", era, got)
 		}
 		res, err = cs.CallTool(ctx, &mcp.CallToolParams{Name: "call_tool", Arguments: map[string]any{"name": "fx__nope"}})
 		if err != nil || !res.IsError || res.Meta["toolmux/error_kind"] != string(tool.KindToolNotRegistered) {
-			t.Errorf("%s: call_tool of an unknown tool: %v %+v", label, err, res)
+			t.Errorf("%s: call_tool of an unknown tool: %v %+v", era, err, res)
 		}
 		res, err = cs.CallTool(ctx, &mcp.CallToolParams{Name: "call_tool", Arguments: map[string]any{"name": want, "arguments": "x"}})
 		if err != nil || !res.IsError || res.Meta["toolmux/error_kind"] != string(tool.KindInvalidParams) {
-			t.Errorf("%s: call_tool with arguments not an object: %v %+v", label, err, res)
+			t.Errorf("%s: call_tool with arguments not an object: %v %+v", era, err, res)
 		}
 		res, err = cs.CallTool(ctx, &mcp.CallToolParams{Name: "find_tools", Arguments: map[string]any{"query": "zzzqqq"}})
 		if err != nil || res.IsError || !strings.HasPrefix(res.Content[0].(*mcp.TextContent).Text, "No tool matches") {
-			t.Errorf("%s: find_tools with no match: %v %+v", label, err, res)
+			t.Errorf("%s: find_tools with no match: %v %+v", era, err, res)
 		}
-	}
+	})
 }
 
 // Tool search turns on by itself above a number of tools, and a catalog
-// under it is listed whole, without the meta-tools.
+// under it is listed whole (over pages), without the meta-tools, in both
+// eras.
 func TestToolSearchAbove(t *testing.T) {
-	_, url := catalogGateway(t, gateway.Options{ToolSearch: gateway.ToolSearch{Above: 100}})
-	if got := listNames(t, dialHTTP(t, url+"/mcp")); !slices.Equal(got, []string{"call_tool", "find_tools"}) {
-		t.Errorf("above the threshold: %v", got)
-	}
-	_, url = catalogGateway(t, gateway.Options{ToolSearch: gateway.ToolSearch{Above: 5000}})
-	if got := listNames(t, dialHTTP(t, url+"/mcp")); len(got) < 1000 || slices.Contains(got, "find_tools") {
-		t.Errorf("under the threshold: %d tools, find_tools listed: %v", len(got), slices.Contains(got, "find_tools"))
-	}
+	_, above := catalogGateway(t, gateway.Options{ToolSearch: gateway.ToolSearch{Above: 100}})
+	_, under := catalogGateway(t, gateway.Options{ToolSearch: gateway.ToolSearch{Above: 5000}})
+	inEachEra(t, func(t *testing.T, era string) {
+		if got := listNames(t, dialEra(t, above+"/mcp", era, &mcp.Implementation{Name: "t"}, nil)); !slices.Equal(got, []string{"call_tool", "find_tools"}) {
+			t.Errorf("above the threshold: %v", got)
+		}
+		if got := listNames(t, dialEra(t, under+"/mcp", era, &mcp.Implementation{Name: "t"}, nil)); len(got) < 1000 || slices.Contains(got, "find_tools") {
+			t.Errorf("under the threshold: %d tools, find_tools listed: %v", len(got), slices.Contains(got, "find_tools"))
+		}
+	})
 }
 
 // With a threshold, tool search turns on when the catalog grows past it
-// (a server adds a tool), and the client is told the list changed.
+// (a server adds a tool), and the client is told the list changed: in a
+// session, by notifications/tools/list_changed on its standing stream; at
+// 2026-07-28, on the subscriptions/listen stream the go-sdk's client opens
+// for its ToolListChangedHandler.
 func TestToolSearchTurnsOnWhenTheCatalogGrows(t *testing.T) {
-	src, err := mcpsource.New(mcpsource.Config{Name: "fx", Transport: mcpsource.Stdio, Command: testservers.Fixture(t)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := manager.New(manager.WithSource(src, manager.ServerOptions{}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer m.Close()
-	ctx := context.Background()
-	cat, err := m.Tools(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	g := gateway.New(m, gateway.Options{ToolSearch: gateway.ToolSearch{Above: cat.Len(), Pinned: []string{"fx/echo"}}})
-	defer g.Close()
-	// What serve does: the manager's recovery re-lists a server whose
-	// tools changed and syncs the gateway.
-	m.Recover(func(*tool.Catalog) { _ = g.Sync(ctx) })
-	st, ct := mcp.NewInMemoryTransports()
-	ss, err := g.Server().Connect(ctx, st, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ss.Close()
-	changed := make(chan struct{}, 16)
-	cs, err := mcp.NewClient(&mcp.Implementation{Name: "t"}, &mcp.ClientOptions{
-		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) { changed <- struct{}{} },
-	}).Connect(ctx, ct, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cs.Close()
-	if got := listNames(t, cs); len(got) != cat.Len() || slices.Contains(got, "find_tools") {
-		t.Fatalf("at the threshold: %v", got)
-	}
-	if res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "fx__add_tool"}); err != nil || res.IsError {
-		t.Fatalf("add_tool: %v %+v", err, res)
-	}
-	if !testservers.Eventually(30*time.Second, func() bool {
-		return slices.Equal(listNames(t, cs), []string{"call_tool", "find_tools", "fx__echo"})
-	}) {
-		t.Fatalf("past the threshold: %v", listNames(t, cs))
-	}
-	select {
-	case <-changed:
-	case <-time.After(30 * time.Second):
-		t.Fatal("the client was not told the tool list changed")
-	}
+	inEachEra(t, func(t *testing.T, era string) {
+		m := fixtureManager(t, manager.ServerOptions{})
+		ctx := context.Background()
+		cat, err := m.Tools(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		g := gateway.New(m, gateway.Options{ToolSearch: gateway.ToolSearch{Above: cat.Len(), Pinned: []string{"fx/echo"}}})
+		// What serve does: the manager's recovery re-lists a server whose
+		// tools changed and syncs the gateway.
+		m.Recover(func(*tool.Catalog) { _ = g.Sync(ctx) })
+		hs := httptest.NewServer(g.Mux("", gateway.Security{Loopback: true}))
+		t.Cleanup(func() {
+			hs.Close()
+			g.Close()
+		})
+		changed := make(chan struct{}, 16)
+		cs := dialEra(t, hs.URL+"/mcp", era, &mcp.Implementation{Name: "t"}, &mcp.ClientOptions{
+			ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) { changed <- struct{}{} },
+		})
+		if got := listNames(t, cs); len(got) != cat.Len() || slices.Contains(got, "find_tools") {
+			t.Fatalf("at the threshold: %v", got)
+		}
+		if res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "fx__add_tool"}); err != nil || res.IsError {
+			t.Fatalf("add_tool: %v %+v", err, res)
+		}
+		if !testservers.Eventually(30*time.Second, func() bool {
+			return slices.Equal(listNames(t, cs), []string{"call_tool", "find_tools", "fx__echo"})
+		}) {
+			t.Fatalf("past the threshold: %v", listNames(t, cs))
+		}
+		select {
+		case <-changed:
+		case <-time.After(30 * time.Second):
+			t.Fatal("the client was not told the tool list changed")
+		}
+	})
 }
 
-// Clients search and call at once, through one gateway, while the index
-// is first built: every answer is right (and -race finds nothing).
+// Clients of both eras search and call at once, through one gateway,
+// while the index is first built: every answer is right (and -race finds
+// nothing).
 func TestToolSearchConcurrent(t *testing.T) {
 	_, url := catalogGateway(t, gateway.Options{ToolSearch: gateway.ToolSearch{Enabled: true}})
 	var wg sync.WaitGroup
 	errs := make(chan string, 64)
 	for i := range 8 {
-		cs := dialHTTP(t, url+"/mcp")
+		cs := dialEra(t, url+"/mcp", eras[i%len(eras)], &mcp.Implementation{Name: "t"}, nil)
 		wg.Go(func() {
 			name, desc := testservers.CatalogTool(100 * i)
 			for range 5 {
@@ -288,7 +277,8 @@ func TestToolSearchConcurrent(t *testing.T) {
 }
 
 // call_tool of a tool of a server that is down is answered as a direct
-// call of it would be: server_unavailable, by the governed path.
+// call of it would be: server_unavailable, by the governed path, in both
+// eras.
 func TestToolSearchServerDown(t *testing.T) {
 	src, err := mcpsource.New(mcpsource.Config{Name: "broken", Transport: mcpsource.Stdio, Command: testservers.Fixture(t), Args: []string{"-exit", "2"}})
 	if err != nil {
@@ -307,14 +297,16 @@ func TestToolSearchServerDown(t *testing.T) {
 		g.Close()
 		m.Close()
 	})
-	cs := dialHTTP(t, hs.URL+"/mcp")
-	for _, p := range []*mcp.CallToolParams{
-		{Name: "call_tool", Arguments: map[string]any{"name": "broken__echo"}},
-		{Name: "broken__echo"},
-	} {
-		res, err := cs.CallTool(context.Background(), p)
-		if err != nil || !res.IsError || res.Meta["toolmux/error_kind"] != string(tool.KindServerUnavailable) {
-			t.Errorf("%s: %v %+v", p.Name, err, res)
+	inEachEra(t, func(t *testing.T, era string) {
+		cs := dialEra(t, hs.URL+"/mcp", era, &mcp.Implementation{Name: "t"}, nil)
+		for _, p := range []*mcp.CallToolParams{
+			{Name: "call_tool", Arguments: map[string]any{"name": "broken__echo"}},
+			{Name: "broken__echo"},
+		} {
+			res, err := cs.CallTool(context.Background(), p)
+			if err != nil || !res.IsError || res.Meta["toolmux/error_kind"] != string(tool.KindServerUnavailable) {
+				t.Errorf("%s: %v %+v", p.Name, err, res)
+			}
 		}
-	}
+	})
 }

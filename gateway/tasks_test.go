@@ -9,9 +9,12 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -419,31 +422,47 @@ func TestTasksApprovalOnThePage(t *testing.T) {
 	}
 }
 
-// asEventStream answers the tools/calls h answers with JSON as an event
-// stream of that one message, as servers that stream every answer do.
-func asEventStream(h http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		body, _ := io.ReadAll(r.Body)
-		r.Body = io.NopCloser(bytes.NewReader(body))
-		if !bytes.Contains(body, []byte(`"tools/call"`)) {
-			h.ServeHTTP(w, r)
-			return
-		}
-		rec := httptest.NewRecorder()
-		h.ServeHTTP(rec, r)
-		for k, v := range rec.Header() {
-			w.Header()[k] = v
-		}
-		if !strings.HasPrefix(rec.Header().Get("Content-Type"), "application/json") {
-			w.WriteHeader(rec.Code)
-			w.Write(rec.Body.Bytes())
-			return
-		}
-		w.Header().Set("Content-Type", "text/event-stream")
-		w.Header().Del("Content-Length")
-		w.WriteHeader(rec.Code)
-		fmt.Fprintf(w, "event: message\ndata: %s\n\n", bytes.TrimSpace(rec.Body.Bytes()))
-	})
+// asEventStream is a proxy to the gateway at base (its /mcp and every
+// other route) that answers the tools/calls the gateway answers with JSON
+// as an event stream of that one message, as servers that stream every
+// answer do, counting them in framed. The gateway is reached over its own
+// socket, as any client reaches it.
+func asEventStream(t *testing.T, base string, framed *atomic.Int64) http.Handler {
+	t.Helper()
+	target, err := url.Parse(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type toolsCall struct{}
+	return &httputil.ReverseProxy{
+		Rewrite: func(pr *httputil.ProxyRequest) {
+			pr.SetURL(target)
+			if pr.Out.Body == nil {
+				return
+			}
+			body, _ := io.ReadAll(pr.Out.Body)
+			pr.Out.Body = io.NopCloser(bytes.NewReader(body))
+			if bytes.Contains(body, []byte(`"tools/call"`)) {
+				pr.Out = pr.Out.WithContext(context.WithValue(pr.Out.Context(), toolsCall{}, true))
+			}
+		},
+		ModifyResponse: func(resp *http.Response) error {
+			if resp.Request.Context().Value(toolsCall{}) == nil || !strings.HasPrefix(resp.Header.Get("Content-Type"), "application/json") {
+				return nil
+			}
+			body, err := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if err != nil {
+				return err
+			}
+			resp.Body = io.NopCloser(strings.NewReader(fmt.Sprintf("event: message\ndata: %s\n\n", bytes.TrimSpace(body))))
+			resp.Header.Set("Content-Type", "text/event-stream")
+			resp.Header.Del("Content-Length")
+			resp.ContentLength = -1
+			framed.Add(1)
+			return nil
+		},
+	}
 }
 
 // An upstream server that offers tasks (here a toolmux gateway with tasks
@@ -454,9 +473,10 @@ func asEventStream(h http.Handler) http.Handler {
 func TestTasksUpstream(t *testing.T) {
 	for _, stream := range []bool{false, true} {
 		t.Run(fmt.Sprintf("event-stream=%v", stream), func(t *testing.T) {
-			upURL, upLog, g := tasksGateway(t, t.TempDir(), gateway.Tasks{Threshold: 50 * time.Millisecond, PollInterval: 50 * time.Millisecond})
+			upURL, upLog, _ := tasksGateway(t, t.TempDir(), gateway.Tasks{Threshold: 50 * time.Millisecond, PollInterval: 50 * time.Millisecond})
+			var framed atomic.Int64
 			if stream {
-				srv := httptest.NewServer(asEventStream(g.Mux("", gateway.Security{Loopback: true})))
+				srv := httptest.NewServer(asEventStream(t, strings.TrimSuffix(upURL, "/mcp"), &framed))
 				t.Cleanup(srv.Close)
 				upURL = srv.URL + "/mcp"
 			}
@@ -469,6 +489,9 @@ func TestTasksUpstream(t *testing.T) {
 			res, err := src.Call(ctx, "fx__slow_compute", map[string]any{"seconds": 0.4, "label": "upstream"})
 			if err != nil || res.IsError || len(res.Content) == 0 || !strings.Contains(res.Content[0].Text, "computed upstream") {
 				t.Fatalf("a call the server made a task: %+v %v", res, err)
+			}
+			if stream && framed.Load() == 0 {
+				t.Fatal("no answer of the server's came as an event stream")
 			}
 			tasks, err := upLog.MCPTasks(ctx, tasklog.MCPTaskFilter{})
 			if err != nil || len(tasks) != 1 || tasks[0].Status != tasklog.MCPCompleted {
