@@ -210,6 +210,8 @@ func TestCrashIsReportedThenRestarted(t *testing.T) {
 func TestTimeoutCancelsServerHandler(t *testing.T) {
 	marker := filepath.Join(t.TempDir(), "marker")
 	s := fixture(t, "-marker", marker)
+	// Started first, so that the 300ms are the call's, at the server.
+	call(t, s, "pid", nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 	defer cancel()
 	_, err := s.Call(ctx, "hang", nil)
