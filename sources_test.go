@@ -16,6 +16,7 @@ import (
 	"github.com/toolmux/toolmux"
 	"github.com/toolmux/toolmux/builtin"
 	"github.com/toolmux/toolmux/config"
+	"github.com/toolmux/toolmux/internal/testservers"
 	"github.com/toolmux/toolmux/manager"
 	"github.com/toolmux/toolmux/mcpsource"
 	"github.com/toolmux/toolmux/tool"
@@ -246,18 +247,13 @@ builtin:
 	}
 
 	m.Close()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	openConns := func() int {
 		mu.Lock()
-		n := len(open)
-		mu.Unlock()
-		if n == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d connections still open after Close", n)
-		}
-		time.Sleep(10 * time.Millisecond)
+		defer mu.Unlock()
+		return len(open)
+	}
+	if !testservers.Eventually(10*time.Second, func() bool { return openConns() == 0 }) {
+		t.Fatalf("%d connections still open after Close", openConns())
 	}
 }
 

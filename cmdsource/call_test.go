@@ -176,8 +176,9 @@ func TestCallCancelKillsTheWholeGroup(t *testing.T) {
 				done <- err
 			}()
 			pid := waitPID(t, f.pidFile)
-			start := time.Now()
 			cancel()
+			// "stubborn" ignores SIGTERM: it takes the kill grace (500ms)
+			// and SIGKILL, or it would hold the call for its sleep's 300s.
 			select {
 			case err := <-done:
 				if !errors.Is(err, context.Canceled) {
@@ -185,10 +186,6 @@ func TestCallCancelKillsTheWholeGroup(t *testing.T) {
 				}
 			case <-time.After(10 * time.Second):
 				t.Fatal("the call did not return after cancel")
-			}
-			// "stubborn" ignores SIGTERM: it takes the kill grace and SIGKILL.
-			if d := time.Since(start); d > 5*time.Second {
-				t.Errorf("cancel took %s", d)
 			}
 			assertGone(t, pid)
 		})

@@ -3,10 +3,12 @@ package fleet_test
 import (
 	"context"
 	"encoding/json"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/toolmux/toolmux/fleet"
+	"github.com/toolmux/toolmux/internal/testservers"
 	"github.com/toolmux/toolmux/stream"
 )
 
@@ -37,10 +39,14 @@ func TestEventsAcrossServerRestart(t *testing.T) {
 	appended := make(chan error, 1)
 	ctx, cancel := context.WithTimeout(bg, time.Minute)
 	defer cancel()
+	sent := f.Conn().Stats().OutMsgs
 	go func() { appended <- store.AppendEvents(ctx, events("r", "end_of_llm", "message", "message")...) }()
-	// Let the append meet the server away (sequencing, not a timing
-	// assertion: the result is the same if it meets it back).
-	time.Sleep(300 * time.Millisecond)
+	// The append meets the server away once it has sent something
+	// (sequencing, not a timing assertion: the result is the same if it
+	// meets it back).
+	if !testservers.Eventually(10*time.Second, func() bool { return f.Conn().Stats().OutMsgs > sent }) {
+		t.Error("the append sent nothing while the server was away")
+	}
 	startNATS(t, dir, port)
 	if err := <-appended; err != nil {
 		t.Errorf("events appended across the restart: %v", err)
@@ -66,6 +72,7 @@ func TestEventsStreamedAcrossServerRestart(t *testing.T) {
 	store.Begin("r")
 	stop := make(chan struct{})
 	done := make(chan int)
+	var batches atomic.Int64 // appended, failed or not
 	go func() {
 		failed := 0
 		for {
@@ -81,12 +88,20 @@ func TestEventsStreamedAcrossServerRestart(t *testing.T) {
 				failed++
 			}
 			cancel()
+			batches.Add(1)
 		}
 	}()
-	time.Sleep(200 * time.Millisecond)
+	// Batches go before the server goes, and after it is back.
+	after := func(n int64, what string) {
+		t.Helper()
+		if !testservers.Eventually(30*time.Second, func() bool { return batches.Load() >= n+3 }) {
+			t.Fatalf("no batches appended %s", what)
+		}
+	}
+	after(0, "before the restart")
 	s.Shutdown()
 	startNATS(t, dir, port)
-	time.Sleep(200 * time.Millisecond)
+	after(batches.Load(), "after the restart")
 	close(stop)
 	if failed := <-done; failed > 0 {
 		t.Errorf("%d batches of events failed", failed)

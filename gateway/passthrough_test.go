@@ -37,8 +37,8 @@ type upstream struct {
 	asking       atomic.Int32 // calls of ask running
 	cancelled    chan string
 	// entered gets the name of a gated tool (ask_gated, progress_gated,
-	// hold) when its call has reached the server; gate lets ask_gated and
-	// progress_gated go on, release lets hold answer.
+	// hold) or of slow when its call has reached the server; gate lets
+	// ask_gated and progress_gated go on, release lets hold answer.
 	entered chan string
 	gate    chan struct{}
 	release chan struct{}
@@ -123,6 +123,7 @@ func startUpstream(t *testing.T) *upstream {
 		return textResult("done"), nil, nil
 	})
 	mcp.AddTool(s, &mcp.Tool{Name: "slow", Annotations: ro}, func(ctx context.Context, _ *mcp.CallToolRequest, _ none) (*mcp.CallToolResult, any, error) {
+		u.entered <- "slow"
 		select {
 		case <-ctx.Done():
 			u.cancelled <- "slow"
@@ -628,10 +629,26 @@ func TestPassthroughCancellation(t *testing.T) {
 	up := startUpstream(t)
 	pt := servePassthrough(t, mcpsource.Config{Name: "up", Transport: mcpsource.StreamableHTTP, URL: up.url + "/mcp"})
 	cs := dial(t, pt.url, &events{})
-	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	if _, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "slow"}); err == nil {
-		t.Fatal("the call was not cancelled")
+	errc := make(chan error, 1)
+	go func() {
+		_, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "slow"})
+		errc <- err
+	}()
+	// The client gives up once the call is at the server, so it is the
+	// cancellation, not the call, that has to travel.
+	wait, stop := context.WithTimeout(context.Background(), 10*time.Second)
+	defer stop()
+	up.waitEntered(t, wait, "slow")
+	cancel()
+	select {
+	case err := <-errc:
+		if err == nil {
+			t.Fatal("the call was not cancelled")
+		}
+	case <-wait.Done():
+		t.Fatal("the cancelled call never ended")
 	}
 	select {
 	case <-up.cancelled:
@@ -651,7 +668,9 @@ func TestPassthroughCloseDuringCall(t *testing.T) {
 		_, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "slow"})
 		errc <- err
 	}()
-	time.Sleep(300 * time.Millisecond) // the call reaches the server
+	wait, stop := context.WithTimeout(context.Background(), 10*time.Second)
+	defer stop()
+	up.waitEntered(t, wait, "slow")
 	closed := make(chan struct{})
 	go func() {
 		pt.g.Close()

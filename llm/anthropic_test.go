@@ -741,7 +741,6 @@ func TestAnthropicCancelMidStream(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
 	var deltas []llm.Delta
-	start := time.Now()
 	_, err := s.anthModel(t, nil).Complete(ctx, llm.Request{Messages: []llm.Message{{Role: llm.RoleUser, Content: "Hi"}}},
 		func(d llm.Delta) { deltas = append(deltas, d); cancel() })
 	e := anthErr(t, err, llm.KindCancelled)
@@ -751,14 +750,15 @@ func TestAnthropicCancelMidStream(t *testing.T) {
 	if len(deltas) != 1 || len(s.requests()) != 1 {
 		t.Errorf("deltas = %+v, %d requests", deltas, len(s.requests()))
 	}
-	if d := time.Since(start); d > 5*time.Second {
-		t.Errorf("returned after %v", d)
-	}
+	// The server's hang fails the test unless the client goes away.
 }
 
 func TestAnthropicCancelledBetweenAttempts(t *testing.T) {
 	s := anthNewServer(t, anthStep{status: 429, header: map[string]string{"Retry-After": "30"}, body: anthErrBody("rate_limit_error", "slow down")})
-	ctx, cancel := context.WithTimeout(t.Context(), 200*time.Millisecond)
+	// Long enough for the 429 to arrive on a loaded machine, far shorter
+	// than the 30 s the retry would wait; a wait that did not end with
+	// the context would end in a second attempt.
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
 	defer cancel()
 	_, err := s.anthModel(t, nil).Complete(ctx, llm.Request{Messages: []llm.Message{{Role: llm.RoleUser, Content: "Hi"}}}, nil)
 	if e := anthErr(t, err, llm.KindCancelled); e.Attempts != 1 || !strings.Contains(e.Message, "rate_limited") {
@@ -777,8 +777,10 @@ func TestAnthropicTimeout(t *testing.T) {
 		if e.Attempts != 1 || !errors.Is(err, context.DeadlineExceeded) {
 			t.Errorf("error = %+v", e)
 		}
-		if d := time.Since(start); d < timeout || d > 5*time.Second {
-			t.Errorf("returned after %v, want about %v", d, timeout)
+		// Not before its time (a timer never fires early); the server's
+		// hang fails the test unless the client goes away.
+		if d := time.Since(start); d < timeout {
+			t.Errorf("returned after %v, before its %v", d, timeout)
 		}
 	})
 	t.Run("mid-stream", func(t *testing.T) {

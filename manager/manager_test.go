@@ -225,6 +225,10 @@ func TestPerToolTimeoutCancelsServerSide(t *testing.T) {
 	m := newManager(t, manager.WithSource(stdio(t, "fx", "-marker", marker), manager.ServerOptions{
 		Timeout: time.Hour, ToolTimeouts: map[string]time.Duration{"hang": 300 * time.Millisecond},
 	}))
+	// Started first, so that the 300ms are the call's, at the server.
+	if r := do(m, "fx", "pid", nil); r.Err() != nil {
+		t.Fatal(r.Err())
+	}
 	r := do(m, "fx", "hang", nil)
 	if kind(r) != tool.KindTimeout || !strings.Contains(r.Error.Message, "timed out after 300ms") {
 		t.Fatalf("got %+v", r.Error)
@@ -242,9 +246,18 @@ func TestPerToolTimeoutCancelsServerSide(t *testing.T) {
 }
 
 func TestCallerCancellation(t *testing.T) {
-	m := newManager(t, manager.WithSource(stdio(t, "fx"), manager.ServerOptions{}))
+	marker := filepath.Join(t.TempDir(), "marker")
+	m := newManager(t, manager.WithSource(stdio(t, "fx", "-marker", marker), manager.ServerOptions{}))
 	ctx, cancel := context.WithCancel(context.Background())
-	time.AfterFunc(200*time.Millisecond, cancel)
+	defer cancel()
+	// The caller gives up once the call is at the server.
+	go func() {
+		testservers.Eventually(30*time.Second, func() bool {
+			b, _ := os.ReadFile(marker)
+			return ctx.Err() != nil || strings.Contains(string(b), "entered hang")
+		})
+		cancel()
+	}()
 	r := m.Call(ctx, tool.Call{Server: "fx", Tool: "hang"})
 	if kind(r) != tool.KindCancelled {
 		t.Fatalf("got %+v", r.Error)

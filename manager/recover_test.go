@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/goleak"
+
 	"github.com/toolmux/toolmux/internal/testservers"
 	"github.com/toolmux/toolmux/manager"
 	"github.com/toolmux/toolmux/mcpsource"
@@ -141,6 +143,7 @@ func TestLostSessionIsRestartedWithoutACall(t *testing.T) {
 }
 
 func TestRecoveryRetriesWithBackoffUntilClose(t *testing.T) {
+	before := goleak.IgnoreCurrent()
 	script, starts := startCounter(t, "-exit", "2")
 	src, err := mcpsource.New(mcpsource.Config{Name: "broken", Transport: mcpsource.Stdio, Command: script,
 		MinBackoff: time.Millisecond, MaxBackoff: 50 * time.Millisecond})
@@ -171,7 +174,9 @@ func TestRecoveryRetriesWithBackoffUntilClose(t *testing.T) {
 		t.Fatal(err)
 	}
 	after := starts()
-	time.Sleep(300 * time.Millisecond)
+	// Close has ended the recovery: nothing of the manager's or the
+	// source's still runs that could start the server again.
+	goleak.VerifyNone(t, before)
 	if n := starts(); n != after {
 		t.Errorf("the server was started %d more times after Close", n-after)
 	}
@@ -180,6 +185,7 @@ func TestRecoveryRetriesWithBackoffUntilClose(t *testing.T) {
 // Without Recover, nothing runs in the background: a failed server is
 // tried again only when a listing or a call needs it.
 func TestNoRecoveryWithoutRecover(t *testing.T) {
+	before := goleak.IgnoreCurrent()
 	script, starts := startCounter(t, "-exit", "2")
 	src, err := mcpsource.New(mcpsource.Config{Name: "broken", Transport: mcpsource.Stdio, Command: script, MinBackoff: time.Millisecond})
 	if err != nil {
@@ -189,7 +195,8 @@ func TestNoRecoveryWithoutRecover(t *testing.T) {
 	if _, err := m.Tools(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(300 * time.Millisecond)
+	// Nothing runs that could try the server again.
+	goleak.VerifyNone(t, before)
 	if n := starts(); n != 1 {
 		t.Errorf("started %d times without a call, want 1", n)
 	}

@@ -210,6 +210,8 @@ func TestCrashIsReportedThenRestarted(t *testing.T) {
 func TestTimeoutCancelsServerHandler(t *testing.T) {
 	marker := filepath.Join(t.TempDir(), "marker")
 	s := fixture(t, "-marker", marker)
+	// Started first, so that the 300ms are the call's, at the server.
+	call(t, s, "pid", nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 	defer cancel()
 	_, err := s.Call(ctx, "hang", nil)
@@ -449,14 +451,22 @@ func TestCloseKillsProcessGroup(t *testing.T) {
 }
 
 func TestCloseDuringCall(t *testing.T) {
-	s := fixture(t)
+	marker := filepath.Join(t.TempDir(), "marker")
+	s := fixture(t, "-marker", marker)
 	errc := make(chan error, 1)
 	go func() {
 		_, err := s.Call(context.Background(), "hang", nil)
 		errc <- err
 	}()
-	testservers.Eventually(5*time.Second, func() bool { return s.Health().PID != 0 })
-	time.Sleep(100 * time.Millisecond)
+	// Close once the call is at the server: a Close before it would end
+	// a call not yet in flight.
+	entered := testservers.Eventually(10*time.Second, func() bool {
+		b, _ := os.ReadFile(marker)
+		return strings.Contains(string(b), "entered hang")
+	})
+	if !entered {
+		t.Fatal("the call never reached the server")
+	}
 	s.Close()
 	select {
 	case err := <-errc:

@@ -7,6 +7,9 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -24,7 +27,7 @@ import (
 // wedgeable starts the fixture with quick health checks: a call waiting
 // pingAfter gets the session pinged, and a ping unanswered for 300ms means
 // the server is wedged.
-func wedgeable(t *testing.T, hc mcpsource.HealthCheck) *mcpsource.Source {
+func wedgeable(t *testing.T, hc mcpsource.HealthCheck, args ...string) *mcpsource.Source {
 	t.Helper()
 	if hc.PingTimeout == 0 {
 		hc.PingTimeout = 300 * time.Millisecond
@@ -33,6 +36,7 @@ func wedgeable(t *testing.T, hc mcpsource.HealthCheck) *mcpsource.Source {
 		Name:           "fx",
 		Transport:      mcpsource.Stdio,
 		Command:        testservers.Fixture(t),
+		Args:           args,
 		ConnectTimeout: 10 * time.Second,
 		MinBackoff:     10 * time.Millisecond,
 		StopGrace:      500 * time.Millisecond,
@@ -43,6 +47,18 @@ func wedgeable(t *testing.T, hc mcpsource.HealthCheck) *mcpsource.Source {
 	}
 	t.Cleanup(func() { s.Close() })
 	return s
+}
+
+// waitWedged waits for the server to say it stopped reading, which it
+// says once it has.
+func waitWedged(t *testing.T, s *mcpsource.Source) {
+	t.Helper()
+	ok := testservers.Eventually(10*time.Second, func() bool {
+		return strings.Contains(s.StderrTail(10), "wedged on purpose")
+	})
+	if !ok {
+		t.Errorf("the server never wedged: stderr %q", s.StderrTail(10))
+	}
 }
 
 // wantWedged checks that err says the server stopped answering, quoting
@@ -130,8 +146,7 @@ func TestCallsBlockedOnAFullPipeEnd(t *testing.T) {
 		_, err := s.Call(context.Background(), "wedge", nil)
 		wedged <- err
 	}()
-	// Let the wedge call reach the server first.
-	time.Sleep(100 * time.Millisecond)
+	waitWedged(t, s)
 	big := strings.Repeat("x", 16<<10)
 	const n = 32 // 512 KiB, far more than a pipe holds
 	var wg sync.WaitGroup
@@ -162,7 +177,7 @@ func TestKeepAliveFindsAWedgeBetweenCalls(t *testing.T) {
 	// only the keep-alive can find the wedge.
 	ctx, cancel := context.WithCancel(context.Background())
 	go func() {
-		time.Sleep(100 * time.Millisecond)
+		waitWedged(t, s)
 		cancel()
 	}()
 	if _, err := s.Call(ctx, "wedge", nil); !errors.Is(err, context.Canceled) {
@@ -191,18 +206,41 @@ func TestSlowCallOnAnAnsweringServerIsLeftAlone(t *testing.T) {
 	}
 }
 
+// With the checks off, nothing pings the server: not a call that waits
+// past PingAfter, not a call that times out, not the keep-alive. The
+// server notes every ping it gets; the same calls with the checks on get
+// it pinged, so the server's record can show one.
 func TestDisabledHealthCheckSendsNoPing(t *testing.T) {
-	s := wedgeable(t, mcpsource.HealthCheck{Disabled: true, PingAfter: 50 * time.Millisecond, Interval: 50 * time.Millisecond})
-	call(t, s, "pid", nil)
-	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
-	defer cancel()
-	if _, err := s.Call(ctx, "wedge", nil); !errors.Is(err, context.DeadlineExceeded) {
-		t.Fatalf("wedge: %v, want the caller's deadline", err)
-	}
-	// Nothing finds the wedge: the session stands until a call fails on it.
-	time.Sleep(500 * time.Millisecond)
-	if h := s.Health(); h.State != tool.StateReady || h.Error != "" {
-		t.Errorf("health with checks disabled: %+v", h)
+	for _, disabled := range []bool{true, false} {
+		t.Run(fmt.Sprintf("disabled=%v", disabled), func(t *testing.T) {
+			marker := filepath.Join(t.TempDir(), "marker")
+			s := wedgeable(t, mcpsource.HealthCheck{Disabled: disabled, PingAfter: 50 * time.Millisecond, Interval: 50 * time.Millisecond}, "-marker", marker)
+			call(t, s, "pid", nil)
+			ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+			defer cancel()
+			if _, err := s.Call(ctx, "slow", map[string]any{"ms": 400}); !errors.Is(err, context.DeadlineExceeded) {
+				t.Fatalf("slow: %v, want the caller's deadline", err)
+			}
+			// A call that outlasts PingAfter and several Intervals, ended
+			// by the server; what was due is done or in flight by then.
+			if got := call(t, s, "slow", map[string]any{"ms": 400}).Text(); got != "slept 400ms" {
+				t.Fatalf("slow: %q", got)
+			}
+			pinged := func() bool {
+				b, _ := os.ReadFile(marker)
+				return slices.Contains(strings.Split(string(b), "\n"), "ping")
+			}
+			if disabled {
+				if pinged() {
+					t.Error("the server was pinged with the checks off")
+				}
+			} else if !testservers.Eventually(10*time.Second, pinged) {
+				t.Error("the server was never pinged with the checks on")
+			}
+			if h := s.Health(); h.State != tool.StateReady || h.Error != "" {
+				t.Errorf("health: %+v", h)
+			}
+		})
 	}
 }
 
@@ -306,17 +344,24 @@ func TestPingsOnlyForCallsThatWait(t *testing.T) {
 			ss.Close()
 		}
 	}()
+	const pingAfter = 300 * time.Millisecond
 	s, err := mcpsource.New(mcpsource.Config{Name: "web", Transport: mcpsource.StreamableHTTP, URL: ts.URL,
-		HealthCheck: mcpsource.HealthCheck{PingAfter: 300 * time.Millisecond}})
+		HealthCheck: mcpsource.HealthCheck{PingAfter: pingAfter}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer s.Close()
+	// A call is timed from outside, so the longest took at least what
+	// the source saw: one that took PingAfter on a loaded machine may
+	// rightly have had a ping, one that did not may not.
+	var longest time.Duration
 	for i := range 200 {
+		start := time.Now()
 		call(t, s, "echo", map[string]any{"message": strconv.Itoa(i)})
+		longest = max(longest, time.Since(start))
 	}
-	if n := pings.Load(); n != 0 {
-		t.Errorf("%d pings for 200 calls that answered at once", n)
+	if n := pings.Load(); n != 0 && longest < pingAfter {
+		t.Errorf("%d pings for 200 calls that answered within %s (the longest in %s)", n, pingAfter, longest)
 	}
 	if got := call(t, s, "slow", map[string]any{"ms": 1000}).Text(); got != "slept 1000ms" {
 		t.Fatalf("slow: %q", got)

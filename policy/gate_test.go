@@ -140,11 +140,9 @@ func TestGateNonInteractive(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			g := policy.NewGate(mustEngine(t, tc.mode, tc.rules...), policy.WithApprover(nil))
-			start := time.Now()
+			// Refused at once: nothing could end a wait under a context
+			// that never ends, so an answer at all says none was made.
 			err := g.Check(context.Background(), tc.tool, call(tc.tool, nil))
-			if time.Since(start) > time.Second {
-				t.Errorf("took %v", time.Since(start))
-			}
 			if kindOf(t, err) != tool.KindApprovalUnavailable || !strings.Contains(err.Error(), tc.want) {
 				t.Errorf("got  %v\nwant %s", err, tc.want)
 			}

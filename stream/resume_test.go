@@ -13,29 +13,37 @@ import (
 )
 
 // resumeUnderLoad publishes total events from one goroutine while
-// subscribers join at random points with an afterID a little behind the
-// last id; each must receive exactly afterID+1 .. total, in order, once.
+// subscribers join mid-stream with an afterID a little behind the last
+// id; each must receive exactly afterID+1 .. total, in order, once.
+// Subscriber k is let in when chunk k is out and joins while chunk k+1
+// is being published; chunk k+2 waits for it, so every one joins with
+// events still to come.
 func resumeUnderLoad(t *testing.T, h *stream.Hub, total int, behind int64) {
 	t.Helper()
 	const subscribers = 12
+	chunk := total / (subscribers + 2)
 	var wg sync.WaitGroup
-	start := make(chan struct{})
+	letIn, joined := make(chan struct{}), make(chan struct{})
 	wg.Go(func() {
-		<-start
 		for i := 1; i <= total; i++ {
 			h.Publish(stream.EventToolOutput, "t", n{i})
-			if i%64 == 0 {
-				time.Sleep(100 * time.Microsecond) // let subscribers join mid-stream
+			if c := i / chunk; i%chunk == 0 {
+				if c >= 2 && c-1 <= subscribers {
+					<-joined
+				}
+				if c <= subscribers {
+					letIn <- struct{}{}
+				}
 			}
 		}
 	})
-	close(start)
 	errs := make(chan error, subscribers)
 	for range subscribers {
-		time.Sleep(time.Duration(rand.IntN(2000)) * time.Microsecond)
+		<-letIn
 		last := h.Stats().LastID
 		after := max(last-rand.Int64N(behind+1), 0)
 		s, err := h.Subscribe(context.Background(), stream.Filter{}, after)
+		joined <- struct{}{}
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -205,8 +205,14 @@ func TestCloseDuringWrites(t *testing.T) {
 	}
 	var wg sync.WaitGroup
 	var landed sync.Map
+	// writing is done by each writer once it has landed a step (or gave
+	// up): Close then comes while every writer is at it.
+	var writing sync.WaitGroup
+	writing.Add(8)
 	for w := range 8 {
 		wg.Go(func() {
+			first := sync.OnceFunc(writing.Done)
+			defer first()
 			for i := 0; ; i++ {
 				name := fmt.Sprint(w, "-", i)
 				err := l.Step(ctx, "t", tasklog.Step{Name: name})
@@ -218,10 +224,11 @@ func TestCloseDuringWrites(t *testing.T) {
 					return
 				}
 				landed.Store(name, true)
+				first()
 			}
 		})
 	}
-	time.Sleep(100 * time.Millisecond)
+	writing.Wait()
 	if err := l.Close(); err != nil {
 		t.Fatal(err)
 	}

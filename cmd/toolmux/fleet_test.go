@@ -285,6 +285,27 @@ func TestFleetSubmitFile(t *testing.T) {
 	}
 
 	// The same file again: nothing runs, each run is reported as it ended.
+	// Nothing runs because nothing is queued: the queue's last sequence
+	// stays where the first submission left it.
+	f := connectFleet(t, natsURL(ns))
+	queued := func() uint64 {
+		t.Helper()
+		ctx := context.Background()
+		name, err := f.JetStream().StreamNameBySubject(ctx, f.Options().Prefix+".queue.run")
+		if err != nil {
+			t.Fatal(err)
+		}
+		s, err := f.JetStream().Stream(ctx, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		info, err := s.Info(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return info.State.LastSeq
+	}
+	before := queued()
 	r = execToolmux(t, dir, "", modelFreeEnv(), "submit", "--nats", natsURL(ns), "--lease", "2s", file)
 	if r.code != 0 {
 		t.Fatalf("submit again: exit %d\n%s", r.code, r.stderr)
@@ -295,9 +316,8 @@ func TestFleetSubmitFile(t *testing.T) {
 	if c := strings.Count(r.stdout, `"status":"done"`); c != n {
 		t.Errorf("re-submitted: %d lines are done:\n%s", c, r.stdout)
 	}
-	time.Sleep(time.Second)
-	if again := lines(t, out); len(again) != len(effects) {
-		t.Errorf("re-submitting ran something: %d lines, then %d", len(effects), len(again))
+	if after := queued(); after != before || before < n {
+		t.Errorf("re-submitting queued something: the queue's last sequence went from %d to %d (%d runs)", before, after, n)
 	}
 
 	// runs lists them with their worker.
@@ -777,7 +797,11 @@ func TestFleetNATSRestart(t *testing.T) {
 	defer cancel()
 	startAppend(t, ctx, f, w, "through", "restart", out, 3000)
 	ns.Shutdown()
-	time.Sleep(time.Second)
+	// Shutdown closed every client's connection; the test's own client
+	// showing it lost its connection is the outage seen from outside.
+	if !testservers.Eventually(10*time.Second, func() bool { return !f.Conn().IsConnected() }) {
+		t.Fatal("the client did not see the server go")
+	}
 	startNATS(t, store, port)
 	run := waitRun(t, ctx, f, "through", w)
 	if run.Status != fleet.StatusDone || run.Answer != "appended restart | tool said: appended restart" || run.Deliveries != 1 {

@@ -73,7 +73,9 @@ func TestCallTimeoutExcludesApproval(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	time.Sleep(1500 * time.Millisecond) // longer than --timeout
+	// The person answers later than --timeout: the pause is the input
+	// of this test, not a wait for anything.
+	time.Sleep(1500 * time.Millisecond)
 	if _, err := ctl.Write([]byte("y\n")); err != nil {
 		t.Fatal(err)
 	}

@@ -32,7 +32,9 @@ type Options struct {
 	// Name is the server's implementation name.
 	Name string
 	// Marker is a file the server appends a line to when a call is cancelled,
-	// so tests can see cancellation arrive on the server side.
+	// so tests can see cancellation arrive on the server side; when hang
+	// is entered, so they can see the call arrive before they act on it;
+	// and when it is pinged.
 	Marker string
 	// Tools, when positive, adds that many generated tools gen_0000...
 	Tools int
@@ -138,6 +140,14 @@ func NewServer(o Options) *mcp.Server {
 			f.Close()
 		}
 	}
+	s.AddReceivingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {
+		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+			if method == "ping" {
+				marker("ping")
+			}
+			return next(ctx, method, req)
+		}
+	})
 
 	type echoIn struct {
 		Message string `json:"message" jsonschema:"text to echo back"`
@@ -236,6 +246,7 @@ func NewServer(o Options) *mcp.Server {
 
 	mcp.AddTool(s, &mcp.Tool{Name: "hang", Description: "Never answers; records cancellation in the marker file."},
 		func(ctx context.Context, _ *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
+			marker("entered hang")
 			<-ctx.Done()
 			marker("cancelled hang")
 			return nil, nil, ctx.Err()
@@ -377,8 +388,10 @@ func NewServer(o Options) *mcp.Server {
 	if o.Wedge != nil {
 		mcp.AddTool(s, &mcp.Tool{Name: "wedge", Description: "Makes the server stop reading its input, and never answers."},
 			func(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, any, error) {
-				fmt.Fprintln(os.Stderr, "fixture: wedged on purpose")
 				o.Wedge()
+				// Said once deaf, so a test that sees it knows what it
+				// sends next goes unread.
+				fmt.Fprintln(os.Stderr, "fixture: wedged on purpose")
 				select {}
 			})
 	}
