@@ -96,14 +96,21 @@ check:
 	$(GO) vet ./...
 
 # TOOLMUX_REQUIRE_PEERS turns "peer not installed" skips into failures, so a
-# broken install cannot pass silently.
+# broken install cannot pass silently. Each go test runs under testreport
+# (internal/cmd/testreport): it prints go test's output as without -json,
+# then the tests that were skipped, and fails when one is not on its
+# allow-list (benchmarks only), as when a test fails: make test runs every
+# test it names (docs/operations.md, "The test suite").
+TESTREPORT := bin/testreport
 test: peers browser idp check
-	TOOLMUX_REQUIRE_PEERS=1 $(GO) test -race -count=1 -parallel $(PARALLEL) ./...
+	$(GO) build -o $(TESTREPORT) ./internal/cmd/testreport
+	TOOLMUX_REQUIRE_PEERS=1 $(TESTREPORT) $(GO) test -json -race -count=1 -parallel $(PARALLEL) ./...
 	# code mode's engine is built in with a tag (docs/codemode.md): its
 	# tests, and the serve tests of run_code against a binary built with it
-	$(GO) test -race -count=1 -tags toolmux_codemode ./codemode
-	$(GO) test -race -count=1 -tags toolmux_codemode -run 'CodeMode' ./gateway ./config ./cmd/toolmux
-	$(GO) test -count=1 -run 'Allocat' ./policy
+	TOOLMUX_REQUIRE_PEERS=1 $(TESTREPORT) $(GO) test -json -race -count=1 -tags toolmux_codemode ./codemode
+	TOOLMUX_REQUIRE_PEERS=1 $(TESTREPORT) $(GO) test -json -race -count=1 -tags toolmux_codemode -run 'CodeMode' ./gateway ./config ./cmd/toolmux
+	# without -race: allocation counts (policy/norace_test.go)
+	$(TESTREPORT) $(GO) test -json -count=1 -run 'Allocat' ./policy
 	$(MAKE) fuzz
 
 # FUZZJOBS targets at a time, sharing the cores (scripts/fuzz.sh); a
