@@ -38,53 +38,56 @@ func contains(t *testing.T, out string, want, not []string) {
 	}
 }
 
-// A skipped test that is not on the allow-list fails the run, named with
-// its reason; the passing test's output is not shown, as go test without
-// -v does not.
-func TestSkipNotAllowedFails(t *testing.T) {
-	status, out := replay(t, "skip.json", nil)
-	if status != 1 {
-		t.Errorf("status %d, want 1", status)
+func TestReport(t *testing.T) {
+	benchmark := map[string]string{"example.com/demo TestSkip": "a benchmark"}
+	for _, c := range []struct {
+		name, file string
+		allow      map[string]string
+		status     int
+		want, not  []string
+	}{{
+		// A skipped test that is not on the allow-list fails the run,
+		// named with its reason; the passing test's output is not
+		// shown, as go test without -v does not.
+		name: "a skip not allowed fails", file: "skip.json", status: 1,
+		want: []string{
+			"ok  \texample.com/demo\t",
+			"tests: 1 passed, 0 failed, 1 skipped",
+			"skipped example.com/demo TestSkip (NOT ALLOWED): demo_test.go:7: a benchmark only",
+			"1 skipped tests are not on the allow-list",
+		},
+		not: []string{"quiet when passing", "=== RUN", "PASS\n"},
+	}, {
+		// A skipped test on the allow-list passes, listed with why it
+		// may skip.
+		name: "an allowed skip passes", file: "skip.json", allow: benchmark, status: 0,
+		want: []string{"skipped example.com/demo TestSkip (allowed: a benchmark)"},
+		not:  []string{"not on the allow-list"},
+	}, {
+		// A failing test fails the run, its skips allowed or not, and
+		// its output is shown as go test shows it.
+		name: "a failure fails", file: "fail.json", allow: benchmark, status: 1,
+		want: []string{
+			"    demo_test.go:11: the value was wrong\n--- FAIL: TestFail/bad (",
+			"--- FAIL: TestFail (",
+			"FAIL\texample.com/demo\t",
+			"tests: 2 passed, 2 failed, 1 skipped",
+		},
+		not: []string{"quiet when passing", "=== RUN", "--- PASS"},
+	}, {
+		// A package that does not build fails the run, with the
+		// compiler's errors.
+		name: "a build failure fails", file: "buildfail.json", status: 1,
+		want: []string{"broken/b_test.go:5:28: undefined: undefined", "FAIL\texample.com/demo/broken [build failed]"},
+	}} {
+		t.Run(c.name, func(t *testing.T) {
+			status, out := replay(t, c.file, c.allow)
+			if status != c.status {
+				t.Errorf("status %d, want %d", status, c.status)
+			}
+			contains(t, out, c.want, c.not)
+		})
 	}
-	contains(t, out, []string{
-		"ok  \texample.com/demo\t",
-		"tests: 1 passed, 0 failed, 1 skipped",
-		"skipped example.com/demo TestSkip (NOT ALLOWED): demo_test.go:7: a benchmark only",
-		"1 skipped tests are not on the allow-list",
-	}, []string{"quiet when passing", "=== RUN", "PASS\n"})
-}
-
-// A skipped test on the allow-list passes, listed with why it may skip.
-func TestSkipAllowedPasses(t *testing.T) {
-	status, out := replay(t, "skip.json", map[string]string{"example.com/demo TestSkip": "a benchmark"})
-	if status != 0 {
-		t.Errorf("status %d, want 0:\n%s", status, out)
-	}
-	contains(t, out, []string{"skipped example.com/demo TestSkip (allowed: a benchmark)"}, []string{"not on the allow-list"})
-}
-
-// A failing test fails the run, its skips allowed or not, and its output
-// is shown as go test shows it.
-func TestFailureFails(t *testing.T) {
-	status, out := replay(t, "fail.json", map[string]string{"example.com/demo TestSkip": "a benchmark"})
-	if status != 1 {
-		t.Errorf("status %d, want 1", status)
-	}
-	contains(t, out, []string{
-		"    demo_test.go:11: the value was wrong\n--- FAIL: TestFail/bad (",
-		"--- FAIL: TestFail (",
-		"FAIL\texample.com/demo\t",
-		"tests: 2 passed, 2 failed, 1 skipped",
-	}, []string{"quiet when passing", "=== RUN", "--- PASS"})
-}
-
-// A package that does not build fails the run, with the compiler's errors.
-func TestBuildFailureFails(t *testing.T) {
-	status, out := replay(t, "buildfail.json", nil)
-	if status != 1 {
-		t.Errorf("status %d, want 1", status)
-	}
-	contains(t, out, []string{"broken/b_test.go:5:28: undefined: undefined", "FAIL\texample.com/demo/broken [build failed]"}, nil)
 }
 
 // Running the command itself: its exit status counts even when its events
