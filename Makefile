@@ -97,10 +97,17 @@ check:
 	$(GO) vet ./...
 
 # TOOLMUX_REQUIRE_PEERS turns "peer not installed" skips into failures, so a
-# broken install cannot pass silently.
+# broken install cannot pass silently. Each go test runs under testreport
+# (internal/cmd/testreport): it prints go test's output as without -json,
+# then the tests that were skipped, and fails when one is not on its
+# allow-list (benchmarks only), as when a test fails: make test runs every
+# test it names (docs/operations.md, "The test suite").
+TESTREPORT := bin/testreport
 test: peers browser idp check
-	TOOLMUX_REQUIRE_PEERS=1 $(GO) test -race -count=1 -parallel $(PARALLEL) ./...
-	$(GO) test -count=1 -run 'Allocat' ./policy
+	$(GO) build -o $(TESTREPORT) ./internal/cmd/testreport
+	TOOLMUX_REQUIRE_PEERS=1 $(TESTREPORT) $(GO) test -json -race -count=1 -timeout 20m -parallel $(PARALLEL) ./...
+	# without -race: allocation counts (policy/norace_test.go)
+	$(TESTREPORT) $(GO) test -json -count=1 -run 'Allocat' ./policy
 	$(MAKE) fuzz
 
 # FUZZJOBS targets at a time, sharing the cores (scripts/fuzz.sh); a

@@ -14,6 +14,7 @@ import (
 	"github.com/toolmux/toolmux"
 	"github.com/toolmux/toolmux/config"
 	"github.com/toolmux/toolmux/internal/llmtest"
+	"github.com/toolmux/toolmux/internal/testservers"
 	"github.com/toolmux/toolmux/llm"
 )
 
@@ -68,7 +69,7 @@ func TestLibraryExample(t *testing.T) {
 	}
 	goTool, err := exec.LookPath("go")
 	if err != nil {
-		t.Skip("no go command:", err)
+		testservers.Missing(t, "no go command: %v", err)
 	}
 	dir := t.TempDir()
 	bin := filepath.Join(dir, "library")

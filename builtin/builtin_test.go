@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/toolmux/toolmux/builtin"
+	"github.com/toolmux/toolmux/internal/testservers"
 	"github.com/toolmux/toolmux/tool"
 )
 
@@ -498,9 +499,11 @@ func TestReadFileSpecial(t *testing.T) {
 	}
 }
 
+// TestPermissionDenied runs as a user whom file permissions bind: as
+// root (make test in CI) it runs again as nobody (RunUnprivileged).
 func TestPermissionDenied(t *testing.T) {
-	if os.Geteuid() == 0 {
-		t.Skip("root ignores file permissions")
+	if !testservers.RunUnprivileged(t) {
+		return
 	}
 	root := t.TempDir()
 	write(t, root, "locked/a.txt", "x")

@@ -356,7 +356,7 @@ func TestShellBackground(t *testing.T) {
 	wantGone(t, "the background child", child)
 
 	if _, err := os.Stat("/usr/bin/setsid"); err != nil {
-		t.Skip("no setsid")
+		testservers.Missing(t, "no /usr/bin/setsid (util-linux): %v", err)
 	}
 	// The escaped process writes its pid to a file and keeps the output
 	// pipes open; the call must still end.

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/toolmux/toolmux/builtin"
+	"github.com/toolmux/toolmux/internal/testservers"
 	"github.com/toolmux/toolmux/tool"
 )
 
@@ -170,9 +171,11 @@ func TestWriteFileErrors(t *testing.T) {
 	noTempFiles(t, root)
 }
 
+// TestWriteFileReadOnly runs as a user whom file permissions bind: as
+// root (make test in CI) it runs again as nobody (RunUnprivileged).
 func TestWriteFileReadOnly(t *testing.T) {
-	if os.Geteuid() == 0 {
-		t.Skip("root ignores file permissions")
+	if !testservers.RunUnprivileged(t) {
+		return
 	}
 	root := t.TempDir()
 	write(t, root, "ro.txt", "keep")

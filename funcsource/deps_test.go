@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/toolmux/toolmux/funcsource"
+	"github.com/toolmux/toolmux/internal/testservers"
 	"github.com/toolmux/toolmux/manager"
 )
 
@@ -20,7 +21,7 @@ var _ manager.Source = (*funcsource.Source)(nil)
 func TestDependencies(t *testing.T) {
 	goBin, err := exec.LookPath("go")
 	if err != nil {
-		t.Skip("no go command:", err)
+		testservers.Missing(t, "no go command: %v", err)
 	}
 	out, err := exec.Command(goBin, "list", "-deps", "github.com/toolmux/toolmux/funcsource").Output()
 	if err != nil {

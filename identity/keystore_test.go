@@ -396,24 +396,28 @@ func TestStoreKeysConcurrentUse(t *testing.T) {
 	}
 }
 
-// helperEnv makes the test binary a writer of a store: "PATH PREFIX N"
-// adds N keys named PREFIX-i.
-const helperEnv = "TOOLMUX_TEST_KEYSTORE_WRITER"
+// keyStoreWriterEnv makes the test binary a writer of a store (TestMain):
+// "PATH PREFIX N" adds N keys named PREFIX-i.
+const keyStoreWriterEnv = "TOOLMUX_TEST_KEYSTORE_WRITER"
 
-// Not a test: a writer process of TestKeyStoreWritersInProcesses.
-func TestKeyStoreWriterProcess(t *testing.T) {
-	spec := os.Getenv(helperEnv)
-	if spec == "" {
-		t.Skip("a helper process of TestKeyStoreWritersInProcesses")
-	}
+// keyStoreWriter is a writer process of TestKeyStoreWritersInProcesses:
+// it adds the keys spec (keyStoreWriterEnv) names.
+func keyStoreWriter(spec string) error {
 	f := strings.Fields(spec)
-	n, _ := strconv.Atoi(f[2])
+	if len(f) != 3 {
+		return fmt.Errorf("%s=%q: want PATH PREFIX N", keyStoreWriterEnv, spec)
+	}
+	n, err := strconv.Atoi(f[2])
+	if err != nil {
+		return fmt.Errorf("%s=%q: %w", keyStoreWriterEnv, spec, err)
+	}
 	s := identity.NewKeyStore(f[0])
 	for i := range n {
 		if _, _, err := s.Add(fmt.Sprintf("%s-%d", f[1], i), nil, false); err != nil {
-			t.Fatal(err)
+			return err
 		}
 	}
+	return nil
 }
 
 // Writers in processes of their own, at once: every key each added is
@@ -425,8 +429,8 @@ func TestKeyStoreWritersInProcesses(t *testing.T) {
 	cmds := make([]*exec.Cmd, writers)
 	outs := make([]strings.Builder, writers)
 	for w := range writers {
-		cmds[w] = exec.Command(os.Args[0], "-test.run=^TestKeyStoreWriterProcess$", "-test.count=1")
-		cmds[w].Env = append(os.Environ(), fmt.Sprintf("%s=%s w%d %d", helperEnv, s.Path(), w, each))
+		cmds[w] = exec.Command(os.Args[0])
+		cmds[w].Env = append(os.Environ(), fmt.Sprintf("%s=%s w%d %d", keyStoreWriterEnv, s.Path(), w, each))
 		cmds[w].Stdout, cmds[w].Stderr = &outs[w], &outs[w]
 		if err := cmds[w].Start(); err != nil {
 			t.Fatal(err)

@@ -5,10 +5,12 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -24,7 +26,19 @@ import (
 	"github.com/toolmux/toolmux/internal/testservers"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) {
+	// The test binary is also the writer processes of
+	// TestKeyStoreWritersInProcesses: a writer writes and exits, and
+	// runs no test.
+	if spec := os.Getenv(keyStoreWriterEnv); spec != "" {
+		if err := keyStoreWriter(spec); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
+	goleak.VerifyTestMain(m)
+}
 
 // The verifiers are held to a real identity provider, ORY Hydra: its
 // tokens, its keys and their rotation, its introspection and revocation.

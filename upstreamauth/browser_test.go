@@ -8,20 +8,19 @@ import (
 
 	"github.com/chromedp/chromedp"
 
+	"github.com/toolmux/toolmux/internal/testservers"
 	"github.com/toolmux/toolmux/upstreamauth"
 )
 
 const chromium = "/usr/bin/chromium"
 
 // browser starts a headless Chromium with a fresh profile, or skips the
-// test when it is not installed (fails it with TOOLMUX_REQUIRE_PEERS).
+// test when it is not installed (fails it with TOOLMUX_REQUIRE_PEERS:
+// testservers.Missing).
 func browser(t *testing.T) context.Context {
 	t.Helper()
 	if _, err := os.Stat(chromium); err != nil {
-		if os.Getenv("TOOLMUX_REQUIRE_PEERS") != "" {
-			t.Fatalf("Chromium is not installed at %s, and TOOLMUX_REQUIRE_PEERS is set", chromium)
-		}
-		t.Skipf("Chromium is not installed at %s: the browser step is skipped", chromium)
+		testservers.Missing(t, "Chromium is not installed at %s (apt-get install chromium): %v", chromium, err)
 	}
 	alloc, cancelAlloc := chromedp.NewExecAllocator(context.Background(), chromedp.ExecPath(chromium),
 		chromedp.NoSandbox, chromedp.Headless, chromedp.DisableGPU, chromedp.NoFirstRun,

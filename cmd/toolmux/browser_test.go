@@ -56,16 +56,14 @@ func (b *uiBrowser) on(t *testing.T) *uiBrowser {
 }
 
 // newUIBrowser starts Chromium with a fresh profile, or skips the test when
-// it is not installed (fails it with TOOLMUX_REQUIRE_PEERS set). The tab
+// it is not installed (fails it with TOOLMUX_REQUIRE_PEERS set:
+// testservers.Missing). The tab
 // lives until the test ends; each action is bounded by the test's own
 // waits.
 func newUIBrowser(t *testing.T) *uiBrowser {
 	t.Helper()
 	if _, err := os.Stat(uiChromium); err != nil {
-		if os.Getenv("TOOLMUX_REQUIRE_PEERS") != "" {
-			t.Fatalf("Chromium is not installed at %s (apt-get install chromium), and TOOLMUX_REQUIRE_PEERS is set", uiChromium)
-		}
-		t.Skipf("Chromium is not installed at %s (apt-get install chromium): the browser tests of the web page are skipped", uiChromium)
+		testservers.Missing(t, "Chromium is not installed at %s (apt-get install chromium): %v", uiChromium, err)
 	}
 	opts := []chromedp.ExecAllocatorOption{
 		chromedp.ExecPath(uiChromium),

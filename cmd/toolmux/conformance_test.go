@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net"
 	"os"
 	"os/exec"
@@ -37,11 +38,11 @@ func TestConformanceThroughPassthrough(t *testing.T) {
 
 	t.Run("2026-07-28", func(t *testing.T) {
 		t.Parallel()
-		conformanceThrough(t, node, suite, startConformanceServerMode(t, true), 30, "--requirements", "2026-07-28")
+		conformanceThrough(t, node, suite, startConformanceServerMode(t, true), 30, unsettledThroughModern, "--requirements", "2026-07-28")
 	})
 	t.Run("2025-11-25", func(t *testing.T) {
 		t.Parallel()
-		addr := conformanceThrough(t, node, suite, startConformanceServer(t), 20)
+		addr := conformanceThrough(t, node, suite, startConformanceServer(t), 20, unsettledThroughLegacy)
 		t.Run("inspector", func(t *testing.T) {
 			out := runInspector(t, inspector, "http://"+addr+"/mcp", "--method", "tools/list")
 			if !strings.Contains(out, `"everything__test_simple_text"`) {
@@ -55,12 +56,24 @@ func TestConformanceThroughPassthrough(t *testing.T) {
 	})
 }
 
+// The checks of the conformance suite that come back SKIPPED or WARNING
+// through the passthrough route, in each era, and why (checkUnsettled).
+var (
+	unsettledThroughModern = map[string]expectedCheck{
+		// Skipped by the suite itself, directly too: its harness awaits
+		// a rewrite for SEP-2663's notifications on the listen stream.
+		"tasks-status-notifications/tasks-status-notifications": {"SKIPPED", "the suite's harness skips it (SEP-2663)"},
+	}
+	unsettledThroughLegacy = map[string]expectedCheck{}
+)
+
 // conformanceThrough runs the suite (with args) against upstream directly,
 // expecting at least `least` scenarios to pass, then through the passthrough
 // route of a toolmux serve in front of it, and reports every scenario that
-// passed directly and fails through the route. It returns the gateway's
-// address.
-func conformanceThrough(t *testing.T, node, suite, upstream string, least int, args ...string) string {
+// passed directly and fails through the route, and every check that came
+// back SKIPPED or WARNING through it and is not listed in unsettled
+// (checkUnsettled). It returns the gateway's address.
+func conformanceThrough(t *testing.T, node, suite, upstream string, least int, unsettled map[string]expectedCheck, args ...string) string {
 	direct := runConformance(t, node, suite, upstream, args...)
 	passing := direct.passing()
 	if len(passing) < least {
@@ -86,6 +99,7 @@ func conformanceThrough(t *testing.T, node, suite, upstream string, least int, a
 		t.Errorf("%d of the %d scenarios that pass directly fail through /servers/everything/mcp:\n  %s",
 			len(lost), len(passing), strings.Join(lost, "\n  "))
 	}
+	checkUnsettled(t, "through /servers/everything/mcp", through.unsettled(), unsettled)
 	return addr
 }
 
@@ -188,6 +202,9 @@ func serveGatewayLog(t *testing.T, dir string) (string, *testservers.SyncBuffer)
 type scenario struct {
 	checks   int
 	failures []string // "check-id: message" of each failed check
+	// unsettled are the checks that came back SKIPPED or WARNING: neither
+	// passed nor failed.
+	unsettled []conformanceCheck
 }
 
 func (s scenario) passed() bool { return len(s.failures) == 0 }
@@ -203,6 +220,51 @@ func (c conformance) passing() []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// unsettled are the checks of every scenario that came back SKIPPED or
+// WARNING, by "scenario/check-id".
+func (c conformance) unsettled() map[string]conformanceCheck {
+	out := map[string]conformanceCheck{}
+	for name, s := range c {
+		for _, check := range s.unsettled {
+			out[name+"/"+check.ID] = check
+		}
+	}
+	return out
+}
+
+// expectedCheck is a check of a conformance run expected to come back
+// SKIPPED or WARNING, and why.
+type expectedCheck struct{ Status, Why string }
+
+// checkUnsettled holds the checks of a conformance run that came back
+// SKIPPED or WARNING (got, by "scenario/check-id") to the list of those
+// expected to (want): each would otherwise pass silently. A new one fails
+// the test (make it pass, or list it with the reason), and so does a listed
+// one that no longer comes back so (it passes now, or fails: take it off the
+// list), so that the list stays the run's.
+func checkUnsettled(t testing.TB, run string, got map[string]conformanceCheck, want map[string]expectedCheck) {
+	t.Helper()
+	for _, key := range slices.Sorted(maps.Keys(got)) {
+		g := got[key]
+		w, ok := want[key]
+		switch {
+		case !ok:
+			t.Errorf("%s: %s came back %s (%q), and is not on the list of checks expected to: make it pass, or list it with the reason",
+				run, key, g.Status, g.ErrorMessage)
+		case w.Status != g.Status:
+			t.Errorf("%s: %s came back %s (%q), listed as expected to come back %s (%s): update the list",
+				run, key, g.Status, g.ErrorMessage, w.Status, w.Why)
+		}
+	}
+	for _, key := range slices.Sorted(maps.Keys(want)) {
+		if _, ok := got[key]; !ok {
+			t.Errorf("%s: %s is listed as expected to come back %s (%s), and did not (it passes now, or fails, or did not run): take it off the list",
+				run, key, want[key].Status, want[key].Why)
+		}
+	}
+	t.Logf("%s: %d checks came back SKIPPED or WARNING, %d are listed as expected to", run, len(got), len(want))
 }
 
 func (c conformance) summary() string {
@@ -274,8 +336,11 @@ func runConformance(t *testing.T, node, suite, url string, args ...string) confo
 		}
 		s := scenario{checks: len(checks)}
 		for _, c := range checks {
-			if c.Status == "FAILURE" {
+			switch c.Status {
+			case "FAILURE":
 				s.failures = append(s.failures, c.ID+": "+c.ErrorMessage)
+			case "SKIPPED", "WARNING":
+				s.unsettled = append(s.unsettled, conformanceCheck(c))
 			}
 		}
 		res[name] = s
@@ -306,4 +371,38 @@ func inspect(t *testing.T, inspector, url string, args ...string) (string, error
 	cmd.Dir = t.TempDir()
 	out, err := cmd.CombinedOutput()
 	return string(out), err
+}
+
+// errorsOf records a test's errors (and passes its logs on).
+type errorsOf struct {
+	testing.TB
+	errs []string
+}
+
+func (e *errorsOf) Errorf(format string, args ...any) {
+	e.errs = append(e.errs, fmt.Sprintf(format, args...))
+}
+
+// checkUnsettled fails a run whose SKIPPED and WARNING checks are not the
+// ones listed: a new one, one that came back otherwise, one listed that
+// came back settled; it passes the run that matches its list.
+func TestCheckUnsettled(t *testing.T) {
+	want := map[string]expectedCheck{"s/skipped": {"SKIPPED", "why"}, "s/warned": {"WARNING", "why"}}
+	for _, c := range []struct {
+		name string
+		got  []conformanceCheck
+		errs int
+	}{
+		{"as listed", []conformanceCheck{{ID: "skipped", Status: "SKIPPED"}, {ID: "warned", Status: "WARNING"}}, 0},
+		{"a new one", []conformanceCheck{{ID: "skipped", Status: "SKIPPED"}, {ID: "warned", Status: "WARNING"}, {ID: "new", Status: "SKIPPED"}}, 1},
+		{"one passes now", []conformanceCheck{{ID: "skipped", Status: "SKIPPED"}}, 1},
+		{"skipped, not warned", []conformanceCheck{{ID: "skipped", Status: "SKIPPED"}, {ID: "warned", Status: "SKIPPED"}}, 1},
+	} {
+		got := conformance{"s": {unsettled: c.got}}.unsettled()
+		e := &errorsOf{TB: t}
+		checkUnsettled(e, "run", got, want)
+		if len(e.errs) != c.errs {
+			t.Errorf("%s: %d errors %q, want %d", c.name, len(e.errs), e.errs, c.errs)
+		}
+	}
 }

@@ -9,6 +9,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/toolmux/toolmux/internal/testservers"
 )
 
 // The example of docs/discovery.md works as written: the two scripts and
@@ -76,7 +78,7 @@ func TestDiscoveryDocExample(t *testing.T) {
 func TestGatewayCurlDocExample(t *testing.T) {
 	t.Parallel()
 	if _, err := exec.LookPath("curl"); err != nil {
-		t.Skip("no curl")
+		testservers.Missing(t, "curl is not on PATH (apt-get install curl): %v", err)
 	}
 	doc, err := os.ReadFile(filepath.Join("..", "..", "docs", "gateway.md"))
 	if err != nil {

@@ -216,8 +216,8 @@ func TestServeStdioBothEras(t *testing.T) {
 // conformanceOnMCP are the official conformance suite's scenarios of the
 // sessionless protocol (--requirements 2026-07-28) run against the
 // gateway's own routes, and the checks that cannot pass there, with why.
-// Everything else must pass (or be skipped, or warn on a SHOULD that needs
-// the suite's own tools). The full suite, fixture tools and all, runs
+// Everything else must pass, or be listed in conformanceUnsettledOnMCP as
+// skipped or warning (on a SHOULD that needs the suite's own tools). The full suite, fixture tools and all, runs
 // through the passthrough route (TestConformanceThroughPassthrough).
 var conformanceOnMCP = []string{"server-stateless", "caching", "http-header-validation"}
 
@@ -238,6 +238,20 @@ var conformanceNotOnMCP = map[string]string{
 	"sep-2549-resources-templates-list-caching-hints": "no resources on /mcp",
 }
 
+// conformanceUnsettledOnMCP are the checks of conformanceOnMCP that come
+// back SKIPPED or WARNING on /mcp and on a virtual server, and why
+// (checkUnsettled): each would otherwise pass silently.
+var conformanceUnsettledOnMCP = map[string]expectedCheck{
+	"caching/sep-2549-resources-read-caching-hints": {"SKIPPED", "no resources on /mcp: resources/read is not exercised"},
+	"server-stateless/sep-2575-server-sends-prompts-list-changed-on-subscription": {"SKIPPED",
+		"no prompts on /mcp: prompts.listChanged is not declared"},
+	// The suite changes the tool list by calling its diagnostic tool
+	// test_trigger_tool_change, which /mcp does not have. A list change
+	// by a reload reaching the listen stream: TestServeBothEras.
+	"server-stateless/sep-2575-server-sends-tools-list-changed-on-subscription": {"WARNING",
+		"needs the suite's tool test_trigger_tool_change"},
+}
+
 // The conformance suite's sessionless scenarios against /mcp and a
 // virtual server: every check passes but those conformanceNotOnMCP names.
 func TestConformanceSessionlessOnMCP(t *testing.T) {
@@ -253,6 +267,7 @@ virtual_servers:
 `, testservers.Fixture(t)))
 	addr := serveGateway(t, dir)
 	for _, route := range []string{"/mcp", "/virtual/echoes/mcp"} {
+		unsettled := map[string]conformanceCheck{}
 		for _, name := range conformanceOnMCP {
 			checks := runScenario(t, node, suite, "http://"+addr+route, name)
 			passed := 0
@@ -262,6 +277,8 @@ virtual_servers:
 					passed++
 				case c.Status == "FAILURE" && conformanceNotOnMCP[c.ID] == "":
 					t.Errorf("%s on %s: %s: %s", name, route, c.ID, c.ErrorMessage)
+				case c.Status == "SKIPPED" || c.Status == "WARNING":
+					unsettled[name+"/"+c.ID] = c
 				}
 			}
 			if passed == 0 {
@@ -269,6 +286,7 @@ virtual_servers:
 			}
 			t.Logf("%s on %s: %d of %d checks pass", name, route, passed, len(checks))
 		}
+		checkUnsettled(t, "on "+route, unsettled, conformanceUnsettledOnMCP)
 	}
 }
 

