@@ -275,11 +275,14 @@ func (s *clients) serveHTTP(h http.Handler) http.Handler {
 var errSessionEnded = errors.New("the client's session ended")
 
 // lookup returns the session with id sid on route, if the gateway tracks
-// it.
+// it. A session its client sent DELETE for is not returned: the go-sdk
+// closes it after answering the DELETE, and a request that comes in
+// between must be answered as of a session that ended (404, by the
+// go-sdk, which the request goes to when it is not served here).
 func (s *clients) lookup(sid, route string) *tracked {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if rec := s.byID[sid]; rec != nil && rec.Route == route && !rec.ended {
+	if rec := s.byID[sid]; rec != nil && rec.Route == route && !rec.ended && !s.deleted[sid] {
 		return rec
 	}
 	return nil

@@ -791,3 +791,64 @@ func TestPassthroughServerDown(t *testing.T) {
 		}
 	}
 }
+
+// A session the client DELETEd is gone for every request after the
+// DELETE's answer, on the passthrough route and on /mcp alike: those the
+// gateway answers itself (tools/list, ping, tools/call) as well as those
+// the go-sdk does. The gateway learned that the session ended only once
+// the go-sdk had closed it, after the DELETE's answer: a request in
+// between was answered (the conformance suite's
+// server-session-terminated-returns-404, now and then).
+func TestDeletedSessionIsGoneAtOnce(t *testing.T) {
+	up := startUpstream(t)
+	pt := servePassthrough(t, mcpsource.Config{Name: "up", Transport: mcpsource.StreamableHTTP, URL: up.url})
+	post := func(url, sid, body string) (*http.Response, string) {
+		req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set("Mcp-Protocol-Version", legacyProtocol)
+		if sid != "" {
+			req.Header.Set("Mcp-Session-Id", sid)
+		}
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		return res, string(b)
+	}
+	for _, url := range []string{pt.url, pt.base + "/mcp"} {
+		for _, method := range []string{"tools/list", "ping", "tools/call"} {
+			// Many times: the window was short.
+			for i := range 20 {
+				res, body := post(url, "", `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"`+legacyProtocol+`","capabilities":{},"clientInfo":{"name":"deleter","version":"1"}}}`)
+				sid := res.Header.Get("Mcp-Session-Id")
+				if sid == "" {
+					t.Fatalf("%s: no session: %d %s", url, res.StatusCode, body)
+				}
+				if res, body := post(url, sid, `{"jsonrpc":"2.0","method":"notifications/initialized"}`); res.StatusCode/100 != 2 {
+					t.Fatalf("initialized: %d %s", res.StatusCode, body)
+				}
+				del, _ := http.NewRequest(http.MethodDelete, url, nil)
+				del.Header.Set("Mcp-Session-Id", sid)
+				del.Header.Set("Mcp-Protocol-Version", legacyProtocol)
+				dres, err := http.DefaultClient.Do(del)
+				if err != nil {
+					t.Fatal(err)
+				}
+				dres.Body.Close()
+				if dres.StatusCode/100 != 2 {
+					t.Fatalf("DELETE: %d", dres.StatusCode)
+				}
+				params := `{}`
+				if method == "tools/call" {
+					params = `{"name":"up__echo","arguments":{}}`
+				}
+				if res, body := post(url, sid, `{"jsonrpc":"2.0","id":2,"method":"`+method+`","params":`+params+`}`); res.StatusCode != http.StatusNotFound {
+					t.Fatalf("%s %s #%d after DELETE: %d %s, want 404", url, method, i, res.StatusCode, body)
+				}
+			}
+		}
+	}
+}
