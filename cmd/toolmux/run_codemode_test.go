@@ -6,11 +6,15 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/chromedp/chromedp"
 
 	"github.com/toolmux/toolmux/fleet"
 	"github.com/toolmux/toolmux/internal/llmtest"
@@ -170,5 +174,69 @@ func TestFleetWorkerKilledMidProgram(t *testing.T) {
 	// The resumed turn is run again from its checkpoint, not asked anew.
 	if n := len(m.Requests()); n != 2 {
 		t.Errorf("%d model requests, want 2 (the program, the answer)", n)
+	}
+}
+
+// The page of a run whose model wrote a program: the task's JSON (GET
+// /api/tasks/ID) has the program's record and its calls naming it as
+// their parent, and the Tasks view shows the calls under the program.
+func TestBrowserProgramCalls(t *testing.T) {
+	t.Parallel()
+	out := filepath.Join(t.TempDir(), "effects.txt")
+	m := programModel(t, out, []string{"a", "b", "c"})
+	dir := workspace(t, fleetConfig(t, m))
+	p := startRun(t, dir, nil, "run", "--code-mode", "--serve", "127.0.0.1:0", "append three lines")
+	p.waitStderr(t, "the run has ended; its page stays at")
+	match := regexp.MustCompile(`its page stays at (http://\S+/) until`).FindStringSubmatch(p.stderr.String())
+	task := regexp.MustCompile(`\(task (\S+)\)`).FindStringSubmatch(p.stderr.String())
+	if match == nil || task == nil {
+		t.Fatalf("no address or task:\n%s", p.stderr)
+	}
+	var detail struct {
+		Calls []struct {
+			ID     string `json:"id"`
+			Tool   string `json:"tool"`
+			Parent string `json:"parent"`
+		} `json:"calls"`
+	}
+	getJSON(t, match[1]+"api/tasks/"+task[1], &detail)
+	program, inner := "", 0
+	for _, c := range detail.Calls {
+		if c.Tool == "run_code" {
+			program = c.ID
+		}
+	}
+	for _, c := range detail.Calls {
+		if c.Parent != "" && c.Parent == program && c.Tool == "append" {
+			inner++
+		}
+	}
+	if program == "" || inner != 3 || len(detail.Calls) != 4 {
+		t.Fatalf("GET /api/tasks/%s: program %q, %d calls under it, of %+v", task[1], program, inner, detail.Calls)
+	}
+
+	b := newUIBrowser(t)
+	b.do(chromedp.Navigate(match[1] + "#tasks/" + task[1]))
+	sel := fmt.Sprintf(`#task-detail details.call[data-call-id=%q]`, program)
+	b.until("the program's record", fmt.Sprintf(`document.querySelector(%q) !== null`, sel))
+	// One call at the top, the program, with its three calls underneath.
+	got := uiEval[string](b, fmt.Sprintf(`(() => {
+		const detail = document.querySelector('#task-detail');
+		const top = [...detail.querySelectorAll(':scope > details.call')].map(d => d.dataset.callId);
+		const prog = document.querySelector(%q);
+		prog.open = true;
+		const under = [...prog.querySelectorAll(':scope > .program-calls > details.call')].map(d => d.querySelector('.mono').textContent);
+		return JSON.stringify({top: top.length, under, tag: prog.querySelector('summary .tag').textContent});
+	})()`, sel))
+	if want := `{"top":1,"under":["fx__append","fx__append","fx__append"],"tag":"program · 3 calls"}`; got != want {
+		t.Errorf("the task's calls on the page: %s, want %s", got, want)
+	}
+	b.visible(sel + ` > .program-calls`)
+	b.shot("program-calls")
+	if err := p.cmd.Process.Signal(os.Interrupt); err != nil {
+		t.Fatal(err)
+	}
+	if code := p.wait(t, time.Minute); code != 0 {
+		t.Fatalf("exit %d\n%s", code, p.stderr)
 	}
 }
