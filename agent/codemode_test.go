@@ -209,3 +209,38 @@ func TestCodeModeResumeReplaysCompletedProgram(t *testing.T) {
 		t.Error("no step says the program was replayed")
 	}
 }
+
+// With the text protocol, run_code is listed in the system prompt as
+// one of toolmux's tools (code_mode: only: instead of the fixture's), and
+// a <use_mcp_tool> block of server toolmux, tool run_code runs the
+// program.
+func TestCodeModeTextProtocol(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "effects.txt")
+	code := fmt.Sprintf(`await tools.call("fixture__append", {path: %q, line: "text", ms: 0}); return "ok";`, out)
+	args, _ := json.Marshal(map[string]string{"code": code})
+	r := newRig(t, func(_ int, req llmtest.Request) llmtest.Reply {
+		_, assistants, _ := req.Dialogue()
+		if assistants == 0 {
+			return llmtest.Reply{Content: "<use_mcp_tool>\n<server_name>toolmux</server_name>\n<tool_name>run_code</tool_name>\n<arguments>\n" +
+				string(args) + "\n</arguments>\n</use_mcp_tool>"}
+		}
+		// The text protocol's results are the user message after the
+		// reply.
+		last, _ := req.Messages[len(req.Messages)-1]["content"].(string)
+		return llmtest.Reply{Content: "said " + oneLine(last)}
+	}, "agent: {code_mode: only, tool_protocol: text}")
+	res, err := r.run(t, "append by text")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(res.Answer, `"ok"`) {
+		t.Errorf("answer %q", res.Answer)
+	}
+	if got := fileLines(t, out); !slices.Equal(got, []string{"text"}) {
+		t.Errorf("effects: %v", got)
+	}
+	system := r.model.Requests()[0].Messages[0]["content"].(string)
+	if !strings.Contains(system, "### run_code") || !strings.Contains(system, "fixture__append(args") || strings.Contains(system, "## Server: fixture") {
+		t.Errorf("the system prompt:\n%s", system)
+	}
+}
