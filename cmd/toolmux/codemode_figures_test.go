@@ -43,6 +43,20 @@ servers:
 		testservers.NodeBin(t, "mcp-server-memory"), filepath.Join(files, "memory.jsonl"), extra)
 }
 
+// logTable logs a Markdown table, as BENCHMARKS.md has it.
+func logTable(t *testing.T, header []string, rows [][]any) {
+	t.Helper()
+	t.Logf("| %s |", strings.Join(header, " | "))
+	t.Logf("|%s", strings.Repeat(" --- |", len(header)))
+	for _, r := range rows {
+		cells := make([]string, len(r))
+		for i, c := range r {
+			cells[i] = fmt.Sprint(c)
+		}
+		t.Logf("| %s |", strings.Join(cells, " | "))
+	}
+}
+
 // What a client is sent by tools/list on /mcp: the tools, and the bytes
 // of their definitions (each as compact JSON, every page), in each mode.
 func TestCodeModeFiguresToolsList(t *testing.T) {
@@ -80,15 +94,15 @@ func TestCodeModeFiguresToolsList(t *testing.T) {
 		cancel()
 		figs = append(figs, f)
 	}
-	t.Logf("| `/mcp` | tools listed | definitions' bytes | of which `run_code` |")
-	t.Logf("| --- | --- | --- | --- |")
-	for _, f := range figs {
+	rows := make([][]any, len(figs))
+	for i, f := range figs {
 		mode := "every tool"
 		if f.mode != "" {
 			mode = "`" + f.mode + "`"
 		}
-		t.Logf("| %s | %d | %d | %d |", mode, f.tools, f.bytes, f.runCode)
+		rows[i] = []any{mode, f.tools, f.bytes, f.runCode}
 	}
+	logTable(t, []string{"`/mcp`", "tools listed", "definitions' bytes", "of which `run_code`"}, rows)
 	every, code, search, both := figs[0], figs[1], figs[2], figs[3]
 	if !every.seen["everything"] || !every.seen["filesystem"] || !every.seen["memory"] {
 		t.Fatalf("the catalog lacks a server: %v", every.seen)
@@ -155,15 +169,15 @@ return {echoed};`, n)
 		}
 		figs = append(figs, f)
 	}
-	t.Logf("| `toolmux run` | model turns | bytes sent to the model | first request | largest request |")
-	t.Logf("| --- | --- | --- | --- | --- |")
-	for _, f := range figs {
+	rows := make([][]any, len(figs))
+	for i, f := range figs {
 		mode := "one call per turn"
 		if f.mode != "" {
 			mode = "`" + f.mode + "`, one program"
 		}
-		t.Logf("| %s | %d | %d | %d | %d |", mode, f.turns, f.bytes, f.first, f.max)
+		rows[i] = []any{mode, f.turns, f.bytes, f.first, f.max}
 	}
+	logTable(t, []string{"`toolmux run`", "model turns", "bytes sent to the model", "first request", "largest request"}, rows)
 	plain, only := figs[0], figs[1]
 	if plain.turns != n+1 || plain.answer != "echoed 20" {
 		t.Errorf("one call per turn: %+v", plain)

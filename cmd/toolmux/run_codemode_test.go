@@ -47,6 +47,32 @@ return {done, failed};`, ls, out)
 	})
 }
 
+// taskCalls is what a task's JSON (logs show --json, GET /api/tasks/ID)
+// says of its calls.
+type taskCalls struct {
+	Calls []struct {
+		ID     string `json:"id"`
+		Tool   string `json:"tool"`
+		Parent string `json:"parent"`
+	} `json:"calls"`
+}
+
+// program is the id of the task's run_code record, and how many append
+// calls name it as their parent.
+func (d taskCalls) program() (id string, inner int) {
+	for _, c := range d.Calls {
+		if c.Tool == "run_code" {
+			id = c.ID
+		}
+	}
+	for _, c := range d.Calls {
+		if id != "" && c.Parent == id && c.Tool == "append" {
+			inner++
+		}
+	}
+	return id, inner
+}
+
 // toolmux run --code-mode: the model is offered run_code alone, its
 // program's calls run through the governed path and are shown as calls
 // of the run, and the task log holds the program and its calls, each
@@ -72,8 +98,7 @@ func TestRunCodeMode(t *testing.T) {
 	if reqs := m.Requests(); !slices.Equal(reqs[0].Tools, []string{"run_code", "terminate"}) {
 		t.Errorf("offered %v, want run_code and terminate", reqs[0].Tools)
 	}
-	// --code-mode=beside offers the tools too; a word it does not know is
-	// a usage error.
+	// A mode it does not know is a usage error.
 	r = runToolmux(t, dir, nil, "run", "--code-mode=besides", "x")
 	if r.code != 2 || !strings.Contains(r.stderr, "--code-mode=besides: want only, beside or off") {
 		t.Errorf("--code-mode=besides: exit %d\n%s", r.code, r.stderr)
@@ -83,27 +108,11 @@ func TestRunCodeMode(t *testing.T) {
 		t.Fatalf("tasks: %+v", tasks)
 	}
 	show := runToolmux(t, dir, nil, "logs", "show", "--json", tasks[0].ID)
-	var detail struct {
-		Calls []struct {
-			ID     string `json:"id"`
-			Tool   string `json:"tool"`
-			Parent string `json:"parent"`
-		} `json:"calls"`
-	}
+	var detail taskCalls
 	if err := json.Unmarshal([]byte(show.stdout), &detail); err != nil {
 		t.Fatalf("logs show --json: %v\n%s", err, show.stdout)
 	}
-	program, inner := "", 0
-	for _, c := range detail.Calls {
-		if c.Tool == "run_code" {
-			program = c.ID
-		}
-	}
-	for _, c := range detail.Calls {
-		if c.Tool == "append" && c.Parent == program && program != "" {
-			inner++
-		}
-	}
+	program, inner := detail.program()
 	if inner != 3 {
 		t.Errorf("%d calls name the program %q as their parent, want 3: %+v", inner, program, detail.Calls)
 	}
@@ -192,25 +201,9 @@ func TestBrowserProgramCalls(t *testing.T) {
 	if match == nil || task == nil {
 		t.Fatalf("no address or task:\n%s", p.stderr)
 	}
-	var detail struct {
-		Calls []struct {
-			ID     string `json:"id"`
-			Tool   string `json:"tool"`
-			Parent string `json:"parent"`
-		} `json:"calls"`
-	}
+	var detail taskCalls
 	getJSON(t, match[1]+"api/tasks/"+task[1], &detail)
-	program, inner := "", 0
-	for _, c := range detail.Calls {
-		if c.Tool == "run_code" {
-			program = c.ID
-		}
-	}
-	for _, c := range detail.Calls {
-		if c.Parent != "" && c.Parent == program && c.Tool == "append" {
-			inner++
-		}
-	}
+	program, inner := detail.program()
 	if program == "" || inner != 3 || len(detail.Calls) != 4 {
 		t.Fatalf("GET /api/tasks/%s: program %q, %d calls under it, of %+v", task[1], program, inner, detail.Calls)
 	}
