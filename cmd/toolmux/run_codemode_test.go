@@ -233,3 +233,47 @@ func TestBrowserProgramCalls(t *testing.T) {
 		t.Fatalf("exit %d\n%s", code, p.stderr)
 	}
 }
+
+// While a program runs (it is recorded when it ends), the Tasks view
+// shows its calls so far under a running entry standing for it.
+func TestBrowserProgramRunning(t *testing.T) {
+	t.Parallel()
+	out := filepath.Join(t.TempDir(), "effects.txt")
+	code := fmt.Sprintf(`await tools.fx__append({path: %q, line: "a", ms: 0});
+await tools.fx__append({path: %q, line: "b", ms: 0});
+await tools.fx__hang({});`, out, out)
+	args, _ := json.Marshal(map[string]string{"code": code})
+	m := llmtest.OpenAI(t, llmtest.Replies(llmtest.Reply{Calls: []llmtest.Call{{Name: "run_code", Args: string(args)}}}))
+	dir := workspace(t, fleetConfig(t, m))
+	p := startRun(t, dir, nil, "run", "--code-mode", "--serve", "127.0.0.1:0", "append and hang")
+	p.waitStderr(t, "→ fx/hang")
+	match := regexp.MustCompile(`watch the run at (http://\S+/)`).FindStringSubmatch(p.stderr.String())
+	if match == nil {
+		t.Fatalf("no address:\n%s", p.stderr)
+	}
+	var tasks []struct {
+		ID string `json:"id"`
+	}
+	getJSON(t, match[1]+"api/tasks", &tasks)
+	if len(tasks) != 1 {
+		t.Fatalf("tasks: %+v", tasks)
+	}
+	b := newUIBrowser(t)
+	b.do(chromedp.Navigate(match[1] + "#tasks/" + tasks[0].ID))
+	b.until("the program's calls so far", `document.querySelectorAll('#task-detail > details.call .program-calls > details.call').length === 2`)
+	got := uiEval[string](b, `(() => {
+		const top = [...document.querySelectorAll('#task-detail > details.call')];
+		const s = top[0].querySelector('summary');
+		return JSON.stringify({top: top.length, badge: s.querySelector('.badge').textContent, name: s.querySelector('.mono').textContent});
+	})()`)
+	if want := `{"top":1,"badge":"running","name":"run_code"}`; got != want {
+		t.Errorf("the running program on the page: %s, want %s", got, want)
+	}
+	b.shot("program-running")
+	if err := p.cmd.Process.Signal(os.Interrupt); err != nil {
+		t.Fatal(err)
+	}
+	if code := p.wait(t, time.Minute); code != 130 {
+		t.Fatalf("exit %d\n%s", code, p.stderr)
+	}
+}
