@@ -23,6 +23,7 @@ import (
 	"sync"
 
 	"github.com/toolmux/toolmux/agent"
+	"github.com/toolmux/toolmux/codemode"
 	"github.com/toolmux/toolmux/config"
 	"github.com/toolmux/toolmux/hooks"
 	"github.com/toolmux/toolmux/llm"
@@ -329,7 +330,7 @@ func Open(ctx context.Context, cfg *config.Config, o Options) (rt *Runtime, err 
 		if o.NoAgents {
 			break
 		}
-		sa := agent.NewSubAgent(agent.FromConfig(a))
+		sa := agent.NewSubAgent(agentOptions(cfg, a))
 		rt.subAgents = append(rt.subAgents, sa)
 		// A sub-agent runs as long as its own turn limit takes; the
 		// manager's default call timeout still bounds it, and it is
@@ -420,7 +421,25 @@ func Open(ctx context.Context, cfg *config.Config, o Options) (rt *Runtime, err 
 // section). It fails with an *agent.Error of kind no_model when no model
 // is configured (or the runtime was opened with NoAgents or NoEvents).
 func (rt *Runtime) Agent() (*agent.Agent, error) {
-	return agent.New(rt.agents, agent.FromConfig(rt.Config.Agent))
+	return agent.New(rt.agents, agentOptions(rt.Config, rt.Config.Agent))
+}
+
+// agentOptions are the options of an agent of cfg: its section's, its
+// programs bounded by the code_mode: section and run by its engine. Where
+// there is no engine program, the agent offers the tools as without code
+// mode (toolmux run --code-mode refuses to start, saying where it
+// looked).
+func agentOptions(cfg *config.Config, a config.Agent) agent.Options {
+	o := agent.FromConfig(a)
+	o.CodeMode.Bounds = agent.CodeModeBounds(cfg.CodeMode)
+	if o.CodeMode.Mode == agent.CodeModeBeside || o.CodeMode.Mode == agent.CodeModeOnly {
+		if path, err := codemode.FindEngine(o.CodeMode.Bounds.Engine); err != nil {
+			o.CodeMode.Mode = agent.CodeModeOff
+		} else {
+			o.CodeMode.Bounds.Engine = path
+		}
+	}
+	return o
 }
 
 // gateOptions are the policy gate's: who is asked, and, when the

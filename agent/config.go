@@ -28,5 +28,6 @@ func FromConfig(c config.Agent) Options {
 		Selection:               Selection{Threshold: c.Selection.Threshold, TopK: c.Selection.TopK, Pinned: slices.Clone(c.Selection.Pinned)},
 		LoopDetection:           LoopDetection(c.LoopDetection),
 		Namespace:               c.Namespace,
+		CodeMode:                CodeMode{Mode: c.CodeMode},
 	}
 }

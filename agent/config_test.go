@@ -18,7 +18,7 @@ func TestFromConfigCarriesEverySetting(t *testing.T) {
 		ToolProtocol: config.ProtocolText, MaxTurns: 3, MaxConsecutiveRollbacks: 4, BoxedAnswer: true,
 		RefusalPatterns: []string{"no"}, Context: config.AgentContext{MaxTokens: 5, KeepToolResults: 6},
 		Selection:     config.ToolSelection{Threshold: 7, TopK: 8, Pinned: []string{"c/*"}},
-		LoopDetection: config.LoopDetection{Repeats: 9}, Namespace: "ns"}
+		LoopDetection: config.LoopDetection{Repeats: 9}, Namespace: "ns", CodeMode: config.AgentCodeModeOnly}
 	asMap := func(v any) map[string]any {
 		t.Helper()
 		b, err := json.Marshal(v)
@@ -33,6 +33,9 @@ func TestFromConfigCarriesEverySetting(t *testing.T) {
 	}
 	want := asMap(c)
 	delete(want, "Model")
+	// The section's code mode is the mode; its bounds are the code_mode:
+	// section's, which the caller sets.
+	want["CodeMode"] = asMap(CodeMode{Mode: config.AgentCodeModeOnly})
 	if got := asMap(FromConfig(c)); !reflect.DeepEqual(got, want) {
 		t.Errorf("options %v\nsection %v", got, want)
 	}

@@ -90,7 +90,7 @@ func TestNoEventsNoStream(t *testing.T) {
 	r := newRig(t, llmtest.Replies(answer("quiet")), "")
 	rt := r.rt.AgentRuntime()
 	rt.Events = nil
-	a, err := agent.New(rt, agent.FromConfig(r.rt.Config.Agent))
+	a, err := agent.New(rt, r.agentOptions())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -38,6 +38,9 @@ type session struct {
 	msgs   int // message ids handed out
 	// resumable: checkpoint each turn before its calls run (WithResume).
 	resumable bool
+	// prior are the call records of an earlier attempt of the run, by
+	// id, while a resumed turn's calls run (codemode.go).
+	prior map[string]*tool.Record
 	// model is the model that answered the last turn, as it names itself,
 	// for the observer's rollbacks.
 	model string
@@ -57,7 +60,7 @@ type entry struct {
 type plannedCall struct {
 	modelID string // the model's id of the call, echoed in the result
 	exposed string // the name the model used
-	meta    string // "terminate", "find_tools" or "" for a tool call
+	meta    string // "terminate", "find_tools", "run_code" or "" for a tool call
 	call    tool.Call
 	// text is the result as the model will see it, isError whether it
 	// reports a failure.
@@ -281,7 +284,7 @@ func (s *session) parse(resp *llm.Response, off *offer) *turnPlan {
 		}
 		for i, c := range calls {
 			pc := &plannedCall{modelID: fmt.Sprintf("text-%d", i+1), exposed: c.Server + "/" + c.Tool}
-			if c.Server == metaServer && (c.Tool == metaTerminate || c.Tool == metaFindTools) {
+			if c.Server == metaServer && (c.Tool == metaTerminate || c.Tool == metaFindTools || (c.Tool == metaRunCode && s.a.cfg.CodeMode.on())) {
 				pc.meta = c.Tool
 			}
 			pc.call = tool.Call{Server: c.Server, Tool: c.Tool, Arguments: c.Arguments}
@@ -301,8 +304,8 @@ func (s *session) parse(resp *llm.Response, off *offer) *turnPlan {
 				plan.calls = append(plan.calls, pc)
 				continue
 			}
-			switch tc.Name {
-			case metaTerminate, metaFindTools:
+			switch {
+			case tc.Name == metaTerminate || tc.Name == metaFindTools || (tc.Name == metaRunCode && s.a.cfg.CodeMode.on()):
 				pc.meta = tc.Name
 				pc.call = tool.Call{Server: metaServer, Tool: tc.Name, Arguments: args}
 			default:
@@ -313,7 +316,8 @@ func (s *session) parse(resp *llm.Response, off *offer) *turnPlan {
 		}
 	}
 	for _, pc := range plan.calls {
-		if pc.meta == "" {
+		// A program has an id too: its record's, and its calls' parent.
+		if pc.meta == "" || pc.meta == metaRunCode {
 			pc.call.ID = tool.NewID()
 			pc.call.Task = s.task
 			pc.call.Session = s.session()

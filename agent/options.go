@@ -73,6 +73,9 @@ type Options struct {
 	// Namespace is the duplicate-detection namespace of a sub-agent's
 	// calls (default: one namespace per sub-agent run).
 	Namespace string
+	// CodeMode offers the model run_code, a program that calls tools
+	// (codemode.go); the zero value offers none.
+	CodeMode CodeMode
 }
 
 // ContextBudget bounds what an agent sends its model.

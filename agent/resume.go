@@ -231,13 +231,17 @@ func (s *session) resume(ctx context.Context, st *resumeState) (done bool, res *
 	for _, c := range cp.Calls {
 		pc := &plannedCall{modelID: c.ModelID, exposed: c.Exposed, meta: c.Meta, text: c.Text, isError: c.IsError,
 			call: tool.Call{ID: c.ID, Server: c.Server, Tool: c.Tool, Arguments: c.Arguments}}
-		if pc.meta == "" {
+		if pc.meta == "" || pc.meta == metaRunCode {
 			pc.call.Task, pc.call.Session = s.task, s.session()
 		}
 		plan.calls = append(plan.calls, pc)
 		msg.ToolCalls = append(msg.ToolCalls, llm.ToolCall{ID: c.ModelID, Name: c.Exposed, Arguments: argsJSON(c.Arguments)})
 	}
+	// The turn's programs answer the calls they completed in an earlier
+	// attempt from their records (codemode.go).
+	s.prior = s.priorRecords(ctx, cp)
 	s.act(ctx, off, plan)
+	s.prior = nil
 	if ctx.Err() != nil {
 		s.keepCancelled(ctx, cp.Turn, msg, plan)
 		return true, s.res, s.cancelled(ctx)

@@ -120,7 +120,7 @@ func (r *rig) attempt(t *testing.T, id, input string, log agent.Log, ids *callID
 		ids.Caller = rt.Calls
 		rt.Calls = ids
 	}
-	a, err := agent.New(rt, agent.FromConfig(r.rt.Config.Agent))
+	a, err := agent.New(rt, r.agentOptions())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -383,7 +383,7 @@ func TestResumeCancelledTurn(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	rt.Calls = &cancelling{Caller: rt.Calls, cancel: cancel}
-	a, err := agent.New(rt, agent.FromConfig(r.rt.Config.Agent))
+	a, err := agent.New(rt, r.agentOptions())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -81,12 +81,13 @@ func newRigWith(t *testing.T, script llmtest.Script, o rigOptions) *rig {
 workspace: %q
 data_dir: %q
 policy: {mode: yolo}
+code_mode: {engine: %q}
 %s
 servers:
   fixture:
     command: %q
     args: [%s]
-%s`, r.dir, filepath.Join(r.dir, ".data"), model, testservers.Fixture(t), strings.TrimSuffix(args, ", "), o.extra)
+%s`, r.dir, filepath.Join(r.dir, ".data"), testservers.CodeModeEngine(t), model, testservers.Fixture(t), strings.TrimSuffix(args, ", "), o.extra)
 	cfg, err := config.Parse(filepath.Join(r.dir, "toolmux.yaml"), []byte(yaml))
 	if err != nil {
 		t.Fatalf("config: %v\n%s", err, yaml)
@@ -348,4 +349,13 @@ func toolStates(t *testing.T, evs []stream.Event) []stream.ToolStateData {
 		out = append(out, d)
 	}
 	return out
+}
+
+// agentOptions are the options of the rig's main agent, as the runtime
+// gives them (toolmux.Runtime.Agent): its programs run by the engine the
+// rig's code_mode: section names.
+func (r *rig) agentOptions() agent.Options {
+	o := agent.FromConfig(r.rt.Config.Agent)
+	o.CodeMode.Bounds = agent.CodeModeBounds(r.rt.Config.CodeMode)
+	return o
 }

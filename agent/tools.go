@@ -136,12 +136,21 @@ func (s *session) offer(ctx context.Context) (*offer, error) {
 			}
 		}
 	}
+	codeOnly := a.cfg.CodeMode.only()
 	for _, t := range off.tools {
+		if codeOnly {
+			// The tools are declared in run_code's description and
+			// reached through programs alone.
+			break
+		}
 		params := t.InputSchema
 		if params == nil {
 			params = map[string]any{"type": "object", "properties": map[string]any{}}
 		}
 		off.llm = append(off.llm, llm.Tool{Name: t.Exposed, Description: t.Description, Parameters: params})
+	}
+	if a.cfg.CodeMode.on() {
+		off.llm = append(off.llm, runCodeTool(off))
 	}
 	if off.narrowed {
 		off.llm = append(off.llm, findToolsTool)
@@ -172,10 +181,16 @@ func (s *session) system(off *offer) string {
 	}
 	list := make([]TextProtocolTool, 0, len(off.llm))
 	for _, t := range off.tools {
+		if s.a.cfg.CodeMode.only() {
+			break
+		}
 		schema, _ := json.Marshal(t.InputSchema)
 		list = append(list, TextProtocolTool{Server: t.Server, Name: t.Name, Description: t.Description, Schema: string(schema)})
 	}
 	metas := []llm.Tool{terminateTool}
+	if s.a.cfg.CodeMode.on() {
+		metas = append(metas, runCodeTool(off))
+	}
 	if off.narrowed {
 		metas = append(metas, findToolsTool)
 	}
@@ -199,7 +214,7 @@ func (a *Agent) prompt() string {
 // scheduler, the meta-tools here.
 func (s *session) act(ctx context.Context, off *offer, plan *turnPlan) {
 	var batch []tool.Call
-	var scheduled []*plannedCall
+	var scheduled, programs []*plannedCall
 	for _, c := range plan.calls {
 		switch c.meta {
 		case "":
@@ -207,6 +222,8 @@ func (s *session) act(ctx context.Context, off *offer, plan *turnPlan) {
 			scheduled = append(scheduled, c)
 		case metaFindTools:
 			s.findTools(ctx, off, c)
+		case metaRunCode:
+			programs = append(programs, c)
 		case metaTerminate:
 			c.text = "The task ends with this answer."
 		}
@@ -226,6 +243,15 @@ func (s *session) act(ctx context.Context, off *offer, plan *turnPlan) {
 			}
 		}
 		s.step(ctx, "tool calls", fmt.Sprintf("%d calls", len(batch)), tasklog.LevelInfo, map[string]any{"calls": callSummaries(scheduled)})
+	}
+	// Programs run after the turn's direct calls, one at a time, in the
+	// model's order: each is a batch of calls of its own.
+	for _, c := range programs {
+		if ctx.Err() != nil {
+			c.text, c.isError = "Error: the run was cancelled before the program ran.", true
+			continue
+		}
+		s.runCode(ctx, off, c)
 	}
 }
 

@@ -215,3 +215,61 @@ func text(r *tool.Result) string {
 	}
 	return b.String()
 }
+
+// Answer is how a program's outcome is handed back to whoever asked for
+// it (the gateway's client, the agent's model): structured content
+// {"result", "console", "calls"}, or {"error": {"kind", "message",
+// "bound", "limit", "tool_kind"}, "console", "calls"} for a failed
+// program, and a text of the result's JSON (or the error) then the
+// console. res is what Run returned, err its error.
+func Answer(res *Result, err error) (structured json.RawMessage, text string) {
+	body := map[string]any{"calls": res.Calls}
+	if len(res.Console) > 0 {
+		body["console"] = res.Console
+	}
+	var t strings.Builder
+	if err != nil {
+		fail := map[string]any{"kind": string(KindOf(err)), "message": err.Error()}
+		if e, ok := errors.AsType[*Error](err); ok {
+			if e.Bound != "" {
+				fail["bound"], fail["limit"] = e.Bound, e.Limit
+			}
+			if e.ToolKind != "" {
+				fail["tool_kind"] = string(e.ToolKind)
+			}
+		}
+		body["error"] = fail
+		t.WriteString(err.Error())
+	} else {
+		body["result"] = res.Value
+		t.Write(res.Value)
+	}
+	if len(res.Console) > 0 {
+		fmt.Fprintf(&t, "\n\nconsole:\n%s", strings.Join(res.Console, "\n"))
+	}
+	b, jerr := json.Marshal(body)
+	if jerr != nil {
+		// Only a result that is not JSON gets here, which Run never
+		// returns: say so rather than hand back nothing.
+		b, _ = json.Marshal(map[string]any{"calls": res.Calls, "error": map[string]any{"kind": string(KindResult), "message": jerr.Error()}})
+	}
+	return b, t.String()
+}
+
+// ToolKind is the tool error kind of a failed program, for its record:
+// the kind of the failed call it let through, timeout for its time,
+// cancelled when its caller went away, execution_failed for the rest.
+func ToolKind(err error) tool.Kind {
+	e, ok := errors.AsType[*Error](err)
+	switch {
+	case !ok:
+		return tool.KindExecutionFailed
+	case e.ToolKind != "":
+		return e.ToolKind
+	case e.Kind == KindTimeout:
+		return tool.KindTimeout
+	case e.Kind == KindCancelled:
+		return tool.KindCancelled
+	}
+	return tool.KindExecutionFailed
+}

@@ -172,3 +172,40 @@ func firstLine(s string) string {
 	s, _, _ = strings.Cut(strings.TrimSpace(s), "\n")
 	return s
 }
+
+// ToolName is the name the meta-tool that runs a program is offered
+// under, by the gateway and by the agent.
+const ToolName = "run_code"
+
+// MaxDescription bounds run_code's description, the declarations of the
+// tools offered beside it: past it, the model is told to find the others
+// by name.
+const MaxDescription = 16 << 10
+
+// Description is run_code's description: what it does, then the
+// declarations of tools (Declare, within MaxDescription). searching says
+// that only some tools are declared and find_tools finds the others.
+func Description(tools []tool.Tool, searching bool) string {
+	var d strings.Builder
+	d.WriteString("Run a short JavaScript program that calls tools as functions, loops, filters, " +
+		"and returns only what matters: many calls in one step. Each call is governed like a direct one " +
+		"(policy, approvals, the task log). The program is the body of an async function; `return` its result. " +
+		"Call a tool with `await tools.call(\"NAME\", {...})` or `await tools.NAME({...})`.")
+	if searching {
+		d.WriteString(" Only some tools are declared below: find others with find_tools and call them by name with tools.call.")
+	}
+	d.WriteString("\n\n")
+	d.WriteString(Declare(tools, MaxDescription))
+	return d.String()
+}
+
+// InputSchema is run_code's input schema: {"code": "..."}.
+func InputSchema() map[string]any {
+	return map[string]any{
+		"type": "object",
+		"properties": map[string]any{
+			"code": map[string]any{"type": "string", "description": "The program: the body of an async function, in JavaScript."},
+		},
+		"required": []any{"code"},
+	}
+}

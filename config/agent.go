@@ -109,7 +109,18 @@ type Agent struct {
 	// Namespace is the duplicate-detection namespace of a sub-agent's
 	// calls (default: one namespace per sub-agent run).
 	Namespace string
+	// CodeMode offers the model run_code (AgentCodeModeBeside, or
+	// AgentCodeModeOnly instead of the tools); "" or AgentCodeModeOff
+	// offers none. Its programs are bounded by the code_mode: section.
+	CodeMode string
 }
+
+// The values of an agent's code_mode (docs/codemode.md, "In toolmux run").
+const (
+	AgentCodeModeOff    = "off"
+	AgentCodeModeBeside = "beside"
+	AgentCodeModeOnly   = "only"
+)
 
 // AgentContext bounds what an agent sends its model.
 type AgentContext struct {

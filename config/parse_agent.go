@@ -23,7 +23,7 @@ var (
 	// alike; mainAgentKeys and subAgentKeys add each one's own.
 	agentCommonKeys = []string{"display_name", "system_prompt", "system_prompt_file", "model", "tools", "agents",
 		"tool_protocol", "max_turns", "max_consecutive_rollbacks", "boxed_answer", "refusal_patterns",
-		"context", "selection", "loop_detection"}
+		"context", "selection", "loop_detection", "code_mode"}
 	mainAgentOnly = []string{"name"}
 	subAgentOnly  = []string{"description", "tool", "namespace"}
 	mainAgentKeys = slices.Concat(mainAgentOnly, agentCommonKeys)
@@ -34,6 +34,7 @@ var (
 	loopDetectionKeys  = []string{"repeats"}
 	modelProviders     = []string{ProviderOpenAI, ProviderAnthropic}
 	toolProtocols      = []string{ProtocolNative, ProtocolText}
+	agentCodeModes     = []string{AgentCodeModeOff, AgentCodeModeBeside, AgentCodeModeOnly}
 	agentNameRE        = regexp.MustCompile(`^[A-Za-z0-9_-]+$`)
 	agentNamespaceRE   = regexp.MustCompile(`^[A-Za-z0-9_.:-]+$`)
 	agentServerPrefix  = "agent-"
@@ -367,6 +368,8 @@ func (p *parser) agentBody(n *yaml.Node, kp string, a *Agent, sub bool, decls *a
 			a.Agents = names
 		case "tool_protocol":
 			a.ToolProtocol, _ = p.choice(e.v, fp, "tool protocol", toolProtocols)
+		case "code_mode":
+			a.CodeMode, _ = p.choice(e.v, fp, "code mode", agentCodeModes)
 		case "max_turns":
 			a.MaxTurns, _ = p.integer(e.v, fp, 1, maxAgentCount)
 		case "max_consecutive_rollbacks":

@@ -2,9 +2,6 @@ package gateway
 
 import (
 	"context"
-	"encoding/json"
-	"errors"
-	"fmt"
 	"strings"
 	"time"
 
@@ -44,14 +41,9 @@ type Recorder interface {
 // metaRunCode names the code mode meta-tool; runCodeServer is the server
 // its records name.
 const (
-	metaRunCode   = "run_code"
+	metaRunCode   = codemode.ToolName
 	runCodeServer = "toolmux"
 )
-
-// maxRunCodeDescription bounds run_code's description, the declarations
-// of the tools listed beside it: past it, the model is told to find the
-// others by name.
-const maxRunCodeDescription = 16 << 10
 
 // isRunCode reports whether name is run_code on a view offering it.
 func (v *view) isRunCode(name string) bool { return v.code != nil && name == metaRunCode }
@@ -59,26 +51,10 @@ func (v *view) isRunCode(name string) bool { return v.code != nil && name == met
 // runCodeTool is run_code's definition, declaring tools (the tools listed
 // beside it; none where callers see different tools).
 func runCodeTool(tools []tool.Tool, searching bool) *mcp.Tool {
-	var d strings.Builder
-	d.WriteString("Run a short JavaScript program that calls tools as functions, loops, filters, " +
-		"and returns only what matters: many calls in one step. Each call is governed like a direct one " +
-		"(policy, approvals, the task log). The program is the body of an async function; `return` its result. " +
-		"Call a tool with `await tools.call(\"NAME\", {...})` or `await tools.NAME({...})`.")
-	if searching {
-		d.WriteString(" Only some tools are declared below: find others with find_tools and call them by name with tools.call.")
-	}
-	d.WriteString("\n\n")
-	d.WriteString(codemode.Declare(tools, maxRunCodeDescription))
 	return &mcp.Tool{
 		Name:        metaRunCode,
-		Description: d.String(),
-		InputSchema: map[string]any{
-			"type": "object",
-			"properties": map[string]any{
-				"code": map[string]any{"type": "string", "description": "The program: the body of an async function, in JavaScript."},
-			},
-			"required": []any{"code"},
-		},
+		Description: codemode.Description(tools, searching),
+		InputSchema: codemode.InputSchema(),
 		Annotations: &mcp.ToolAnnotations{Title: "Run code", DestructiveHint: new(true), OpenWorldHint: new(true)},
 	}
 }
@@ -123,7 +99,11 @@ func (v *view) runCode(ctx context.Context, in callInput) *mcp.CallToolResult {
 	call := tool.Call{ID: tool.NewID(), Server: runCodeServer, Tool: metaRunCode, Arguments: map[string]any{"code": code},
 		Task: v.g.taskOf(in), Caller: identity.RefFrom(ctx)}
 	rec := tool.NewRecord(&call, metaRunCode)
-	res, err := codemode.New(codeCaller{v: v, in: in, sc: sc}, v.code.Bounds).Run(ctx, code, names)
+	// The program's calls name it as their parent, so that the page
+	// shows them under it.
+	inner := in
+	inner.parent = call.ID
+	res, err := codemode.New(codeCaller{v: v, in: inner, sc: sc}, v.code.Bounds).Run(ctx, code, names)
 	rec.Ended = time.Now()
 	rec.Duration = rec.Ended.Sub(rec.Started)
 	rec.Attempts = 1
@@ -134,8 +114,8 @@ func (v *view) runCode(ctx context.Context, in callInput) *mcp.CallToolResult {
 			rec.Result.Content = append(rec.Result.Content, tool.Content{Type: tool.ContentText, Text: t.Text})
 		}
 	}
-	if e, ok := errors.AsType[*codemode.Error](err); ok {
-		rec.Error = &tool.Error{Kind: programKind(e), Tool: metaRunCode, Message: e.Error()}
+	if err != nil {
+		rec.Error = &tool.Error{Kind: codemode.ToolKind(err), Tool: metaRunCode, Message: err.Error()}
 	}
 	if v.code.Recorder != nil {
 		v.code.Recorder.Record(context.WithoutCancel(ctx), rec)
@@ -143,53 +123,12 @@ func (v *view) runCode(ctx context.Context, in callInput) *mcp.CallToolResult {
 	return out
 }
 
-// programKind is the tool error kind of a failed program: the call's it
-// let through, timeout for its time, execution_failed for the rest.
-func programKind(e *codemode.Error) tool.Kind {
-	switch {
-	case e.ToolKind != "":
-		return e.ToolKind
-	case e.Kind == codemode.KindTimeout:
-		return tool.KindTimeout
-	case e.Kind == codemode.KindCancelled:
-		return tool.KindCancelled
-	}
-	return tool.KindExecutionFailed
-}
-
 // runCodeResult is what the client gets of a program: its result and
 // console, as structured content and as text; a failed program's error
-// (kind, bound) beside its console.
+// (kind, bound) beside its console (codemode.Answer).
 func runCodeResult(res *codemode.Result, err error) *mcp.CallToolResult {
-	body := map[string]any{"calls": res.Calls}
-	if len(res.Console) > 0 {
-		body["console"] = res.Console
-	}
-	var text strings.Builder
-	if err != nil {
-		e, _ := errors.AsType[*codemode.Error](err)
-		fail := map[string]any{"kind": string(e.Kind), "message": e.Error()}
-		if e.Bound != "" {
-			fail["bound"], fail["limit"] = e.Bound, e.Limit
-		}
-		if e.ToolKind != "" {
-			fail["tool_kind"] = string(e.ToolKind)
-		}
-		body["error"] = fail
-		text.WriteString(e.Error())
-	} else {
-		body["result"] = res.Value
-		text.Write(res.Value)
-	}
-	if len(res.Console) > 0 {
-		fmt.Fprintf(&text, "\n\nconsole:\n%s", strings.Join(res.Console, "\n"))
-	}
-	b, jerr := json.Marshal(body)
-	var structured any = body
-	if jerr == nil {
-		structured = json.RawMessage(b)
-	}
-	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: text.String()}}, StructuredContent: structured, IsError: err != nil}
+	structured, text := codemode.Answer(res, err)
+	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: text}}, StructuredContent: structured, IsError: err != nil}
 }
 
 // codeCaller is a program's codemode.Caller: each call a call of the view

@@ -469,6 +469,9 @@ type callInput struct {
 	progress func(*mcp.ProgressNotificationParams)
 	// elicit, when set, asks the client on the request's own stream.
 	elicit func(context.Context, *mcp.ElicitParams) (*mcp.ElicitResult, error)
+	// parent is the id of the run_code call whose program makes the call
+	// (codemode.go); "" for a call of the client's own.
+	parent string
 }
 
 // callTool makes one call of t through the Caller and renders its record.
@@ -520,7 +523,7 @@ func (g *Gateway) callArgs(ctx context.Context, t tool.Tool, in callInput, args 
 // window of re-issued requests is told whether the call reached its
 // server (reissue.go).
 func (g *Gateway) callRecord(ctx context.Context, t tool.Tool, in callInput, args map[string]any) *tool.Record {
-	rec := g.caller.Call(ctx, tool.Call{Server: t.Server, Tool: t.Name, Arguments: args, Task: g.taskOf(in)})
+	rec := g.caller.Call(ctx, tool.Call{Server: t.Server, Tool: t.Name, Arguments: args, Task: g.taskOf(in), Parent: in.parent})
 	if reachedServer(rec) {
 		reissueReached(ctx)
 	}

@@ -57,6 +57,7 @@ func appendRecordBody(b []byte, rec *tool.Record) ([]byte, callBody, error) {
 	b = jsonenc.AppendString(b, rec.Tool)
 	b = appendOptString(b, `,"credential":`, rec.Credential)
 	b = appendOptString(b, `,"name":`, rec.Name)
+	b = appendOptString(b, `,"parent":`, rec.Parent)
 	b = append(b, `,"arguments":`...)
 	argsAt := len(b)
 	var err error

@@ -49,10 +49,12 @@ func encodeRecords() map[string]*tool.Record {
 			Text: "head … tail", Spill: &tool.Spill{Path: "/d/spill/x", Bytes: 9, Chars: 9}, Annotations: &tool.ContentAnnotations{Priority: 1}}}},
 			Started: t0, Ended: t0},
 		"everything": {ID: "c11", Task: "task", Session: "main", Caller: &tool.CallerRef{Name: "ann", Key: "key:ann"},
-			Server: "fx", Tool: "echo", Credential: tool.CredentialUserSecret, Name: "fx__echo",
+			Server: "fx", Tool: "echo", Credential: tool.CredentialUserSecret, Name: "fx__echo", Parent: "c10",
 			Arguments: map[string]any{"message": "hi"}, Result: tool.TextResult("Echo: hi"), Started: t0, Ended: t0.Add(time.Second),
 			Duration: time.Second, Attempts: 2, Notes: []tool.Note{{Layer: "limits", Message: "cut", Data: map[string]any{"bytes": 10}}},
 			Verdict: &tool.Verdict{Rollback: true, Reason: "why <not>"}, Instructions: []string{"use it <well>", "twice"}},
+		"inner call": {ID: "c10-1-0a1b2c3d", Task: "task", Session: "main", Server: "fx", Tool: "echo", Name: "fx__echo", Parent: "c10",
+			Arguments: map[string]any{"message": "hi"}, Result: tool.TextResult("Echo: hi"), Started: t0, Ended: t0, Attempts: 1},
 		"empty verdict": {ID: "c12", Server: "fx", Tool: "echo", Verdict: &tool.Verdict{}, Started: t0, Ended: t0},
 		"invalid utf-8": {ID: "c13", Server: "fx", Tool: "echo", Arguments: map[string]any{"q": "bad \xff"},
 			Result: tool.TextResult("bad \xfe\xff text"), Started: t0, Ended: t0},
@@ -96,7 +98,7 @@ func TestRecordBodyAsEncodingJSON(t *testing.T) {
 // fails here until it is written (encode.go) and tested (above).
 func TestRecordFieldsKnown(t *testing.T) {
 	for typ, n := range map[reflect.Type]int{
-		reflect.TypeFor[tool.Record]():    18,
+		reflect.TypeFor[tool.Record]():    19,
 		reflect.TypeFor[tool.Content]():   13,
 		reflect.TypeFor[tool.Verdict]():   2,
 		reflect.TypeFor[tool.CallerRef](): 2,

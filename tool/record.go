@@ -28,6 +28,9 @@ type Call struct {
 	// authentication is configured. The scheduler sets it from the
 	// caller its context carries (identity.From) when it is not set.
 	Caller *CallerRef `json:"caller,omitempty"`
+	// Parent is the id of the call this one was made within: a program's
+	// run_code call (docs/codemode.md); "" for a call of its own.
+	Parent string `json:"parent,omitempty"`
 	// Definition, when set, is the definition of the tool the call was
 	// admitted against (the scheduler sets it): the layers below use it
 	// (see [Call.Def]) instead of looking the tool up again, so that the
@@ -85,7 +88,7 @@ func NewRecord(call *Call, name string) *Record {
 		name = ExposedName(call.Server, call.Tool)
 	}
 	return &Record{ID: call.ID, Task: call.Task, Session: call.Session, Caller: call.Caller, Server: call.Server, Tool: call.Tool,
-		Name: name, Arguments: call.Arguments, Started: time.Now()}
+		Name: name, Parent: call.Parent, Arguments: call.Arguments, Started: time.Now()}
 }
 
 // Refused returns the record of a call that ended without running, with
@@ -115,6 +118,10 @@ type Record struct {
 	Credential string `json:"credential,omitempty"`
 	// Name is the tool's exposed name, when the call went through a catalog.
 	Name string `json:"name,omitempty"`
+	// Parent is the id of the call this one was made within (Call.Parent):
+	// the record of a program's run_code call; absent for a call of its
+	// own, so that records without one read and write as before.
+	Parent string `json:"parent,omitempty"`
 	// Arguments are the arguments as sent to the tool.
 	Arguments map[string]any `json:"arguments"`
 	// Result is what the tool returned; it is set for tool errors too, so the

@@ -113,6 +113,7 @@ code_mode:
 	}
 	var task struct {
 		Calls []struct {
+			ID, Parent   string
 			Server, Tool string
 			Arguments    map[string]any
 			Error        *struct{ Kind string }
@@ -127,15 +128,22 @@ code_mode:
 	}
 	var inner []string
 	var program int
+	programID := ""
 	for _, c := range task.Calls {
 		switch {
 		case c.Server == "toolmux" && c.Tool == "run_code":
 			program++
+			programID = c.ID
 			if c.Arguments["code"] != code || c.Error != nil || c.Result == nil || c.Result.StructuredContent.Result.Done != 20 {
 				t.Errorf("run_code's record: error %+v, result %+v", c.Error, c.Result)
 			}
 		case c.Server == "cat" && c.Error == nil:
 			inner = append(inner, "cat__"+c.Tool)
+			// Its parent is the program (the page nests it under it);
+			// the program's record is the first, it started first.
+			if c.Parent == "" || c.Parent != programID {
+				t.Errorf("%s's record names %q as its parent, not the program %q", c.Tool, c.Parent, programID)
+			}
 		default:
 			t.Errorf("a call of the task: %+v", c)
 		}

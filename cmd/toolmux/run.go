@@ -17,6 +17,7 @@ import (
 	"github.com/toolmux/toolmux"
 	"github.com/toolmux/toolmux/agent"
 	"github.com/toolmux/toolmux/api"
+	"github.com/toolmux/toolmux/codemode"
 	"github.com/toolmux/toolmux/config"
 	"github.com/toolmux/toolmux/gateway"
 	"github.com/toolmux/toolmux/metrics"
@@ -41,6 +42,8 @@ type runFlags struct {
 	metrics                          bool
 	token                            string
 	tokenSet                         bool
+	// codeMode, when set, is the main agent's code mode (agent.code_mode).
+	codeMode string
 	// fleet: with --nats, the run is submitted to a fleet.
 	fleet fleetFlags
 }
@@ -93,6 +96,8 @@ recorded in the task log (toolmux logs).`,
 	cmd.Flags().DurationVar(&f.approvalTimeout, "approval-timeout", api.DefaultApprovalTimeout, "with --serve, how long a call waits for an answer on the page before it is refused")
 	cmd.Flags().StringVar(&f.token, "token", "", "bearer token for --serve beyond loopback (default $TOOLMUX_TOKEN)")
 	cmd.Flags().BoolVar(&f.metrics, "metrics", false, "with --serve, also serve Prometheus metrics of the run (turns, rollbacks, tokens, calls) at /metrics (see docs/operations.md)")
+	cmd.Flags().StringVar(&f.codeMode, "code-mode", "", "offer the model run_code, a JavaScript program whose tool calls are each governed: only (instead of the tools; --code-mode alone) or beside the tools, off (overrides agent.code_mode; docs/codemode.md)")
+	cmd.Flags().Lookup("code-mode").NoOptDefVal = config.AgentCodeModeOnly
 	f.fleet.add(cmd)
 	return cmd
 }
@@ -144,8 +149,8 @@ func (a *app) runTask(ctx context.Context, task string, f runFlags) error {
 		return usageError("the task is empty")
 	}
 	if f.fleet.url != "" {
-		if f.serve != "" || f.model != "" || f.baseURL != "" || f.apiKey != "" || f.provider != "" || f.maxTurnsSet {
-			return usageError("with --nats the run is the fleet's workers' (their configuration's model and limits): leave out --serve, --model, --base-url, --api-key, --provider and --max-turns")
+		if f.serve != "" || f.model != "" || f.baseURL != "" || f.apiKey != "" || f.provider != "" || f.maxTurnsSet || f.codeMode != "" {
+			return usageError("with --nats the run is the fleet's workers' (their configuration's model and limits): leave out --serve, --model, --base-url, --api-key, --provider, --max-turns and --code-mode")
 		}
 		return a.runOnFleet(ctx, task, f)
 	}
@@ -161,6 +166,19 @@ func (a *app) runTask(ctx context.Context, task string, f runFlags) error {
 	}
 	if f.maxTurns > 0 {
 		cfg.Agent.MaxTurns = f.maxTurns
+	}
+	if f.codeMode != "" {
+		switch f.codeMode {
+		case config.AgentCodeModeOff, config.AgentCodeModeBeside, config.AgentCodeModeOnly:
+		default:
+			return usageError("--code-mode=%s: want only, beside or off", f.codeMode)
+		}
+		if f.codeMode != config.AgentCodeModeOff {
+			if _, err := codemode.FindEngine(cfg.CodeMode.Engine); err != nil {
+				return usageError("--code-mode: %v (docs/codemode.md)", err)
+			}
+		}
+		cfg.Agent.CodeMode = f.codeMode
 	}
 	cfg.DataDir = a.resolveDataDir(cfg)
 	var mode policy.Mode

@@ -59,6 +59,8 @@ type Request struct {
 	// Header is the request's HTTP header (the API key's header, the
 	// client's identification).
 	Header http.Header
+	// Bytes is the size of the request's body as sent.
+	Bytes int
 }
 
 // Text is every message's text content joined, for assertions on what the
@@ -192,6 +194,7 @@ func (s *Server) handle(w http.ResponseWriter, r *http.Request) {
 	}
 	req := decode(raw, s.anthropic)
 	req.Header = r.Header.Clone()
+	req.Bytes = len(body)
 	s.mu.Lock()
 	n := len(s.reqs)
 	s.reqs = append(s.reqs, req)

@@ -153,18 +153,7 @@ export class Tasks {
     const calls = t.calls || [];
     if (calls.length) {
       parts.push(h('h3', {text: `Calls (${calls.length})`}));
-      for (const rec of calls) {
-        const outcome = recordOutcome(rec);
-        const d = h('details', {class: 'call'},
-          h('summary', {},
-            h('span', {class: `badge state-${outcome === 'success' ? 'success' : 'error'}`, text: outcome}), ' ',
-            h('span', {class: 'mono', text: rec.name || `${rec.server}__${rec.tool}`}), ' ',
-            h('span', {class: 'muted', text: `${fmtDuration(rec.duration_ms)} · ${fmtDateTime(rec.started_at)}`})));
-        d.addEventListener('toggle', () => {
-          if (d.open && d.children.length === 1) d.append(renderRecord(rec));
-        }, {once: true});
-        parts.push(d);
-      }
+      parts.push(...nestCalls(calls).map((c) => callDetails(c)));
     } else {
       parts.push(h('p', {class: 'muted', text: 'No calls.'}));
     }
@@ -173,6 +162,59 @@ export class Tasks {
     this.detail.dataset.status = t.status || '';
     this.detail.querySelectorAll('details').forEach((d, i) => { if (wasOpen.has(i)) d.open = true; });
   }
+}
+
+// nestCalls puts the calls a program made (their record names its
+// run_code call as their parent) under the program's record; a program
+// whose own record is not there yet (it runs: a program is recorded when
+// it ends) stands as a placeholder holding its calls so far.
+function nestCalls(calls) {
+  const ids = new Set(calls.map((rec) => rec.id));
+  const nodes = new Map();
+  const top = [];
+  const node = (id) => {
+    if (!nodes.has(id)) nodes.set(id, {rec: null, id, children: []});
+    return nodes.get(id);
+  };
+  for (const rec of calls) {
+    if (rec.parent && rec.parent !== rec.id) {
+      const parent = node(rec.parent);
+      if (!ids.has(rec.parent) && !top.includes(parent)) top.push(parent);
+      parent.children.push(rec);
+      continue;
+    }
+    const n = node(rec.id || `#${top.length}`);
+    n.rec = rec;
+    top.push(n);
+  }
+  return top;
+}
+
+// callDetails is one call, its record shown when opened; a program's
+// with its calls underneath.
+function callDetails({rec, id, children = []}) {
+  const outcome = rec ? recordOutcome(rec) : 'running';
+  const state = outcome === 'success' ? 'success' : outcome === 'running' ? 'running' : 'error';
+  const name = rec ? rec.name || `${rec.server}__${rec.tool}` : 'run_code';
+  const when = rec ? `${fmtDuration(rec.duration_ms)} · ${fmtDateTime(rec.started_at)}` : 'not recorded yet: it has not ended';
+  const d = h('details', {class: 'call', dataset: {callId: id || ''}},
+    h('summary', {},
+      h('span', {class: `badge state-${state}`, text: outcome}), ' ',
+      h('span', {class: 'mono', text: name}), ' ',
+      children.length ? h('span', {class: 'tag', text: `program · ${children.length} call${children.length === 1 ? '' : 's'}`}) : null, ' ',
+      h('span', {class: 'muted', text: when})));
+  let shown = false;
+  d.addEventListener('toggle', () => {
+    if (!d.open || shown || !rec) return;
+    shown = true;
+    d.insertBefore(renderRecord(rec), d.children[1] || null);
+  });
+  if (children.length) {
+    d.append(h('div', {class: 'program-calls', dataset: {parent: id}},
+      h('h4', {text: `Calls of the program (${children.length})`}),
+      ...children.map((c) => callDetails({rec: c, id: c.id}))));
+  }
+  return d;
 }
 
 function kv(k, v) {
