@@ -37,6 +37,9 @@ FUZZJOBS ?= 4
 # Each package's fuzz-instrumented test binary is compiled once, by this many
 # compilations at a time (scripts/fuzz.sh).
 FUZZBUILDJOBS ?= 1
+# Every fuzz test of these packages must be in FUZZ (empty: no check, to
+# fuzz a few targets: make fuzz FUZZ=./config:FuzzParse FUZZALL=).
+FUZZALL ?= ./...
 # Tests that call t.Parallel (cmd/toolmux's, which mostly wait on the
 # processes they start) run this many at a time in a package.
 PARALLEL ?= 4
@@ -113,10 +116,10 @@ test: peers browser idp check
 # Each package's fuzz-instrumented test binary built once (FUZZBUILDJOBS at a
 # time), then its targets run with it, FUZZJOBS at a time, sharing the cores
 # (scripts/fuzz.sh); a failing input found is written under the package's
-# testdata/fuzz and fails the build, and so does a fuzz test of the module
-# (./...) missing from FUZZ.
+# testdata/fuzz and fails the build, and so does a fuzz test of FUZZALL's
+# packages missing from FUZZ.
 fuzz:
-	@GO="$(GO)" FUZZTIME=$(FUZZTIME) JOBS=$(FUZZJOBS) BUILDJOBS=$(FUZZBUILDJOBS) ALL=./... scripts/fuzz.sh $(FUZZ)
+	@GO="$(GO)" FUZZTIME=$(FUZZTIME) JOBS=$(FUZZJOBS) BUILDJOBS=$(FUZZBUILDJOBS) ALL='$(FUZZALL)' scripts/fuzz.sh $(FUZZ)
 
 bench: peers
 	$(GO) test -run '^$$' -bench . -benchmem ./...
