@@ -148,9 +148,12 @@ fuzz() {
 	return $st
 }
 
-failed=0
+failed=0 start=$SECONDS
 pool "$BUILDJOBS" build "${pkgs[@]}" || failed=1
+echo "fuzz: ${#pkgs[@]} test binaries built in $((SECONDS - start))s, $BUILDJOBS at a time"
+start=$SECONDS
 pool "$JOBS" fuzz "$@" || failed=1
+echo "fuzz: $# targets run in $((SECONDS - start))s, $JOBS at a time"
 if [ -s "$out/failed" ]; then
 	echo "fuzz: failed:"
 	sed 's/^/  /' "$out/failed"
