@@ -131,7 +131,15 @@ fuzz() {
 		echo "$1" >>"$out/failed"
 		return 1
 	fi
-	if ! "${bin[$pkg]}" -test.list='^Fuzz' | grep -qx "$name"; then
+	# Listed whole before it is searched: grep -q ending the pipe at the
+	# first match would fail the listing (SIGPIPE, with pipefail).
+	local list
+	list=$("${bin[$pkg]}" -test.list='^Fuzz' 2>&1) || {
+		echo "FAIL fuzz $pkg $name: its binary could not list its fuzz tests: $list" >>"$log"
+		echo "$1" >>"$out/failed"
+		return 1
+	}
+	if ! grep -qx "$name" <<<"$list"; then
 		echo "FAIL fuzz $pkg $name: the package has no fuzz test $name" >>"$log"
 		echo "$1" >>"$out/failed"
 		return 1
