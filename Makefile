@@ -34,9 +34,9 @@ FUZZ := ./config:FuzzParse ./builtin:FuzzResolvePath ./internal/ringbuf:FuzzRing
 FUZZTIME ?= 5s
 # Fuzz targets run this many at a time, sharing the cores (scripts/fuzz.sh).
 FUZZJOBS ?= 4
-# Each package's fuzz-instrumented test binary is compiled once, by this many
-# compilations at a time (scripts/fuzz.sh).
-FUZZBUILDJOBS ?= 1
+# Each package's fuzz-instrumented test binary is compiled once: the one
+# with the most dependencies alone, then this many at a time (scripts/fuzz.sh).
+FUZZBUILDJOBS ?= 2
 # Every fuzz test of these packages must be in FUZZ (empty: no check, to
 # fuzz a few targets: make fuzz FUZZ=./config:FuzzParse FUZZALL=).
 FUZZALL ?= ./...
@@ -114,7 +114,7 @@ test: peers browser idp check
 	$(MAKE) fuzz
 
 # Each package's fuzz-instrumented test binary built once (FUZZBUILDJOBS at a
-# time), then its targets run with it, FUZZJOBS at a time, sharing the cores
+# time, after the largest), then its targets run with it, FUZZJOBS at a time, sharing the cores
 # (scripts/fuzz.sh); a failing input found is written under the package's
 # testdata/fuzz and fails the build, and so does a fuzz test of FUZZALL's
 # packages missing from FUZZ.

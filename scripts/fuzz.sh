@@ -2,15 +2,19 @@
 # Fuzzes each target (package:Target) for FUZZTIME.
 #
 # Compiling is most of the cost: `go test -fuzz` builds a test binary with
-# every dependency coverage-instrumented, and did so (or at least linked it,
-# several at a time, before any of them had filled the build cache) once per
-# target. So each package's instrumented test binary is built once, BUILDJOBS
-# at a time (`go test -c -fuzz=.`; vet is left to `make check`), and each of
-# its targets is run by executing that binary the way `go test -fuzz` does:
-# in the package's directory, so the seed corpus and committed failing inputs
-# under testdata/fuzz are read and a new failing input is written there, and
-# with the fuzz cache of `go test` ($GOCACHE/fuzz/IMPORTPATH), so the inputs
-# found interesting on earlier runs are kept.
+# every dependency instrumented for coverage. Run once per target, it linked
+# that binary again for every target, and the targets run side by side
+# compiled the same dependencies side by side while the build cache was cold.
+# So each package's instrumented test binary is built once (`go test -c
+# -fuzz=.`, stripped as go test strips it; vet is left to `make check`): the
+# package with the most dependencies first and alone, which fills the build
+# cache with most of what the others need, then the others BUILDJOBS at a
+# time, which then mostly link. Each of a package's targets is run by
+# executing its binary the way `go test -fuzz` does: in the package's
+# directory, so the seed corpus and committed failing inputs under
+# testdata/fuzz are read and a new failing input is written there, and with
+# the fuzz cache of `go test` ($GOCACHE/fuzz/IMPORTPATH), so the inputs found
+# interesting on earlier runs are kept.
 #
 # Targets run JOBS at a time, each with its share of the cores as workers
 # (-test.parallel); every target's output is printed whole when it ends. A
@@ -26,7 +30,7 @@ set -uo pipefail
 GO=${GO:-go}
 FUZZTIME=${FUZZTIME:-5s}
 JOBS=${JOBS:-2}
-BUILDJOBS=${BUILDJOBS:-1}
+BUILDJOBS=${BUILDJOBS:-2}
 ALL=${ALL:-}
 if [ "${BASH_VERSINFO[0]}" -lt 5 ] || { [ "${BASH_VERSINFO[0]}" -eq 5 ] && [ "${BASH_VERSINFO[1]}" -lt 1 ]; }; then
 	echo "fuzz: needs bash 5.1 or later (wait -p), this is $BASH_VERSION" >&2
@@ -100,13 +104,27 @@ if [ -n "$ALL" ]; then
 	fi
 fi
 
-declare -A bin=()
-for k in "${!pkgs[@]}"; do bin[${pkgs[$k]}]=$out/$k.test; done
+declare -A bin=() pkgof=()
+for k in "${!pkgs[@]}"; do
+	bin[${pkgs[$k]}]=$out/$k.test
+	pkgof[${importpath[${pkgs[$k]}]}]=${pkgs[$k]}
+done
+
+# The build order: the most dependencies first (of the test binary's main
+# package); a package without one (no tests: its build fails) last.
+order=()
+declare -A ordered=()
+while read -r _ main; do
+	pkg=${pkgof[${main%.test}]:-}
+	[ -n "$pkg" ] && [ -z "${ordered[$pkg]+set}" ] || continue
+	ordered[$pkg]=1; order+=("$pkg")
+done < <("$GO" list -test -f '{{if eq .Name "main"}}{{len .Deps}} {{.ImportPath}}{{end}}' "${pkgs[@]}" | sort -rn)
+for pkg in "${pkgs[@]}"; do [ -n "${ordered[$pkg]+set}" ] || order+=("$pkg"); done
 
 build() {
 	local pkg=$1 log=$2 st start=$SECONDS
 	echo "build $pkg: its fuzz-instrumented test binary" >"$log"
-	"$GO" test -c -fuzz=. -vet=off -o "${bin[$pkg]}" "$pkg" >>"$log" 2>&1; st=$?
+	"$GO" test -c -fuzz=. -vet=off -ldflags='-s -w' -o "${bin[$pkg]}" "$pkg" >>"$log" 2>&1; st=$?
 	if [ $st -ne 0 ]; then
 		echo "FAIL build $pkg" >>"$log"
 		return $st
@@ -123,42 +141,34 @@ run() {
 		-test.paniconexit0 -test.timeout=10m) 2>&1
 }
 
+# failed TARGET LOG [WHY]: says that TARGET failed, and lists it for the end.
+failed() {
+	echo "FAIL fuzz ${1%%:*} ${1##*:}${3:+: $3}" >>"$2"
+	echo "$1" >>"$out/failed"
+	return 1
+}
+
 fuzz() {
-	local pkg=${1%%:*} name=${1##*:} log=$2 st
+	local pkg=${1%%:*} name=${1##*:} log=$2 list
 	echo "fuzz $pkg $name ($FUZZTIME)" >"$log"
-	if [ ! -x "${bin[$pkg]}" ]; then
-		echo "FAIL fuzz $pkg $name: its package did not build" >>"$log"
-		echo "$1" >>"$out/failed"
-		return 1
-	fi
+	[ -x "${bin[$pkg]}" ] || { failed "$1" "$log" "its package did not build"; return; }
 	# Listed whole before it is searched: grep -q ending the pipe at the
 	# first match would fail the listing (SIGPIPE, with pipefail).
-	local list
-	list=$("${bin[$pkg]}" -test.list='^Fuzz' 2>&1) || {
-		echo "FAIL fuzz $pkg $name: its binary could not list its fuzz tests: $list" >>"$log"
-		echo "$1" >>"$out/failed"
-		return 1
-	}
-	if ! grep -qx "$name" <<<"$list"; then
-		echo "FAIL fuzz $pkg $name: the package has no fuzz test $name" >>"$log"
-		echo "$1" >>"$out/failed"
-		return 1
-	fi
-	run "$pkg" "$name" >>"$log"; st=$?
-	if [ $st -ne 0 ] && ! grep -q "Failing input written" "$log"; then
+	list=$("${bin[$pkg]}" -test.list='^Fuzz' 2>&1) ||
+		{ failed "$1" "$log" "its binary could not list its fuzz tests: $list"; return; }
+	grep -qx "$name" <<<"$list" || { failed "$1" "$log" "the package has no fuzz test $name"; return; }
+	run "$pkg" "$name" >>"$log" && return
+	if ! grep -q "Failing input written" "$log"; then
 		echo "fuzz $pkg $name: the harness failed without a finding; running it again" >>"$log"
-		run "$pkg" "$name" >>"$log"; st=$?
+		run "$pkg" "$name" >>"$log" && return
 	fi
-	if [ $st -ne 0 ]; then
-		echo "FAIL fuzz $pkg $name" >>"$log"
-		echo "$1" >>"$out/failed"
-	fi
-	return $st
+	failed "$1" "$log"
 }
 
 failed=0 start=$SECONDS
-pool "$BUILDJOBS" build "${pkgs[@]}" || failed=1
-echo "fuzz: ${#pkgs[@]} test binaries built in $((SECONDS - start))s, $BUILDJOBS at a time"
+pool 1 build "${order[0]}" || failed=1
+pool "$BUILDJOBS" build "${order[@]:1}" || failed=1
+echo "fuzz: ${#pkgs[@]} test binaries built in $((SECONDS - start))s, the first alone, then $BUILDJOBS at a time"
 start=$SECONDS
 pool "$JOBS" fuzz "$@" || failed=1
 echo "fuzz: $# targets run in $((SECONDS - start))s, $JOBS at a time"
