@@ -114,10 +114,10 @@ test: peers browser idp check
 	$(MAKE) fuzz
 
 # Each package's fuzz-instrumented test binary built once (FUZZBUILDJOBS at a
-# time, after the largest), then its targets run with it, FUZZJOBS at a time, sharing the cores
-# (scripts/fuzz.sh); a failing input found is written under the package's
-# testdata/fuzz and fails the build, and so does a fuzz test of FUZZALL's
-# packages missing from FUZZ.
+# time, after the largest), then its targets run with it, FUZZJOBS at a
+# time, sharing the cores (scripts/fuzz.sh); a failing input found is written
+# under the package's testdata/fuzz and fails the build, and so does a fuzz
+# test of FUZZALL's packages missing from FUZZ.
 fuzz:
 	@GO="$(GO)" FUZZTIME=$(FUZZTIME) JOBS=$(FUZZJOBS) BUILDJOBS=$(FUZZBUILDJOBS) ALL='$(FUZZALL)' scripts/fuzz.sh $(FUZZ)
 
