@@ -18,7 +18,8 @@ STAMP   := $(PEERS)/node_modules/.installed
 .PHONY: all build serve test check peers browser idp fuzz bench clean
 
 # Fuzz targets (package:target), each run briefly by `make test`; their
-# corpora are committed under the packages' testdata/fuzz.
+# corpora are committed under the packages' testdata/fuzz. make fuzz fails
+# when a fuzz test of the module is missing from this list.
 FUZZ := ./config:FuzzParse ./builtin:FuzzResolvePath ./internal/ringbuf:FuzzRingBuffer \
         ./pipeline:FuzzRepair ./pipeline:FuzzCanonicalURL ./pipeline:FuzzFingerprint ./pipeline:FuzzPIIDetect \
         ./cmdsource:FuzzDeclarations ./policy:FuzzAnswer ./policy:FuzzArgs \
@@ -28,12 +29,18 @@ FUZZ := ./config:FuzzParse ./builtin:FuzzResolvePath ./internal/ringbuf:FuzzRing
         ./stream:FuzzAppendJSON ./internal/toolglob:FuzzPattern ./internal/editdist:FuzzDistance \
         ./internal/jsonfloat:FuzzAppend ./fleet:FuzzReadRequests ./gateway:FuzzNewEra ./mcpsource:FuzzTaskSSE ./gateway:FuzzOpenState \
         ./gateway:FuzzBearerToken ./identity:FuzzJWT ./identity:FuzzClaims ./gateway:FuzzLoginCookie ./gateway:FuzzPageSession \
-        ./vault:FuzzOpen ./vault:FuzzFileStoreFile ./gateway:FuzzWithState \
+        ./identity:FuzzKeyStoreFile ./vault:FuzzOpen ./vault:FuzzFileStoreFile ./gateway:FuzzWithState \
         ./tasklog:FuzzCallRecord ./internal/jsonenc:FuzzAppendString ./gateway:FuzzReadModernCall ./gateway:FuzzReadModernMeta ./gateway:FuzzLeanBare \
         ./openapisource:FuzzBuildRequest
 FUZZTIME ?= 5s
 # Fuzz targets run this many at a time, sharing the cores (scripts/fuzz.sh).
 FUZZJOBS ?= 4
+# Each package's fuzz-instrumented test binary is compiled once: the one
+# with the most dependencies alone, then this many at a time (scripts/fuzz.sh).
+FUZZBUILDJOBS ?= 2
+# Every fuzz test of these packages must be in FUZZ (empty: no check, to
+# fuzz a few targets: make fuzz FUZZ=./config:FuzzParse FUZZALL=).
+FUZZALL ?= ./...
 # Tests that call t.Parallel (cmd/toolmux's, which mostly wait on the
 # processes they start) run this many at a time in a package.
 PARALLEL ?= 4
@@ -110,11 +117,13 @@ test: peers browser idp check
 	$(TESTREPORT) $(GO) test -json -count=1 -run 'Allocat' ./policy
 	$(MAKE) fuzz
 
-# FUZZJOBS targets at a time, sharing the cores (scripts/fuzz.sh); a
-# failing input found is written under the package's testdata/fuzz and fails
-# the build.
+# Each package's fuzz-instrumented test binary built once (FUZZBUILDJOBS at a
+# time, after the largest), then its targets run with it, FUZZJOBS at a
+# time, sharing the cores (scripts/fuzz.sh); a failing input found is written
+# under the package's testdata/fuzz and fails the build, and so does a fuzz
+# test of FUZZALL's packages missing from FUZZ.
 fuzz:
-	@GO="$(GO)" FUZZTIME=$(FUZZTIME) JOBS=$(FUZZJOBS) scripts/fuzz.sh $(FUZZ)
+	@GO="$(GO)" FUZZTIME=$(FUZZTIME) JOBS=$(FUZZJOBS) BUILDJOBS=$(FUZZBUILDJOBS) ALL='$(FUZZALL)' scripts/fuzz.sh $(FUZZ)
 
 bench: peers
 	$(GO) test -run '^$$' -bench . -benchmem ./...
