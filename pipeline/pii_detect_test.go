@@ -55,6 +55,9 @@ func TestPIIDetectors(t *testing.T) {
 		{"IBAN bad check", "GB82 WEST 1234 5698 7654 33", nil},
 
 		{"AWS key", "key=AKIAIOSFODNN7EXAMPLE", []string{"secret:AKIAIOSFODNN7EXAMPLE"}},
+		// The pattern takes bearer in any case, and so must the hint
+		// that decides whether it runs.
+		{"bearer, any case", "auth: bEaReR abcdefgh12345678", []string{"secret:bEaReR abcdefgh12345678"}},
 		{"GitHub classic", "ghp_" + strings.Repeat("a1B2", 9), []string{"secret:ghp_" + strings.Repeat("a1B2", 9)}},
 		{"GitHub fine-grained", "github_pat_11ABCDEFG0123456789_abcdefXYZ", []string{"secret:github_pat_11ABCDEFG0123456789_abcdefXYZ"}},
 		{"Slack", "xoxb-1234567890-abcdefghij", []string{"secret:xoxb-1234567890-abcdefghij"}},
@@ -101,11 +104,15 @@ func TestMaskPII(t *testing.T) {
 // FuzzPIIDetect feeds the detector untrusted text: it never panics, its
 // findings are in bounds, in order, apart, and valid for their kind, and
 // the masked text keeps none of them.
+// builtinSecrets is the record's masking's alternation of the built-in
+// secret patterns.
+var builtinSecrets = alternation(builtinSecretPatterns)
+
 func FuzzPIIDetect(f *testing.F) {
 	for _, s := range []string{
 		"jane@ex.io", "+44 20 7946 0958", "(415) 555-2671", "4111 1111 1111 1111", "GB82 WEST 1234 5698 7654 32",
 		"AKIAIOSFODNN7EXAMPLE", "https://u@h.example/a@b.io?x=c@d.io", "2024-01-15 10:30", "+", "@", "(",
-		"\xff\xfe+1 415 555 2671", "GB82WEST12345698765432 ABCD",
+		"\xff\xfe+1 415 555 2671", "GB82WEST12345698765432 ABCD", "x bEaReR abcdefgh12345678",
 	} {
 		f.Add(s)
 	}
@@ -133,6 +140,11 @@ func FuzzPIIDetect(f *testing.F) {
 					t.Fatalf("find(%q): email %q without @", s, v)
 				}
 			}
+		}
+		// The hints gate the secret patterns (here and in the record's
+		// masking): a string they match must hold one.
+		if builtinSecrets.MatchString(s) && !hasSecretHint(s) {
+			t.Fatalf("%q matches a built-in secret pattern but holds no hint", s)
 		}
 		masked := maskPII(s, ms)
 		if utf8.ValidString(s) && !utf8.ValidString(masked) {
@@ -185,7 +197,7 @@ func TestPIIStructuredAndBound(t *testing.T) {
 // in the patterns' order, matched by it and holding a hint.
 func TestSecretHintsCoverPatterns(t *testing.T) {
 	samples := []string{
-		"Authorization: Bearer abcdefgh12345678",
+		"Authorization: bEARER abcdefgh12345678",
 		"sk-ant-api03-abcdefghijklmnopqrstuv",
 		"AKIAIOSFODNN7EXAMPLE",
 		"ghp_" + strings.Repeat("a1B2", 9),

@@ -154,7 +154,7 @@ func TestRedactorMasksARecordWithoutCopyingCleanParts(t *testing.T) {
 		t.Error("a record with nothing secret was copied")
 	}
 
-	secret := "Bearer abcdefghijklmnop"
+	secret := "bEARER abcdefghijklmnop" // any case, as the pattern says
 	shared = &tool.Result{Content: []tool.Content{{Type: tool.ContentText, Text: "ok"}, {Type: tool.ContentText, Text: secret}}}
 	errShared := &tool.Error{Kind: tool.KindToolError, Message: "failed with " + secret}
 	notes = []tool.Note{{Layer: "a", Message: "clean"}, {Layer: "b", Message: secret}}
