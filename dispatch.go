@@ -79,7 +79,7 @@ func (rt *Runtime) agentNamed(name string) (*agent.Agent, error) {
 	known := []string{rt.Config.Agent.Name}
 	for _, a := range rt.Config.Agents {
 		if a.Name == name {
-			return agent.New(rt.agents, agentOptions(rt.Config, a))
+			return agent.New(rt.agents, agentOptions(rt.Config, a, rt.programs))
 		}
 		known = append(known, a.Name)
 	}

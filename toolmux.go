@@ -173,8 +173,11 @@ type Runtime struct {
 	// propagator, for the parts built after Open (the gateway).
 	Telemetry *telemetry.Telemetry
 
-	agents     agent.Runtime
-	subAgents  []*agent.SubAgent
+	agents    agent.Runtime
+	subAgents []*agent.SubAgent
+	// programs bounds the code mode programs of the runtime's agents
+	// running at once (code_mode.max_programs).
+	programs   *codemode.Programs
 	dispatcher Dispatcher
 	// ownEvents: Events is the runtime's own, closed by Close.
 	ownEvents bool
@@ -257,7 +260,8 @@ func Open(ctx context.Context, cfg *config.Config, o Options) (rt *Runtime, err 
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	rt = &Runtime{Config: cfg, Model: o.Model, current: cfg, mode: o.Mode, noAgents: o.NoAgents, log: log}
+	rt = &Runtime{Config: cfg, Model: o.Model, current: cfg, mode: o.Mode, noAgents: o.NoAgents, log: log,
+		programs: codemode.NewPrograms(cfg.CodeMode.MaxPrograms)}
 	defer func() {
 		if err != nil {
 			rt.Close(context.WithoutCancel(ctx))
@@ -330,7 +334,7 @@ func Open(ctx context.Context, cfg *config.Config, o Options) (rt *Runtime, err 
 		if o.NoAgents {
 			break
 		}
-		sa := agent.NewSubAgent(agentOptions(cfg, a))
+		sa := agent.NewSubAgent(agentOptions(cfg, a, rt.programs))
 		rt.subAgents = append(rt.subAgents, sa)
 		// A sub-agent runs as long as its own turn limit takes; the
 		// manager's default call timeout still bounds it, and it is
@@ -421,17 +425,19 @@ func Open(ctx context.Context, cfg *config.Config, o Options) (rt *Runtime, err 
 // section). It fails with an *agent.Error of kind no_model when no model
 // is configured (or the runtime was opened with NoAgents or NoEvents).
 func (rt *Runtime) Agent() (*agent.Agent, error) {
-	return agent.New(rt.agents, agentOptions(rt.Config, rt.Config.Agent))
+	return agent.New(rt.agents, agentOptions(rt.Config, rt.Config.Agent, rt.programs))
 }
 
 // agentOptions are the options of an agent of cfg: its section's, its
-// programs bounded by the code_mode: section and run by its engine. Where
+// programs bounded by the code_mode: section (at most programs of them
+// at once, with the runtime's other agents') and run by its engine. Where
 // there is no engine program, the agent offers the tools as without code
 // mode (toolmux run --code-mode refuses to start, saying where it
 // looked).
-func agentOptions(cfg *config.Config, a config.Agent) agent.Options {
+func agentOptions(cfg *config.Config, a config.Agent, programs *codemode.Programs) agent.Options {
 	o := agent.FromConfig(a)
 	o.CodeMode.Bounds = agent.CodeModeBounds(cfg.CodeMode)
+	o.CodeMode.Bounds.Programs = programs
 	if o.CodeMode.Mode == agent.CodeModeBeside || o.CodeMode.Mode == agent.CodeModeOnly {
 		if path, err := codemode.FindEngine(o.CodeMode.Bounds.Engine); err != nil {
 			o.CodeMode.Mode = agent.CodeModeOff

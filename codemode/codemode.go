@@ -43,6 +43,7 @@ const (
 	DefaultMaxCalls       = 50
 	DefaultMaxOutputBytes = 64 << 10
 	DefaultMaxMemoryBytes = 64 << 20
+	DefaultMaxPrograms    = 8
 )
 
 // Options bound a program. Zero values take the defaults above.
@@ -70,7 +71,40 @@ type Options struct {
 	// Engine is the path of the toolmux-codemode program; "" finds it
 	// (FindEngine).
 	Engine string
+	// Programs, when set, bounds the programs running at once, each an
+	// engine process, across every runner given the same Programs (a
+	// gateway's, a runtime's agents'); nil bounds none.
+	Programs *Programs
 }
+
+// Programs bounds the programs that run at once: each is a process, and a
+// program one past the bound is refused (KindMaxPrograms) rather than
+// start one more.
+type Programs struct{ slots chan struct{} }
+
+// NewPrograms returns a bound of max programs at once (DefaultMaxPrograms
+// for max <= 0).
+func NewPrograms(max int) *Programs {
+	if max <= 0 {
+		max = DefaultMaxPrograms
+	}
+	return &Programs{slots: make(chan struct{}, max)}
+}
+
+// Max is the bound.
+func (p *Programs) Max() int { return cap(p.slots) }
+
+// take takes a place, false when none is free; release gives it back.
+func (p *Programs) take() bool {
+	select {
+	case p.slots <- struct{}{}:
+		return true
+	default:
+		return false
+	}
+}
+
+func (p *Programs) release() { <-p.slots }
 
 // WithDefaults returns o with the defaults in place of its zero values:
 // the bounds a runner applies.
@@ -106,6 +140,9 @@ const (
 	KindMaxCalls  Kind = "max_calls"
 	KindMaxOutput Kind = "max_output_bytes"
 	KindMaxMemory Kind = "max_memory_bytes"
+	// KindMaxPrograms: as many programs as Options.Programs allows were
+	// running; this one was not started.
+	KindMaxPrograms Kind = "max_programs"
 	// KindCancelled: the caller's context ended the program.
 	KindCancelled Kind = "cancelled"
 	// KindResult: the program returned what has no JSON form.

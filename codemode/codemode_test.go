@@ -413,3 +413,42 @@ func BenchmarkRun(b *testing.B) {
 		})
 	}
 }
+
+// Programs bounds the programs running at once across its runners: one
+// past it is refused, unstarted and calling nothing; once one ends, its
+// place is free again.
+func TestBoundMaxPrograms(t *testing.T) {
+	programs := codemode.NewPrograms(1)
+	if programs.Max() != 1 || codemode.NewPrograms(0).Max() != codemode.DefaultMaxPrograms {
+		t.Fatal("Max")
+	}
+	o := codemode.Options{Engine: testservers.CodeModeEngine(t), Programs: programs}
+	entered, release := make(chan struct{}), make(chan struct{})
+	first := newTools()
+	first.fns["fx__hold"] = func(context.Context, map[string]any) *tool.Record {
+		close(entered)
+		<-release
+		return &tool.Record{Result: &tool.Result{Content: []tool.Content{{Type: "text", Text: "held"}}}}
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := codemode.New(first, o).Run(t.Context(), `return await tools.call("fx__hold")`, nil)
+		done <- err
+	}()
+	<-entered
+	second := newTools()
+	res, err := codemode.New(second, o).Run(t.Context(), `return await tools.fx__echo({text: "x"})`, names)
+	if e := wantKind(t, err, codemode.KindMaxPrograms); e.Bound != "max_programs" || e.Limit != 1 {
+		t.Fatalf("%+v", e)
+	}
+	if second.count() != 0 || res.Calls != 0 {
+		t.Fatalf("the refused program made %d calls", second.count())
+	}
+	close(release)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if _, err := codemode.New(second, o).Run(t.Context(), `return await tools.fx__echo({text: "x"})`, names); err != nil {
+		t.Fatalf("once the first ended: %v", err)
+	}
+}

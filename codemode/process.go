@@ -75,6 +75,13 @@ func (r *Runner) Run(ctx context.Context, code string, names []string) (*Result,
 	if err != nil {
 		return res, &Error{Kind: KindUnavailable, Message: err.Error()}
 	}
+	if p := r.opts.Programs; p != nil {
+		if !p.take() {
+			return res, &Error{Kind: KindMaxPrograms, Bound: "max_programs", Limit: int64(p.Max()),
+				Message: "as many programs as that are running: this one was not started"}
+		}
+		defer p.release()
+	}
 	// The engine ends a program at its timeout itself; this context
 	// ends the calls it is making then.
 	ctx, cancel := context.WithTimeoutCause(ctx, r.opts.Timeout, errTimeUp)

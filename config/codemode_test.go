@@ -15,13 +15,14 @@ func TestCodeMode(t *testing.T) {
   max_calls: 100000
   max_output_bytes: 64MiB
   max_memory_bytes: 128MiB
+  max_programs: 1024
   engine: bin/toolmux-codemode
 `), config.Options{Dir: "/work"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := config.CodeMode{Enabled: true, Timeout: 10 * time.Second, MaxCalls: 100_000, MaxOutputBytes: 64 << 20, MaxMemoryBytes: 128 << 20,
-		Engine: "/work/bin/toolmux-codemode"}
+		MaxPrograms: 1024, Engine: "/work/bin/toolmux-codemode"}
 	if cfg.CodeMode != want {
 		t.Fatalf("code_mode: %+v, want %+v", cfg.CodeMode, want)
 	}
@@ -41,6 +42,7 @@ func TestCodeModeErrors(t *testing.T) {
   max_memory_bytes: 17179869185
   max_call: 3
   engine: ""
+  max_programs: 1025
 `, []wantErr{
 		{2, 12, "code_mode.enabled", `expected true or false, got "sure"`},
 		{3, 12, "code_mode.timeout", `must be positive, got "0s"`},
@@ -49,5 +51,6 @@ func TestCodeModeErrors(t *testing.T) {
 		{6, 21, "code_mode.max_memory_bytes", ""},
 		{7, 3, "code_mode.max_call", ""},
 		{8, 11, "code_mode.engine", ""},
+		{9, 17, "code_mode.max_programs", "must be between 1 and 1024, got 1025"},
 	})
 }

@@ -23,13 +23,16 @@ type CodeMode struct {
 	MaxOutputBytes int64
 	// MaxMemoryBytes bounds the heap of a program's engine process.
 	MaxMemoryBytes int64
+	// MaxPrograms bounds the programs running at once (engine
+	// processes), of the gateway and of the runtime's agents each.
+	MaxPrograms int
 	// Engine is the path of the toolmux-codemode program (relative to
 	// the config file's directory); "" finds it beside toolmux or on
 	// PATH.
 	Engine string
 }
 
-var codeModeKeys = []string{"enabled", "timeout", "max_calls", "max_output_bytes", "max_memory_bytes", "engine"}
+var codeModeKeys = []string{"enabled", "timeout", "max_calls", "max_output_bytes", "max_memory_bytes", "max_programs", "engine"}
 
 // Bounds of the code_mode section: a typo of a few digits more is caught
 // rather than let one program take the machine.
@@ -37,6 +40,7 @@ const (
 	maxCodeModeCalls       = 100_000
 	maxCodeModeOutputBytes = 64 << 20
 	maxCodeModeMemoryBytes = 16 << 30
+	maxCodeModePrograms    = 1024
 )
 
 // codeMode reads a code_mode section.
@@ -54,6 +58,8 @@ func (p *parser) codeMode(n *yaml.Node, kp string) CodeMode {
 			c.MaxOutputBytes, _ = p.sizeUpTo(e.v, fp, maxCodeModeOutputBytes, "64MiB")
 		case "max_memory_bytes":
 			c.MaxMemoryBytes, _ = p.sizeUpTo(e.v, fp, maxCodeModeMemoryBytes, "16GiB")
+		case "max_programs":
+			c.MaxPrograms, _ = p.integer(e.v, fp, 1, maxCodeModePrograms)
 		case "engine":
 			if s, ok := p.text(e.v, fp); ok {
 				if r, err := resolvePath(s, p.dir, p.lookup); err != nil {

@@ -55,5 +55,6 @@ func TasksFromConfig(c *config.Config, store TaskStore) Tasks {
 // (codemode's defaults for what it leaves out).
 func CodeModeFromConfig(c config.CodeMode) CodeMode {
 	return CodeMode{Enabled: c.Enabled, Bounds: codemode.Options{Timeout: c.Timeout, MaxCalls: c.MaxCalls,
-		MaxOutputBytes: int(c.MaxOutputBytes), MaxMemoryBytes: c.MaxMemoryBytes, Engine: c.Engine}}
+		MaxOutputBytes: int(c.MaxOutputBytes), MaxMemoryBytes: c.MaxMemoryBytes, Engine: c.Engine,
+		Programs: codemode.NewPrograms(c.MaxPrograms)}}
 }

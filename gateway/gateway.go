@@ -214,6 +214,9 @@ func New(c Caller, o Options) *Gateway {
 		} else {
 			code := o.CodeMode
 			code.Bounds.Engine = path
+			if code.Bounds.Programs == nil {
+				code.Bounds.Programs = codemode.NewPrograms(0)
+			}
 			g.code = &code
 		}
 	}
