@@ -793,7 +793,8 @@ func TestPassthroughServerDown(t *testing.T) {
 }
 
 // A session the client DELETEd is gone for every request after the
-// DELETE's answer, on the passthrough route and on /mcp alike: those the
+// DELETE's answer, on the passthrough route, /mcp and a virtual server
+// alike (serve --stdio has no DELETE: its session ends with its pipe): those the
 // gateway answers itself (tools/list, ping, tools/call) as well as those
 // the go-sdk does. The gateway learned that the session ended only once
 // the go-sdk had closed it, after the DELETE's answer: a request in
@@ -818,7 +819,9 @@ func TestDeletedSessionIsGoneAtOnce(t *testing.T) {
 		res.Body.Close()
 		return res, string(b)
 	}
-	for _, url := range []string{pt.url, pt.base + "/mcp"} {
+	// A virtual server's route, on a gateway of the fixture.
+	_, vbase := fixtureGateway(t, gateway.Options{Virtual: []gateway.Virtual{{Name: "v", Tools: []string{"fx/echo"}}}}, manager.ServerOptions{})
+	for _, url := range []string{pt.url, pt.base + "/mcp", vbase + "/virtual/v/mcp"} {
 		for _, method := range []string{"tools/list", "ping", "tools/call"} {
 			// Many times: the window was short.
 			for i := range 20 {
@@ -844,6 +847,9 @@ func TestDeletedSessionIsGoneAtOnce(t *testing.T) {
 				params := `{}`
 				if method == "tools/call" {
 					params = `{"name":"up__echo","arguments":{}}`
+					if strings.Contains(url, "/virtual/") {
+						params = `{"name":"fx__echo","arguments":{"message":"m"}}`
+					}
 				}
 				if res, body := post(url, sid, `{"jsonrpc":"2.0","id":2,"method":"`+method+`","params":`+params+`}`); res.StatusCode != http.StatusNotFound {
 					t.Fatalf("%s %s #%d after DELETE: %d %s, want 404", url, method, i, res.StatusCode, body)
